@@ -1,0 +1,110 @@
+/*
+ * The C shim: every variadic libvips/libcurl call PushMedia makes is wrapped here in a
+ * fixed-signature function, together with the libcurl callbacks and the libmagic/GLib
+ * helpers. Swift sees plain integers, pointers and small structs; libvips and libmagic
+ * types stay opaque.
+ */
+#ifndef PUSHMEDIA_SHIM_H
+#define PUSHMEDIA_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <curl/curl.h>
+
+/* ---------------------------------------------------------------- libcurl */
+
+CURLcode pm_curl_setopt_long(CURL *handle, CURLoption option, long value);
+CURLcode pm_curl_setopt_off(CURL *handle, CURLoption option, curl_off_t value);
+CURLcode pm_curl_setopt_string(CURL *handle, CURLoption option, const char *value);
+CURLcode pm_curl_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value);
+CURLcode pm_curl_getinfo_long(CURL *handle, CURLINFO info, long *value);
+CURLcode pm_curl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
+/** The string stays owned by the handle; copy it before curl_easy_cleanup. */
+CURLcode pm_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value);
+
+/** Decides whether a resolved address may be connected to: 1 allow, 0 deny.
+ *  `address` holds 4 (IPv4) or 16 (IPv6) bytes in network order. */
+typedef int (*pm_address_check_fn)(const unsigned char *address, size_t length);
+
+/** State shared with the transfer callbacks. Owned by the caller for the transfer's life. */
+typedef struct pm_transfer {
+    /* inputs */
+    int fd;                         /* body is written here */
+    int64_t max_bytes;              /* abort once more than this many body bytes arrive */
+    int64_t deadline_ns;            /* CLOCK_MONOTONIC; 0 = none */
+    int check_addresses;            /* 1: every connection's address goes through address_allowed */
+    pm_address_check_fn address_allowed;
+    /* outputs */
+    int64_t bytes_written;
+    int cap_exceeded;
+    int deadline_passed;
+    int cancelled;
+    int write_failed;
+    int blocked;                    /* a connection was refused by address_allowed */
+    char blocked_address[64];
+    /* private */
+    int cancel_requested;
+} pm_transfer;
+
+/** Installs the write, progress and open-socket callbacks of `transfer` on `handle`. */
+CURLcode pm_curl_install_transfer(CURL *handle, pm_transfer *transfer);
+/** Asks a running transfer to stop at its next progress callback (thread-safe). */
+void pm_transfer_cancel(pm_transfer *transfer);
+/** Monotonic clock in nanoseconds, the clock deadlines are expressed in. */
+int64_t pm_monotonic_ns(void);
+
+/* ----------------------------------------------------------------- libvips */
+
+typedef struct _VipsImage pm_image;
+
+typedef struct pm_header {
+    int width;
+    int height;          /* of the whole image: all pages stacked when n_pages > 1 */
+    int bands;
+    int has_alpha;
+    int n_pages;         /* frames in the file (1 for still images) */
+    int page_height;     /* height of one frame */
+    int orientation;     /* EXIF orientation 1..8 (1 when absent) */
+    char loader[64];     /* libvips loader nickname, e.g. "jpegload" */
+} pm_header;
+
+/** Starts libvips once: untrusted loaders blocked, operation cache off, `concurrency` threads per image. */
+int pm_vips_init(const char *argv0, int concurrency);
+const char *pm_vips_version(void);
+/** The pending libvips error text (newly allocated, free with pm_free), and clears it. */
+char *pm_vips_error_take(void);
+void pm_free(void *pointer);
+/** Reads only the header of `filename` (no pixels are decoded). */
+int pm_vips_header(const char *filename, pm_header *header);
+/** Shrink-on-load thumbnail that fits `width`×`height` (never enlarges), auto-rotated by EXIF,
+ *  exported as sRGB. `filename` may carry loader options, e.g. "a.gif[n=-1]".
+ *  `fail_on_truncated` makes truncated or corrupt input an error. */
+int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, pm_image **out);
+/** Converts to sRGB (keeps alpha). */
+int pm_vips_srgb(pm_image *in, pm_image **out);
+/** Removes alpha by compositing over white. */
+int pm_vips_flatten_white(pm_image *in, pm_image **out);
+int pm_vips_jpegsave(pm_image *in, int quality, void **buffer, size_t *length);
+int pm_vips_pngsave(pm_image *in, void **buffer, size_t *length);
+int pm_vips_gifsave(pm_image *in, void **buffer, size_t *length);
+int pm_image_width(pm_image *image);
+int pm_image_height(pm_image *image);
+int pm_image_has_alpha(pm_image *image);
+int pm_image_page_height(pm_image *image);
+int pm_image_n_pages(pm_image *image);
+void pm_image_unref(pm_image *image);
+
+/* ---------------------------------------------------------------- libmagic */
+
+/** MIME type of `buffer` ("image/png"); one magic handle per calling thread. 0 on success. */
+int pm_magic_mime(const void *buffer, size_t length, char *out, size_t out_length);
+/** Human description ("PNG image data, 800 x 600, ..."). 0 on success. */
+int pm_magic_describe(const void *buffer, size_t length, char *out, size_t out_length);
+
+/* -------------------------------------------------------------------- GLib */
+
+/** SHA-256 of a file as 64 lowercase hex characters + NUL. 0 on success, errno otherwise. */
+int pm_sha256_file(const char *path, char out_hex[65]);
+void pm_sha256_buffer(const void *buffer, size_t length, char out_hex[65]);
+
+#endif

@@ -1,0 +1,303 @@
+#include "pushmedia_shim.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <magic.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <vips/vips.h>
+
+/* ---------------------------------------------------------------- libcurl */
+
+CURLcode pm_curl_setopt_long(CURL *handle, CURLoption option, long value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+CURLcode pm_curl_setopt_off(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+CURLcode pm_curl_setopt_string(CURL *handle, CURLoption option, const char *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+CURLcode pm_curl_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+CURLcode pm_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
+CURLcode pm_curl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
+CURLcode pm_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value) {
+    char *result = NULL;
+    CURLcode code = curl_easy_getinfo(handle, info, &result);
+    *value = result;
+    return code;
+}
+
+int64_t pm_monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+void pm_transfer_cancel(pm_transfer *transfer) {
+    __atomic_store_n(&transfer->cancel_requested, 1, __ATOMIC_SEQ_CST);
+}
+
+static int transfer_should_stop(pm_transfer *t) {
+    if (__atomic_load_n(&t->cancel_requested, __ATOMIC_SEQ_CST)) {
+        t->cancelled = 1;
+        return 1;
+    }
+    if (t->deadline_ns > 0 && pm_monotonic_ns() >= t->deadline_ns) {
+        t->deadline_passed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Body bytes: counted against the cap while streaming, written straight to the file. */
+static size_t transfer_write(char *data, size_t size, size_t count, void *user) {
+    pm_transfer *t = user;
+    size_t length = size * count;
+    if (transfer_should_stop(t)) return 0;
+    if (t->bytes_written + (int64_t)length > t->max_bytes) {
+        t->cap_exceeded = 1;
+        return 0;
+    }
+    size_t done = 0;
+    while (done < length) {
+        ssize_t n = write(t->fd, data + done, length - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            t->write_failed = errno;
+            return 0;
+        }
+        done += (size_t)n;
+    }
+    t->bytes_written += (int64_t)length;
+    return length;
+}
+
+static int transfer_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                             curl_off_t ulnow) {
+    return transfer_should_stop(user);
+}
+
+/* Every connection, including each redirect hop, is opened here: the resolved address is
+ * checked before the socket exists. */
+static curl_socket_t transfer_open_socket(void *user, curlsocktype purpose, struct curl_sockaddr *address) {
+    pm_transfer *t = user;
+    if (t->check_addresses) {
+        const unsigned char *bytes = NULL;
+        size_t length = 0;
+        if (address->family == AF_INET) {
+            bytes = (const unsigned char *)&((struct sockaddr_in *)&address->addr)->sin_addr;
+            length = 4;
+        } else if (address->family == AF_INET6) {
+            bytes = (const unsigned char *)&((struct sockaddr_in6 *)&address->addr)->sin6_addr;
+            length = 16;
+        }
+        if (bytes == NULL || t->address_allowed == NULL || !t->address_allowed(bytes, length)) {
+            t->blocked = 1;
+            if (bytes == NULL || !inet_ntop(address->family, bytes, t->blocked_address, sizeof t->blocked_address))
+                snprintf(t->blocked_address, sizeof t->blocked_address, "(address family %d)", address->family);
+            return CURL_SOCKET_BAD;
+        }
+    }
+    return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
+CURLcode pm_curl_install_transfer(CURL *handle, pm_transfer *transfer) {
+    CURLcode code;
+    if ((code = curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, transfer_write))) return code;
+    if ((code = curl_easy_setopt(handle, CURLOPT_WRITEDATA, transfer))) return code;
+    if ((code = curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, transfer_progress))) return code;
+    if ((code = curl_easy_setopt(handle, CURLOPT_XFERINFODATA, transfer))) return code;
+    if ((code = curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L))) return code;
+    if ((code = curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, transfer_open_socket))) return code;
+    return curl_easy_setopt(handle, CURLOPT_OPENSOCKETDATA, transfer);
+}
+
+/* ----------------------------------------------------------------- libvips */
+
+int pm_vips_init(const char *argv0, int concurrency) {
+    if (VIPS_INIT(argv0)) return -1;
+    vips_block_untrusted_set(TRUE);
+    vips_cache_set_max(0);
+    if (concurrency > 0) vips_concurrency_set(concurrency);
+    return 0;
+}
+
+const char *pm_vips_version(void) {
+    return vips_version_string();
+}
+
+char *pm_vips_error_take(void) {
+    char *text = g_strdup(vips_error_buffer());
+    vips_error_clear();
+    return text;
+}
+
+void pm_free(void *pointer) {
+    g_free(pointer);
+}
+
+int pm_vips_header(const char *filename, pm_header *header) {
+    memset(header, 0, sizeof *header);
+    const char *loader = vips_foreign_find_load(filename);
+    if (loader == NULL) return -1;
+    VipsImage *image = vips_image_new_from_file(filename, "access", VIPS_ACCESS_SEQUENTIAL, NULL);
+    if (image == NULL) return -1;
+    header->width = vips_image_get_width(image);
+    header->height = vips_image_get_height(image);
+    header->bands = vips_image_get_bands(image);
+    header->has_alpha = vips_image_hasalpha(image);
+    header->n_pages = vips_image_get_n_pages(image);
+    header->page_height = vips_image_get_page_height(image);
+    int orientation = 1;
+    if (vips_image_get_typeof(image, VIPS_META_ORIENTATION) &&
+        vips_image_get_int(image, VIPS_META_ORIENTATION, &orientation) == 0)
+        header->orientation = orientation;
+    else
+        header->orientation = 1;
+    VipsObjectClass *class = VIPS_OBJECT_CLASS(g_type_class_peek(g_type_from_name(loader)));
+    g_strlcpy(header->loader, class ? class->nickname : loader, sizeof header->loader);
+    g_object_unref(image);
+    return 0;
+}
+
+int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, pm_image **out) {
+    return vips_thumbnail(filename, out, width,
+                          "height", height,
+                          "size", VIPS_SIZE_DOWN,
+                          "export_profile", "srgb",
+                          "fail_on", fail_on_truncated ? VIPS_FAIL_ON_TRUNCATED : VIPS_FAIL_ON_NONE,
+                          NULL);
+}
+
+int pm_vips_srgb(pm_image *in, pm_image **out) {
+    return vips_colourspace(in, out, VIPS_INTERPRETATION_sRGB, NULL);
+}
+
+int pm_vips_flatten_white(pm_image *in, pm_image **out) {
+    double white[3] = {255.0, 255.0, 255.0};
+    VipsArrayDouble *background = vips_array_double_new(white, 3);
+    int result = vips_flatten(in, out, "background", background, NULL);
+    vips_area_unref(VIPS_AREA(background));
+    return result;
+}
+
+/* Metadata is never written: no EXIF, XMP, IPTC or ICC in the output. */
+#if VIPS_MAJOR_VERSION > 8 || (VIPS_MAJOR_VERSION == 8 && VIPS_MINOR_VERSION >= 15)
+#define PM_NO_METADATA "keep", VIPS_FOREIGN_KEEP_NONE
+#else
+#define PM_NO_METADATA "strip", TRUE
+#endif
+
+int pm_vips_jpegsave(pm_image *in, int quality, void **buffer, size_t *length) {
+    return vips_jpegsave_buffer(in, buffer, length, "Q", quality, "optimize_coding", TRUE,
+                                "interlace", FALSE, PM_NO_METADATA, NULL);
+}
+
+int pm_vips_pngsave(pm_image *in, void **buffer, size_t *length) {
+    return vips_pngsave_buffer(in, buffer, length, "compression", 6, PM_NO_METADATA, NULL);
+}
+
+int pm_vips_gifsave(pm_image *in, void **buffer, size_t *length) {
+    return vips_gifsave_buffer(in, buffer, length, PM_NO_METADATA, NULL);
+}
+
+int pm_image_width(pm_image *image) { return vips_image_get_width(image); }
+int pm_image_height(pm_image *image) { return vips_image_get_height(image); }
+int pm_image_has_alpha(pm_image *image) { return vips_image_hasalpha(image); }
+int pm_image_page_height(pm_image *image) { return vips_image_get_page_height(image); }
+int pm_image_n_pages(pm_image *image) { return vips_image_get_n_pages(image); }
+void pm_image_unref(pm_image *image) { if (image) g_object_unref(image); }
+
+/* ---------------------------------------------------------------- libmagic */
+
+/* magic_t is not thread-safe: each thread loads its own handle once. */
+static pthread_key_t magic_key;
+static pthread_once_t magic_key_once = PTHREAD_ONCE_INIT;
+
+static void magic_release(void *cookie) { magic_close(cookie); }
+static void magic_make_key(void) { pthread_key_create(&magic_key, magic_release); }
+
+static int magic_run(int flags, const void *buffer, size_t length, char *out, size_t out_length) {
+    pthread_once(&magic_key_once, magic_make_key);
+    magic_t cookie = pthread_getspecific(magic_key);
+    if (cookie == NULL) {
+        cookie = magic_open(MAGIC_NONE);
+        if (cookie == NULL) return -1;
+        if (magic_load(cookie, NULL) != 0) {
+            magic_close(cookie);
+            return -1;
+        }
+        pthread_setspecific(magic_key, cookie);
+    }
+    if (magic_setflags(cookie, flags) != 0) return -1;
+    const char *result = magic_buffer(cookie, buffer, length);
+    if (result == NULL) {
+        const char *error = magic_error(cookie);
+        g_strlcpy(out, error ? error : "libmagic failed", out_length);
+        return -1;
+    }
+    g_strlcpy(out, result, out_length);
+    return 0;
+}
+
+int pm_magic_mime(const void *buffer, size_t length, char *out, size_t out_length) {
+    return magic_run(MAGIC_MIME_TYPE | MAGIC_ERROR, buffer, length, out, out_length);
+}
+
+int pm_magic_describe(const void *buffer, size_t length, char *out, size_t out_length) {
+    return magic_run(MAGIC_ERROR, buffer, length, out, out_length);
+}
+
+/* -------------------------------------------------------------------- GLib */
+
+static void checksum_hex(GChecksum *checksum, char out_hex[65]) {
+    g_strlcpy(out_hex, g_checksum_get_string(checksum), 65);
+}
+
+int pm_sha256_file(const char *path, char out_hex[65]) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    GChecksum *checksum = g_checksum_new(G_CHECKSUM_SHA256);
+    unsigned char block[65536];
+    for (;;) {
+        ssize_t n = read(fd, block, sizeof block);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            int error = errno;
+            g_checksum_free(checksum);
+            close(fd);
+            return error;
+        }
+        if (n == 0) break;
+        g_checksum_update(checksum, block, (gssize)n);
+    }
+    close(fd);
+    checksum_hex(checksum, out_hex);
+    g_checksum_free(checksum);
+    return 0;
+}
+
+void pm_sha256_buffer(const void *buffer, size_t length, char out_hex[65]) {
+    GChecksum *checksum = g_checksum_new(G_CHECKSUM_SHA256);
+    g_checksum_update(checksum, buffer, (gssize)length);
+    checksum_hex(checksum, out_hex);
+    g_checksum_free(checksum);
+}

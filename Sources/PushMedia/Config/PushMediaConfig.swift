@@ -1,0 +1,165 @@
+import Foundation
+
+/// What to do with the media key when the media is rejected.
+public enum OnReject: String, Sendable, CaseIterable, Codable {
+    /// Remove the media key so the phone shows the text at once (default).
+    case drop
+    /// Leave the original media reference in place.
+    case keep
+}
+
+/// Every setting of PushMedia, with its default. Each is also a `PUSHMEDIA_*` environment
+/// variable (see `environmentKeys`) and a command-line flag of the same name.
+public struct PushMediaConfig: Sendable, Equatable {
+    /// `--store`, `PUSHMEDIA_STORE`: directory of the content-addressed media store.
+    public var storeDirectory = "pushmedia-store"
+    /// `--base-url`, `PUSHMEDIA_BASE_URL`: public URL under which the store's files are served;
+    /// an attachment URL is `<base-url>/<sha256>.<ext>`. The default matches `pushmedia serve`.
+    public var baseURL = "http://127.0.0.1:8080/media"
+    /// `--budget`, `PUSHMEDIA_BUDGET`: time allowed per payload before the best attempt is returned.
+    public var budget: Duration = .seconds(10)
+    /// `--allow-private-networks`, `PUSHMEDIA_ALLOW_PRIVATE_NETWORKS`: permit loopback, private,
+    /// link-local and other internal addresses (off: see `AddressPolicy`).
+    public var allowPrivateNetworks = false
+    /// `--media-key`, `PUSHMEDIA_MEDIA_KEYS` (comma-separated): extra top-level keys holding a media URL,
+    /// searched after the built-in ones.
+    public var extraMediaKeys: [String] = []
+    /// `--on-reject`, `PUSHMEDIA_ON_REJECT`: `drop` (default) or `keep` the media key of rejected media.
+    public var onReject: OnReject = .drop
+    /// `--media-root`, `PUSHMEDIA_MEDIA_ROOT`: directory that local media references (relative
+    /// paths, `file:` URLs) must resolve inside. Defaults to the payload file's directory.
+    public var mediaRoot: String?
+    /// `--long-edge`, `PUSHMEDIA_LONG_EDGE`: longest side of a transcoded image. 2048 px keeps the
+    /// decoded bitmap at most 2048×2048×4 = 16 MiB, inside the service extension's ~24 MB memory
+    /// limit, and still covers the widest expanded notification (1290 px on 3x phones).
+    public var longEdge = 2048
+    /// `--thumb-edge`, `PUSHMEDIA_THUMB_EDGE`: longest side of the JPEG thumbnail made of every image.
+    public var thumbnailEdge = 512
+    /// `--max-pixels`, `PUSHMEDIA_MAX_PIXELS`: largest source image (width × height of a frame),
+    /// read from the header before any pixel is decoded. Larger images are rejected.
+    public var maxPixels: Int64 = 50_000_000
+    /// `--max-frames`, `PUSHMEDIA_MAX_FRAMES`: animations with more frames (or more than
+    /// `maxPixels` over all frames) are reduced to their first frame.
+    public var maxFrames = 100
+    /// `--max-source-bytes`, `PUSHMEDIA_MAX_SOURCE_BYTES`: largest download. Images may exceed
+    /// Apple's 10 MB because they are shrunk; audio and video must meet Apple's caps as fetched.
+    public var maxSourceBytes: Int64 = 50_000_000
+    /// `--jpeg-quality`, `PUSHMEDIA_JPEG_QUALITY`: first JPEG quality tried; lowered step by step
+    /// until the image fits the cap.
+    public var jpegQuality = 82
+    /// `--connect-timeout`, `PUSHMEDIA_CONNECT_TIMEOUT`: time to establish a connection.
+    public var connectTimeout: Duration = .seconds(3)
+    /// `--low-speed-time`, `PUSHMEDIA_LOW_SPEED_TIME`: abort a download slower than 1 KiB/s for this long.
+    public var lowSpeedTime: Duration = .seconds(5)
+    /// `--max-redirects`, `PUSHMEDIA_MAX_REDIRECTS`: redirects followed (each one checked again).
+    public var maxRedirects = 5
+    /// `--background-grace`, `PUSHMEDIA_BACKGROUND_GRACE`: how long a job may keep working after its
+    /// request's budget ran out, so that the cache holds the full result next time (0 = stop at the budget).
+    public var backgroundGrace: Duration = .zero
+    /// Apple's caps and formats.
+    public var policy = AttachmentPolicy.ios
+
+    public init() {}
+
+    /// The environment variable behind each setting.
+    public static let environmentKeys: [String: String] = [
+        "store": "PUSHMEDIA_STORE", "base-url": "PUSHMEDIA_BASE_URL", "budget": "PUSHMEDIA_BUDGET",
+        "allow-private-networks": "PUSHMEDIA_ALLOW_PRIVATE_NETWORKS", "media-key": "PUSHMEDIA_MEDIA_KEYS",
+        "on-reject": "PUSHMEDIA_ON_REJECT", "media-root": "PUSHMEDIA_MEDIA_ROOT",
+        "long-edge": "PUSHMEDIA_LONG_EDGE", "thumb-edge": "PUSHMEDIA_THUMB_EDGE",
+        "max-pixels": "PUSHMEDIA_MAX_PIXELS", "max-frames": "PUSHMEDIA_MAX_FRAMES",
+        "max-source-bytes": "PUSHMEDIA_MAX_SOURCE_BYTES", "jpeg-quality": "PUSHMEDIA_JPEG_QUALITY",
+        "connect-timeout": "PUSHMEDIA_CONNECT_TIMEOUT", "low-speed-time": "PUSHMEDIA_LOW_SPEED_TIME",
+        "max-redirects": "PUSHMEDIA_MAX_REDIRECTS", "background-grace": "PUSHMEDIA_BACKGROUND_GRACE",
+    ]
+
+    /// Applies one setting given as text (from a flag or an environment variable).
+    /// - Parameter name: the flag name without dashes, e.g. `budget`.
+    public mutating func set(_ name: String, to text: String) throws(ConfigError) {
+        func int(_ range: ClosedRange<Int64>) throws(ConfigError) -> Int64 {
+            guard let value = Int64(text.replacingOccurrences(of: "_", with: "")), range.contains(value) else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "an integer in \(range.lowerBound)...\(range.upperBound)")
+            }
+            return value
+        }
+        func duration() throws(ConfigError) -> Duration {
+            guard let value = Self.parseDuration(text) else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "a duration such as 10, 2.5s or 800ms")
+            }
+            return value
+        }
+        switch name {
+        case "store": storeDirectory = text
+        case "base-url":
+            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+                  ["http", "https", "file"].contains(scheme) else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "an absolute http(s) URL")
+            }
+            baseURL = text.hasSuffix("/") ? String(text.dropLast()) : text
+        case "budget": budget = try duration()
+        case "allow-private-networks":
+            switch text.lowercased() {
+            case "1", "true", "yes", "on": allowPrivateNetworks = true
+            case "0", "false", "no", "off", "": allowPrivateNetworks = false
+            default: throw ConfigError.invalidValue(name: name, value: text, expected: "true or false")
+            }
+        case "media-key":
+            extraMediaKeys += text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        case "on-reject":
+            guard let value = OnReject(rawValue: text) else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "drop or keep")
+            }
+            onReject = value
+        case "media-root": mediaRoot = text
+        case "long-edge": longEdge = Int(try int(16...16384))
+        case "thumb-edge": thumbnailEdge = Int(try int(16...4096))
+        case "max-pixels": maxPixels = try int(1...1_000_000_000)
+        case "max-frames": maxFrames = Int(try int(1...100_000))
+        case "max-source-bytes": maxSourceBytes = try int(1...2_000_000_000)
+        case "jpeg-quality": jpegQuality = Int(try int(10...100))
+        case "connect-timeout": connectTimeout = try duration()
+        case "low-speed-time": lowSpeedTime = try duration()
+        case "max-redirects": maxRedirects = Int(try int(0...20))
+        case "background-grace": backgroundGrace = try duration()
+        default: throw ConfigError.unknownSetting(name)
+        }
+    }
+
+    /// Reads every `PUSHMEDIA_*` variable present in `environment` on top of the defaults.
+    public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> PushMediaConfig {
+        var config = PushMediaConfig()
+        for (name, variable) in environmentKeys.sorted(by: { $0.key < $1.key }) {
+            if let value = environment[variable] {
+                do { try config.set(name, to: value) } catch { throw ConfigError.inEnvironment(variable: variable, error) }
+            }
+        }
+        return config
+    }
+
+    /// Parses `10`, `2.5`, `2.5s`, `800ms` into a duration (plain numbers are seconds).
+    public static func parseDuration(_ text: String) -> Duration? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        var number = trimmed
+        var scale = 1.0
+        if trimmed.hasSuffix("ms") { number = String(trimmed.dropLast(2)); scale = 0.001 }
+        else if trimmed.hasSuffix("s") { number = String(trimmed.dropLast()) }
+        else if trimmed.hasSuffix("m") { number = String(trimmed.dropLast()); scale = 60 }
+        guard let value = Double(number), value.isFinite, value >= 0, value * scale <= 86_400 else { return nil }
+        return .milliseconds(Int64((value * scale * 1000).rounded()))
+    }
+}
+
+/// A setting that could not be applied.
+public enum ConfigError: Error, CustomStringConvertible, Sendable {
+    case invalidValue(name: String, value: String, expected: String)
+    case unknownSetting(String)
+    indirect case inEnvironment(variable: String, ConfigError)
+
+    public var description: String {
+        switch self {
+        case let .invalidValue(name, value, expected): "invalid value \"\(value)\" for --\(name): expected \(expected)"
+        case let .unknownSetting(name): "unknown setting --\(name)"
+        case let .inEnvironment(variable, error): "\(variable): \(error)"
+        }
+    }
+}

@@ -1,0 +1,156 @@
+import CPushMediaShim
+import Foundation
+
+/// Limits of one download.
+public struct FetchLimits: Sendable {
+    public var maxBytes: Int64
+    public var connectTimeout: Duration
+    public var lowSpeedTime: Duration
+    /// Bytes per second under which `lowSpeedTime` starts counting.
+    public var lowSpeedLimit = 1024
+    public var maxRedirects: Int
+    public var allowPrivateNetworks: Bool
+
+    public init(config: PushMediaConfig) {
+        maxBytes = config.maxSourceBytes
+        connectTimeout = config.connectTimeout
+        lowSpeedTime = config.lowSpeedTime
+        maxRedirects = config.maxRedirects
+        allowPrivateNetworks = config.allowPrivateNetworks
+    }
+}
+
+/// What the origin answered.
+public struct FetchResponse: Sendable {
+    public var httpStatus: Int
+    public var bytes: Int64
+    /// The origin's Content-Type: a hint only, the bytes decide.
+    public var contentType: String?
+    public var effectiveURL: String
+    public var redirects: Int
+}
+
+/// Downloads http(s) URLs with libcurl into files: SSRF-checked connections, only http/https
+/// (redirects too), byte cap counted while streaming, no content decoding, and an abort at the
+/// deadline. Transfers block, so they run on `executor`'s threads.
+public final class Fetcher: Sendable {
+    private let executor: BlockingExecutor
+    private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+
+    public init(executor: BlockingExecutor) {
+        self.executor = executor
+        _ = Self.globalInit
+    }
+
+    /// Downloads `url` into the file at `path` (created or truncated).
+    /// - Throws: `FetchError`, e.g. `.blockedAddress`, `.tooLarge`, `.httpStatus(404)`, `.deadlineExceeded`.
+    public func fetch(_ url: String, to path: String, limits: FetchLimits, deadline: ContinuousClock.Instant) async throws(FetchError) -> FetchResponse {
+        let state = TransferState()
+        let outcome: Result<FetchResponse, FetchError> = await withTaskCancellationHandler {
+            await executor.run { Self.perform(url, path: path, limits: limits, deadline: deadline, state: state) }
+        } onCancel: {
+            state.cancel()
+        }
+        return try outcome.get()
+    }
+
+    private static func perform(_ url: String, path: String, limits: FetchLimits, deadline: ContinuousClock.Instant,
+                                state: TransferState) -> Result<FetchResponse, FetchError> {
+        let remaining = deadline - .now
+        guard remaining > .milliseconds(1) else { return .failure(.deadlineExceeded) }
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return .failure(.io("cannot create \(path): \(String(cString: strerror(errno)))")) }
+        defer { close(fd) }
+        guard let handle = curl_easy_init() else { return .failure(.io("libcurl could not create a handle")) }
+        defer { curl_easy_cleanup(handle) }
+
+        let t = state.pointer
+        t.pointee.fd = fd
+        t.pointee.max_bytes = limits.maxBytes
+        t.pointee.deadline_ns = pm_monotonic_ns() + remaining.nanoseconds
+        t.pointee.check_addresses = limits.allowPrivateNetworks ? 0 : 1
+        t.pointee.address_allowed = { bytes, length in
+            guard let bytes else { return 0 }
+            return AddressPolicy.isPublic(UnsafeBufferPointer(start: bytes, count: length)) ? 1 : 0
+        }
+
+        var setup = pm_curl_install_transfer(handle, t)
+        func set(_ option: CURLoption, _ value: Int) { if setup == CURLE_OK { setup = pm_curl_setopt_long(handle, option, value) } }
+        func set(_ option: CURLoption, _ value: String) { if setup == CURLE_OK { setup = pm_curl_setopt_string(handle, option, value) } }
+        set(CURLOPT_URL, url)
+        set(CURLOPT_PROTOCOLS_STR, "http,https")
+        set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        set(CURLOPT_FOLLOWLOCATION, 1)
+        set(CURLOPT_MAXREDIRS, limits.maxRedirects)
+        set(CURLOPT_FAILONERROR, 1)
+        set(CURLOPT_NOSIGNAL, 1)
+        set(CURLOPT_PROXY, "")                  // never route through an environment proxy
+        set(CURLOPT_HTTP_CONTENT_DECODING, 0)   // bytes as served: no gzip bombs
+        set(CURLOPT_CONNECTTIMEOUT_MS, Int(limits.connectTimeout.milliseconds))
+        set(CURLOPT_TIMEOUT_MS, max(1, Int(remaining.milliseconds)))
+        set(CURLOPT_LOW_SPEED_LIMIT, limits.lowSpeedLimit)
+        set(CURLOPT_LOW_SPEED_TIME, max(1, Int(limits.lowSpeedTime.milliseconds / 1000)))
+        set(CURLOPT_USERAGENT, "PushMedia/\(PushMediaVersion.string) (+media for push notifications)")
+        set(CURLOPT_ACCEPT_ENCODING, "identity")
+        if setup == CURLE_OK { setup = pm_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes)) }
+        guard setup == CURLE_OK else {
+            return .failure(.transfer(code: Int(setup.rawValue), message: String(cString: curl_easy_strerror(setup))))
+        }
+
+        let code = curl_easy_perform(handle)
+
+        var status = 0
+        var redirects = 0
+        var text: UnsafePointer<CChar>?
+        var value = 0
+        if pm_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &value) == CURLE_OK { status = value }
+        if pm_curl_getinfo_long(handle, CURLINFO_REDIRECT_COUNT, &value) == CURLE_OK { redirects = value }
+        let effectiveURL = pm_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &text) == CURLE_OK ? text.map { String(cString: $0) } ?? url : url
+        let contentType = pm_curl_getinfo_string(handle, CURLINFO_CONTENT_TYPE, &text) == CURLE_OK ? text.map { String(cString: $0) } : nil
+
+        if t.pointee.blocked != 0 {
+            let address = withUnsafeBytes(of: t.pointee.blocked_address) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            return .failure(.blockedAddress(address))
+        }
+        if t.pointee.cap_exceeded != 0 || code == CURLE_FILESIZE_EXCEEDED { return .failure(.tooLarge(limit: limits.maxBytes)) }
+        if t.pointee.cancelled != 0 { return .failure(.cancelled) }
+        if t.pointee.deadline_passed != 0 || (code == CURLE_OPERATION_TIMEDOUT && pm_monotonic_ns() >= t.pointee.deadline_ns - 5_000_000) {
+            return .failure(.deadlineExceeded)
+        }
+        if t.pointee.write_failed != 0 { return .failure(.io("writing \(path): \(String(cString: strerror(t.pointee.write_failed)))")) }
+        switch code {
+        case CURLE_OK:
+            guard (200..<300).contains(status) else { return .failure(.httpStatus(status)) }
+            return .success(FetchResponse(httpStatus: status, bytes: t.pointee.bytes_written, contentType: contentType,
+                                          effectiveURL: effectiveURL, redirects: redirects))
+        case CURLE_HTTP_RETURNED_ERROR: return .failure(.httpStatus(status))
+        case CURLE_TOO_MANY_REDIRECTS: return .failure(.tooManyRedirects(limits.maxRedirects))
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            let scheme = URLComponents(string: effectiveURL)?.scheme ?? URLComponents(string: url)?.scheme ?? "?"
+            return .failure(.unsupportedScheme(scheme))
+        case CURLE_URL_MALFORMAT: return .failure(.invalidURL("libcurl cannot parse it"))
+        case CURLE_COULDNT_RESOLVE_HOST: return .failure(.dnsFailure(URLComponents(string: effectiveURL)?.host ?? effectiveURL))
+        case CURLE_COULDNT_CONNECT: return .failure(.connectionFailed(String(cString: curl_easy_strerror(code))))
+        case CURLE_OPERATION_TIMEDOUT:
+            return .failure(.timeout(t.pointee.bytes_written == 0 && status == 0 ? "no connection within \(limits.connectTimeout)" : "transfer slower than \(limits.lowSpeedLimit) B/s for \(limits.lowSpeedTime)"))
+        case CURLE_PARTIAL_FILE: return .failure(.transfer(code: Int(code.rawValue), message: "connection closed before the declared Content-Length"))
+        default: return .failure(.transfer(code: Int(code.rawValue), message: String(cString: curl_easy_strerror(code))))
+        }
+    }
+}
+
+/// The callbacks' shared state, owned here so that another thread can cancel the transfer.
+private final class TransferState: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<pm_transfer>
+    init() {
+        pointer = .allocate(capacity: 1)
+        pointer.initialize(to: pm_transfer())
+    }
+    func cancel() { pm_transfer_cancel(pointer) }
+    deinit { pointer.deallocate() }
+}
+
+extension Duration {
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+}

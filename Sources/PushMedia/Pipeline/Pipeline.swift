@@ -1,0 +1,448 @@
+import Foundation
+
+/// Per-payload settings that differ from the configuration.
+public struct PayloadContext: Sendable {
+    /// Directory that local media references (relative paths, `file:` URLs) must resolve inside;
+    /// nil refuses them (the HTTP hook never reads local files).
+    public var mediaRoot: String?
+    /// Where the payload came from (a file path), named in messages.
+    public var label: String?
+    /// Overrides the configured budget.
+    public var budget: Duration?
+    /// Overrides the configured `on-reject`.
+    public var onReject: OnReject?
+
+    public init(mediaRoot: String? = nil, label: String? = nil, budget: Duration? = nil, onReject: OnReject? = nil) {
+        self.mediaRoot = mediaRoot
+        self.label = label
+        self.budget = budget
+        self.onReject = onReject
+    }
+}
+
+/// A rewritten payload and its outcome.
+public struct PipelineResult: Sendable {
+    public var payload: JSONObject
+    /// The payload as compact JSON, as it would be sent to APNs.
+    public var bytes: [UInt8]
+    public var outcome: Outcome
+}
+
+/// Input that is not a payload at all.
+public enum PayloadError: Error, Sendable, CustomStringConvertible {
+    case invalidJSON(JSONParseError)
+    case notAnObject(String)
+
+    public var reason: String {
+        switch self {
+        case .invalidJSON: "invalid_json"
+        case .notAnObject: "not_an_object"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .invalidJSON(error): "invalid JSON: \(error)"
+        case let .notAnObject(kind): "a payload must be a JSON object, got \(kind)"
+        }
+    }
+}
+
+/// The whole pipeline: locate → fetch → sniff → policy → transcode → store → rewrite, within a
+/// time budget. When the budget runs out, the best attempt so far is returned exactly once;
+/// the job itself may go on for `backgroundGrace` to fill the cache. Concurrent payloads that
+/// name the same source share one job.
+public final class Pipeline: Sendable {
+    public let config: PushMediaConfig
+    public let store: MediaStore
+    private let fetcher: Fetcher
+    private let transcoder: Transcoder
+    /// Threads for downloads (mostly waiting on the network).
+    private let io: BlockingExecutor
+    /// Threads for libvips, libmagic, hashing and disk work: one per core.
+    private let cpu: BlockingExecutor
+    private let inFlight = Locked<[String: SharedJob]>([:])
+
+    public init(config: PushMediaConfig) throws(StoreError) {
+        self.config = config
+        store = try MediaStore(directory: config.storeDirectory)
+        io = BlockingExecutor(name: "pushmedia-fetch", maxThreads: 64)
+        cpu = BlockingExecutor(name: "pushmedia-cpu", maxThreads: ProcessInfo.processInfo.activeProcessorCount)
+        fetcher = Fetcher(executor: io)
+        transcoder = Transcoder(config: config)
+    }
+
+    /// Processes one payload given as JSON bytes.
+    /// - Throws: `PayloadError` when the bytes are not a JSON object (nothing else throws).
+    public func process(_ json: some Collection<UInt8>, context: PayloadContext = PayloadContext()) async throws(PayloadError) -> PipelineResult {
+        let value: JSONValue
+        do { value = try JSONValue.parse(json) } catch { throw .invalidJSON(error) }
+        guard case let .object(payload) = value else { throw .notAnObject(value.kindName) }
+        return await process(payload, context: context)
+    }
+
+    /// Processes one payload. Always returns a payload that keeps the input's text.
+    public func process(_ payload: JSONObject, context: PayloadContext = PayloadContext()) async -> PipelineResult {
+        let start = ContinuousClock.now
+        let deadline = start + (context.budget ?? config.budget)
+        let onReject = context.onReject ?? config.onReject
+        var outcome = Outcome(status: .skipped)
+
+        func finish(_ rewritten: PayloadRewriter.Rewritten?, fallback: JSONObject) -> PipelineResult {
+            let payload = rewritten?.payload ?? fallback
+            let bytes = rewritten?.bytes ?? JSONValue.object(fallback).serialized()
+            if let dropped = rewritten?.droppedFields, !dropped.isEmpty {
+                outcome.warnings = (outcome.warnings ?? []) + ["trimmed to fit APNs' \(PayloadRewriter.apnsLimit) bytes: dropped \(dropped.joined(separator: ", "))"]
+            }
+            outcome.payloadBytes = bytes.count
+            outcome.timingsMs.total = start.millisecondsElapsed
+            return PipelineResult(payload: payload, bytes: bytes, outcome: outcome)
+        }
+        func unchanged(_ status: OutcomeStatus, _ reason: String, _ message: String) -> PipelineResult {
+            outcome.status = status
+            outcome.reason = reason
+            outcome.message = message
+            return finish(nil, fallback: payload)
+        }
+
+        guard let reference = MediaLocator.locate(in: payload, extraKeys: config.extraMediaKeys) else {
+            return unchanged(.skipped, "no_media", "no media reference (keys: \((MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ")))")
+        }
+        outcome.mediaKey = reference.key
+        outcome.sourceURL = reference.value.stringValue
+        let place = [context.label, reference.value.stringValue.map { Self.abbreviate($0) }].compactMap { $0 }.joined(separator: ": ")
+        func rejected(_ reason: String, _ message: String, sniffed: MediaFormat? = nil) -> PipelineResult {
+            outcome.status = .rejected
+            outcome.reason = reason
+            outcome.message = place.isEmpty ? message : "\(place): \(message)"
+            let descriptor = Descriptor(status: .rejected, reason: reason, type: sniffed?.uti, mime: sniffed?.mime)
+            let rewritten = PayloadRewriter.rewrite(payload, mediaKey: reference.key, media: onReject == .drop ? .remove : .keep, descriptor: descriptor)
+            return finish(rewritten, fallback: payload)
+        }
+
+        func accept(_ entry: CacheEntry) -> PipelineResult {
+            let url = config.baseURL + "/" + entry.attachment.name
+            let thumbURL = entry.thumbnail.map { config.baseURL + "/" + $0.name }
+            let a = entry.attachment
+            outcome.status = entry.status == OutcomeStatus.passthrough.rawValue ? .passthrough : .processed
+            outcome.sourceMIME = entry.sourceMIME
+            outcome.sourceBytes = entry.sourceBytes
+            outcome.attachment = AttachmentInfo(url: url, mime: a.mime, uti: a.uti, bytes: a.bytes, width: a.width, height: a.height)
+            outcome.thumbnail = entry.thumbnail.map { AttachmentInfo(url: config.baseURL + "/" + $0.name, mime: $0.mime, uti: $0.uti, bytes: $0.bytes, width: $0.width, height: $0.height) }
+            let descriptor = Descriptor(status: outcome.status, type: a.uti, mime: a.mime, bytes: a.bytes, width: a.width, height: a.height, thumb: thumbURL)
+            guard let rewritten = PayloadRewriter.rewrite(payload, mediaKey: reference.key, media: .replace(with: url), descriptor: descriptor) else {
+                outcome.attachment = nil
+                outcome.thumbnail = nil
+                return rejected("payload_too_large", "with the attachment URL the payload would exceed APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data, or use a shorter --base-url")
+            }
+            return finish(rewritten, fallback: payload)
+        }
+
+        guard MediaLocator.hasAlert(payload) else {
+            outcome.warnings = ["the payload asks for media but has no aps.alert: the Notification Service Extension never runs for it"]
+            return unchanged(.skipped, "no_alert", "no aps.alert: the service extension only runs for alert notifications, so the media would never be shown")
+        }
+        let inputSize = JSONValue.object(payload).serialized().count
+        if inputSize > PayloadRewriter.apnsLimit {
+            return rejected("payload_too_large", "the payload is \(inputSize) bytes before any change, over APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data")
+        }
+
+        let source: Source
+        switch resolveSource(reference, context: context) {
+        case let .success(resolved): source = resolved
+        case let .failure(failure): return rejected(failure.reason, failure.message)
+        }
+
+        let key = MediaStore.cacheKey(source: source.identity, options: optionsFingerprint)
+        if let entry = await cpu.run({ [store] in store.lookup(key: key) }) {
+            outcome.cacheHit = true
+            return accept(entry)
+        }
+        outcome.cacheHit = false
+
+        let job = sharedJob(key: key, source: source, deadline: deadline + config.backgroundGrace)
+        let resolver = OnceResolver<JobResult?>()
+        Task { resolver.resolve(await job.task.value) }
+        let timer = Task {
+            try? await Task.sleep(until: deadline, clock: .continuous)
+            resolver.resolve(nil)
+        }
+        let result = await resolver.value()
+        timer.cancel()
+
+        if let result { outcome.timingsMs = result.timings }
+        let progress = job.progress.withLock { $0 }
+        if let sniff = progress.sniff {
+            outcome.sourceMIME = sniff.format.mime
+            outcome.sourceBytes = progress.sourceBytes
+        }
+        switch result?.kind {
+        case let .ready(entry)?:
+            return accept(entry)
+        case let .failed(reason, message)?:
+            return rejected(reason, message, sniffed: progress.sniff?.format)
+        case .budgetExceeded?, nil:
+            outcome.status = .bestAttempt
+            outcome.reason = "budget_exceeded"
+            if let thumbnail = progress.thumbnail {
+                let url = config.baseURL + "/" + thumbnail.name
+                outcome.message = "\(place): budget ran out; the thumbnail was ready and is used as the attachment"
+                outcome.attachment = AttachmentInfo(url: url, mime: thumbnail.mime, uti: thumbnail.uti, bytes: thumbnail.bytes, width: thumbnail.width, height: thumbnail.height)
+                let descriptor = Descriptor(status: .bestAttempt, reason: "budget_exceeded", type: thumbnail.uti, mime: thumbnail.mime,
+                                            bytes: thumbnail.bytes, width: thumbnail.width, height: thumbnail.height)
+                return finish(PayloadRewriter.rewrite(payload, mediaKey: reference.key, media: .replace(with: url), descriptor: descriptor), fallback: payload)
+            }
+            if let format = progress.sniff?.format, format.kind != .unsupported {
+                outcome.message = "\(place): budget ran out; the original URL is kept with the sniffed type \(format.mime)"
+                let descriptor = Descriptor(status: .bestAttempt, reason: "budget_exceeded", type: format.uti, mime: format.mime)
+                return finish(PayloadRewriter.rewrite(payload, mediaKey: reference.key, media: .keep, descriptor: descriptor), fallback: payload)
+            }
+            outcome.message = "\(place): budget ran out before the media's type was known; the payload is unchanged"
+            return finish(nil, fallback: payload)
+        }
+    }
+
+    // MARK: Sources
+
+    enum Source: Sendable {
+        case remote(String)
+        /// A real path inside the media root, with its size and modification time for the cache key.
+        case local(path: String, identity: String)
+
+        var identity: String {
+            switch self {
+            case let .remote(url): url
+            case let .local(_, identity): identity
+            }
+        }
+    }
+
+    struct Failure: ReasonedError {
+        var reason: String
+        var message: String
+        var description: String { message }
+    }
+
+    /// Longest media URL accepted.
+    static let maxURLLength = 8192
+
+    func resolveSource(_ reference: MediaReference, context: PayloadContext) -> Result<Source, Failure> {
+        guard let text = reference.value.stringValue else {
+            return .failure(Failure(reason: "invalid_media_reference", message: "\"\(reference.key)\" holds \(reference.value.kindName), not a URL string"))
+        }
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty else { return .failure(Failure(reason: "invalid_url", message: "\"\(reference.key)\" is empty")) }
+        guard trimmed.utf8.count <= Self.maxURLLength else {
+            return .failure(Failure(reason: "invalid_url", message: "the URL is \(trimmed.utf8.count) bytes long, over the \(Self.maxURLLength)-byte limit"))
+        }
+        let scheme = Self.scheme(of: trimmed)
+        switch scheme {
+        case "http"?, "https"?:
+            guard let components = URLComponents(string: trimmed), let host = components.host, !host.isEmpty else {
+                return .failure(Failure(reason: "invalid_url", message: "not a valid http(s) URL"))
+            }
+            return .success(.remote(trimmed))
+        case nil, "file"?:
+            guard let root = context.mediaRoot ?? config.mediaRoot else {
+                return .failure(Failure(reason: scheme == nil ? "invalid_url" : "unsupported_scheme",
+                                        message: "local media references are only read by `pushmedia process` and `batch`; use an http(s) URL"))
+            }
+            do {
+                let path = try LocalSource.resolve(trimmed, root: root)
+                var info = stat()
+                stat(path, &info)
+                return .success(.local(path: path, identity: "file:\(path):\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"))
+            } catch {
+                return .failure(Failure(reason: error.reason, message: error.description))
+            }
+        case let other?:
+            return .failure(Failure(reason: "unsupported_scheme", message: FetchError.unsupportedScheme(other).description))
+        }
+    }
+
+    /// The scheme of `text` if it starts with one (`scheme:`), lowercased.
+    static func scheme(of text: String) -> String? {
+        guard let colon = text.firstIndex(of: ":") else { return nil }
+        let candidate = text[..<colon]
+        guard let first = candidate.first, first.isASCII, first.isLetter,
+              candidate.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) else { return nil }
+        return candidate.lowercased()
+    }
+
+    static func abbreviate(_ url: String) -> String {
+        url.count <= 200 ? url : String(url.prefix(120)) + "…(\(url.utf8.count) bytes)"
+    }
+
+    /// Everything that changes the output for the same source.
+    private var optionsFingerprint: String {
+        let p = config.policy
+        return "edge=\(config.longEdge);thumb=\(config.thumbnailEdge);px=\(config.maxPixels);frames=\(config.maxFrames);"
+            + "q=\(config.jpegQuality);src=\(config.maxSourceBytes);caps=\(p.maxImageBytes)/\(p.maxAudioBytes)/\(p.maxVideoBytes);"
+            + "private=\(config.allowPrivateNetworks)"
+    }
+
+    // MARK: Jobs
+
+    struct Progress: Sendable {
+        var sniff: SniffResult?
+        var sourceBytes: Int64?
+        var thumbnail: StoredFile?
+    }
+
+    struct JobResult: Sendable {
+        enum Kind: Sendable {
+            case ready(CacheEntry)
+            case failed(reason: String, message: String)
+            case budgetExceeded
+        }
+        var kind: Kind
+        var timings: StageTimings
+    }
+
+    struct SharedJob: Sendable {
+        var task: Task<JobResult, Never>
+        var progress: Locked<Progress>
+    }
+
+    /// The running job for `key`, or a new one.
+    private func sharedJob(key: String, source: Source, deadline: ContinuousClock.Instant) -> SharedJob {
+        inFlight.withLock { jobs in
+            if let job = jobs[key] { return job }
+            let progress = Locked(Progress())
+            let task = Task {
+                let result = await self.runJob(source: source, key: key, deadline: deadline, progress: progress)
+                self.inFlight.withLock { _ = $0.removeValue(forKey: key) }
+                return result
+            }
+            let job = SharedJob(task: task, progress: progress)
+            jobs[key] = job
+            return job
+        }
+    }
+
+    private func runJob(source: Source, key: String, deadline: ContinuousClock.Instant, progress: Locked<Progress>) async -> JobResult {
+        var timings = StageTimings()
+        let jobStart = ContinuousClock.now
+        let temporary = store.temporaryPath()
+        defer { unlink(temporary) }
+        func result(_ kind: JobResult.Kind) -> JobResult {
+            timings.total = jobStart.millisecondsElapsed
+            return JobResult(kind: kind, timings: timings)
+        }
+        do {
+            // Fetch
+            var clock = ContinuousClock.now
+            let bytes: Int64
+            switch source {
+            case let .remote(url):
+                do { bytes = try await fetcher.fetch(url, to: temporary, limits: FetchLimits(config: config), deadline: deadline).bytes } catch {
+                    if error == .deadlineExceeded { return result(.budgetExceeded) }
+                    throw Failure(reason: error.reason, message: error.description)
+                }
+            case let .local(path, _):
+                let maxBytes = config.maxSourceBytes
+                bytes = try await io.run { try LocalSource.copy(path, to: temporary, maxBytes: maxBytes) }
+            }
+            timings.fetch = clock.millisecondsElapsed
+            if ContinuousClock.now >= deadline { return result(.budgetExceeded) }
+
+            // Sniff
+            clock = .now
+            let sniff = try await cpu.run { () throws -> SniffResult in
+                try Sniffer.sniff(path: temporary)
+            }
+            progress.withLock { $0.sniff = sniff; $0.sourceBytes = bytes }
+            timings.sniff = clock.millisecondsElapsed
+
+            // Policy, transcode, store
+            let policy = config.policy
+            if sniff.format.kind != .image {
+                if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
+                clock = .now
+                let stored = try await cpu.run { [store] () throws -> StoredFile in
+                    try store.adopt(temporary, format: sniff.format)
+                }
+                timings.store = clock.millisecondsElapsed
+                return try await finishJob(CacheEntry(status: "passthrough", attachment: stored, thumbnail: nil, sourceMIME: sniff.format.mime,
+                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline), key: key, result: result)
+            }
+            if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
+
+            clock = .now
+            let transcoder = self.transcoder
+            let header = try await cpu.run { () throws -> ImageHeader in
+                try transcoder.header(path: temporary)
+            }
+            let thumbnailImage = try await cpu.run { () throws -> EncodedImage in
+                try transcoder.thumbnail(path: temporary)
+            }
+            timings.transcode = clock.millisecondsElapsed
+            clock = .now
+            let thumbnail = try await cpu.run { [store] () throws -> StoredFile in
+                try store.put(thumbnailImage.bytes, format: .jpeg, width: thumbnailImage.width, height: thumbnailImage.height)
+            }
+            timings.store = clock.millisecondsElapsed
+            progress.withLock { $0.thumbnail = thumbnail }
+            if ContinuousClock.now >= deadline { return result(.budgetExceeded) }
+
+            let decision = policy.decide(sniff, bytes: bytes, header: header, longEdge: config.longEdge,
+                                         keepsAnimation: transcoder.keepsAnimation(header))
+            let upright = header.uprightSize
+            switch decision {
+            case let .reject(reason, message):
+                throw Failure(reason: reason, message: message)
+            case .passthrough:
+                clock = .now
+                let stored = try await cpu.run { [store] () throws -> StoredFile in
+                    try store.adopt(temporary, format: sniff.format, width: upright.width, height: upright.height)
+                }
+                timings.store += clock.millisecondsElapsed
+                return try await finishJob(CacheEntry(status: "passthrough", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
+                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline), key: key, result: result)
+            case .transcode:
+                clock = .now
+                let image = try await cpu.run { () throws -> EncodedImage in
+                    try transcoder.attachment(path: temporary, header: header)
+                }
+                timings.transcode += clock.millisecondsElapsed
+                clock = .now
+                let stored = try await cpu.run { [store] () throws -> StoredFile in
+                    try store.put(image.bytes, format: image.format, width: image.width, height: image.height)
+                }
+                timings.store += clock.millisecondsElapsed
+                return try await finishJob(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
+                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline), key: key, result: result)
+            }
+        } catch let error as ReasonedError {
+            return result(.failed(reason: error.reason, message: error.description))
+        } catch {
+            return result(.failed(reason: "internal_error", message: "\(error)"))
+        }
+    }
+
+    private func finishJob(_ entry: CacheEntry, key: String, result: (JobResult.Kind) -> JobResult) async throws -> JobResult {
+        try await cpu.run { [store] in try store.record(entry, key: key) }
+        return result(.ready(entry))
+    }
+}
+
+extension ContinuousClock.Instant {
+    var millisecondsElapsed: Double {
+        let elapsed = ContinuousClock.now - self
+        return (Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15 * 10).rounded() / 10
+    }
+}
+
+extension JSONValue {
+    /// "an object", "a number", … for messages.
+    var kindName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+}

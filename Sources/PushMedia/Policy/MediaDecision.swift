@@ -1,0 +1,50 @@
+/// What to do with fetched media.
+public enum MediaDecision: Sendable, Equatable {
+    /// Already what the phone accepts: re-host byte for byte.
+    case passthrough
+    /// An image to convert; `why` says which rule asked for it.
+    case transcode(why: String)
+    /// Unusable; `reason` is machine-readable, `message` says which rule failed.
+    case reject(reason: String, message: String)
+}
+
+extension AttachmentPolicy {
+    /// Decides from the sniffed format, the byte size and, for images, the header.
+    /// Audio and video are never transcoded: compliant ones pass, others are rejected.
+    public func decide(_ sniff: SniffResult, bytes: Int64, header: ImageHeader? = nil, longEdge: Int = 2048,
+                       keepsAnimation: Bool = false) -> MediaDecision {
+        let format = sniff.format
+        switch format.kind {
+        case .unsupported:
+            return .reject(reason: "unsupported_type", message: "the bytes are \(sniff.magicMIME) (\(sniff.description)), not an image, audio or video format a notification can show")
+        case .audio, .video:
+            guard acceptedFormats.contains(format) else {
+                return .reject(reason: "unsupported_type", message: "\(format.mime) \(format.kind.rawValue) is not an attachment type iOS shows (audio: AIFF, WAV, MP3, M4A; video: MPEG, MPEG-2, MPEG-4, AVI) and is not transcoded")
+            }
+            let cap = maxBytes(for: format.kind)
+            guard bytes <= cap else {
+                return .reject(reason: "too_large", message: "\(format.kind.rawValue) is \(bytes) bytes, over Apple's \(cap)-byte cap for \(format.kind.rawValue) attachments (\(format.kind.rawValue) is not transcoded)")
+            }
+            return .passthrough
+        case .image:
+            guard format.decodable else {
+                return .reject(reason: "unsupported_type", message: "\(format.mime) images cannot be decoded with libvips' trusted loaders")
+            }
+            guard let header else { return .transcode(why: "no header") }
+            let (width, height) = header.uprightSize
+            if !acceptedFormats.contains(format) {
+                return .transcode(why: "\(format.id.uppercased()) is not shown by iOS; converting")
+            }
+            if bytes > maxImageBytes {
+                return .transcode(why: "\(bytes) bytes exceed Apple's \(maxImageBytes)-byte image cap")
+            }
+            if max(width, height) > longEdge {
+                return .transcode(why: "\(width)×\(height) exceeds the \(longEdge) px long edge")
+            }
+            if header.frames > 1 && (format != .gif || !keepsAnimation) {
+                return .transcode(why: "\(header.frames)-frame animation over the frame or pixel cap; keeping the first frame")
+            }
+            return .passthrough
+        }
+    }
+}

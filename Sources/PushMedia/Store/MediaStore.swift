@@ -1,0 +1,158 @@
+import CPushMediaShim
+import Foundation
+
+/// A file in the store, named `<sha256>.<ext>` after its content and sniffed type.
+public struct StoredFile: Codable, Sendable, Equatable {
+    public var name: String
+    public var mime: String
+    public var uti: String?
+    public var bytes: Int64
+    public var width: Int?
+    public var height: Int?
+}
+
+/// A cached result: what the pipeline made of one source under one set of options.
+public struct CacheEntry: Codable, Sendable, Equatable {
+    /// `processed` or `passthrough`.
+    public var status: String
+    public var attachment: StoredFile
+    public var thumbnail: StoredFile?
+    public var sourceMIME: String
+    public var sourceBytes: Int64
+    public var pipeline: Int
+
+    enum CodingKeys: String, CodingKey {
+        case status, attachment, thumbnail, pipeline
+        case sourceMIME = "source_mime", sourceBytes = "source_bytes"
+    }
+}
+
+/// Why the store failed.
+public enum StoreError: Error, Sendable, CustomStringConvertible {
+    case io(path: String, reason: String)
+    public var description: String {
+        switch self { case let .io(path, reason): "store: \(path): \(reason)" }
+    }
+}
+
+/// The content-addressed local store. Layout of `directory`:
+/// - `<sha256>.<ext>`: media, written to `.incoming/` first and renamed into place, so a
+///   half-written file is never visible under its final name;
+/// - `.index/<sha256 of cache key>.json`: cache entries, written the same way;
+/// - `.incoming/`: downloads and temporary files (stale ones are removed when the store opens).
+/// Blocking: call from a `BlockingExecutor`.
+public final class MediaStore: Sendable {
+    public let directory: String
+    private var incoming: String { directory + "/.incoming" }
+    private var index: String { directory + "/.index" }
+
+    /// Opens (and creates) the store at `directory`.
+    public init(directory: String) throws(StoreError) {
+        let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
+        self.directory = URL(fileURLWithPath: absolute).standardizedFileURL.path
+        for path in [self.directory, incoming, index] {
+            do { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
+                throw .io(path: path, reason: "cannot create directory (\(error.localizedDescription))")
+            }
+        }
+        guard access(self.directory, W_OK) == 0 else { throw .io(path: self.directory, reason: "not writable") }
+        removeStaleTemporaryFiles(olderThan: 3600)
+    }
+
+    /// Whether `name` looks like a store file name (`<64 hex>.<ext>`); nothing else is ever served.
+    public static func isValidName(_ name: String) -> Bool {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[0].count == 64, (1...5).contains(parts[1].count) else { return false }
+        return parts[0].allSatisfy { $0.isHexDigit && !$0.isUppercase } && parts[1].allSatisfy { $0.isLetter || $0.isNumber }
+    }
+
+    /// The path of a stored file.
+    public func path(of name: String) -> String { directory + "/" + name }
+
+    /// Whether a stored file exists.
+    public func contains(_ name: String) -> Bool { Self.isValidName(name) && access(path(of: name), F_OK) == 0 }
+
+    /// A fresh path under `.incoming/` for a download.
+    public func temporaryPath() -> String { incoming + "/" + UUID().uuidString.lowercased() + ".part" }
+
+    /// Stores `bytes` under their hash.
+    public func put(_ bytes: [UInt8], format: MediaFormat, width: Int? = nil, height: Int? = nil) throws(StoreError) -> StoredFile {
+        var hex = [CChar](repeating: 0, count: 65)
+        bytes.withUnsafeBytes { pm_sha256_buffer($0.baseAddress, $0.count, &hex) }
+        let name = String(cString: hex) + "." + format.fileExtension
+        if !contains(name) {
+            try writeAtomically(Data(bytes), to: path(of: name))
+        }
+        return StoredFile(name: name, mime: format.mime, uti: format.uti, bytes: Int64(bytes.count), width: width, height: height)
+    }
+
+    /// Moves the file at `temporary` (under `.incoming/`) into the store under its hash, byte for byte.
+    public func adopt(_ temporary: String, format: MediaFormat, width: Int? = nil, height: Int? = nil) throws(StoreError) -> StoredFile {
+        var hex = [CChar](repeating: 0, count: 65)
+        let status = pm_sha256_file(temporary, &hex)
+        guard status == 0 else { throw .io(path: temporary, reason: String(cString: strerror(status))) }
+        var info = stat()
+        guard stat(temporary, &info) == 0 else { throw .io(path: temporary, reason: String(cString: strerror(errno))) }
+        let name = String(cString: hex) + "." + format.fileExtension
+        chmod(temporary, 0o644)
+        guard rename(temporary, path(of: name)) == 0 else { throw .io(path: path(of: name), reason: String(cString: strerror(errno))) }
+        return StoredFile(name: name, mime: format.mime, uti: format.uti, bytes: Int64(info.st_size), width: width, height: height)
+    }
+
+    /// The cached entry for `key`, if every file it names is still present.
+    public func lookup(key: String) -> CacheEntry? {
+        guard let data = FileManager.default.contents(atPath: indexPath(key)),
+              let entry = try? JSONDecoder().decode(CacheEntry.self, from: data),
+              entry.pipeline == PushMediaVersion.pipeline,
+              contains(entry.attachment.name), entry.thumbnail.map({ contains($0.name) }) ?? true else { return nil }
+        return entry
+    }
+
+    /// Records `entry` for `key`.
+    public func record(_ entry: CacheEntry, key: String) throws(StoreError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        guard let data = try? encoder.encode(entry) else { throw .io(path: indexPath(key), reason: "cannot encode entry") }
+        try writeAtomically(data, to: indexPath(key))
+    }
+
+    /// The key under which a source's result is cached: source identity, options and pipeline version.
+    public static func cacheKey(source: String, options: String) -> String {
+        var hex = [CChar](repeating: 0, count: 65)
+        let text = Array("pushmedia/\(PushMediaVersion.pipeline)\n\(source)\n\(options)".utf8)
+        text.withUnsafeBytes { pm_sha256_buffer($0.baseAddress, $0.count, &hex) }
+        return String(cString: hex)
+    }
+
+    private func indexPath(_ key: String) -> String { index + "/" + key + ".json" }
+
+    /// Writes `data` to a temporary file beside nothing visible, then renames it to `path`.
+    func writeAtomically(_ data: Data, to path: String) throws(StoreError) {
+        let temporary = temporaryPath()
+        guard FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o644]) else {
+            throw .io(path: temporary, reason: "cannot write")
+        }
+        guard rename(temporary, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw .io(path: path, reason: reason)
+        }
+    }
+
+    /// Removes leftovers of interrupted runs.
+    public func removeStaleTemporaryFiles(olderThan seconds: TimeInterval) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: incoming) else { return }
+        let cutoff = Date().addingTimeInterval(-seconds)
+        for name in names {
+            let path = incoming + "/" + name
+            if let modified = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date, modified < cutoff {
+                unlink(path)
+            }
+        }
+    }
+
+    /// Names of temporary files currently present (for checks and tests).
+    public func temporaryFiles() -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: incoming)) ?? []
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+
+/// A fixed set of dedicated threads for blocking C calls (libcurl, libvips, libmagic), so that
+/// they never occupy Swift's cooperative thread pool. Threads start lazily, up to `maxThreads`;
+/// extra work waits in a FIFO queue.
+public final class BlockingExecutor: @unchecked Sendable {
+    private let name: String
+    private let maxThreads: Int
+    private let condition = NSCondition()
+    private var queue: [@Sendable () -> Void] = []
+    private var head = 0
+    private var threads = 0
+    private var idle = 0
+
+    public init(name: String, maxThreads: Int) {
+        self.name = name
+        self.maxThreads = max(1, maxThreads)
+    }
+
+    /// Runs `work` on one of the executor's threads and returns its result.
+    public func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            submit { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    /// Non-throwing variant of `run`.
+    public func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            submit { continuation.resume(returning: work()) }
+        }
+    }
+
+    /// Work waiting for a thread.
+    public var queued: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return queue.count - head
+    }
+
+    private func submit(_ job: @escaping @Sendable () -> Void) {
+        condition.lock()
+        queue.append(job)
+        if idle == 0 && threads < maxThreads {
+            threads += 1
+            let thread = Thread { [unowned self] in self.loop() }
+            thread.name = "\(name)-\(threads)"
+            thread.stackSize = 4 << 20
+            thread.start()
+        } else {
+            condition.signal()
+        }
+        condition.unlock()
+    }
+
+    private func loop() {
+        while true {
+            condition.lock()
+            while head == queue.count {
+                idle += 1
+                condition.wait()
+                idle -= 1
+            }
+            let job = queue[head]
+            head += 1
+            if head > 256 && head * 2 > queue.count {
+                queue.removeFirst(head)
+                head = 0
+            }
+            condition.unlock()
+            job()
+        }
+    }
+}

@@ -1,0 +1,197 @@
+import CPushMediaShim
+import Foundation
+
+/// An image's header, read before any pixel is decoded.
+public struct ImageHeader: Sendable, Equatable {
+    public var width: Int
+    /// Height of one frame.
+    public var height: Int
+    public var frames: Int
+    public var hasAlpha: Bool
+    /// EXIF orientation, 1...8.
+    public var orientation: Int
+    /// The libvips loader that will decode it, e.g. `jpegload`.
+    public var loader: String
+
+    public var pixels: Int64 { Int64(width) * Int64(height) }
+    /// Width and height as the phone shows them (after EXIF rotation).
+    public var uprightSize: (width: Int, height: Int) { orientation >= 5 ? (height, width) : (width, height) }
+}
+
+/// An encoded image ready to store.
+public struct EncodedImage: Sendable {
+    public var bytes: [UInt8]
+    public var format: MediaFormat
+    public var width: Int
+    public var height: Int
+    public var frames: Int
+}
+
+/// Why an image could not be transcoded.
+public enum TranscodeError: Error, Sendable, CustomStringConvertible {
+    case decodeFailed(String)
+    case encodeFailed(String)
+    case tooManyPixels(width: Int, height: Int, limit: Int64)
+    case loaderNotAllowed(String)
+    case doesNotFit(limit: Int64)
+
+    public var reason: String {
+        switch self {
+        case .decodeFailed: "decode_failed"
+        case .encodeFailed: "encode_failed"
+        case .tooManyPixels: "too_many_pixels"
+        case .loaderNotAllowed: "unsupported_type"
+        case .doesNotFit: "too_large"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .decodeFailed(why): "image could not be decoded: \(why)"
+        case let .encodeFailed(why): "image could not be encoded: \(why)"
+        case let .tooManyPixels(w, h, limit): "image is \(w)×\(h) = \(Int64(w) * Int64(h)) pixels, over the \(limit)-pixel cap (checked from the header, nothing decoded)"
+        case let .loaderNotAllowed(loader): "libvips would decode it with \(loader), which is not an allowed loader"
+        case let .doesNotFit(limit): "no encoding fits the \(limit)-byte cap"
+        }
+    }
+}
+
+/// Image work with libvips: header probe, shrink-on-load thumbnailing with EXIF auto-rotation,
+/// sRGB output, no metadata, and a quality/size ladder until the output fits Apple's cap.
+/// Every method blocks: call from a `BlockingExecutor`.
+public struct Transcoder: Sendable {
+    /// Loaders allowed to touch untrusted bytes (libvips' untrusted ones are blocked globally).
+    public static let allowedLoaders: Set<String> = ["jpegload", "pngload", "gifload", "webpload", "heifload", "tiffload"]
+    /// JPEG qualities tried in order after the configured one.
+    static let qualityLadder = [72, 62, 52, 42]
+
+    public var longEdge: Int
+    public var thumbnailEdge: Int
+    public var maxPixels: Int64
+    public var maxFrames: Int
+    public var jpegQuality: Int
+    public var maxBytes: Int64
+
+    public init(config: PushMediaConfig) {
+        Self.startVips
+        longEdge = config.longEdge
+        thumbnailEdge = config.thumbnailEdge
+        maxPixels = config.maxPixels
+        maxFrames = config.maxFrames
+        jpegQuality = config.jpegQuality
+        maxBytes = config.policy.maxImageBytes
+    }
+
+    private static let startVips: Void = {
+        let workers = ProcessInfo.processInfo.activeProcessorCount
+        // One libvips thread per image: parallelism comes from running images side by side.
+        guard pm_vips_init("pushmedia", workers > 1 ? 1 : 0) == 0 else {
+            fatalError("libvips failed to start: \(takeVipsError())")
+        }
+    }()
+
+    /// Reads the header and enforces the pixel cap and the loader allow-list.
+    public func header(path: String) throws(TranscodeError) -> ImageHeader {
+        var raw = pm_header()
+        guard pm_vips_header(path, &raw) == 0 else { throw .decodeFailed(takeVipsError()) }
+        let loader = withUnsafeBytes(of: raw.loader) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard Self.allowedLoaders.contains(loader) else { throw .loaderNotAllowed(loader) }
+        let frames = max(1, Int(raw.n_pages))
+        let pageHeight = raw.page_height > 0 ? Int(raw.page_height) : Int(raw.height)
+        let header = ImageHeader(width: Int(raw.width), height: pageHeight, frames: frames, hasAlpha: raw.has_alpha != 0,
+                                 orientation: Int(raw.orientation), loader: loader)
+        guard header.pixels <= maxPixels, header.width > 0, header.height > 0 else {
+            throw .tooManyPixels(width: header.width, height: header.height, limit: maxPixels)
+        }
+        return header
+    }
+
+    /// Whether an animation is kept animated: within the frame cap and the pixel cap over all frames.
+    public func keepsAnimation(_ header: ImageHeader) -> Bool {
+        header.frames > 1 && header.frames <= maxFrames && header.pixels * Int64(header.frames) <= maxPixels
+    }
+
+    /// The small JPEG variant (first frame, alpha flattened on white).
+    public func thumbnail(path: String) throws(TranscodeError) -> EncodedImage {
+        let image = try load(path, edge: thumbnailEdge, animated: false)
+        defer { pm_image_unref(image) }
+        let opaque = try flatten(image)
+        defer { if opaque != image { pm_image_unref(opaque) } }
+        let bytes = try save { pm_vips_jpegsave(opaque, Int32(jpegQuality), $0, $1) }
+        return EncodedImage(bytes: bytes, format: .jpeg, width: Int(pm_image_width(opaque)), height: Int(pm_image_height(opaque)), frames: 1)
+    }
+
+    /// The attachment: animated GIF when the animation is kept and fits, PNG when there is alpha,
+    /// JPEG otherwise; long edge at most `longEdge`; quality, then size, stepped down until it fits `maxBytes`.
+    public func attachment(path: String, header: ImageHeader) throws(TranscodeError) -> EncodedImage {
+        var edge = longEdge
+        for _ in 0..<4 {
+            if keepsAnimation(header), let gif = try encodeAnimated(path, edge: edge), gif.bytes.count <= maxBytes {
+                return gif
+            }
+            let image = try load(path, edge: edge, animated: false)
+            defer { pm_image_unref(image) }
+            let width = Int(pm_image_width(image)), height = Int(pm_image_height(image))
+            if pm_image_has_alpha(image) != 0 {
+                let png = try save { pm_vips_pngsave(image, $0, $1) }
+                if png.count <= maxBytes { return EncodedImage(bytes: png, format: .png, width: width, height: height, frames: 1) }
+            } else {
+                for quality in [jpegQuality] + Self.qualityLadder.filter({ $0 < jpegQuality }) {
+                    let jpeg = try save { pm_vips_jpegsave(image, Int32(quality), $0, $1) }
+                    if jpeg.count <= maxBytes { return EncodedImage(bytes: jpeg, format: .jpeg, width: width, height: height, frames: 1) }
+                }
+            }
+            edge = edge * 3 / 4
+        }
+        throw .doesNotFit(limit: maxBytes)
+    }
+
+    private func encodeAnimated(_ path: String, edge: Int) throws(TranscodeError) -> EncodedImage? {
+        let image = try load(path, edge: edge, animated: true)
+        defer { pm_image_unref(image) }
+        let bytes = try save { pm_vips_gifsave(image, $0, $1) }
+        let pageHeight = Int(pm_image_page_height(image))
+        return EncodedImage(bytes: bytes, format: .gif, width: Int(pm_image_width(image)), height: pageHeight,
+                            frames: Int(pm_image_n_pages(image)))
+    }
+
+    private func load(_ path: String, edge: Int, animated: Bool) throws(TranscodeError) -> OpaquePointer {
+        var image: OpaquePointer?
+        let name = animated ? path + "[n=-1]" : path
+        guard pm_vips_thumbnail(name, Int32(edge), Int32(edge), 1, &image) == 0, let image else {
+            throw .decodeFailed(takeVipsError())
+        }
+        var srgb: OpaquePointer?
+        guard pm_vips_srgb(image, &srgb) == 0, let srgb else {
+            pm_image_unref(image)
+            throw .decodeFailed(takeVipsError())
+        }
+        pm_image_unref(image)
+        return srgb
+    }
+
+    private func flatten(_ image: OpaquePointer) throws(TranscodeError) -> OpaquePointer {
+        guard pm_image_has_alpha(image) != 0 else { return image }
+        var out: OpaquePointer?
+        guard pm_vips_flatten_white(image, &out) == 0, let out else { throw .decodeFailed(takeVipsError()) }
+        return out
+    }
+
+    /// Runs a save call; pixels are decoded lazily here, so truncated input fails here.
+    private func save(_ call: (UnsafeMutablePointer<UnsafeMutableRawPointer?>, UnsafeMutablePointer<Int>) -> Int32) throws(TranscodeError) -> [UInt8] {
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        guard call(&buffer, &length) == 0, let buffer else { throw .decodeFailed(takeVipsError()) }
+        defer { pm_free(buffer) }
+        return Array(UnsafeRawBufferPointer(start: buffer, count: length))
+    }
+}
+
+/// The pending libvips error message, trimmed to its first lines.
+func takeVipsError() -> String {
+    guard let raw = pm_vips_error_take() else { return "libvips error" }
+    defer { pm_free(raw) }
+    let text = String(cString: raw).trimmingCharacters(in: .whitespacesAndNewlines)
+    let lines = text.split(separator: "\n").prefix(2).joined(separator: "; ")
+    return lines.isEmpty ? "libvips error" : lines
+}

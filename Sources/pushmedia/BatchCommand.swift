@@ -1,0 +1,219 @@
+import ArgumentParser
+import Foundation
+import PushMedia
+
+struct BatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "batch",
+        abstract: "Rewrite every *.json payload under a directory.",
+        discussion: """
+            Rewritten payloads go under --out with the same relative paths, media into the store, \
+            every outcome into <out>/report.json, and a summary to stdout. Local media paths in the \
+            payloads resolve inside DIR (or --media-root). Re-running reuses the cache.
+            """
+    )
+
+    @Argument(help: "Directory of payload files (searched recursively for *.json).")
+    var directory: String
+    @Option(help: "Directory for rewritten payloads and report.json.")
+    var out: String = "out"
+    @Option(help: "Payloads processed at once (default: 2 per core).")
+    var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount * 2
+    @OptionGroup var options: SharedOptions
+
+    func validate() throws {
+        guard concurrency >= 1 && concurrency <= 1024 else { throw ValidationError("--concurrency must be between 1 and 1024") }
+    }
+
+    func run() async throws {
+        let config = try options.config()
+        let root = URL(fileURLWithPath: directory).standardizedFileURL
+        let outRoot = URL(fileURLWithPath: out).standardizedFileURL
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            FileHandle.writeError("pushmedia: \(directory): not a directory")
+            throw Exit.ioError
+        }
+        let pipeline: Pipeline
+        do { pipeline = try Pipeline(config: config) } catch {
+            FileHandle.writeError("pushmedia: \(error)")
+            throw Exit.ioError
+        }
+        let excluded = [outRoot.path, URL(fileURLWithPath: pipeline.store.directory).standardizedFileURL.path]
+        let files = Self.payloadFiles(under: root, excluding: excluded)
+        let mediaRoot = config.mediaRoot ?? root.path
+        let started = Date()
+        let progress = ProgressDisplay(total: files.count)
+
+        var items = [BatchItem?](repeating: nil, count: files.count)
+        var failedWrites = 0
+        await withTaskGroup(of: (Int, BatchItem).self) { group in
+            var next = 0
+            func schedule() {
+                guard next < files.count else { return }
+                let index = next
+                next += 1
+                let relative = files[index]
+                group.addTask {
+                    let item = await Self.processFile(relative, root: root, outRoot: outRoot, pipeline: pipeline, mediaRoot: mediaRoot)
+                    return (index, item)
+                }
+            }
+            for _ in 0..<concurrency { schedule() }
+            while let (index, item) = await group.next() {
+                items[index] = item
+                if item.writeError != nil { failedWrites += 1 }
+                progress.advance(item)
+                schedule()
+            }
+        }
+        progress.finish()
+
+        let finished = items.compactMap { $0 }
+        let summary = BatchSummary(items: finished, seconds: Date().timeIntervalSince(started))
+        let report = BatchReport(version: PushMediaVersion.string, input: root.path, out: outRoot.path, store: pipeline.store.directory,
+                                 baseURL: config.baseURL, summary: summary, items: finished)
+        do { try writeAtomically(reportJSON(report), to: outRoot.appendingPathComponent("report.json").path) } catch {
+            FileHandle.writeError("pushmedia: \(out)/report.json: cannot write: \(error.localizedDescription)")
+            throw Exit.ioError
+        }
+        print(summary.table(out: outRoot.path))
+        if failedWrites > 0 { throw Exit.ioError }
+    }
+
+    /// Relative paths of `*.json` files under `root`, sorted, skipping hidden entries and `excluded` directories.
+    static func payloadFiles(under root: URL, excluding excluded: [String]) -> [String] {
+        guard let enumerator = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey, .isDirectoryKey],
+                                                              options: [.skipsHiddenFiles]) else { return [] }
+        var found: [String] = []
+        let prefix = root.path.hasSuffix("/") ? root.path : root.path + "/"
+        for case let url as URL in enumerator {
+            let path = url.standardizedFileURL.path
+            if excluded.contains(path) { enumerator.skipDescendants(); continue }
+            guard url.pathExtension == "json", (try? url.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile == true,
+                  path.hasPrefix(prefix), !(path == prefix + "report.json" && excluded.contains(root.path)) else { continue }
+            found.append(String(path.dropFirst(prefix.count)))
+        }
+        return found.sorted()
+    }
+
+    static func processFile(_ relative: String, root: URL, outRoot: URL, pipeline: Pipeline, mediaRoot: String) async -> BatchItem {
+        let inputPath = root.appendingPathComponent(relative).path
+        let outputPath = outRoot.appendingPathComponent(relative).path
+        let clock = ContinuousClock.now
+        guard let data = FileManager.default.contents(atPath: inputPath) else {
+            var outcome = Outcome(status: .rejected, reason: "io_error", message: "\(relative): cannot read the file")
+            outcome.timingsMs.total = Double((ContinuousClock.now - clock).components.attoseconds / 1_000_000_000_000_000)
+            return BatchItem(file: relative, output: nil, outcome: outcome, writeError: nil)
+        }
+        do {
+            let result = try await pipeline.process(data, context: PayloadContext(mediaRoot: mediaRoot, label: relative))
+            var bytes = result.bytes
+            bytes.append(0x0A)
+            do {
+                try writeAtomically(Data(bytes), to: outputPath)
+                return BatchItem(file: relative, output: relative, outcome: result.outcome, writeError: nil)
+            } catch {
+                return BatchItem(file: relative, output: nil, outcome: result.outcome, writeError: "\(outputPath): \(error.localizedDescription)")
+            }
+        } catch {
+            // Not a payload: nothing to rewrite. A previous run's output for it would now be stale.
+            unlink(outputPath)
+            var outcome = Outcome(status: .rejected, reason: error.reason, message: "\(relative): \(error.description)")
+            outcome.payloadBytes = 0
+            return BatchItem(file: relative, output: nil, outcome: outcome, writeError: nil)
+        }
+    }
+}
+
+/// One payload file's result in report.json.
+struct BatchItem: Encodable {
+    var file: String
+    /// Path of the rewritten payload under --out (nil when none was written).
+    var output: String?
+    var outcome: Outcome
+    var writeError: String?
+
+    enum CodingKeys: String, CodingKey { case file, output, outcome, writeError = "write_error" }
+}
+
+struct BatchReport: Encodable {
+    var version: String
+    var input: String
+    var out: String
+    var store: String
+    var baseURL: String
+    var summary: BatchSummary
+    var items: [BatchItem]
+
+    enum CodingKeys: String, CodingKey { case version, input, out, store, summary, items, baseURL = "base_url" }
+}
+
+struct BatchSummary: Encodable {
+    var payloads: Int
+    var byStatus: [String: Int]
+    var byReason: [String: Int]
+    var cacheHits: Int
+    var sourceBytes: Int64
+    var attachmentBytes: Int64
+    var bytesSaved: Int64
+    var seconds: Double
+
+    enum CodingKeys: String, CodingKey {
+        case payloads, seconds
+        case byStatus = "by_status", byReason = "by_reason", cacheHits = "cache_hits", sourceBytes = "source_bytes"
+        case attachmentBytes = "attachment_bytes", bytesSaved = "bytes_saved"
+    }
+
+    init(items: [BatchItem], seconds: Double) {
+        payloads = items.count
+        byStatus = Dictionary(grouping: items, by: { $0.outcome.status.rawValue }).mapValues(\.count)
+        byReason = Dictionary(grouping: items.compactMap(\.outcome.reason), by: { $0 }).mapValues(\.count)
+        cacheHits = items.filter { $0.outcome.cacheHit == true }.count
+        let converted = items.filter { [.processed, .passthrough].contains($0.outcome.status) }
+        sourceBytes = converted.compactMap(\.outcome.sourceBytes).reduce(0, +)
+        attachmentBytes = converted.compactMap(\.outcome.attachment?.bytes).reduce(0, +)
+        bytesSaved = sourceBytes - attachmentBytes
+        self.seconds = (seconds * 1000).rounded() / 1000
+    }
+
+    func table(out: String) -> String {
+        var lines = ["", "PushMedia batch: \(payloads) payloads in \(String(format: "%.2f", seconds)) s"]
+        lines.append("  status        count")
+        for status in OutcomeStatus.allCases {
+            lines.append("  " + status.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0) + String(format: "%6d", byStatus[status.rawValue] ?? 0))
+        }
+        if !byReason.isEmpty {
+            lines.append("  reasons: " + byReason.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+        lines.append("  media: \(formatBytes(sourceBytes)) in → \(formatBytes(attachmentBytes)) out (saved \(formatBytes(bytesSaved))); cache hits \(cacheHits)")
+        lines.append("  report: \(out)/report.json")
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// A progress bar on a terminal, one plain line per payload otherwise (both on stderr).
+final class ProgressDisplay: @unchecked Sendable {
+    private let total: Int
+    private var done = 0
+    private let tty = isatty(STDERR_FILENO) == 1
+
+    init(total: Int) { self.total = total }
+
+    func advance(_ item: BatchItem) {
+        done += 1
+        if tty {
+            let width = 30
+            let filled = total == 0 ? width : done * width / total
+            let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
+            let name = item.file.count > 40 ? "…" + item.file.suffix(39) : item.file
+            FileHandle.standardError.write(Data("\r\u{1B}[2K[\(bar)] \(done)/\(total) \(name)".utf8))
+        } else {
+            FileHandle.writeError("[\(done)/\(total)] " + humanLine(item.outcome, label: item.file))
+        }
+    }
+
+    func finish() {
+        if tty { FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8)) }
+    }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import PushMedia
+
+struct ProcessCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "process",
+        abstract: "Rewrite one payload: the new payload goes to stdout, one line about it to stderr.",
+        discussion: "Exit status: 0 when a payload was written, 64 usage error, 65 invalid JSON, 74 I/O error."
+    )
+
+    @Argument(help: "Payload file, or - for standard input.")
+    var input: String = "-"
+    @Option(help: "Also write the outcome as JSON to this file.")
+    var report: String?
+    @Flag(help: "Pretty-print the payload (default: compact, as sent to APNs).")
+    var pretty = false
+    @OptionGroup var options: SharedOptions
+
+    func run() async throws {
+        let config = try options.config()
+        let data: Data
+        do {
+            data = input == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: input))
+        } catch {
+            FileHandle.writeError("pushmedia: \(input): cannot read: \(error.localizedDescription)")
+            throw Exit.ioError
+        }
+        let pipeline: Pipeline
+        do { pipeline = try Pipeline(config: config) } catch {
+            FileHandle.writeError("pushmedia: \(error)")
+            throw Exit.ioError
+        }
+        let directory = input == "-" ? FileManager.default.currentDirectoryPath : URL(fileURLWithPath: input).deletingLastPathComponent().path
+        let label = input == "-" ? "stdin" : input
+        let result: PipelineResult
+        do {
+            result = try await pipeline.process(data, context: PayloadContext(mediaRoot: config.mediaRoot ?? directory, label: label))
+        } catch {
+            FileHandle.writeError("pushmedia: \(label): \(error)")
+            throw Exit.dataError
+        }
+        var output = pretty ? JSONValue.object(result.payload).prettySerialized() : result.bytes
+        if !pretty { output.append(0x0A) }
+        FileHandle.standardOutput.write(Data(output))
+        FileHandle.writeError(humanLine(result.outcome, label: label))
+        if let report {
+            do { try writeAtomically(reportJSON(result.outcome), to: report) } catch {
+                FileHandle.writeError("pushmedia: \(report): cannot write report: \(error.localizedDescription)")
+                throw Exit.ioError
+            }
+        }
+    }
+}

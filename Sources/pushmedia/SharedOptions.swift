@@ -1,0 +1,99 @@
+import ArgumentParser
+import Foundation
+import PushMedia
+
+/// Flags shared by every command. Each falls back to its `PUSHMEDIA_*` variable, then to the
+/// default documented in `PushMediaConfig`.
+struct SharedOptions: ParsableArguments {
+    @Option(help: "Directory of the media store (env PUSHMEDIA_STORE; default ./pushmedia-store).")
+    var store: String?
+    @Option(name: .customLong("base-url"), help: "Public URL the store is served under (env PUSHMEDIA_BASE_URL; default http://127.0.0.1:8080/media).")
+    var baseURL: String?
+    @Option(help: "Time budget per payload, e.g. 10, 2.5s, 800ms (env PUSHMEDIA_BUDGET; default 10s).")
+    var budget: String?
+    @Flag(name: .customLong("allow-private-networks"), help: "Allow fetching from loopback/private/link-local addresses (env PUSHMEDIA_ALLOW_PRIVATE_NETWORKS).")
+    var allowPrivateNetworks = false
+    @Option(name: .customLong("media-key"), help: "Extra top-level key holding a media URL; repeatable (env PUSHMEDIA_MEDIA_KEYS, comma-separated).")
+    var mediaKeys: [String] = []
+    @Option(name: .customLong("on-reject"), help: "drop or keep the media key of rejected media (env PUSHMEDIA_ON_REJECT; default drop).")
+    var onReject: String?
+    @Option(name: .customLong("media-root"), help: "Directory local media paths must resolve inside (env PUSHMEDIA_MEDIA_ROOT; default: the input's directory).")
+    var mediaRoot: String?
+    @Option(name: .customLong("long-edge"), help: "Longest side of a transcoded image in px (env PUSHMEDIA_LONG_EDGE; default 2048).")
+    var longEdge: String?
+    @Option(name: .customLong("thumb-edge"), help: "Longest side of the thumbnail in px (env PUSHMEDIA_THUMB_EDGE; default 512).")
+    var thumbEdge: String?
+    @Option(name: .customLong("max-pixels"), help: "Largest source image in pixels, read from the header (env PUSHMEDIA_MAX_PIXELS; default 50000000).")
+    var maxPixels: String?
+    @Option(name: .customLong("max-frames"), help: "Frames kept in an animation (env PUSHMEDIA_MAX_FRAMES; default 100).")
+    var maxFrames: String?
+    @Option(name: .customLong("max-source-bytes"), help: "Largest download in bytes (env PUSHMEDIA_MAX_SOURCE_BYTES; default 50000000).")
+    var maxSourceBytes: String?
+
+    /// Defaults, then environment, then flags.
+    func config(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PushMediaConfig {
+        var config: PushMediaConfig
+        do { config = try PushMediaConfig.fromEnvironment(environment) } catch { throw ValidationError(error.description) }
+        let flags: [(String, String?)] = [
+            ("store", store), ("base-url", baseURL), ("budget", budget), ("on-reject", onReject), ("media-root", mediaRoot),
+            ("long-edge", longEdge), ("thumb-edge", thumbEdge), ("max-pixels", maxPixels), ("max-frames", maxFrames),
+            ("max-source-bytes", maxSourceBytes),
+        ]
+        do {
+            for case let (name, value?) in flags { try config.set(name, to: value) }
+            for key in mediaKeys { try config.set("media-key", to: key) }
+        } catch { throw ValidationError(error.description) }
+        if allowPrivateNetworks { config.allowPrivateNetworks = true }
+        return config
+    }
+}
+
+/// Writes `data` next to `path` and renames it into place, so readers never see half a file.
+func writeAtomically(_ data: Data, to path: String) throws {
+    let url = URL(fileURLWithPath: path)
+    try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+    let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString.prefix(8)).tmp")
+    try data.write(to: temporary)
+    if rename(temporary.path, url.path) != 0 {
+        let reason = String(cString: strerror(errno))
+        unlink(temporary.path)
+        throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "cannot rename into \(path): \(reason)"])
+    }
+}
+
+/// JSON for reports: sorted keys, pretty.
+func reportJSON<T: Encodable>(_ value: T) throws -> Data {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    var data = try encoder.encode(value)
+    data.append(0x0A)
+    return data
+}
+
+/// One line for a person: what happened to a payload.
+func humanLine(_ outcome: Outcome, label: String) -> String {
+    var line = "\(label): \(outcome.status.rawValue)"
+    if let reason = outcome.reason { line += " (\(reason))" }
+    if let a = outcome.attachment {
+        let size = [a.width, a.height].compactMap { $0 }.map(String.init).joined(separator: "×")
+        line += " → \(a.url) [\(a.mime)\(size.isEmpty ? "" : " \(size)"), \(formatBytes(a.bytes))]"
+    } else if let message = outcome.message, outcome.status != .processed {
+        line += ": \(message)"
+    }
+    line += String(format: " in %.0f ms", outcome.timingsMs.total)
+    if outcome.cacheHit == true { line += " (cache)" }
+    return line
+}
+
+func formatBytes(_ bytes: Int64) -> String {
+    let value = Double(bytes)
+    if abs(value) >= 1_000_000 { return String(format: "%.1f MB", value / 1_000_000) }
+    if abs(value) >= 1_000 { return String(format: "%.1f kB", value / 1_000) }
+    return "\(bytes) B"
+}
+
+extension FileHandle {
+    static func writeError(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+}
