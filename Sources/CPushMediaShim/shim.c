@@ -132,8 +132,13 @@ CURLcode pm_curl_install_transfer(CURL *handle, pm_transfer *transfer) {
 
 /* ----------------------------------------------------------------- libvips */
 
+/* libvips reports recoverable oddities of untrusted files (bad ICC tags, trailing bytes) as
+ * GLib warnings; real failures come back as errors, so the warnings are dropped. */
+static void quiet_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {}
+
 int pm_vips_init(const char *argv0, int concurrency) {
     if (VIPS_INIT(argv0)) return -1;
+    g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO, quiet_log, NULL);
     vips_block_untrusted_set(TRUE);
     vips_cache_set_max(0);
     if (concurrency > 0) vips_concurrency_set(concurrency);
@@ -217,6 +222,17 @@ int pm_vips_pngsave(pm_image *in, void **buffer, size_t *length) {
 
 int pm_vips_gifsave(pm_image *in, void **buffer, size_t *length) {
     return vips_gifsave_buffer(in, buffer, length, PM_NO_METADATA, NULL);
+}
+
+int pm_vips_from_memory(const void *pixels, size_t length, int width, int height, int bands, pm_image **out) {
+    *out = vips_image_new_from_memory_copy(pixels, length, width, height, bands, VIPS_FORMAT_UCHAR);
+    if (*out == NULL) return -1;
+    (*out)->Type = bands >= 3 ? VIPS_INTERPRETATION_sRGB : VIPS_INTERPRETATION_B_W;
+    return 0;
+}
+
+int pm_vips_tiffsave_file(pm_image *in, const char *filename) {
+    return vips_tiffsave(in, filename, "compression", VIPS_FOREIGN_TIFF_COMPRESSION_NONE, PM_NO_METADATA, NULL);
 }
 
 int pm_image_width(pm_image *image) { return vips_image_get_width(image); }

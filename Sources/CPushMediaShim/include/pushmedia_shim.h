@@ -87,6 +87,10 @@ int pm_vips_flatten_white(pm_image *in, pm_image **out);
 int pm_vips_jpegsave(pm_image *in, int quality, void **buffer, size_t *length);
 int pm_vips_pngsave(pm_image *in, void **buffer, size_t *length);
 int pm_vips_gifsave(pm_image *in, void **buffer, size_t *length);
+/** An 8-bit image from interleaved pixels (copied). */
+int pm_vips_from_memory(const void *pixels, size_t length, int width, int height, int bands, pm_image **out);
+/** Uncompressed TIFF, used as a trusted intermediate for formats PushMedia decodes itself. */
+int pm_vips_tiffsave_file(pm_image *in, const char *filename);
 int pm_image_width(pm_image *image);
 int pm_image_height(pm_image *image);
 int pm_image_has_alpha(pm_image *image);

@@ -13,6 +13,10 @@ public enum LocalSource {
         guard !path.isEmpty, !path.contains("\0") else { throw .invalidURL("empty path") }
         guard let realRoot = realPath(root) else { throw .notFound(root) }
         let joined = path.hasPrefix("/") ? path : realRoot + "/" + path
+        let lexical = URL(fileURLWithPath: joined).standardizedFileURL.path
+        guard lexical.hasPrefix(realRoot.hasSuffix("/") ? realRoot : realRoot + "/") else {
+            throw .pathOutsideRoot(path: reference, root: realRoot)
+        }
         guard let real = realPath(joined) else { throw .notFound(path) }
         guard real.hasPrefix(realRoot.hasSuffix("/") ? realRoot : realRoot + "/") else {
             throw .pathOutsideRoot(path: reference, root: realRoot)

@@ -370,11 +370,18 @@ public final class Pipeline: Sendable {
 
             clock = .now
             let transcoder = self.transcoder
+            var decodable = temporary
+            if sniff.format == .bmp {
+                decodable = temporary + ".tiff"
+                try await cpu.run { [decodable] in try transcoder.convertBMP(path: temporary, to: decodable) }
+            }
+            defer { if decodable != temporary { unlink(decodable) } }
+            let image = decodable
             let header = try await cpu.run { () throws -> ImageHeader in
-                try transcoder.header(path: temporary)
+                try transcoder.header(path: image)
             }
             let thumbnailImage = try await cpu.run { () throws -> EncodedImage in
-                try transcoder.thumbnail(path: temporary)
+                try transcoder.thumbnail(path: image)
             }
             timings.transcode = clock.millisecondsElapsed
             clock = .now
@@ -401,13 +408,13 @@ public final class Pipeline: Sendable {
                                                       sourceBytes: bytes, pipeline: PushMediaVersion.pipeline), key: key, result: result)
             case .transcode:
                 clock = .now
-                let image = try await cpu.run { () throws -> EncodedImage in
-                    try transcoder.attachment(path: temporary, header: header)
+                let encoded = try await cpu.run { () throws -> EncodedImage in
+                    try transcoder.attachment(path: image, header: header)
                 }
                 timings.transcode += clock.millisecondsElapsed
                 clock = .now
                 let stored = try await cpu.run { [store] () throws -> StoredFile in
-                    try store.put(image.bytes, format: image.format, width: image.width, height: image.height)
+                    try store.put(encoded.bytes, format: encoded.format, width: encoded.width, height: encoded.height)
                 }
                 timings.store += clock.millisecondsElapsed
                 return try await finishJob(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,

@@ -35,10 +35,10 @@ public enum Sniffer {
     public static func sniff(_ bytes: ArraySlice<UInt8>) -> SniffResult {
         var out = [CChar](repeating: 0, count: 256)
         let mime = bytes.withUnsafeBytes { raw in
-            pm_magic_mime(raw.baseAddress, raw.count, &out, out.count) == 0 ? String(cString: out) : "application/octet-stream"
+            pm_magic_mime(raw.baseAddress, raw.count, &out, out.count) == 0 ? String(cBuffer: out) : "application/octet-stream"
         }
         let description = bytes.withUnsafeBytes { raw in
-            pm_magic_describe(raw.baseAddress, raw.count, &out, out.count) == 0 ? String(cString: out) : mime
+            pm_magic_describe(raw.baseAddress, raw.count, &out, out.count) == 0 ? String(cBuffer: out) : mime
         }
         let format = MediaFormat.byMagicMIME[mime.lowercased()] ?? .unsupported(mime: mime)
         return SniffResult(format: format, magicMIME: mime, description: description)

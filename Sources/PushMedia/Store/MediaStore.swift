@@ -79,7 +79,7 @@ public final class MediaStore: Sendable {
     public func put(_ bytes: [UInt8], format: MediaFormat, width: Int? = nil, height: Int? = nil) throws(StoreError) -> StoredFile {
         var hex = [CChar](repeating: 0, count: 65)
         bytes.withUnsafeBytes { pm_sha256_buffer($0.baseAddress, $0.count, &hex) }
-        let name = String(cString: hex) + "." + format.fileExtension
+        let name = String(cBuffer: hex) + "." + format.fileExtension
         if !contains(name) {
             try writeAtomically(Data(bytes), to: path(of: name))
         }
@@ -93,7 +93,7 @@ public final class MediaStore: Sendable {
         guard status == 0 else { throw .io(path: temporary, reason: String(cString: strerror(status))) }
         var info = stat()
         guard stat(temporary, &info) == 0 else { throw .io(path: temporary, reason: String(cString: strerror(errno))) }
-        let name = String(cString: hex) + "." + format.fileExtension
+        let name = String(cBuffer: hex) + "." + format.fileExtension
         chmod(temporary, 0o644)
         guard rename(temporary, path(of: name)) == 0 else { throw .io(path: path(of: name), reason: String(cString: strerror(errno))) }
         return StoredFile(name: name, mime: format.mime, uti: format.uti, bytes: Int64(info.st_size), width: width, height: height)
@@ -121,7 +121,7 @@ public final class MediaStore: Sendable {
         var hex = [CChar](repeating: 0, count: 65)
         let text = Array("pushmedia/\(PushMediaVersion.pipeline)\n\(source)\n\(options)".utf8)
         text.withUnsafeBytes { pm_sha256_buffer($0.baseAddress, $0.count, &hex) }
-        return String(cString: hex)
+        return String(cBuffer: hex)
     }
 
     private func indexPath(_ key: String) -> String { index + "/" + key + ".json" }

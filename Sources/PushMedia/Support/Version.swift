@@ -5,3 +5,10 @@ public enum PushMediaVersion {
     /// every cache key, so a new version never serves a stale result.
     public static let pipeline = 1
 }
+
+extension String {
+    /// The NUL-terminated text in a C character buffer.
+    init(cBuffer buffer: [CChar]) {
+        self = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -106,6 +106,22 @@ public struct Transcoder: Sendable {
         return header
     }
 
+    /// Rewrites a BMP file as an uncompressed TIFF at `output`, so that the trusted loaders can
+    /// take it from there (libvips' only BMP loader is ImageMagick, blocked as untrusted).
+    public func convertBMP(path: String, to output: String) throws(TranscodeError) {
+        guard let data = FileManager.default.contents(atPath: path) else { throw .decodeFailed("cannot read \(path)") }
+        let bmp: BMPDecoder.Image
+        do { bmp = try BMPDecoder.decode(Array(data), maxPixels: maxPixels) } catch {
+            if case let .tooManyPixels(width, height) = error { throw .tooManyPixels(width: width, height: height, limit: maxPixels) }
+            throw .decodeFailed(error.description)
+        }
+        var image: OpaquePointer?
+        let made = bmp.pixels.withUnsafeBytes { pm_vips_from_memory($0.baseAddress, $0.count, Int32(bmp.width), Int32(bmp.height), Int32(bmp.bands), &image) }
+        guard made == 0, let image else { throw .decodeFailed(takeVipsError()) }
+        defer { pm_image_unref(image) }
+        guard pm_vips_tiffsave_file(image, output) == 0 else { throw .encodeFailed(takeVipsError()) }
+    }
+
     /// Whether an animation is kept animated: within the frame cap and the pixel cap over all frames.
     public func keepsAnimation(_ header: ImageHeader) -> Bool {
         header.frames > 1 && header.frames <= maxFrames && header.pixels * Int64(header.frames) <= maxPixels

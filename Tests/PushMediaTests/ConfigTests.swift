@@ -1,0 +1,57 @@
+import Testing
+@testable import PushMedia
+
+@Suite("Configuration")
+struct ConfigTests {
+    @Test func defaultsAreDocumentedValues() {
+        let config = PushMediaConfig()
+        #expect(config.budget == .seconds(10))
+        #expect(config.longEdge == 2048)
+        #expect(config.thumbnailEdge == 512)
+        #expect(config.maxPixels == 50_000_000)
+        #expect(config.maxSourceBytes == 50_000_000)
+        #expect(config.policy.maxImageBytes == 10_000_000)
+        #expect(config.policy.maxAudioBytes == 5_000_000)
+        #expect(config.policy.maxVideoBytes == 50_000_000)
+        #expect(config.onReject == .drop)
+        #expect(!config.allowPrivateNetworks)
+    }
+
+    @Test func environmentOverridesDefaults() throws {
+        let config = try PushMediaConfig.fromEnvironment([
+            "PUSHMEDIA_BUDGET": "2.5s", "PUSHMEDIA_STORE": "/tmp/x", "PUSHMEDIA_ON_REJECT": "keep",
+            "PUSHMEDIA_ALLOW_PRIVATE_NETWORKS": "true", "PUSHMEDIA_MEDIA_KEYS": "posterImageURL, hero",
+            "PUSHMEDIA_BASE_URL": "https://cdn.example.com/push/", "PUSHMEDIA_LONG_EDGE": "1024", "UNRELATED": "1",
+        ])
+        #expect(config.budget == .milliseconds(2500))
+        #expect(config.storeDirectory == "/tmp/x")
+        #expect(config.onReject == .keep)
+        #expect(config.allowPrivateNetworks)
+        #expect(config.extraMediaKeys == ["posterImageURL", "hero"])
+        #expect(config.baseURL == "https://cdn.example.com/push")
+        #expect(config.longEdge == 1024)
+    }
+
+    @Test func invalidValuesNameTheVariableAndTheExpectation() {
+        #expect {
+            _ = try PushMediaConfig.fromEnvironment(["PUSHMEDIA_BUDGET": "soon"])
+        } throws: { error in
+            "\(error)".contains("PUSHMEDIA_BUDGET") && "\(error)".contains("duration")
+        }
+        var config = PushMediaConfig()
+        #expect(throws: ConfigError.self) { try config.set("on-reject", to: "explode") }
+        #expect(throws: ConfigError.self) { try config.set("long-edge", to: "0") }
+        #expect(throws: ConfigError.self) { try config.set("base-url", to: "cdn.example.com") }
+    }
+
+    @Test("durations", arguments: [("10", 10_000), ("2.5", 2_500), ("800ms", 800), ("1.5s", 1_500), ("2m", 120_000)])
+    func parsesDurations(_ text: String, _ milliseconds: Int64) {
+        #expect(PushMediaConfig.parseDuration(text) == .milliseconds(milliseconds))
+    }
+
+    @Test func rejectsBadDurations() {
+        #expect(PushMediaConfig.parseDuration("-1") == nil)
+        #expect(PushMediaConfig.parseDuration("fast") == nil)
+        #expect(PushMediaConfig.parseDuration("1e9") == nil)
+    }
+}
