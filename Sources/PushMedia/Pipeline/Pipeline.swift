@@ -83,83 +83,38 @@ public final class Pipeline: Sendable {
 
     /// Processes one payload. Always returns a payload that keeps the input's text.
     public func process(_ payload: JSONObject, context: PayloadContext = PayloadContext()) async -> PipelineResult {
-        let start = ContinuousClock.now
-        let deadline = start + (context.budget ?? config.budget)
-        let onReject = context.onReject ?? config.onReject
-        var outcome = Outcome(status: .skipped)
-
-        func finish(_ rewritten: PayloadRewriter.Rewritten?, fallback: JSONObject) -> PipelineResult {
-            let payload = rewritten?.payload ?? fallback
-            let bytes = rewritten?.bytes ?? JSONValue.object(fallback).serialized()
-            if let dropped = rewritten?.droppedFields, !dropped.isEmpty {
-                outcome.warnings = (outcome.warnings ?? []) + ["trimmed to fit APNs' \(PayloadRewriter.apnsLimit) bytes: dropped \(dropped.joined(separator: ", "))"]
-            }
-            outcome.payloadBytes = bytes.count
-            outcome.timingsMs.total = start.millisecondsElapsed
-            return PipelineResult(payload: payload, bytes: bytes, outcome: outcome)
-        }
-        func unchanged(_ status: OutcomeStatus, _ reason: String, _ message: String) -> PipelineResult {
-            outcome.status = status
-            outcome.reason = reason
-            outcome.message = message
-            return finish(nil, fallback: payload)
-        }
+        var response = PayloadResponse(payload: payload, baseURL: config.baseURL, onReject: context.onReject ?? config.onReject,
+                                       label: context.label)
+        let deadline = response.start + (context.budget ?? config.budget)
 
         guard let reference = MediaLocator.locate(in: payload, extraKeys: config.extraMediaKeys) else {
-            return unchanged(.skipped, "no_media", "no media reference (keys: \((MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ")))")
+            let keys = (MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ")
+            return response.unchanged(.skipped, reason: "no_media", message: "no media reference (keys: \(keys))")
         }
-        outcome.mediaKey = reference.key
-        outcome.sourceURL = reference.value.stringValue
-        let place = [context.label, reference.value.stringValue.map { Self.abbreviate($0) }].compactMap { $0 }.joined(separator: ": ")
-        func rejected(_ reason: String, _ message: String, sniffed: MediaFormat? = nil) -> PipelineResult {
-            outcome.status = .rejected
-            outcome.reason = reason
-            outcome.message = place.isEmpty ? message : "\(place): \(message)"
-            let descriptor = Descriptor(status: .rejected, reason: reason, type: sniffed?.uti, mime: sniffed?.mime)
-            let rewritten = PayloadRewriter.rewrite(payload, mediaKey: reference.key, media: onReject == .drop ? .remove : .keep, descriptor: descriptor)
-            return finish(rewritten, fallback: payload)
-        }
-
-        func accept(_ entry: CacheEntry) -> PipelineResult {
-            let url = config.baseURL + "/" + entry.attachment.name
-            let thumbURL = entry.thumbnail.map { config.baseURL + "/" + $0.name }
-            let a = entry.attachment
-            outcome.status = entry.status == OutcomeStatus.passthrough.rawValue ? .passthrough : .processed
-            outcome.sourceMIME = entry.sourceMIME
-            outcome.sourceBytes = entry.sourceBytes
-            outcome.attachment = AttachmentInfo(url: url, mime: a.mime, uti: a.uti, bytes: a.bytes, width: a.width, height: a.height)
-            outcome.thumbnail = entry.thumbnail.map { AttachmentInfo(url: config.baseURL + "/" + $0.name, mime: $0.mime, uti: $0.uti, bytes: $0.bytes, width: $0.width, height: $0.height) }
-            let descriptor = Descriptor(status: outcome.status, type: a.uti, mime: a.mime, bytes: a.bytes, width: a.width, height: a.height, thumb: thumbURL)
-            guard let rewritten = PayloadRewriter.rewrite(payload, mediaKey: reference.key, media: .replace(with: url), descriptor: descriptor) else {
-                outcome.attachment = nil
-                outcome.thumbnail = nil
-                return rejected("payload_too_large", "with the attachment URL the payload would exceed APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data, or use a shorter --base-url")
-            }
-            return finish(rewritten, fallback: payload)
-        }
-
+        response.found(reference)
         guard MediaLocator.hasAlert(payload) else {
-            outcome.warnings = ["the payload asks for media but has no aps.alert: the Notification Service Extension never runs for it"]
-            return unchanged(.skipped, "no_alert", "no aps.alert: the service extension only runs for alert notifications, so the media would never be shown")
+            response.outcome.warnings = ["the payload asks for media but has no aps.alert: the Notification Service Extension never runs for it"]
+            return response.unchanged(.skipped, reason: "no_alert", message: "no aps.alert: the service extension only runs for alert notifications, so the media would never be shown")
         }
         let inputSize = JSONValue.object(payload).serialized().count
         if inputSize > PayloadRewriter.apnsLimit {
-            return rejected("payload_too_large", "the payload is \(inputSize) bytes before any change, over APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data")
+            return response.rejected("payload_too_large", message: "the payload is \(inputSize) bytes before any change, over APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data")
         }
 
         let source: Source
         switch resolveSource(reference, context: context) {
         case let .success(resolved): source = resolved
-        case let .failure(failure): return rejected(failure.reason, failure.message)
+        case let .failure(failure): return response.rejected(failure.reason, message: failure.message)
         }
 
         let key = MediaStore.cacheKey(source: source.identity, options: optionsFingerprint)
         if let entry = await cpu.run({ [store] in store.lookup(key: key) }) {
-            outcome.cacheHit = true
-            return accept(entry)
+            response.outcome.cacheHit = true
+            return response.accepted(entry)
         }
-        outcome.cacheHit = false
+        response.outcome.cacheHit = false
 
+        // Race the (possibly shared) job against the deadline; the first to finish answers.
         let job = sharedJob(key: key, source: source, deadline: deadline + config.backgroundGrace)
         let resolver = OnceResolver<JobResult?>()
         Task { resolver.resolve(await job.task.value) }
@@ -170,35 +125,19 @@ public final class Pipeline: Sendable {
         let result = await resolver.value()
         timer.cancel()
 
-        if let result { outcome.timingsMs = result.timings }
+        if let result { response.outcome.timingsMs = result.timings }
         let progress = job.progress.withLock { $0 }
-        if let sniff = progress.sniff {
-            outcome.sourceMIME = sniff.format.mime
-            outcome.sourceBytes = progress.sourceBytes
-        }
         switch result?.kind {
         case let .ready(entry)?:
-            return accept(entry)
+            return response.accepted(entry)
         case let .failed(reason, message)?:
-            return rejected(reason, message, sniffed: progress.sniff?.format)
+            if let sniff = progress.sniff {
+                response.outcome.sourceMIME = sniff.format.mime
+                response.outcome.sourceBytes = progress.sourceBytes
+            }
+            return response.rejected(reason, message: message, sniffed: progress.sniff?.format)
         case .budgetExceeded?, nil:
-            outcome.status = .bestAttempt
-            outcome.reason = "budget_exceeded"
-            if let thumbnail = progress.thumbnail {
-                let url = config.baseURL + "/" + thumbnail.name
-                outcome.message = "\(place): budget ran out; the thumbnail was ready and is used as the attachment"
-                outcome.attachment = AttachmentInfo(url: url, mime: thumbnail.mime, uti: thumbnail.uti, bytes: thumbnail.bytes, width: thumbnail.width, height: thumbnail.height)
-                let descriptor = Descriptor(status: .bestAttempt, reason: "budget_exceeded", type: thumbnail.uti, mime: thumbnail.mime,
-                                            bytes: thumbnail.bytes, width: thumbnail.width, height: thumbnail.height)
-                return finish(PayloadRewriter.rewrite(payload, mediaKey: reference.key, media: .replace(with: url), descriptor: descriptor), fallback: payload)
-            }
-            if let format = progress.sniff?.format, format.kind != .unsupported {
-                outcome.message = "\(place): budget ran out; the original URL is kept with the sniffed type \(format.mime)"
-                let descriptor = Descriptor(status: .bestAttempt, reason: "budget_exceeded", type: format.uti, mime: format.mime)
-                return finish(PayloadRewriter.rewrite(payload, mediaKey: reference.key, media: .keep, descriptor: descriptor), fallback: payload)
-            }
-            outcome.message = "\(place): budget ran out before the media's type was known; the payload is unchanged"
-            return finish(nil, fallback: payload)
+            return response.bestAttempt(progress)
         }
     }
 
@@ -269,10 +208,6 @@ public final class Pipeline: Sendable {
         return candidate.lowercased()
     }
 
-    static func abbreviate(_ url: String) -> String {
-        url.count <= 200 ? url : String(url.prefix(120)) + "…(\(url.utf8.count) bytes)"
-    }
-
     /// Everything that changes the output for the same source.
     private var optionsFingerprint: String {
         let p = config.policy
@@ -282,12 +217,6 @@ public final class Pipeline: Sendable {
     }
 
     // MARK: Jobs
-
-    struct Progress: Sendable {
-        var sniff: SniffResult?
-        var sourceBytes: Int64?
-        var thumbnail: StoredFile?
-    }
 
     struct JobResult: Sendable {
         enum Kind: Sendable {
@@ -301,14 +230,14 @@ public final class Pipeline: Sendable {
 
     struct SharedJob: Sendable {
         var task: Task<JobResult, Never>
-        var progress: Locked<Progress>
+        var progress: Locked<JobProgress>
     }
 
     /// The running job for `key`, or a new one.
     private func sharedJob(key: String, source: Source, deadline: ContinuousClock.Instant) -> SharedJob {
         inFlight.withLock { jobs in
             if let job = jobs[key] { return job }
-            let progress = Locked(Progress())
+            let progress = Locked(JobProgress())
             let task = Task {
                 let result = await self.runJob(source: source, key: key, deadline: deadline, progress: progress)
                 self.inFlight.withLock { _ = $0.removeValue(forKey: key) }
@@ -320,7 +249,7 @@ public final class Pipeline: Sendable {
         }
     }
 
-    private func runJob(source: Source, key: String, deadline: ContinuousClock.Instant, progress: Locked<Progress>) async -> JobResult {
+    private func runJob(source: Source, key: String, deadline: ContinuousClock.Instant, progress: Locked<JobProgress>) async -> JobResult {
         var timings = StageTimings()
         let jobStart = ContinuousClock.now
         let temporary = store.temporaryPath()

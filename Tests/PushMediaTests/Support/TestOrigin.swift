@@ -70,8 +70,9 @@ final class TestOrigin: @unchecked Sendable {
         core.hits(Core.path(of: path))
     }
 
-    /// Closes the listener and every open connection, and waits (up to 2 s) for the
-    /// server threads to finish. Idempotent; also called from `deinit`.
+    /// Closes the listener and resets every open connection (in-flight clients see an
+    /// error at once), then waits (up to 2 s) for the server threads to finish.
+    /// Idempotent; also called from `deinit`.
     func stop() { core.stop() }
 }
 
@@ -119,7 +120,12 @@ extension TestOrigin {
             if !stopped {
                 stopped = true
                 if listenerOpen { _ = shutdown(listener, Int32(SHUT_RDWR)) }
-                for fd in connections { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+                // Reset rather than drain: a slow client must not keep reading buffered data.
+                var abort = linger(l_onoff: 1, l_linger: 0)
+                for fd in connections {
+                    _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
+                    _ = shutdown(fd, Int32(SHUT_RDWR))
+                }
             }
             let deadline = Date().addingTimeInterval(2)
             while threads > 0 && cond.wait(until: deadline) {}

@@ -1,0 +1,45 @@
+import Testing
+@testable import PushMedia
+
+/// What the answer holds when the budget runs out at each stage of a job.
+@Suite("Best attempt")
+struct BestAttemptTests {
+    let input = payload([("media_url", .string("https://origin.example/photo.webp")), ("deep_link", .string("app://a"))])
+
+    func response() -> PayloadResponse {
+        var response = PayloadResponse(payload: input, baseURL: "https://cdn.example.com/m", onReject: .drop, label: "p.json")
+        response.found(MediaLocator.locate(in: input)!)
+        return response
+    }
+
+    @Test func usesTheThumbnailWhenItIsReady() {
+        let webp = Sniffer.sniff(try! sampleMedia("banner.webp")[...])
+        let thumbnail = StoredFile(name: String(repeating: "a", count: 64) + ".jpg", mime: "image/jpeg", uti: "public.jpeg", bytes: 9_000, width: 512, height: 341)
+        var response = response()
+        let result = response.bestAttempt(JobProgress(sniff: webp, sourceBytes: 16_824, thumbnail: thumbnail))
+        #expect(result.outcome.status == .bestAttempt && result.outcome.reason == "budget_exceeded")
+        #expect(result.payload["media_url"] == .string("https://cdn.example.com/m/" + thumbnail.name))
+        #expect(result.descriptor?["type"] == .string("public.jpeg"))
+        #expect(result.descriptor?["width"] == .number("512"))
+        #expect(result.outcome.attachment?.url.hasSuffix(".jpg") == true)
+        #expect(result.outcome.sourceMIME == "image/webp")
+        #expect(result.payload["deep_link"] == .string("app://a"))
+    }
+
+    @Test func keepsTheOriginalURLWithTheSniffedType() {
+        var response = response()
+        let result = response.bestAttempt(JobProgress(sniff: Sniffer.sniff(try! sampleMedia("chime.mp3")[...]), sourceBytes: 16_300))
+        #expect(result.payload["media_url"] == input["media_url"])
+        #expect(result.descriptor?["status"] == .string("best_attempt"))
+        #expect(result.descriptor?["type"] == .string("public.mp3"))
+        #expect(result.outcome.attachment == nil)
+    }
+
+    @Test func leavesThePayloadUnchangedWhenNothingIsKnown() {
+        var response = response()
+        let result = response.bestAttempt(JobProgress())
+        #expect(result.payload == input)
+        #expect(result.outcome.status == .bestAttempt)
+        #expect(result.outcome.message?.hasPrefix("p.json: https://origin.example/photo.webp: ") == true)
+    }
+}
