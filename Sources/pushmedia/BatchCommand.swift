@@ -34,11 +34,7 @@ struct BatchCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: \(directory): not a directory")
             throw Exit.ioError
         }
-        let pipeline: Pipeline
-        do { pipeline = try Pipeline(config: config) } catch {
-            FileHandle.writeError("pushmedia: \(error)")
-            throw Exit.ioError
-        }
+        let pipeline = try openPipeline(config)
         let excluded = [outRoot.path, URL(fileURLWithPath: pipeline.store.directory).standardizedFileURL.path]
         let files = Self.payloadFiles(under: root, excluding: excluded)
         let mediaRoot = config.mediaRoot ?? root.path

@@ -48,6 +48,14 @@ struct SharedOptions: ParsableArguments {
     }
 }
 
+/// Opens the pipeline (and its store); a store that cannot be opened is an I/O error (exit 74).
+func openPipeline(_ config: PushMediaConfig) throws -> Pipeline {
+    do { return try Pipeline(config: config) } catch {
+        FileHandle.writeError("pushmedia: \(error)")
+        throw Exit.ioError
+    }
+}
+
 /// Writes `data` next to `path` and renames it into place, so readers never see half a file.
 func writeAtomically(_ data: Data, to path: String) throws {
     let url = URL(fileURLWithPath: path)
