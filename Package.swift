@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -10,6 +10,13 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: ["FullFoundation"]),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // System libraries: headers and link flags only. Nothing but the shim includes them.
@@ -34,16 +41,47 @@ let package = Package(
             name: "PushMedia",
             dependencies: ["CPushMediaShim"],
             path: "Sources/PushMedia"),
+        // The HTTP hook: thin Hummingbird routes over the library.
+        .target(
+            name: "PushMediaServer",
+            dependencies: [
+                "PushMedia",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Sources/PushMediaServer",
+            resources: [.copy("openapi.yaml")]),
         .executableTarget(
             name: "pushmedia",
             dependencies: [
                 "PushMedia",
+                "PushMediaServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/pushmedia"),
+        // Shared by the test targets: a real HTTP origin on 127.0.0.1, samples, temp dirs.
+        .target(
+            name: "PushMediaTestSupport",
+            dependencies: ["PushMedia"],
+            path: "Tests/Support"),
         .testTarget(
             name: "PushMediaTests",
-            dependencies: ["PushMedia"],
+            dependencies: ["PushMedia", "PushMediaTestSupport"],
             path: "Tests/PushMediaTests"),
+        .testTarget(
+            name: "PushMediaServerTests",
+            dependencies: [
+                "PushMediaServer",
+                "PushMediaTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Tests/PushMediaServerTests"),
     ]
 )

@@ -235,6 +235,17 @@ int pm_vips_tiffsave_file(pm_image *in, const char *filename) {
     return vips_tiffsave(in, filename, "compression", VIPS_FOREIGN_TIFF_COMPRESSION_NONE, PM_NO_METADATA, NULL);
 }
 
+int pm_vips_selftest(void) {
+    VipsImage *image = NULL;
+    if (vips_black(&image, 8, 8, "bands", 3, NULL)) return -1;
+    void *buffer = NULL;
+    size_t length = 0;
+    int result = vips_jpegsave_buffer(image, &buffer, &length, NULL);
+    g_object_unref(image);
+    g_free(buffer);
+    return result == 0 && length > 0 ? 0 : -1;
+}
+
 int pm_image_width(pm_image *image) { return vips_image_get_width(image); }
 int pm_image_height(pm_image *image) { return vips_image_get_height(image); }
 int pm_image_has_alpha(pm_image *image) { return vips_image_hasalpha(image); }

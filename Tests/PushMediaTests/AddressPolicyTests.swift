@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import PushMedia
+import PushMediaTestSupport
 
 @Suite("SSRF address policy")
 struct AddressPolicyTests {

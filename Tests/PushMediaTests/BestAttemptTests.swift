@@ -1,5 +1,6 @@
 import Testing
 @testable import PushMedia
+import PushMediaTestSupport
 
 /// What the answer holds when the budget runs out at each stage of a job.
 @Suite("Best attempt")
@@ -16,7 +17,7 @@ struct BestAttemptTests {
         let webp = Sniffer.sniff(try! sampleMedia("banner.webp")[...])
         let thumbnail = StoredFile(name: String(repeating: "a", count: 64) + ".jpg", mime: "image/jpeg", uti: "public.jpeg", bytes: 9_000, width: 512, height: 341)
         var response = response()
-        let result = response.bestAttempt(JobProgress(sniff: webp, sourceBytes: 16_824, thumbnail: thumbnail))
+        let result = response.bestAttempt(JobProgress(started: true, sniff: webp, sourceBytes: 16_824, thumbnail: thumbnail))
         #expect(result.outcome.status == .bestAttempt && result.outcome.reason == "budget_exceeded")
         #expect(result.payload["media_url"] == .string("https://cdn.example.com/m/" + thumbnail.name))
         #expect(result.descriptor?["type"] == .string("public.jpeg"))
@@ -28,7 +29,7 @@ struct BestAttemptTests {
 
     @Test func keepsTheOriginalURLWithTheSniffedType() {
         var response = response()
-        let result = response.bestAttempt(JobProgress(sniff: Sniffer.sniff(try! sampleMedia("chime.mp3")[...]), sourceBytes: 16_300))
+        let result = response.bestAttempt(JobProgress(started: true, sniff: Sniffer.sniff(try! sampleMedia("chime.mp3")[...]), sourceBytes: 16_300))
         #expect(result.payload["media_url"] == input["media_url"])
         #expect(result.descriptor?["status"] == .string("best_attempt"))
         #expect(result.descriptor?["type"] == .string("public.mp3"))
@@ -37,9 +38,18 @@ struct BestAttemptTests {
 
     @Test func leavesThePayloadUnchangedWhenNothingIsKnown() {
         var response = response()
-        let result = response.bestAttempt(JobProgress())
+        let result = response.bestAttempt(JobProgress(started: true))
         #expect(result.payload == input)
         #expect(result.outcome.status == .bestAttempt)
+        #expect(result.outcome.reason == "budget_exceeded")
         #expect(result.outcome.message?.hasPrefix("p.json: https://origin.example/photo.webp: ") == true)
+    }
+
+    @Test func aJobThatNeverLeftTheQueueIsOverload() {
+        var response = response()
+        let result = response.bestAttempt(JobProgress())
+        #expect(result.outcome.status == .bestAttempt)
+        #expect(result.outcome.reason == "overloaded")
+        #expect(result.payload == input)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import PushMedia
+import PushMediaTestSupport
 
 /// Runs the built `pushmedia` executable, as a user would.
 @Suite("Command line")
@@ -10,16 +11,6 @@ struct CommandLineTests {
         var stdout: Data
         var stderr: String
     }
-
-    static let executable: String = {
-        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for directory in [beside, beside.deletingLastPathComponent()] {
-            let candidate = directory.appendingPathComponent("pushmedia").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent(".build/debug/pushmedia").path
-    }()
 
     /// Waiting for a child process blocks, so it happens on a dedicated thread, not on the
     /// cooperative pool that the other tests' deadlines depend on.
@@ -31,7 +22,7 @@ struct CommandLineTests {
 
     static func launch(_ arguments: [String], stdin: Data?, environment: [String: String]) throws -> Run {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
+        process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }.merging(environment) { $1 }
         let out = Pipe(), err = Pipe(), input = Pipe()

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import PushMedia
+import PushMediaTestSupport
 
 /// Real libcurl against a real HTTP origin on 127.0.0.1.
 @Suite("Fetch")

@@ -1,5 +1,6 @@
 import Testing
 @testable import PushMedia
+import PushMediaTestSupport
 
 // MARK: - Helpers
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import PushMedia
+import PushMediaTestSupport
 
 /// The whole pipeline with the real libraries: media served by a real origin on 127.0.0.1.
 @Suite("Pipeline")

@@ -91,6 +91,8 @@ int pm_vips_gifsave(pm_image *in, void **buffer, size_t *length);
 int pm_vips_from_memory(const void *pixels, size_t length, int width, int height, int bands, pm_image **out);
 /** Uncompressed TIFF, used as a trusted intermediate for formats PushMedia decodes itself. */
 int pm_vips_tiffsave_file(pm_image *in, const char *filename);
+/** Encodes a tiny image: 0 when libvips works. */
+int pm_vips_selftest(void);
 int pm_image_width(pm_image *image);
 int pm_image_height(pm_image *image);
 int pm_image_has_alpha(pm_image *image);

@@ -53,11 +53,39 @@ public struct PushMediaConfig: Sendable, Equatable {
     public var lowSpeedTime: Duration = .seconds(5)
     /// `--max-redirects`, `PUSHMEDIA_MAX_REDIRECTS`: redirects followed (each one checked again).
     public var maxRedirects = 5
-    /// `--background-grace`, `PUSHMEDIA_BACKGROUND_GRACE`: how long a job may keep working after its
-    /// request's budget ran out, so that the cache holds the full result next time (0 = stop at the budget).
-    public var backgroundGrace: Duration = .zero
+    /// `--background-limit`, `PUSHMEDIA_BACKGROUND_LIMIT`: how long a job may keep working after its
+    /// request's budget ran out, so that the cache holds the full result next time (0 = stop at the
+    /// budget; `pushmedia serve` defaults to 60 s).
+    public var backgroundLimit: Duration = .zero
+    /// `--max-jobs`, `PUSHMEDIA_MAX_JOBS`: jobs (fetch + transcode) running at once; nil = no limit
+    /// (`pushmedia serve` defaults to 2 per core).
+    public var maxJobs: Int?
+    /// `--max-queue`, `PUSHMEDIA_MAX_QUEUE`: jobs waiting for a slot when `maxJobs` run; past that a
+    /// payload is answered at once with `best_attempt` / `overloaded`.
+    public var maxQueuedJobs = 64
     /// Apple's caps and formats.
     public var policy = AttachmentPolicy.ios
+
+    // `pushmedia serve` only.
+
+    /// `--host`, `PUSHMEDIA_HOST`: address the HTTP hook listens on.
+    public var host = "127.0.0.1"
+    /// `--port`, `PUSHMEDIA_PORT`: port of the HTTP hook (0 picks a free one).
+    public var port = 8080
+    /// `--token` (repeatable), `PUSHMEDIA_TOKENS` (comma-separated): bearer tokens accepted on `/v1/*`.
+    public var tokens: [String] = []
+    /// `--hmac-secret`, `PUSHMEDIA_HMAC_SECRET`: accept requests signed with
+    /// `X-PushMedia-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`.
+    public var hmacSecret: String?
+    /// `--insecure-no-auth`, `PUSHMEDIA_INSECURE_NO_AUTH`: allow listening on a non-loopback address without auth.
+    public var insecureNoAuth = false
+    /// `--log-format`, `PUSHMEDIA_LOG_FORMAT`: `text` or `json` (one object per line).
+    public var logFormat = "text"
+    /// Largest `/v1/process` body: 64 KiB.
+    public var maxPayloadBodyBytes = 64 * 1024
+    /// Largest `/v1/batch` body (4 MiB) and number of payloads in it (500).
+    public var maxBatchBodyBytes = 4 * 1024 * 1024
+    public var maxBatchPayloads = 500
 
     public init() {}
 
@@ -70,7 +98,10 @@ public struct PushMediaConfig: Sendable, Equatable {
         "max-pixels": "PUSHMEDIA_MAX_PIXELS", "max-frames": "PUSHMEDIA_MAX_FRAMES",
         "max-source-bytes": "PUSHMEDIA_MAX_SOURCE_BYTES", "jpeg-quality": "PUSHMEDIA_JPEG_QUALITY",
         "connect-timeout": "PUSHMEDIA_CONNECT_TIMEOUT", "low-speed-time": "PUSHMEDIA_LOW_SPEED_TIME",
-        "max-redirects": "PUSHMEDIA_MAX_REDIRECTS", "background-grace": "PUSHMEDIA_BACKGROUND_GRACE",
+        "max-redirects": "PUSHMEDIA_MAX_REDIRECTS", "background-limit": "PUSHMEDIA_BACKGROUND_LIMIT",
+        "max-jobs": "PUSHMEDIA_MAX_JOBS", "max-queue": "PUSHMEDIA_MAX_QUEUE",
+        "host": "PUSHMEDIA_HOST", "port": "PUSHMEDIA_PORT", "token": "PUSHMEDIA_TOKENS", "hmac-secret": "PUSHMEDIA_HMAC_SECRET",
+        "insecure-no-auth": "PUSHMEDIA_INSECURE_NO_AUTH", "log-format": "PUSHMEDIA_LOG_FORMAT",
     ]
 
     /// Applies one setting given as text (from a flag or an environment variable).
@@ -81,6 +112,13 @@ public struct PushMediaConfig: Sendable, Equatable {
                 throw ConfigError.invalidValue(name: name, value: text, expected: "an integer in \(range.lowerBound)...\(range.upperBound)")
             }
             return value
+        }
+        func bool() throws(ConfigError) -> Bool {
+            switch text.lowercased() {
+            case "1", "true", "yes", "on": return true
+            case "0", "false", "no", "off", "": return false
+            default: throw ConfigError.invalidValue(name: name, value: text, expected: "true or false")
+            }
         }
         func duration() throws(ConfigError) -> Duration {
             guard let value = Self.parseDuration(text) else {
@@ -97,12 +135,20 @@ public struct PushMediaConfig: Sendable, Equatable {
             }
             baseURL = text.hasSuffix("/") ? String(text.dropLast()) : text
         case "budget": budget = try duration()
-        case "allow-private-networks":
-            switch text.lowercased() {
-            case "1", "true", "yes", "on": allowPrivateNetworks = true
-            case "0", "false", "no", "off", "": allowPrivateNetworks = false
-            default: throw ConfigError.invalidValue(name: name, value: text, expected: "true or false")
-            }
+        case "allow-private-networks": allowPrivateNetworks = try bool()
+        case "insecure-no-auth": insecureNoAuth = try bool()
+        case "host":
+            guard !text.isEmpty else { throw ConfigError.invalidValue(name: name, value: text, expected: "an address such as 127.0.0.1 or 0.0.0.0") }
+            host = text
+        case "port": port = Int(try int(0...65535))
+        case "token":
+            tokens += text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        case "hmac-secret":
+            guard text.utf8.count >= 16 else { throw ConfigError.invalidValue(name: name, value: "(hidden)", expected: "a secret of at least 16 bytes") }
+            hmacSecret = text
+        case "log-format":
+            guard ["text", "json"].contains(text) else { throw ConfigError.invalidValue(name: name, value: text, expected: "text or json") }
+            logFormat = text
         case "media-key":
             extraMediaKeys += text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         case "on-reject":
@@ -120,7 +166,9 @@ public struct PushMediaConfig: Sendable, Equatable {
         case "connect-timeout": connectTimeout = try duration()
         case "low-speed-time": lowSpeedTime = try duration()
         case "max-redirects": maxRedirects = Int(try int(0...20))
-        case "background-grace": backgroundGrace = try duration()
+        case "background-limit": backgroundLimit = try duration()
+        case "max-jobs": maxJobs = Int(try int(1...10_000))
+        case "max-queue": maxQueuedJobs = Int(try int(0...100_000))
         default: throw ConfigError.unknownSetting(name)
         }
     }

@@ -1,5 +1,7 @@
 /// What a job had achieved when its payload's budget ran out.
 struct JobProgress: Sendable {
+    /// False while the job waits in the queue for a slot.
+    var started = false
     var sniff: SniffResult?
     var sourceBytes: Int64?
     var thumbnail: StoredFile?
@@ -87,6 +89,7 @@ struct PayloadResponse {
     /// The budget ran out: the thumbnail if it is ready; else the original URL with the sniffed
     /// type if known; else the payload unchanged.
     mutating func bestAttempt(_ progress: JobProgress) -> PipelineResult {
+        guard progress.started else { return overloaded("the budget ran out while the job waited for a free slot") }
         outcome.status = .bestAttempt
         outcome.reason = "budget_exceeded"
         if let sniff = progress.sniff {
@@ -107,6 +110,14 @@ struct PayloadResponse {
             return finish(PayloadRewriter.rewrite(payload, mediaKey: key, media: .keep, descriptor: descriptor))
         }
         outcome.message = placed("the budget ran out before the media's type was known; the payload is unchanged")
+        return finish(nil)
+    }
+
+    /// Too much work at once: answered at once, payload unchanged, so the push still goes out.
+    mutating func overloaded(_ why: String) -> PipelineResult {
+        outcome.status = .bestAttempt
+        outcome.reason = "overloaded"
+        outcome.message = placed("\(why); the payload is unchanged")
         return finish(nil)
     }
 

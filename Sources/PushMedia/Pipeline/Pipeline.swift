@@ -11,12 +11,19 @@ public struct PayloadContext: Sendable {
     public var budget: Duration?
     /// Overrides the configured `on-reject`.
     public var onReject: OnReject?
+    /// Overrides the configured base URL (a server learns its port only once it listens).
+    public var baseURL: String?
+    /// Overrides the deadline (a batch shares one).
+    public var deadline: ContinuousClock.Instant?
 
-    public init(mediaRoot: String? = nil, label: String? = nil, budget: Duration? = nil, onReject: OnReject? = nil) {
+    public init(mediaRoot: String? = nil, label: String? = nil, budget: Duration? = nil, onReject: OnReject? = nil,
+                baseURL: String? = nil, deadline: ContinuousClock.Instant? = nil) {
         self.mediaRoot = mediaRoot
         self.label = label
         self.budget = budget
         self.onReject = onReject
+        self.baseURL = baseURL
+        self.deadline = deadline
     }
 }
 
@@ -50,7 +57,7 @@ public enum PayloadError: Error, Sendable, CustomStringConvertible {
 
 /// The whole pipeline: locate → fetch → sniff → policy → transcode → store → rewrite, within a
 /// time budget. When the budget runs out, the best attempt so far is returned exactly once;
-/// the job itself may go on for `backgroundGrace` to fill the cache. Concurrent payloads that
+/// the job itself may go on for `backgroundLimit` to fill the cache. Concurrent payloads that
 /// name the same source share one job.
 public final class Pipeline: Sendable {
     public let config: PushMediaConfig
@@ -62,6 +69,8 @@ public final class Pipeline: Sendable {
     /// Threads for libvips, libmagic, hashing and disk work: one per core.
     private let cpu: BlockingExecutor
     private let inFlight = Locked<[String: SharedJob]>([:])
+    /// Backpressure, when `config.maxJobs` is set.
+    public let gate: JobGate?
 
     public init(config: PushMediaConfig) throws(StoreError) {
         self.config = config
@@ -70,6 +79,7 @@ public final class Pipeline: Sendable {
         cpu = BlockingExecutor(name: "pushmedia-cpu", maxThreads: ProcessInfo.processInfo.activeProcessorCount)
         fetcher = Fetcher(executor: io)
         transcoder = Transcoder(config: config)
+        gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
     }
 
     /// Processes one payload given as JSON bytes.
@@ -83,9 +93,9 @@ public final class Pipeline: Sendable {
 
     /// Processes one payload. Always returns a payload that keeps the input's text.
     public func process(_ payload: JSONObject, context: PayloadContext = PayloadContext()) async -> PipelineResult {
-        var response = PayloadResponse(payload: payload, baseURL: config.baseURL, onReject: context.onReject ?? config.onReject,
-                                       label: context.label)
-        let deadline = response.start + (context.budget ?? config.budget)
+        var response = PayloadResponse(payload: payload, baseURL: context.baseURL ?? config.baseURL,
+                                       onReject: context.onReject ?? config.onReject, label: context.label)
+        let deadline = context.deadline ?? response.start + (context.budget ?? config.budget)
 
         guard let reference = MediaLocator.locate(in: payload, extraKeys: config.extraMediaKeys) else {
             let keys = (MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ")
@@ -115,7 +125,9 @@ public final class Pipeline: Sendable {
         response.outcome.cacheHit = false
 
         // Race the (possibly shared) job against the deadline; the first to finish answers.
-        let job = sharedJob(key: key, source: source, deadline: deadline + config.backgroundGrace)
+        guard let job = sharedJob(key: key, source: source, deadline: deadline + config.backgroundLimit) else {
+            return response.overloaded("\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued")
+        }
         let resolver = OnceResolver<JobResult?>()
         Task { resolver.resolve(await job.task.value) }
         let timer = Task {
@@ -233,14 +245,21 @@ public final class Pipeline: Sendable {
         var progress: Locked<JobProgress>
     }
 
-    /// The running job for `key`, or a new one.
-    private func sharedJob(key: String, source: Source, deadline: ContinuousClock.Instant) -> SharedJob {
+    /// The running job for `key`, or a new one; nil when the gate refuses a new one.
+    private func sharedJob(key: String, source: Source, deadline: ContinuousClock.Instant) -> SharedJob? {
         inFlight.withLock { jobs in
             if let job = jobs[key] { return job }
+            let ticket = gate?.reserve() ?? .running
+            if case .refused = ticket { return nil }
             let progress = Locked(JobProgress())
             let task = Task {
+                defer { self.inFlight.withLock { _ = $0.removeValue(forKey: key) } }
+                if case .queued = ticket, let gate = self.gate, await !gate.wait(until: deadline) {
+                    return JobResult(kind: .budgetExceeded, timings: StageTimings())
+                }
+                progress.withLock { $0.started = true }
                 let result = await self.runJob(source: source, key: key, deadline: deadline, progress: progress)
-                self.inFlight.withLock { _ = $0.removeValue(forKey: key) }
+                self.gate?.release()
                 return result
             }
             let job = SharedJob(task: task, progress: progress)

@@ -90,6 +90,12 @@ public struct Transcoder: Sendable {
         }
     }()
 
+    /// Whether libvips answers: encodes a tiny image. Blocking.
+    public static func selfTest() -> Bool {
+        _ = startVips
+        return pm_vips_selftest() == 0
+    }
+
     /// Reads the header and enforces the pixel cap and the loader allow-list.
     public func header(path: String) throws(TranscodeError) -> ImageHeader {
         var raw = pm_header()

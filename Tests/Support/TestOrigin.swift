@@ -10,9 +10,9 @@ import Glibc
 /// and the socket is closed afterwards. GET and HEAD are served (HEAD sends headers
 /// only); other methods get 405, unregistered paths 404. Completely silent.
 /// All mutable state is guarded by one lock, so it is safe to use from async tests.
-final class TestOrigin: @unchecked Sendable {
+public final class TestOrigin: @unchecked Sendable {
     /// How a registered path answers.
-    enum Behaviour: Sendable {
+    public enum Behaviour: Sendable {
         /// 200 with `Content-Length`; `contentType` nil sends no `Content-Type` header.
         case file(body: [UInt8], contentType: String?)
         /// The given status (e.g. 404, 500) with a `text/html` body.
@@ -28,6 +28,9 @@ final class TestOrigin: @unchecked Sendable {
         case endless(contentType: String)
         /// 200 claiming `Content-Length: N` but sending only `body`, then closing.
         case declaredLength(Int, body: [UInt8], contentType: String)
+        /// 200 with `Content-Length`, after waiting `delay` before sending anything: a slow origin
+        /// that still delivers real bytes.
+        case delayed(Duration, body: [UInt8], contentType: String)
         /// Exactly these headers (plus `Connection: close` unless given) and body.
         /// No `Content-Length` is added: without one, the body ends at the close.
         case headers([(String, String)], status: Int, body: [UInt8])
@@ -41,11 +44,11 @@ final class TestOrigin: @unchecked Sendable {
     }
 
     /// The ephemeral port bound on 127.0.0.1.
-    let port: Int
+    public let port: Int
     private let core: Core
 
     /// Starts listening on 127.0.0.1:<ephemeral>.
-    init() throws {
+    public init() throws {
         let (fd, port) = try Core.openListener()
         self.port = port
         self.core = Core(listener: fd)
@@ -55,25 +58,25 @@ final class TestOrigin: @unchecked Sendable {
     deinit { core.stop() }
 
     /// `"http://127.0.0.1:<port>"`.
-    var baseURL: String { "http://127.0.0.1:\(port)" }
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
 
     /// `baseURL + path`; `path` starts with "/".
-    func url(_ path: String) -> String { baseURL + path }
+    public func url(_ path: String) -> String { baseURL + path }
 
     /// Registers (or replaces) a route; `path` matches the request path without its query.
-    func route(_ path: String, _ behaviour: Behaviour) {
+    public func route(_ path: String, _ behaviour: Behaviour) {
         core.setRoute(Core.path(of: path), behaviour)
     }
 
     /// How many requests arrived for `path` (query ignored), counted before responding.
-    func hits(_ path: String) -> Int {
+    public func hits(_ path: String) -> Int {
         core.hits(Core.path(of: path))
     }
 
     /// Closes the listener and resets every open connection (in-flight clients see an
     /// error at once), then waits (up to 2 s) for the server threads to finish.
     /// Idempotent; also called from `deinit`.
-    func stop() { core.stop() }
+    public func stop() { core.stop() }
 }
 
 extension TestOrigin {
@@ -98,7 +101,7 @@ extension TestOrigin {
             routes[path] = behaviour
         }
 
-        func hits(_ path: String) -> Int {
+        public func hits(_ path: String) -> Int {
             cond.lock(); defer { cond.unlock() }
             return hitCounts[path] ?? 0
         }
@@ -120,11 +123,13 @@ extension TestOrigin {
             if !stopped {
                 stopped = true
                 if listenerOpen { _ = shutdown(listener, Int32(SHUT_RDWR)) }
-                // Reset rather than drain: a slow client must not keep reading buffered data.
+                // Abort in-flight connections: SHUT_RD wakes readers and pollers, senders
+                // notice `stopped` within their 100 ms send timeout, and closing with a zero
+                // linger sends RST (no FIN, which a client could take for a complete body).
                 var abort = linger(l_onoff: 1, l_linger: 0)
                 for fd in connections {
                     _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
-                    _ = shutdown(fd, Int32(SHUT_RDWR))
+                    _ = shutdown(fd, Int32(SHUT_RD))
                 }
             }
             let deadline = Date().addingTimeInterval(2)
@@ -193,56 +198,57 @@ extension TestOrigin {
                 cond.unlock()
                 threadDone()
             }
-            Self.setTimeout(fd, SO_RCVTIMEO, seconds: 10)
+            Self.setTimeout(fd, SO_RCVTIMEO, milliseconds: 10_000)
+            Self.setTimeout(fd, SO_SNDTIMEO, milliseconds: 100)
             guard let head = Self.readHead(fd) else { return }
             guard let head else {
-                _ = Self.sendAll(fd, Self.head(431, [("Content-Length", "0")]))
+                _ = sendAll(fd, Self.head(431, [("Content-Length", "0")]))
                 return Self.closeGracefully(fd)
             }
             let lineEnd = head.firstIndex { $0 == 13 || $0 == 10 } ?? head.endIndex
             let requestLine = String(decoding: head[..<lineEnd], as: UTF8.self)
             let parts = requestLine.split(separator: " ", omittingEmptySubsequences: true)
             guard parts.count == 3, parts[2].hasPrefix("HTTP/") else {
-                _ = Self.sendAll(fd, Self.simple(400, "Bad Request\n", includeBody: true))
+                _ = sendAll(fd, Self.simple(400, "Bad Request\n", includeBody: true))
                 return Self.closeGracefully(fd)
             }
             let method = String(parts[0])
             let behaviour = arrive(Self.path(of: String(parts[1])))
             guard method == "GET" || method == "HEAD" else {
-                _ = Self.sendAll(fd, Self.head(405, [("Allow", "GET, HEAD"), ("Content-Length", "0")]))
+                _ = sendAll(fd, Self.head(405, [("Allow", "GET, HEAD"), ("Content-Length", "0")]))
                 return Self.closeGracefully(fd)
             }
             respond(fd, behaviour, includeBody: method == "GET")
-            Self.closeGracefully(fd)
+            if !isStopped { Self.closeGracefully(fd) }  // once stopped, the close resets instead
         }
 
         private func respond(_ fd: Int32, _ behaviour: Behaviour?, includeBody: Bool) {
             switch behaviour {
             case nil:
-                _ = Self.sendAll(fd, Self.simple(404, "Not Found\n", includeBody: includeBody))
+                _ = sendAll(fd, Self.simple(404, "Not Found\n", includeBody: includeBody))
 
             case .file(let body, let contentType)?:
                 var fields = [("Content-Length", "\(body.count)")]
                 if let contentType { fields.insert(("Content-Type", contentType), at: 0) }
-                _ = Self.sendAll(fd, Self.head(200, fields) + (includeBody ? body : []))
+                _ = sendAll(fd, Self.head(200, fields) + (includeBody ? body : []))
 
             case .status(let code, let body)?:
                 let bytes = Array(body.utf8)
                 let head = Self.head(code, [("Content-Type", "text/html; charset=utf-8"),
                                             ("Content-Length", "\(bytes.count)")])
-                _ = Self.sendAll(fd, head + (includeBody ? bytes : []))
+                _ = sendAll(fd, head + (includeBody ? bytes : []))
 
             case .redirect(let location, let code)?:
-                _ = Self.sendAll(fd, Self.head(code, [("Location", location), ("Content-Length", "0")]))
+                _ = sendAll(fd, Self.head(code, [("Location", location), ("Content-Length", "0")]))
 
             case .drip(let contentType, let perSecond, let total)?:
                 let head = Self.head(200, [("Content-Type", contentType), ("Content-Length", "\(total)")])
-                guard Self.sendAll(fd, head), includeBody else { return }
+                guard sendAll(fd, head), includeBody else { return }
                 var sent = 0
                 while sent < total {
                     let n = min(max(perSecond, 0), total - sent)
                     if n > 0 {
-                        guard !isStopped, Self.sendAll(fd, [UInt8](repeating: 0xFF, count: n)) else { return }
+                        guard !isStopped, sendAll(fd, [UInt8](repeating: 0xFF, count: n)) else { return }
                         sent += n
                     }
                     if sent < total, !pause(fd, seconds: 1) { return }
@@ -250,20 +256,26 @@ extension TestOrigin {
 
             case .endless(let contentType)?:
                 let head = Self.head(200, [("Content-Type", contentType)])
-                guard Self.sendAll(fd, head), includeBody else { return }
+                guard sendAll(fd, head), includeBody else { return }
                 let chunk = [UInt8](repeating: 0xFF, count: 64 * 1024)
-                while !isStopped, Self.sendAll(fd, chunk) {}
+                while !isStopped, sendAll(fd, chunk) {}
+
+            case .delayed(let delay, let body, let contentType)?:
+                let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+                guard pause(fd, seconds: seconds) else { return }
+                let head = Self.head(200, [("Content-Type", contentType), ("Content-Length", "\(body.count)")])
+                _ = sendAll(fd, head + (includeBody ? body : []))
 
             case .declaredLength(let length, let body, let contentType)?:
                 let head = Self.head(200, [("Content-Type", contentType), ("Content-Length", "\(length)")])
-                _ = Self.sendAll(fd, head + (includeBody ? body : []))
+                _ = sendAll(fd, head + (includeBody ? body : []))
 
             case .headers(let fields, let code, let body)?:
                 var fields = fields
                 if !fields.contains(where: { $0.0.lowercased() == "connection" }) {
                     fields.append(("Connection", "close"))
                 }
-                _ = Self.sendAll(fd, Self.head(code, fields, addClose: false) + (includeBody ? body : []))
+                _ = sendAll(fd, Self.head(code, fields, addClose: false) + (includeBody ? body : []))
             }
         }
 
@@ -339,8 +351,8 @@ extension TestOrigin {
             return fd
         }
 
-        private static func setTimeout(_ fd: Int32, _ option: Int32, seconds: Int) {
-            var tv = timeval(tv_sec: seconds, tv_usec: 0)
+        private static func setTimeout(_ fd: Int32, _ option: Int32, milliseconds: Int) {
+            var tv = timeval(tv_sec: milliseconds / 1000, tv_usec: .init(milliseconds % 1000 * 1000))
             _ = setsockopt(fd, SOL_SOCKET, option, &tv, socklen_t(MemoryLayout<timeval>.size))
         }
 
@@ -366,14 +378,16 @@ extension TestOrigin {
             }
         }
 
-        /// Sends every byte (MSG_NOSIGNAL, retrying on EINTR); false if the peer is gone.
-        private static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        /// Sends every byte (no SIGPIPE; retries EINTR and send timeouts until stopped);
+        /// false if the peer is gone or the server stopped.
+        private func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
             bytes.withUnsafeBytes { raw in
                 var offset = 0
                 while offset < raw.count {
-                    let n = send(fd, raw.baseAddress! + offset, raw.count - offset, sendFlags)
+                    let n = send(fd, raw.baseAddress! + offset, raw.count - offset, Self.sendFlags)
                     if n > 0 { offset += n; continue }
-                    if n < 0 && errno == EINTR { continue }
+                    let err = errno
+                    if n < 0 && (err == EINTR || err == EAGAIN || err == EWOULDBLOCK) && !isStopped { continue }
                     return false
                 }
                 return true
@@ -384,7 +398,7 @@ extension TestOrigin {
         /// not reset the connection before the client has read the response.
         private static func closeGracefully(_ fd: Int32) {
             _ = shutdown(fd, Int32(SHUT_WR))
-            setTimeout(fd, SO_RCVTIMEO, seconds: 1)
+            setTimeout(fd, SO_RCVTIMEO, milliseconds: 1000)
             var scratch = [UInt8](repeating: 0, count: 4096)
             var drained = 0
             while drained < 1 << 20 {

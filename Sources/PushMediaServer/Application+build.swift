@@ -1,0 +1,77 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import PushMedia
+
+/// Why the server refuses to start.
+public enum ServerError: Error, CustomStringConvertible {
+    case unauthenticatedPublicListener(String)
+
+    public var description: String {
+        switch self {
+        case let .unauthenticatedPublicListener(host):
+            "refusing to listen on \(host) without auth: give --token or --hmac-secret, or --insecure-no-auth to accept anyone"
+        }
+    }
+}
+
+/// The hook's parts, shared by the router and the process that runs it.
+public struct ServerParts: Sendable {
+    public let pipeline: Pipeline
+    public let metrics: ServerMetrics
+    /// The public base URL of `/media`, known once the port is.
+    public let baseURL: Locked<String>
+
+    public init(config: PushMediaConfig) throws {
+        pipeline = try Pipeline(config: config)
+        metrics = ServerMetrics(gate: pipeline.gate)
+        baseURL = Locked(config.baseURL)
+    }
+}
+
+/// The router: `/v1/process`, `/v1/batch` (authenticated when tokens or a secret are set),
+/// `/media/<name>`, `/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`.
+public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<BasicRequestContext> {
+    let config = parts.pipeline.config
+    let router = Router(context: BasicRequestContext.self)
+    router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
+    let v1 = router.group("v1")
+        .add(middleware: AuthMiddleware(tokens: config.tokens, hmacSecret: config.hmacSecret,
+                                        bodyLimit: max(config.maxPayloadBodyBytes, config.maxBatchBodyBytes), now: now))
+    let baseURL = parts.baseURL
+    ProcessRoutes(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }).add(to: v1)
+    MediaRoutes<BasicRequestContext>(store: parts.pipeline.store).add(to: router)
+    HealthRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics,
+                                      executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1)).add(to: router)
+    return router
+}
+
+/// The application: checks that a public listener has auth, derives the base URL from the
+/// bound address unless `--base-url` was given, and calls `onRunning` with the port.
+public func buildApplication(config: PushMediaConfig, baseURLGiven: Bool, logger: Logger,
+                             onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
+    let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(config.host) || config.host.hasPrefix("127.")
+    if !loopback && config.tokens.isEmpty && config.hmacSecret == nil && !config.insecureNoAuth {
+        throw ServerError.unauthenticatedPublicListener(config.host)
+    }
+    let config = { var served = config; served.mediaRoot = nil; return served }()  // the hook never reads local files
+    let parts = try ServerParts(config: config)
+    let router = buildRouter(parts)
+    let host = config.host
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(host, port: config.port), serverName: "PushMedia/\(PushMediaVersion.string)"),
+        onServerRunning: { channel in
+            let port = channel.localAddress?.port ?? config.port
+            if !baseURLGiven {
+                let shown = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
+                parts.baseURL.withLock { $0 = "http://\(shown.contains(":") ? "[\(shown)]" : shown):\(port)/media" }
+            }
+            logger.info("listening", metadata: ["address": "\(host):\(port)", "media": "\(parts.baseURL.withLock { $0 })",
+                                                "auth": "\(config.tokens.isEmpty && config.hmacSecret == nil ? "none" : "required")"])
+            await onRunning(port)
+        },
+        logger: logger
+    )
+}

@@ -1,0 +1,99 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import PushMedia
+
+/// `GET|HEAD /media/<name>`: serves the store's files, and nothing else.
+struct MediaRoutes<Context: RequestContext>: Sendable {
+    let store: MediaStore
+    let fileIO = FileIO()
+
+    func add(to router: Router<Context>) {
+        router.get("media/{name}", use: serve)
+        router.head("media/{name}", use: serve)
+    }
+
+    @Sendable func serve(_ request: Request, context: Context) async throws -> Response {
+        let name = context.parameters.get("name") ?? ""
+        guard MediaStore.isValidName(name), let contentType = mediaContentTypes[String(name.split(separator: ".").last ?? "")] else {
+            throw APIError(.notFound, code: "not_found", message: "no such media")
+        }
+        let path = store.path(of: name)
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw APIError(.notFound, code: "not_found", message: "no such media")
+        }
+        let size = Int(info.st_size)
+        let etag = "\"\(name.split(separator: ".")[0])\""
+        var headers: HTTPFields = [
+            .contentType: contentType,
+            .eTag: etag,
+            .cacheControl: "public, max-age=31536000, immutable",
+            .acceptRanges: "bytes",
+            HTTPField.Name("X-Content-Type-Options")!: "nosniff",
+        ]
+        if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "*" }) {
+            return Response(status: .notModified, headers: headers)
+        }
+        var status = HTTPResponse.Status.ok
+        var range = 0...max(0, size - 1)
+        if let header = request.headers[.range], request.headers[.ifRange].map({ $0 == etag }) ?? true {
+            switch Self.parseRange(header, size: size) {
+            case let .satisfiable(requested):
+                range = requested
+                status = .partialContent
+                headers[.contentRange] = "bytes \(requested.lowerBound)-\(requested.upperBound)/\(size)"
+            case .unsatisfiable:
+                headers[.contentRange] = "bytes */\(size)"
+                headers[.contentLength] = "0"
+                return Response(status: .rangeNotSatisfiable, headers: headers)
+            case .ignored:
+                break
+            }
+        }
+        let length = size == 0 ? 0 : range.count
+        headers[.contentLength] = String(length)
+        if request.method == .head || length == 0 {
+            return Response(status: status, headers: headers, body: ResponseBody(contentLength: length) { _ in })
+        }
+        let body = try await fileIO.loadFile(path: path, range: range, context: context)
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    enum RangeAnswer: Equatable {
+        case satisfiable(ClosedRange<Int>)
+        case unsatisfiable
+        /// Malformed, or several ranges: the whole file is sent (RFC 9110 allows ignoring Range).
+        case ignored
+    }
+
+    /// Parses a single `bytes=` range: `a-b`, `a-`, `-n`.
+    static func parseRange(_ header: String, size: Int) -> RangeAnswer {
+        let text = header.trimmingCharacters(in: .whitespaces)
+        guard text.lowercased().hasPrefix("bytes="), !text.contains(",") else { return .ignored }
+        let spec = text.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return .ignored }
+        let first = parts[0].trimmingCharacters(in: .whitespaces), last = parts[1].trimmingCharacters(in: .whitespaces)
+        guard first.allSatisfy(\.isASCII), last.allSatisfy(\.isASCII) else { return .ignored }
+        if first.isEmpty {
+            guard let suffix = Int(last), suffix >= 0 else { return .ignored }
+            guard suffix > 0, size > 0 else { return .unsatisfiable }
+            return .satisfiable(max(0, size - suffix)...(size - 1))
+        }
+        guard let start = Int(first), start >= 0 else { return .ignored }
+        let end: Int
+        if last.isEmpty { end = size - 1 } else {
+            guard let value = Int(last), value >= start else { return .ignored }
+            end = min(value, size - 1)
+        }
+        guard start < size else { return .unsatisfiable }
+        return .satisfiable(start...end)
+    }
+}
+
+/// MIME type by the extensions the store writes.
+let mediaContentTypes: [String: String] = {
+    let formats: [MediaFormat] = [.jpeg, .png, .gif, .mp3, .m4a, .wav, .aiff, .mpeg, .mp4, .avi]
+    return Dictionary(formats.map { ($0.fileExtension, $0.mime) }, uniquingKeysWith: { first, _ in first })
+}()

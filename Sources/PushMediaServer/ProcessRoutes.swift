@@ -1,0 +1,138 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import PushMedia
+
+/// `POST /v1/process` and `POST /v1/batch`.
+struct ProcessRoutes<Context: RequestContext>: Sendable {
+    let pipeline: Pipeline
+    let metrics: ServerMetrics
+    let baseURL: @Sendable () -> String
+
+    func add(to group: RouterGroup<Context>) {
+        group.post("process", use: process)
+        group.post("batch", use: batch)
+    }
+
+    @Sendable func process(_ request: Request, context: Context) async throws -> Response {
+        let options = try Self.options(request, default: pipeline.config)
+        let body = try await Self.collect(request, limit: pipeline.config.maxPayloadBodyBytes)
+        let result: PipelineResult
+        do {
+            result = try await pipeline.process(body, context: PayloadContext(budget: options.budget, onReject: options.onReject, baseURL: baseURL()))
+        } catch {
+            throw APIError(.badRequest, code: error.reason, message: error.description)
+        }
+        metrics.record(result.outcome)
+        var response = Response.json(bytes: resultJSON(result) + [0x0A])
+        response.headers[.pushMediaOutcome] = Self.label(result.outcome)
+        return response
+    }
+
+    @Sendable func batch(_ request: Request, context: Context) async throws -> Response {
+        let options = try Self.options(request, default: pipeline.config)
+        let body = try await Self.collect(request, limit: pipeline.config.maxBatchBodyBytes)
+        let document: JSONValue
+        do { document = try JSONValue.parse(body, maxDepth: 130) } catch {
+            throw APIError(.badRequest, code: "invalid_json", message: "invalid JSON: \(error)")
+        }
+        guard let items = document.objectValue?["payloads"]?.arrayValue else {
+            throw APIError(.badRequest, code: "invalid_batch", message: "the body must be an object with a \"payloads\" array")
+        }
+        let limit = pipeline.config.maxBatchPayloads
+        guard items.count <= limit else {
+            throw APIError(.contentTooLarge, code: "too_many_payloads", message: "\(items.count) payloads; at most \(limit) per batch")
+        }
+        // One budget for the whole batch; items naming the same media share one job.
+        let deadline = ContinuousClock.now + (options.budget ?? pipeline.config.budget)
+        let context = PayloadContext(onReject: options.onReject, baseURL: baseURL(), deadline: deadline)
+        let width = max(1, pipeline.gate?.limit ?? 8)
+        var results = [[UInt8]](repeating: [], count: items.count)
+        await withTaskGroup(of: (Int, [UInt8]).self) { group in
+            var next = 0
+            func schedule() {
+                guard next < items.count else { return }
+                let index = next
+                next += 1
+                group.addTask {
+                    let result = await self.processItem(items[index], index: index, context: context)
+                    return (index, result)
+                }
+            }
+            for _ in 0..<width { schedule() }
+            while let (index, bytes) = await group.next() {
+                results[index] = bytes
+                schedule()
+            }
+        }
+        var bytes = Array(#"{"results":["#.utf8)
+        for (index, item) in results.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes += item
+        }
+        bytes += Array("]}\n".utf8)
+        return Response.json(bytes: bytes)
+    }
+
+    private func processItem(_ item: JSONValue, index: Int, context: PayloadContext) async -> [UInt8] {
+        var context = context
+        context.label = "payloads[\(index)]"
+        guard let payload = item.objectValue else {
+            var outcome = Outcome(status: .rejected, reason: "not_an_object", message: "payloads[\(index)]: a payload must be a JSON object")
+            let bytes = item.serialized()
+            outcome.payloadBytes = bytes.count
+            metrics.record(outcome)
+            return resultJSON(payload: bytes, outcome: outcome)
+        }
+        let result = await pipeline.process(payload, context: context)
+        metrics.record(result.outcome)
+        return resultJSON(result)
+    }
+
+    struct Options {
+        var budget: Duration?
+        var onReject: OnReject?
+    }
+
+    /// `budget_ms` (query or `X-PushMedia-Budget-Ms`) and `on_reject` (query).
+    static func options(_ request: Request, default config: PushMediaConfig) throws -> Options {
+        var options = Options()
+        if let text = request.uri.queryParameters.get("budget_ms") ?? request.headers[.pushMediaBudget] {
+            guard let milliseconds = Int64(text), (1...600_000).contains(milliseconds) else {
+                throw APIError(.badRequest, code: "invalid_parameter", message: "budget_ms must be an integer from 1 to 600000, got \"\(text)\"")
+            }
+            options.budget = .milliseconds(milliseconds)
+        }
+        if let text = request.uri.queryParameters.get("on_reject") {
+            guard let value = OnReject(rawValue: text) else {
+                throw APIError(.badRequest, code: "invalid_parameter", message: "on_reject must be drop or keep, got \"\(text)\"")
+            }
+            options.onReject = value
+        }
+        return options
+    }
+
+    /// The request body, refused with 413 past `limit`.
+    static func collect(_ request: Request, limit: Int) async throws -> [UInt8] {
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit {
+            throw APIError(.contentTooLarge, code: "body_too_large", message: "the body is \(declared) bytes; at most \(limit)")
+        }
+        do {
+            let buffer = try await request.body.collect(upTo: limit)
+            return Array(buffer.readableBytesView)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw APIError(.contentTooLarge, code: "body_too_large", message: "the body exceeds \(limit) bytes")
+        }
+    }
+
+    static func label(_ outcome: Outcome) -> String {
+        outcome.reason.map { "\(outcome.status.rawValue)/\($0)" } ?? outcome.status.rawValue
+    }
+}
+
+extension HTTPField.Name {
+    static let pushMediaBudget = Self("X-PushMedia-Budget-Ms")!
+    static let pushMediaSignature = Self("X-PushMedia-Signature")!
+    /// Set on `/v1/process` answers: `status` or `status/reason`, for logs and load balancers.
+    static let pushMediaOutcome = Self("X-PushMedia-Outcome")!
+}

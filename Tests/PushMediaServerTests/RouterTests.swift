@@ -1,0 +1,347 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import PushMedia
+import PushMediaTestSupport
+import Testing
+@testable import PushMediaServer
+
+@Suite("HTTP hook routes")
+struct RouterTests {
+    let origin: TestOrigin
+
+    init() throws {
+        origin = try TestOrigin()
+        origin.route("/photo", .file(body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg"))
+        origin.route("/banner", .file(body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+    }
+
+    @Test func healthAndReadiness() async throws {
+        let server = try TestServer()
+        try await server.test { client in
+            try await client.execute(uri: "/healthz", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.body.object?["status"] == .string("ok"))
+            }
+            try await client.execute(uri: "/readyz", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.body.object?["checks"]?.objectValue?["libvips"] == .string("ok"))
+            }
+            try FileManager.default.removeItem(atPath: server.store.path + "/.incoming")
+            try await client.execute(uri: "/readyz", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.body.object?["checks"]?.objectValue?["store"]?.stringValue?.hasPrefix("not writable") == true)
+            }
+        }
+    }
+
+    @Test func processReturnsThePayloadAndTheOutcome() async throws {
+        let server = try TestServer()
+        let url = origin.url("/photo")
+        try await server.test { client in
+            try await client.execute(uri: "/v1/process?budget_ms=5000", method: .post, body: ByteBuffer(json: payloadJSON(url, extra: #","n":1.0"#))) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
+                #expect(response.headers[HTTPField.Name("X-PushMedia-Outcome")!] == "processed")
+                let body = try #require(response.body.object)
+                let payload = try #require(body["payload"]?.objectValue)
+                let outcome = try #require(body["outcome"]?.objectValue)
+                #expect(outcome["status"] == .string("processed"))
+                let attachment = try #require(payload["media_url"]?.stringValue)
+                #expect(attachment.hasPrefix("https://media.example.com/media/") && attachment.hasSuffix(".jpg"))
+                #expect(payload["n"] == .number("1.0"))
+                #expect(payload["pushmedia"]?.objectValue?["width"] == .number("1536"))
+            }
+        }
+    }
+
+    @Test func processErrors() async throws {
+        let server = try TestServer()
+        try await server.test { client in
+            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: #"{"aps":"#)) { response in
+                #expect(response.status == .badRequest)
+                #expect(response.body.object?["error"]?.objectValue?["code"] == .string("invalid_json"))
+            }
+            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: "[1,2]")) { response in
+                #expect(response.status == .badRequest)
+                #expect(response.body.object?["error"]?.objectValue?["code"] == .string("not_an_object"))
+            }
+            let big = payloadJSON("https://x.example/a.jpg", extra: #","pad":""# + String(repeating: "x", count: 70_000) + "\"")
+            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: big)) { response in
+                #expect(response.status == .contentTooLarge)
+                #expect(response.body.object?["error"]?.objectValue?["code"] == .string("body_too_large"))
+            }
+            try await client.execute(uri: "/v1/process?budget_ms=never", method: .post, body: ByteBuffer(json: "{}")) { response in
+                #expect(response.status == .badRequest)
+                #expect(response.body.object?["error"]?.objectValue?["code"] == .string("invalid_parameter"))
+            }
+            try await client.execute(uri: "/v1/process?on_reject=explode", method: .post, body: ByteBuffer(json: "{}")) { response in
+                #expect(response.status == .badRequest)
+            }
+        }
+    }
+
+    @Test func onRejectAndBudgetHeader() async throws {
+        let server = try TestServer()
+        origin.route("/gone", .status(404, body: "gone"))
+        let url = origin.url("/gone")
+        try await server.test { client in
+            try await client.execute(uri: "/v1/process?on_reject=keep", method: .post,
+                                     headers: [HTTPField.Name("X-PushMedia-Budget-Ms")!: "3000"], body: ByteBuffer(json: payloadJSON(url))) { response in
+                let body = try #require(response.body.object)
+                #expect(body["outcome"]?.objectValue?["reason"] == .string("http_404"))
+                #expect(body["payload"]?.objectValue?["media_url"] == .string(url))
+                #expect(response.headers[HTTPField.Name("X-PushMedia-Outcome")!] == "rejected/http_404")
+            }
+        }
+    }
+
+    @Test func batchKeepsOrderAndSharesFetches() async throws {
+        let server = try TestServer()
+        let photo = origin.url("/photo")
+        let body = #"{"payloads":[\#(payloadJSON(photo)),"not an object",\#(payloadJSON(photo, extra: #","i":2"#)),{"aps":{"alert":"x"}}]}"#
+        try await server.test { client in
+            try await client.execute(uri: "/v1/batch", method: .post, body: ByteBuffer(json: body)) { response in
+                #expect(response.status == .ok)
+                let results = try #require(response.body.object?["results"]?.arrayValue)
+                #expect(results.count == 4)
+                let statuses = results.map { $0.objectValue?["outcome"]?.objectValue?["status"]?.stringValue }
+                #expect(statuses == ["processed", "rejected", "processed", "skipped"])
+                #expect(results[1].objectValue?["outcome"]?.objectValue?["reason"] == .string("not_an_object"))
+                #expect(results[2].objectValue?["payload"]?.objectValue?["i"] == .number("2"))
+            }
+        }
+        #expect(origin.hits("/photo") == 1)
+    }
+
+    @Test func batchErrors() async throws {
+        let server = try TestServer()
+        try await server.test { client in
+            try await client.execute(uri: "/v1/batch", method: .post, body: ByteBuffer(json: #"{"items":[]}"#)) { response in
+                #expect(response.status == .badRequest)
+                #expect(response.body.object?["error"]?.objectValue?["code"] == .string("invalid_batch"))
+            }
+            let many = #"{"payloads":["# + Array(repeating: "{}", count: 501).joined(separator: ",") + "]}"
+            try await client.execute(uri: "/v1/batch", method: .post, body: ByteBuffer(json: many)) { response in
+                #expect(response.status == .contentTooLarge)
+                #expect(response.body.object?["error"]?.objectValue?["code"] == .string("too_many_payloads"))
+            }
+        }
+    }
+
+    @Test func mediaIsServedWithCachingHeadersAndRanges() async throws {
+        let server = try TestServer()
+        let url = origin.url("/banner")
+        try await server.test { client in
+            let name = try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))) { response in
+                try #require(response.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last.map(String.init))
+            }
+            let stored = try Data(contentsOf: URL(fileURLWithPath: server.store.path + "/" + name))
+            let etag = "\"\(name.prefix(64))\""
+            try await client.execute(uri: "/media/\(name)", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(Data(response.body.readableBytesView) == stored)
+                #expect(response.headers[.contentType] == "image/jpeg")
+                #expect(response.headers[.contentLength] == String(stored.count))
+                #expect(response.headers[.eTag] == etag)
+                #expect(response.headers[.cacheControl] == "public, max-age=31536000, immutable")
+                #expect(response.headers[HTTPField.Name("X-Content-Type-Options")!] == "nosniff")
+            }
+            try await client.execute(uri: "/media/\(name)", method: .head) { response in
+                #expect(response.status == .ok)
+                #expect(response.body.readableBytes == 0)
+                #expect(response.headers[.contentLength] == String(stored.count))
+            }
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=0-9"]) { response in
+                #expect(response.status == .partialContent)
+                #expect(Data(response.body.readableBytesView) == stored.prefix(10))
+                #expect(response.headers[.contentRange] == "bytes 0-9/\(stored.count)")
+            }
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=-5"]) { response in
+                #expect(response.status == .partialContent)
+                #expect(Data(response.body.readableBytesView) == stored.suffix(5))
+            }
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=\(stored.count)-"]) { response in
+                #expect(response.status == .rangeNotSatisfiable)
+                #expect(response.headers[.contentRange] == "bytes */\(stored.count)")
+            }
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.ifNoneMatch: etag]) { response in
+                #expect(response.status == .notModified)
+            }
+            for bad in ["0000000000000000000000000000000000000000000000000000000000000000.jpg", "..%2F..%2Fetc%2Fpasswd", ".index", name.uppercased()] {
+                try await client.execute(uri: "/media/\(bad)", method: .get) { response in
+                    #expect(response.status == .notFound, "\(bad)")
+                }
+            }
+        }
+    }
+
+    @Test func rangeParsing() {
+        typealias Routes = MediaRoutes<BasicRequestContext>
+        #expect(Routes.parseRange("bytes=0-0", size: 10) == .satisfiable(0...0))
+        #expect(Routes.parseRange("bytes=5-", size: 10) == .satisfiable(5...9))
+        #expect(Routes.parseRange("bytes=-3", size: 10) == .satisfiable(7...9))
+        #expect(Routes.parseRange("bytes=-30", size: 10) == .satisfiable(0...9))
+        #expect(Routes.parseRange("bytes=8-100", size: 10) == .satisfiable(8...9))
+        #expect(Routes.parseRange("bytes=10-", size: 10) == .unsatisfiable)
+        #expect(Routes.parseRange("bytes=0-1,3-4", size: 10) == .ignored)
+        #expect(Routes.parseRange("items=0-1", size: 10) == .ignored)
+        #expect(Routes.parseRange("bytes=4-2", size: 10) == .ignored)
+    }
+
+    @Test func metricsCountRequestsAndOutcomes() async throws {
+        let server = try TestServer()
+        let url = origin.url("/banner")
+        try await server.test { client in
+            _ = try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url)))
+            _ = try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url)))
+            try await client.execute(uri: "/metrics", method: .get) { response in
+                #expect(response.status == .ok)
+                let text = String(buffer: response.body)
+                #expect(text.contains(#"pushmedia_outcomes_total{status="processed",reason=""} 2"#))
+                #expect(text.contains(#"pushmedia_cache_requests_total{result="hit"} 1"#))
+                #expect(text.contains(#"pushmedia_cache_requests_total{result="miss"} 1"#))
+                #expect(text.contains(#"pushmedia_http_requests_total{route="/v1/process",status="200"} 2"#))
+                #expect(text.contains("pushmedia_fetch_seconds_bucket"))
+                #expect(text.contains("pushmedia_jobs_in_flight 0"))
+                #expect(text.contains("pushmedia_fetched_bytes_total"))
+            }
+        }
+    }
+
+    // MARK: auth
+
+    @Test func bearerTokens() async throws {
+        let server = try TestServer { $0.tokens = ["s3cret-token", "second"] }
+        try await server.test { client in
+            for headers: HTTPFields in [[:], [.authorization: "Bearer wrong"], [.authorization: "Basic czNjcmV0"]] {
+                try await client.execute(uri: "/v1/process", method: .post, headers: headers, body: ByteBuffer(json: "{}")) { response in
+                    #expect(response.status == .unauthorized)
+                    #expect(response.body.object?["error"]?.objectValue?["code"] == .string("unauthorized"))
+                }
+            }
+            for token in ["s3cret-token", "second"] {
+                try await client.execute(uri: "/v1/process", method: .post, headers: [.authorization: "Bearer \(token)"], body: ByteBuffer(json: "{}")) { response in
+                    #expect(response.status == .ok)
+                }
+            }
+            try await client.execute(uri: "/healthz", method: .get) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/media/" + String(repeating: "a", count: 64) + ".jpg", method: .get) { #expect($0.status == .notFound) }
+        }
+    }
+
+    static func sign(_ body: String, secret: String, at time: Int) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: Data("\(time).\(body)".utf8), using: SymmetricKey(data: Data(secret.utf8)))
+        return "t=\(time),v1=" + mac.map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test func signedRequests() async throws {
+        let secret = "a-shared-secret-of-32-bytes-long"
+        let fixedNow = Date(timeIntervalSince1970: 1_790_000_000)
+        let server = try TestServer({ $0.hmacSecret = secret }, now: { fixedNow })
+        let body = #"{"aps":{"alert":"hello"}}"#
+        let now = Int(fixedNow.timeIntervalSince1970)
+        let signature = HTTPField.Name("X-PushMedia-Signature")!
+        try await server.test { client in
+            try await client.execute(uri: "/v1/process", method: .post, headers: [signature: Self.sign(body, secret: secret, at: now - 30)], body: ByteBuffer(json: body)) { response in
+                #expect(response.status == .ok)
+                #expect(response.body.object?["outcome"]?.objectValue?["status"] == .string("skipped"))
+            }
+            let cases: [(String, String)] = [
+                (Self.sign(body, secret: secret, at: now - 400), "more than 300 s"),      // expired
+                (Self.sign(body, secret: "another-secret-another-secret!!", at: now), "does not match"),
+                (Self.sign(body + " ", secret: secret, at: now), "does not match"),         // body changed
+                ("t=\(now)", "must be"),
+            ]
+            for (header, message) in cases {
+                try await client.execute(uri: "/v1/process", method: .post, headers: [signature: header], body: ByteBuffer(json: body)) { response in
+                    #expect(response.status == .unauthorized)
+                    #expect(response.body.object?["error"]?.objectValue?["message"]?.stringValue?.contains(message) == true, "\(header)")
+                }
+            }
+            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: body)) { #expect($0.status == .unauthorized) }
+        }
+    }
+
+    @Test func refusesAPublicListenerWithoutAuth() throws {
+        let store = TemporaryDirectory()
+        var config = testConfig(store: store)
+        config.host = "0.0.0.0"
+        #expect(throws: ServerError.self) { _ = try buildApplication(config: config, baseURLGiven: true, logger: .init(label: "test")) }
+        config.tokens = ["t"]
+        _ = try buildApplication(config: config, baseURLGiven: true, logger: .init(label: "test"))
+        config.tokens = []
+        config.insecureNoAuth = true
+        _ = try buildApplication(config: config, baseURLGiven: true, logger: .init(label: "test"))
+    }
+
+    // MARK: behaviour under load and time
+
+    @Test func concurrentRequestsShareOneFetch() async throws {
+        let server = try TestServer()
+        origin.route("/shared", .file(body: try sampleMedia("portrait.heic"), contentType: "image/heic"))
+        let url = origin.url("/shared")
+        let statuses = try await server.test { client in
+            try await withThrowingTaskGroup(of: String?.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))) {
+                            $0.body.object?["outcome"]?.objectValue?["status"]?.stringValue
+                        }
+                    }
+                }
+                return try await group.reduce(into: [String?]()) { $0.append($1) }
+            }
+        }
+        #expect(statuses == Array(repeating: "processed", count: 8))
+        #expect(origin.hits("/shared") == 1)
+    }
+
+    @Test func workGoesOnAfterTheBudgetAndFillsTheCache() async throws {
+        let server = try TestServer { $0.backgroundLimit = .seconds(30) }
+        origin.route("/late.webp", .delayed(.milliseconds(700), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        let url = origin.url("/late.webp")
+        try await server.test { client in
+            let first = try await client.execute(uri: "/v1/process?budget_ms=200", method: .post, body: ByteBuffer(json: payloadJSON(url))) {
+                $0.body.object?["outcome"]?.objectValue
+            }
+            #expect(first?["status"] == .string("best_attempt"))
+            #expect(first?["reason"] == .string("budget_exceeded"))
+            var later: JSONObject?
+            for _ in 0..<50 {
+                try await Task.sleep(for: .milliseconds(100))
+                later = try await client.execute(uri: "/v1/process?budget_ms=200", method: .post, body: ByteBuffer(json: payloadJSON(url))) {
+                    $0.body.object?["outcome"]?.objectValue
+                }
+                if later?["cache_hit"] == .bool(true) { break }
+            }
+            #expect(later?["status"] == .string("processed"))
+            #expect(later?["cache_hit"] == .bool(true))
+        }
+        #expect(origin.hits("/late.webp") == 1)
+    }
+
+    @Test func overloadIsAnsweredAtOnce() async throws {
+        let server = try TestServer { $0.maxJobs = 1; $0.maxQueuedJobs = 0 }
+        origin.route("/slow.webp", .delayed(.milliseconds(1500), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        let slow = origin.url("/slow.webp"), other = origin.url("/banner")
+        try await server.test { client in
+            async let first = client.execute(uri: "/v1/process?budget_ms=3000", method: .post, body: ByteBuffer(json: payloadJSON(slow))) {
+                $0.body.object?["outcome"]?.objectValue?["status"]
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let start = ContinuousClock.now
+            try await client.execute(uri: "/v1/process?budget_ms=3000", method: .post, body: ByteBuffer(json: payloadJSON(other))) { response in
+                #expect(response.status == .ok)
+                let outcome = response.body.object?["outcome"]?.objectValue
+                #expect(outcome?["status"] == .string("best_attempt"))
+                #expect(outcome?["reason"] == .string("overloaded"))
+                #expect(response.body.object?["payload"]?.objectValue?["media_url"] == .string(other))
+            }
+            #expect(ContinuousClock.now - start < .seconds(1))
+            #expect(try await first == .string("processed"))
+        }
+    }
+}

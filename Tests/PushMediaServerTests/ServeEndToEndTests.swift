@@ -1,0 +1,113 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PushMedia
+import PushMediaTestSupport
+import Testing
+
+/// `pushmedia serve` as a real process on an ephemeral loopback port.
+@Suite("pushmedia serve", .serialized)
+struct ServeEndToEndTests {
+    final class Server: @unchecked Sendable {
+        let process = Process()
+        let port: Int
+        let stderr = Pipe()
+
+        init(arguments: [String]) throws {
+            process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
+            process.arguments = ["serve", "--port", "0"] + arguments
+            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }
+            let stdout = Pipe()
+            process.standardOutput = stdout
+            process.standardError = stderr
+            try process.run()
+            // "PushMedia listening on http://127.0.0.1:<port>"
+            var text = ""
+            let reader = stdout.fileHandleForReading
+            let give_up = Date().addingTimeInterval(20)
+            while !text.contains("\n"), Date() < give_up {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            guard let port = text.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+                process.terminate()
+                throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "server did not start: \(text)"])
+            }
+            self.port = port
+        }
+
+        func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+        func stop() -> Int32 {
+            if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+
+        deinit { if process.isRunning { process.terminate() } }
+    }
+
+    static func request(_ url: URL, method: String = "GET", body: String? = nil, headers: [String: String] = [:]) async throws -> (HTTPURLResponse, Data) {
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.httpBody = body.map { Data($0.utf8) }
+        request.timeoutInterval = 20
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return (response as! HTTPURLResponse, data)
+    }
+
+    @Test func processesAPayloadAndServesItsAttachment() async throws {
+        let origin = try TestOrigin()
+        let photo = try sampleMedia("photo-exif.jpg")
+        origin.route("/campaign/hero", .file(body: photo, contentType: "application/octet-stream"))
+        let store = TemporaryDirectory()
+        let server = try Server(arguments: ["--store", store.path, "--allow-private-networks", "--token", "campaign-token"])
+        let payload = #"{"aps":{"alert":{"title":"Spring","body":"Deals"},"mutable-content":1},"image_url":"\#(origin.url("/campaign/hero"))"}"#
+
+        let (denied, _) = try await Self.request(server.url("/v1/process"), method: "POST", body: payload)
+        #expect(denied.statusCode == 401)
+
+        let (response, data) = try await Self.request(server.url("/v1/process"), method: "POST", body: payload,
+                                                      headers: ["Authorization": "Bearer campaign-token", "Content-Type": "application/json"])
+        #expect(response.statusCode == 200)
+        let body = try #require(try JSONValue.parse(data).objectValue)
+        #expect(body["outcome"]?.objectValue?["status"] == .string("processed"))
+        let attachment = try #require(body["payload"]?.objectValue?["image_url"]?.stringValue)
+        #expect(attachment.hasPrefix("http://127.0.0.1:\(server.port)/media/") && attachment.hasSuffix(".jpg"))
+
+        let (media, bytes) = try await Self.request(URL(string: attachment)!)
+        #expect(media.statusCode == 200)
+        #expect(media.value(forHTTPHeaderField: "Content-Type") == "image/jpeg")
+        #expect(media.value(forHTTPHeaderField: "Content-Length") == String(bytes.count))
+        #expect(media.value(forHTTPHeaderField: "Cache-Control") == "public, max-age=31536000, immutable")
+        #expect(media.value(forHTTPHeaderField: "ETag")?.count == 66)
+        #expect(Array(bytes.prefix(3)) == [0xFF, 0xD8, 0xFF])
+        let name = String(attachment.split(separator: "/").last!)
+        #expect(bytes == (try Data(contentsOf: URL(fileURLWithPath: store.path + "/" + name))))
+        #expect(bytes.count < photo.count)
+
+        let (metrics, text) = try await Self.request(server.url("/metrics"))
+        #expect(metrics.statusCode == 200)
+        #expect(String(decoding: text, as: UTF8.self).contains("pushmedia_outcomes_total"))
+        #expect(server.stop() == 0)
+    }
+
+    @Test func finishesARequestInFlightOnSIGTERM() async throws {
+        let origin = try TestOrigin()
+        origin.route("/slow", .delayed(.milliseconds(1200), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        let store = TemporaryDirectory()
+        let server = try Server(arguments: ["--store", store.path, "--allow-private-networks"])
+        let payload = #"{"aps":{"alert":"Hi","mutable-content":1},"media_url":"\#(origin.url("/slow"))"}"#
+        async let answer = Self.request(server.url("/v1/process?budget_ms=5000"), method: "POST", body: payload)
+        try await Task.sleep(for: .milliseconds(400))
+        kill(server.process.processIdentifier, SIGTERM)
+        let (response, data) = try await answer
+        #expect(response.statusCode == 200)
+        #expect(try JSONValue.parse(data).objectValue?["outcome"]?.objectValue?["status"] == .string("processed"))
+        #expect(server.stop() == 0)
+        await #expect(throws: (any Error).self) { _ = try await Self.request(server.url("/healthz")) }
+    }
+}
