@@ -102,14 +102,17 @@ static curl_socket_t transfer_open_socket(void *user, curlsocktype purpose, stru
     if (t->check_addresses) {
         const unsigned char *bytes = NULL;
         size_t length = 0;
+        int port = 0;
         if (address->family == AF_INET) {
             bytes = (const unsigned char *)&((struct sockaddr_in *)&address->addr)->sin_addr;
             length = 4;
+            port = ntohs(((struct sockaddr_in *)&address->addr)->sin_port);
         } else if (address->family == AF_INET6) {
             bytes = (const unsigned char *)&((struct sockaddr_in6 *)&address->addr)->sin6_addr;
             length = 16;
+            port = ntohs(((struct sockaddr_in6 *)&address->addr)->sin6_port);
         }
-        if (bytes == NULL || t->address_allowed == NULL || !t->address_allowed(bytes, length)) {
+        if (bytes == NULL || t->address_allowed == NULL || !t->address_allowed(bytes, length, port, t->address_context)) {
             t->blocked = 1;
             if (bytes == NULL || !inet_ntop(address->family, bytes, t->blocked_address, sizeof t->blocked_address))
                 snprintf(t->blocked_address, sizeof t->blocked_address, "(address family %d)", address->family);

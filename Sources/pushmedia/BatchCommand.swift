@@ -35,6 +35,7 @@ struct BatchCommand: AsyncParsableCommand {
             throw Exit.ioError
         }
         let pipeline = try openPipeline(config)
+        Self.removeInterruptedWrites(under: outRoot)
         let excluded = [outRoot.path, URL(fileURLWithPath: pipeline.store.directory).standardizedFileURL.path]
         let files = Self.payloadFiles(under: root, excluding: excluded)
         let mediaRoot = config.mediaRoot ?? root.path
@@ -75,6 +76,16 @@ struct BatchCommand: AsyncParsableCommand {
         }
         print(summary.table(out: outRoot.path))
         if failedWrites > 0 { throw Exit.ioError }
+    }
+
+    /// Removes temporary files that an interrupted run (crash, kill -9) left beside its outputs:
+    /// outputs are written as `.<name>.<id>.tmp` and renamed, so these were never outputs.
+    static func removeInterruptedWrites(under outRoot: URL) {
+        guard let enumerator = FileManager.default.enumerator(atPath: outRoot.path) else { return }
+        for case let relative as String in enumerator {
+            let name = (relative as NSString).lastPathComponent
+            if name.hasPrefix("."), name.hasSuffix(".tmp") { unlink(outRoot.appendingPathComponent(relative).path) }
+        }
     }
 
     /// Relative paths of `*.json` files under `root`, sorted, skipping hidden entries and `excluded` directories.

@@ -15,6 +15,8 @@ struct SharedOptions: ParsableArguments {
     var allowPrivateNetworks = false
     @Option(name: .customLong("media-key"), help: "Extra top-level key holding a media URL; repeatable (env PUSHMEDIA_MEDIA_KEYS, comma-separated).")
     var mediaKeys: [String] = []
+    @Option(name: .customLong("trust-peer"), help: "An internal address:port that may be fetched from anyway; repeatable (env PUSHMEDIA_TRUSTED_PEERS).")
+    var trustedPeers: [String] = []
     @Option(name: .customLong("on-reject"), help: "drop or keep the media key of rejected media (env PUSHMEDIA_ON_REJECT; default drop).")
     var onReject: String?
     @Option(name: .customLong("media-root"), help: "Directory local media paths must resolve inside (env PUSHMEDIA_MEDIA_ROOT; default: the input's directory).")
@@ -42,6 +44,7 @@ struct SharedOptions: ParsableArguments {
         do {
             for case let (name, value?) in flags { try config.set(name, to: value) }
             for key in mediaKeys { try config.set("media-key", to: key) }
+            for peer in trustedPeers { try config.set("trust-peer", to: peer) }
         } catch { throw ValidationError(error.description) }
         if allowPrivateNetworks { config.allowPrivateNetworks = true }
         return config

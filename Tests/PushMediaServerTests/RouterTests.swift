@@ -331,7 +331,7 @@ struct RouterTests {
             async let first = client.execute(uri: "/v1/process?budget_ms=3000", method: .post, body: ByteBuffer(json: payloadJSON(slow))) {
                 $0.body.object?["outcome"]?.objectValue?["status"]
             }
-            try await Task.sleep(for: .milliseconds(300))
+            while origin.hits("/slow.webp") == 0 { try await Task.sleep(for: .milliseconds(20)) }
             let start = ContinuousClock.now
             try await client.execute(uri: "/v1/process?budget_ms=3000", method: .post, body: ByteBuffer(json: payloadJSON(other))) { response in
                 #expect(response.status == .ok)

@@ -131,4 +131,98 @@ struct CommandLineTests {
         #expect(second["summary"]?.objectValue?["cache_hits"] == .number("15"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: work.file("out/03-webp.json"))) == first)
     }
+
+    /// Runs `pushmedia` to completion and returns its exit status and peak RSS in KiB (from wait4).
+    static func measure(_ arguments: [String]) throws -> (Int32, Int) {
+        var pid: pid_t = 0
+        let argv = ([pushmediaExecutable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let spawned = posix_spawn(&pid, pushmediaExecutable, &actions, nil, argv, environ)
+        guard spawned == 0 else { throw CocoaError(.executableLoad) }
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        return ((status >> 8) & 0xFF, usage.ru_maxrss)
+    }
+
+    /// Writes `count` payloads whose media are distinct URLs on `origin`.
+    static func writePayloads(_ count: Int, in directory: String, url: (Int) -> String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for index in 0..<count {
+            let text = #"{"aps":{"alert":{"title":"Item \#(index)","body":"Deal"},"mutable-content":1},"media_url":"\#(url(index))"}"#
+            try Data(text.utf8).write(to: URL(fileURLWithPath: directory + String(format: "/p%03d.json", index)))
+        }
+    }
+
+    /// Every rewritten payload under `out` is whole JSON and points at a file in the store.
+    static func checkOutputs(_ out: String, store: String) throws -> Int {
+        var checked = 0
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: out)) ?? [] {
+            #expect(!name.hasSuffix(".tmp"), "partial output \(name)")
+            guard name.hasPrefix("p"), name.hasSuffix(".json") else { continue }
+            let payload = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: out + "/" + name))).objectValue, "\(name)")
+            if let url = payload["media_url"]?.stringValue, url.contains("/media/") {
+                #expect(FileManager.default.fileExists(atPath: store + "/" + url.split(separator: "/").last!), "\(name) → \(url)")
+            }
+            checked += 1
+        }
+        return checked
+    }
+
+    @Test func aBatchKilledMidwayLeavesNothingPartialAndRerunsToCompletion() async throws {
+        let origin = try TestOrigin()
+        origin.route("/slow.webp", .delayed(.milliseconds(150), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        let work = TemporaryDirectory()
+        try Self.writePayloads(40, in: work.file("in")) { origin.url("/slow.webp?v=\($0)") }
+        let arguments = ["batch", work.file("in"), "--out", work.file("out"), "--store", work.file("store"),
+                         "--allow-private-networks", "--concurrency", "4"]
+
+        let victim = Process()
+        victim.executableURL = URL(fileURLWithPath: pushmediaExecutable)
+        victim.arguments = arguments
+        victim.standardOutput = FileHandle.nullDevice
+        victim.standardError = FileHandle.nullDevice
+        try victim.run()
+        try await Task.sleep(for: .milliseconds(2000))
+        kill(victim.processIdentifier, SIGKILL)
+        try await Self.runner.run { victim.waitUntilExit() }
+        #expect(victim.terminationReason == .uncaughtSignal)
+        let before = try Self.checkOutputs(work.file("out"), store: work.file("store"))
+        #expect(before < 40, "the batch finished before it was killed")
+
+        let rerun = try await pushmedia(arguments)
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        #expect(try Self.checkOutputs(work.file("out"), store: work.file("store")) == 40)
+        let incoming = work.file("store/.incoming")
+        let partial = (FileManager.default.subpaths(atPath: incoming) ?? []).filter { $0.hasSuffix(".part") }
+        #expect(partial.isEmpty, "\(partial)")
+        let report = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
+        #expect(report["summary"]?.objectValue?["by_status"]?.objectValue?["processed"] == .number("40"))
+    }
+
+    @Test func aHostileBatchStaysWithinMemoryAndFinishes() async throws {
+        let origin = try TestOrigin()
+        origin.route("/bomb.png", .file(body: HostileFixtures.pngClaiming(width: 30_000, height: 30_000), contentType: "image/png"))
+        origin.route("/frames.gif", .file(body: HostileFixtures.gif(frames: 3_000), contentType: "image/gif"))
+        origin.route("/big.mp4", .file(body: HostileFixtures.padded(try sampleMedia("clip.mp4"), to: 45_000_000), contentType: "video/mp4"))
+        origin.route("/photo.jpg", .file(body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg"))
+        origin.route("/endless", .endless(contentType: "image/jpeg"))
+        let paths = ["/bomb.png", "/frames.gif", "/big.mp4", "/photo.jpg", "/endless"]
+        let work = TemporaryDirectory()
+        try Self.writePayloads(paths.count, in: work.file("in")) { origin.url(paths[$0]) }
+        let (status, peakKB) = try await Self.runner.run {
+            try Self.measure(["batch", work.file("in"), "--out", work.file("out"), "--store", work.file("store"),
+                              "--allow-private-networks", "--budget", "5s"])
+        }
+        #expect(status == 0)
+        let report = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
+        let reasons = report["items"]?.arrayValue?.map { $0.objectValue?["outcome"]?.objectValue?["reason"]?.stringValue ?? $0.objectValue?["outcome"]?.objectValue?["status"]?.stringValue ?? "?" }
+        #expect(reasons == ["too_many_pixels", "processed", "passthrough", "processed", "too_large"])
+        #expect(peakKB < 300 * 1024, "peak RSS \(peakKB / 1024) MB")
+    }
 }

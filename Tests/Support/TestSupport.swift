@@ -50,9 +50,13 @@ extension PipelineResult {
     public var descriptor: JSONObject? { payload["pushmedia"]?.objectValue }
 }
 
-/// The file names in the store's temporary area (must be empty after every job).
+/// The files in the store's temporary area, all processes (must be empty after every job).
 public func leftovers(_ store: TemporaryDirectory) -> [String] {
-    (try? FileManager.default.contentsOfDirectory(atPath: store.path + "/.incoming")) ?? []
+    let incoming = store.path + "/.incoming"
+    return ((try? FileManager.default.subpathsOfDirectory(atPath: incoming)) ?? []).filter {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: incoming + "/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue
+    }
 }
 
 /// Store files whose names are not final content-addressed names (a half-written file would show here).

@@ -23,8 +23,9 @@ CURLcode pm_curl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
 CURLcode pm_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value);
 
 /** Decides whether a resolved address may be connected to: 1 allow, 0 deny.
- *  `address` holds 4 (IPv4) or 16 (IPv6) bytes in network order. */
-typedef int (*pm_address_check_fn)(const unsigned char *address, size_t length);
+ *  `address` holds 4 (IPv4) or 16 (IPv6) bytes in network order; `port` is in host order;
+ *  `context` is the transfer's `address_context`. */
+typedef int (*pm_address_check_fn)(const unsigned char *address, size_t length, int port, void *context);
 
 /** State shared with the transfer callbacks. Owned by the caller for the transfer's life. */
 typedef struct pm_transfer {
@@ -34,6 +35,7 @@ typedef struct pm_transfer {
     int64_t deadline_ns;            /* CLOCK_MONOTONIC; 0 = none */
     int check_addresses;            /* 1: every connection's address goes through address_allowed */
     pm_address_check_fn address_allowed;
+    void *address_context;
     /* outputs */
     int64_t bytes_written;
     int cap_exceeded;

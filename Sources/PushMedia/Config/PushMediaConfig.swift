@@ -21,6 +21,10 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// `--allow-private-networks`, `PUSHMEDIA_ALLOW_PRIVATE_NETWORKS`: permit loopback, private,
     /// link-local and other internal addresses (off: see `AddressPolicy`).
     public var allowPrivateNetworks = false
+    /// `--trust-peer`, `PUSHMEDIA_TRUSTED_PEERS` (comma-separated): exact `address:port` peers
+    /// (`[v6]:port` for IPv6) that may be fetched from although internal, e.g. an origin inside the
+    /// network. Checked on the resolved address like every other connection.
+    public var trustedPeers: [String] = []
     /// `--media-key`, `PUSHMEDIA_MEDIA_KEYS` (comma-separated): extra top-level keys holding a media URL,
     /// searched after the built-in ones.
     public var extraMediaKeys: [String] = []
@@ -93,7 +97,7 @@ public struct PushMediaConfig: Sendable, Equatable {
     public static let environmentKeys: [String: String] = [
         "store": "PUSHMEDIA_STORE", "base-url": "PUSHMEDIA_BASE_URL", "budget": "PUSHMEDIA_BUDGET",
         "allow-private-networks": "PUSHMEDIA_ALLOW_PRIVATE_NETWORKS", "media-key": "PUSHMEDIA_MEDIA_KEYS",
-        "on-reject": "PUSHMEDIA_ON_REJECT", "media-root": "PUSHMEDIA_MEDIA_ROOT",
+        "on-reject": "PUSHMEDIA_ON_REJECT", "trust-peer": "PUSHMEDIA_TRUSTED_PEERS", "media-root": "PUSHMEDIA_MEDIA_ROOT",
         "long-edge": "PUSHMEDIA_LONG_EDGE", "thumb-edge": "PUSHMEDIA_THUMB_EDGE",
         "max-pixels": "PUSHMEDIA_MAX_PIXELS", "max-frames": "PUSHMEDIA_MAX_FRAMES",
         "max-source-bytes": "PUSHMEDIA_MAX_SOURCE_BYTES", "jpeg-quality": "PUSHMEDIA_JPEG_QUALITY",
@@ -157,6 +161,13 @@ public struct PushMediaConfig: Sendable, Equatable {
             }
             onReject = value
         case "media-root": mediaRoot = text
+        case "trust-peer":
+            for peer in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !peer.isEmpty {
+                guard let colon = peer.lastIndex(of: ":"), Int(peer[peer.index(after: colon)...]) != nil else {
+                    throw ConfigError.invalidValue(name: name, value: peer, expected: "address:port, e.g. 10.0.0.5:443 or [fd00::5]:443")
+                }
+                trustedPeers.append(peer)
+            }
         case "long-edge": longEdge = Int(try int(16...16384))
         case "thumb-edge": thumbnailEdge = Int(try int(16...4096))
         case "max-pixels": maxPixels = try int(1...1_000_000_000)

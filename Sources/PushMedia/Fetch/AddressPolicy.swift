@@ -1,3 +1,5 @@
+import Foundation
+
 /// The SSRF rule: which resolved IP addresses PushMedia may connect to.
 ///
 /// Checked by libcurl's open-socket callback on the address of every connection, including every
@@ -8,6 +10,24 @@
 /// IPv6 ULA and link/site-local, and IPv4 hidden in IPv6 (mapped, compatible, NAT64, 6to4,
 /// Teredo), which is judged by the embedded IPv4 address.
 public enum AddressPolicy {
+    /// Whether a connection to `address` on `port` may be made: public addresses always; an
+    /// internal one only when `"address:port"` (IPv6 as `"[address]:port"`) is listed in
+    /// `trusted` (`--trust-peer`, for an origin that lives inside the network).
+    public static func allows(_ address: some Collection<UInt8>, port: Int, trusted: Set<String> = []) -> Bool {
+        if isPublic(address) { return true }
+        guard !trusted.isEmpty else { return false }
+        return trusted.contains(peerName(Array(address), port: port))
+    }
+
+    /// `1.2.3.4:80` or `[2001:db8::1]:443`.
+    public static func peerName(_ bytes: [UInt8], port: Int) -> String {
+        var text = [CChar](repeating: 0, count: 64)
+        let family = bytes.count == 4 ? AF_INET : AF_INET6
+        guard bytes.count == 4 || bytes.count == 16, inet_ntop(family, bytes, &text, socklen_t(text.count)) != nil else { return "?" }
+        let host = String(cBuffer: text)
+        return bytes.count == 4 ? "\(host):\(port)" : "[\(host)]:\(port)"
+    }
+
     /// Whether a public (internet-routable) peer: 4 or 16 bytes in network order.
     public static func isPublic(_ address: some Collection<UInt8>) -> Bool {
         let bytes = Array(address)

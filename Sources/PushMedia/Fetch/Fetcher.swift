@@ -10,8 +10,11 @@ public struct FetchLimits: Sendable {
     public var lowSpeedLimit = 1024
     public var maxRedirects: Int
     public var allowPrivateNetworks: Bool
+    /// Exact `address:port` peers allowed even when internal (see `AddressPolicy.allows`).
+    public var trustedPeers: Set<String>
 
     public init(config: PushMediaConfig) {
+        trustedPeers = Set(config.trustedPeers)
         maxBytes = config.maxSourceBytes
         connectTimeout = config.connectTimeout
         lowSpeedTime = config.lowSpeedTime
@@ -45,7 +48,7 @@ public final class Fetcher: Sendable {
     /// Downloads `url` into the file at `path` (created or truncated).
     /// - Throws: `FetchError`, e.g. `.blockedAddress`, `.tooLarge`, `.httpStatus(404)`, `.deadlineExceeded`.
     public func fetch(_ url: String, to path: String, limits: FetchLimits, deadline: ContinuousClock.Instant) async throws(FetchError) -> FetchResponse {
-        let state = TransferState()
+        let state = TransferState(trusted: limits.trustedPeers)
         let outcome: Result<FetchResponse, FetchError> = await withTaskCancellationHandler {
             await executor.run { Self.perform(url, path: path, limits: limits, deadline: deadline, state: state) }
         } onCancel: {
@@ -69,9 +72,11 @@ public final class Fetcher: Sendable {
         t.pointee.max_bytes = limits.maxBytes
         t.pointee.deadline_ns = pm_monotonic_ns() + remaining.nanoseconds
         t.pointee.check_addresses = limits.allowPrivateNetworks ? 0 : 1
-        t.pointee.address_allowed = { bytes, length in
-            guard let bytes else { return 0 }
-            return AddressPolicy.isPublic(UnsafeBufferPointer(start: bytes, count: length)) ? 1 : 0
+        t.pointee.address_context = Unmanaged.passUnretained(state).toOpaque()
+        t.pointee.address_allowed = { bytes, length, port, context in
+            guard let bytes, let context else { return 0 }
+            let state = Unmanaged<TransferState>.fromOpaque(context).takeUnretainedValue()
+            return AddressPolicy.allows(UnsafeBufferPointer(start: bytes, count: length), port: Int(port), trusted: state.trusted) ? 1 : 0
         }
 
         var setup = pm_curl_install_transfer(handle, t)
@@ -142,7 +147,9 @@ public final class Fetcher: Sendable {
 /// The callbacks' shared state, owned here so that another thread can cancel the transfer.
 private final class TransferState: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<pm_transfer>
-    init() {
+    let trusted: Set<String>
+    init(trusted: Set<String>) {
+        self.trusted = trusted
         pointer = .allocate(capacity: 1)
         pointer.initialize(to: pm_transfer())
     }

@@ -66,8 +66,11 @@ public final class Pipeline: Sendable {
     private let transcoder: Transcoder
     /// Threads for downloads (mostly waiting on the network).
     private let io: BlockingExecutor
-    /// Threads for libvips, libmagic, hashing and disk work: one per core.
+    /// Threads for libvips, libmagic, hashing and disk work.
     private let cpu: BlockingExecutor
+    /// One per core for the whole process, however many pipelines it has.
+    static let sharedCPU = BlockingExecutor(name: "pushmedia-cpu", maxThreads: ProcessInfo.processInfo.activeProcessorCount)
+    static let sharedIO = BlockingExecutor(name: "pushmedia-fetch", maxThreads: 64)
     private let inFlight = Locked<[String: SharedJob]>([:])
     /// Backpressure, when `config.maxJobs` is set.
     public let gate: JobGate?
@@ -75,8 +78,8 @@ public final class Pipeline: Sendable {
     public init(config: PushMediaConfig) throws(StoreError) {
         self.config = config
         store = try MediaStore(directory: config.storeDirectory)
-        io = BlockingExecutor(name: "pushmedia-fetch", maxThreads: 64)
-        cpu = BlockingExecutor(name: "pushmedia-cpu", maxThreads: ProcessInfo.processInfo.activeProcessorCount)
+        io = Self.sharedIO
+        cpu = Self.sharedCPU
         fetcher = Fetcher(executor: io)
         transcoder = Transcoder(config: config)
         gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
@@ -106,7 +109,7 @@ public final class Pipeline: Sendable {
             response.outcome.warnings = ["the payload asks for media but has no aps.alert: the Notification Service Extension never runs for it"]
             return response.unchanged(.skipped, reason: "no_alert", message: "no aps.alert: the service extension only runs for alert notifications, so the media would never be shown")
         }
-        let inputSize = JSONValue.object(payload).serialized().count
+        let inputSize = JSONValue.object(payload).compactByteCount
         if inputSize > PayloadRewriter.apnsLimit {
             return response.rejected("payload_too_large", message: "the payload is \(inputSize) bytes before any change, over APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data")
         }
@@ -192,6 +195,9 @@ public final class Pipeline: Sendable {
             guard let components = URLComponents(string: trimmed), let host = components.host, !host.isEmpty else {
                 return .failure(Failure(reason: "invalid_url", message: "not a valid http(s) URL"))
             }
+            guard components.user == nil && components.password == nil else {
+                return .failure(Failure(reason: "invalid_url", message: "credentials in the URL (user:password@) are refused: they would be sent to whatever the URL redirects to"))
+            }
             return .success(.remote(trimmed))
         case nil, "file"?:
             guard let root = context.mediaRoot ?? config.mediaRoot else {
@@ -225,7 +231,7 @@ public final class Pipeline: Sendable {
         let p = config.policy
         return "edge=\(config.longEdge);thumb=\(config.thumbnailEdge);px=\(config.maxPixels);frames=\(config.maxFrames);"
             + "q=\(config.jpegQuality);src=\(config.maxSourceBytes);caps=\(p.maxImageBytes)/\(p.maxAudioBytes)/\(p.maxVideoBytes);"
-            + "private=\(config.allowPrivateNetworks)"
+            + "private=\(config.allowPrivateNetworks);trusted=\(config.trustedPeers.sorted().joined(separator: ","))"
     }
 
     // MARK: Jobs

@@ -39,24 +39,33 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
 /// - `<sha256>.<ext>`: media, written to `.incoming/` first and renamed into place, so a
 ///   half-written file is never visible under its final name;
 /// - `.index/<sha256 of cache key>.json`: cache entries, written the same way;
-/// - `.incoming/`: downloads and temporary files (stale ones are removed when the store opens).
+/// - `.incoming/<pid>-<id>/`: downloads and temporary files of one process; folders of processes
+///   that are gone (crashed or killed) are removed when a store opens.
 /// Blocking: call from a `BlockingExecutor`.
 public final class MediaStore: Sendable {
     public let directory: String
     private var incoming: String { directory + "/.incoming" }
+    /// This process's temporary folder under `.incoming/`.
+    private let workspace: String
     private var index: String { directory + "/.index" }
 
     /// Opens (and creates) the store at `directory`.
     public init(directory: String) throws(StoreError) {
         let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
-        self.directory = URL(fileURLWithPath: absolute).standardizedFileURL.path
-        for path in [self.directory, incoming, index] {
+        let root = URL(fileURLWithPath: absolute).standardizedFileURL.path
+        self.directory = root
+        workspace = root + "/.incoming/\(getpid())-" + UUID().uuidString.prefix(8).lowercased()
+        for path in [root, root + "/.incoming", root + "/.index", workspace] {
             do { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
                 throw .io(path: path, reason: "cannot create directory (\(error.localizedDescription))")
             }
         }
         guard access(self.directory, W_OK) == 0 else { throw .io(path: self.directory, reason: "not writable") }
-        removeStaleTemporaryFiles(olderThan: 3600)
+        removeAbandonedWorkspaces()
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: workspace)
     }
 
     /// Whether `name` looks like a store file name (`<64 hex>.<ext>`); nothing else is ever served.
@@ -73,7 +82,7 @@ public final class MediaStore: Sendable {
     public func contains(_ name: String) -> Bool { Self.isValidName(name) && access(path(of: name), F_OK) == 0 }
 
     /// A fresh path under `.incoming/` for a download.
-    public func temporaryPath() -> String { incoming + "/" + UUID().uuidString.lowercased() + ".part" }
+    public func temporaryPath() -> String { workspace + "/" + UUID().uuidString.lowercased() + ".part" }
 
     /// Stores `bytes` under their hash.
     public func put(_ bytes: [UInt8], format: MediaFormat, width: Int? = nil, height: Int? = nil) throws(StoreError) -> StoredFile {
@@ -139,20 +148,19 @@ public final class MediaStore: Sendable {
         }
     }
 
-    /// Removes leftovers of interrupted runs.
-    public func removeStaleTemporaryFiles(olderThan seconds: TimeInterval) {
+    /// Removes the temporary folders of processes that no longer run (a crash or `kill -9`
+    /// leaves half-written downloads there; they were never visible under a final name).
+    public func removeAbandonedWorkspaces() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: incoming) else { return }
-        let cutoff = Date().addingTimeInterval(-seconds)
-        for name in names {
-            let path = incoming + "/" + name
-            if let modified = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date, modified < cutoff {
-                unlink(path)
-            }
+        for name in names where incoming + "/" + name != workspace {
+            let pid = name.split(separator: "-").first.flatMap { Int32($0) }
+            if let pid, kill(pid, 0) == 0 || errno == EPERM { continue }  // still running
+            try? FileManager.default.removeItem(atPath: incoming + "/" + name)
         }
     }
 
-    /// Names of temporary files currently present (for checks and tests).
+    /// Temporary files of this process currently present (for checks and tests).
     public func temporaryFiles() -> [String] {
-        (try? FileManager.default.contentsOfDirectory(atPath: incoming)) ?? []
+        (try? FileManager.default.contentsOfDirectory(atPath: workspace)) ?? []
     }
 }
