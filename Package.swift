@@ -64,6 +64,20 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/pushmedia"),
+        // Fuzzing: the entry points (also replayed by the tests) and two libFuzzer executables,
+        // built with -sanitize=fuzzer by scripts/fuzz.sh (plain builds replay files instead).
+        .target(
+            name: "PushMediaFuzzTargets",
+            dependencies: ["PushMedia"],
+            path: "Sources/PushMediaFuzzTargets"),
+        .executableTarget(
+            name: "fuzz-payload",
+            dependencies: ["PushMediaFuzzTargets"],
+            path: "Sources/fuzz-payload"),
+        .executableTarget(
+            name: "fuzz-media",
+            dependencies: ["PushMediaFuzzTargets"],
+            path: "Sources/fuzz-media"),
         // Shared by the test targets: a real HTTP origin on 127.0.0.1, samples, temp dirs.
         .target(
             name: "PushMediaTestSupport",
@@ -71,7 +85,7 @@ let package = Package(
             path: "Tests/Support"),
         .testTarget(
             name: "PushMediaTests",
-            dependencies: ["PushMedia", "PushMediaTestSupport"],
+            dependencies: ["PushMedia", "PushMediaTestSupport", "PushMediaFuzzTargets"],
             path: "Tests/PushMediaTests"),
         .testTarget(
             name: "PushMediaServerTests",
