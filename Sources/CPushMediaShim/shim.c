@@ -14,6 +14,23 @@
 
 /* ---------------------------------------------------------------- libcurl */
 
+static __thread CURL *thread_handle = NULL;
+static __thread uint64_t thread_handle_tag = 0;
+
+CURL *pm_curl_thread_handle(uint64_t policy_tag) {
+    if (thread_handle != NULL && thread_handle_tag != policy_tag) {
+        curl_easy_cleanup(thread_handle);
+        thread_handle = NULL;
+    }
+    if (thread_handle == NULL) {
+        thread_handle = curl_easy_init();
+        thread_handle_tag = policy_tag;
+    } else {
+        curl_easy_reset(thread_handle);
+    }
+    return thread_handle;
+}
+
 CURLcode pm_curl_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);
 }
@@ -193,6 +210,14 @@ int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_t
                           "export_profile", "srgb",
                           "fail_on", fail_on_truncated ? VIPS_FAIL_ON_TRUNCATED : VIPS_FAIL_ON_NONE,
                           NULL);
+}
+
+int pm_vips_thumbnail_buffer(const void *buffer, size_t length, int width, int height, pm_image **out) {
+    return vips_thumbnail_buffer((void *)buffer, length, out, width,
+                                 "height", height,
+                                 "size", VIPS_SIZE_DOWN,
+                                 "export_profile", "srgb",
+                                 NULL);
 }
 
 int pm_vips_srgb(pm_image *in, pm_image **out) {

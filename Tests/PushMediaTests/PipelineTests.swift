@@ -115,6 +115,24 @@ struct PipelineTests {
         expectClean()
     }
 
+    @Test func thumbnailsCanBeTurnedOffWithoutSkippingTheDecodeCheck() async throws {
+        let pipeline = try pipeline { $0.thumbnailEdge = 0 }
+        let photo = try await run("photo-exif.jpg", at: "/no-thumb", pipeline: pipeline)
+        #expect(photo.outcome.status == .processed)
+        #expect(photo.outcome.thumbnail == nil)
+        #expect(photo.descriptor?["thumb"] == nil)
+        let truncated = try await run("truncated.jpg", at: "/no-thumb-truncated", pipeline: pipeline)
+        #expect(truncated.outcome.reason == "decode_failed")
+    }
+
+    @Test func thumbnailsOfSlowDecodersAreMadeFromTheAttachment() async throws {
+        let outcome = try await run("scan.tiff", at: "/scan", pipeline: try pipeline { $0.longEdge = 400 }).outcome
+        #expect(outcome.status == .processed)
+        #expect(outcome.attachment?.width == 400)
+        let thumb = try #require(outcome.thumbnail)
+        #expect(thumb.width == 400 && thumb.mime == "image/jpeg")  // never enlarged past the attachment
+    }
+
     @Test func aPNGNamedJPGIsStoredAsPNG() async throws {
         let outcome = try await run("really-a-png.jpg", at: "/really-a-png.jpg", contentType: "image/jpeg").outcome
         #expect(outcome.status == .passthrough)

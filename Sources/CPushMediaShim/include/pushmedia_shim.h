@@ -13,6 +13,11 @@
 
 /* ---------------------------------------------------------------- libcurl */
 
+/** This thread's easy handle, reset and ready for a new transfer. Reusing it keeps its
+ *  connections and DNS cache alive between transfers. Connections were checked against the
+ *  address policy when they were opened, so a handle is only reused under the same policy:
+ *  a different `policy_tag` gets a fresh handle. Never clean it up. */
+CURL *pm_curl_thread_handle(uint64_t policy_tag);
 CURLcode pm_curl_setopt_long(CURL *handle, CURLoption option, long value);
 CURLcode pm_curl_setopt_off(CURL *handle, CURLoption option, curl_off_t value);
 CURLcode pm_curl_setopt_string(CURL *handle, CURLoption option, const char *value);
@@ -82,6 +87,8 @@ int pm_vips_header(const char *filename, pm_header *header);
  *  exported as sRGB. `filename` may carry loader options, e.g. "a.gif[n=-1]".
  *  `fail_on_truncated` makes truncated or corrupt input an error. */
 int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, pm_image **out);
+/** Like pm_vips_thumbnail, from an encoded image in memory (shrink-on-load where the format allows). */
+int pm_vips_thumbnail_buffer(const void *buffer, size_t length, int width, int height, pm_image **out);
 /** Converts to sRGB (keeps alpha). */
 int pm_vips_srgb(pm_image *in, pm_image **out);
 /** Removes alpha by compositing over white. */

@@ -37,7 +37,8 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// decoded bitmap at most 2048×2048×4 = 16 MiB, inside the service extension's ~24 MB memory
     /// limit, and still covers the widest expanded notification (1290 px on 3x phones).
     public var longEdge = 2048
-    /// `--thumb-edge`, `PUSHMEDIA_THUMB_EDGE`: longest side of the JPEG thumbnail made of every image.
+    /// `--thumb-edge`, `PUSHMEDIA_THUMB_EDGE`: longest side of the JPEG thumbnail made of every image
+    /// (0: no thumbnails).
     public var thumbnailEdge = 512
     /// `--max-pixels`, `PUSHMEDIA_MAX_PIXELS`: largest source image (width × height of a frame),
     /// read from the header before any pixel is decoded. Larger images are rejected.
@@ -169,7 +170,11 @@ public struct PushMediaConfig: Sendable, Equatable {
                 trustedPeers.append(peer)
             }
         case "long-edge": longEdge = Int(try int(16...16384))
-        case "thumb-edge": thumbnailEdge = Int(try int(16...4096))
+        case "thumb-edge":
+            thumbnailEdge = Int(try int(0...4096))
+            guard thumbnailEdge == 0 || thumbnailEdge >= 16 else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "0 (no thumbnails) or 16...4096")
+            }
         case "max-pixels": maxPixels = try int(1...1_000_000_000)
         case "max-frames": maxFrames = Int(try int(1...100_000))
         case "max-source-bytes": maxSourceBytes = try int(1...2_000_000_000)

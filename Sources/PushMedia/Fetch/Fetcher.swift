@@ -13,6 +13,17 @@ public struct FetchLimits: Sendable {
     /// Exact `address:port` peers allowed even when internal (see `AddressPolicy.allows`).
     public var trustedPeers: Set<String>
 
+    /// Identifies the address policy, so that a connection opened under one policy is never
+    /// reused under another.
+    var policyTag: UInt64 {
+        var hash: UInt64 = allowPrivateNetworks ? 0x9E37_79B9_7F4A_7C15 : 0xC2B2_AE3D_27D4_EB4F
+        for peer in trustedPeers.sorted() {
+            for byte in peer.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+            hash = (hash ^ 0xFF) &* 0x0000_0100_0000_01B3
+        }
+        return hash | 1
+    }
+
     public init(config: PushMediaConfig) {
         trustedPeers = Set(config.trustedPeers)
         maxBytes = config.maxSourceBytes
@@ -64,8 +75,7 @@ public final class Fetcher: Sendable {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return .failure(.io("cannot create \(path): \(String(cString: strerror(errno)))")) }
         defer { close(fd) }
-        guard let handle = curl_easy_init() else { return .failure(.io("libcurl could not create a handle")) }
-        defer { curl_easy_cleanup(handle) }
+        guard let handle = pm_curl_thread_handle(limits.policyTag) else { return .failure(.io("libcurl could not create a handle")) }
 
         let t = state.pointer
         t.pointee.fd = fd

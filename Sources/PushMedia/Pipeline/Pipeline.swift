@@ -121,7 +121,9 @@ public final class Pipeline: Sendable {
         }
 
         let key = MediaStore.cacheKey(source: source.identity, options: optionsFingerprint)
-        if let entry = await cpu.run({ [store] in store.lookup(key: key) }) {
+        var cached = store.remembered(key: key)
+        if cached == nil { cached = await cpu.run { [store] in store.lookup(key: key) } }
+        if let entry = cached {
             response.outcome.cacheHit = true
             return response.accepted(entry)
         }
@@ -334,46 +336,56 @@ public final class Pipeline: Sendable {
             let header = try await cpu.run { () throws -> ImageHeader in
                 try transcoder.header(path: image)
             }
-            let thumbnailImage = try await cpu.run { () throws -> EncodedImage in
-                try transcoder.thumbnail(path: image)
-            }
-            timings.transcode = clock.millisecondsElapsed
-            clock = .now
-            let thumbnail = try await cpu.run { [store] () throws -> StoredFile in
-                try store.put(thumbnailImage.bytes, format: .jpeg, width: thumbnailImage.width, height: thumbnailImage.height)
-            }
-            timings.store = clock.millisecondsElapsed
-            progress.withLock { $0.thumbnail = thumbnail }
-            if ContinuousClock.now >= deadline { return result(.budgetExceeded) }
-
             let decision = policy.decide(sniff, bytes: bytes, header: header, longEdge: config.longEdge,
                                          keepsAnimation: transcoder.keepsAnimation(header))
+            if case let .reject(reason, message) = decision { throw Failure(reason: reason, message: message) }
+            let passthrough = decision == .passthrough
+            let wantsThumbnail = config.thumbnailEdge > 0
+
+            // The thumbnail comes first when it is cheap (the loader shrinks on load) or when the
+            // source passes through: it is the best attempt should the budget run out, and
+            // decoding it proves a passthrough image whole (a truncated file fails here).
+            var thumbnail: StoredFile?
+            if passthrough || (wantsThumbnail && Transcoder.shrinkOnLoadLoaders.contains(header.loader)) {
+                let small = try await cpu.run { () throws -> EncodedImage in try transcoder.thumbnail(path: image) }
+                timings.transcode += clock.millisecondsElapsed
+                if wantsThumbnail {
+                    clock = .now
+                    thumbnail = try await cpu.run { [store] () throws -> StoredFile in
+                        try store.put(small.bytes, format: .jpeg, width: small.width, height: small.height)
+                    }
+                    timings.store += clock.millisecondsElapsed
+                    progress.withLock { $0.thumbnail = thumbnail }
+                }
+                if ContinuousClock.now >= deadline { return result(.budgetExceeded) }
+            }
+
             let upright = header.uprightSize
-            switch decision {
-            case let .reject(reason, message):
-                throw Failure(reason: reason, message: message)
-            case .passthrough:
-                clock = .now
+            clock = .now
+            if passthrough {
                 let stored = try await cpu.run { [store] () throws -> StoredFile in
                     try store.adopt(temporary, format: sniff.format, width: upright.width, height: upright.height)
                 }
                 timings.store += clock.millisecondsElapsed
                 return try await finishJob(CacheEntry(status: "passthrough", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
                                                       sourceBytes: bytes, pipeline: PushMediaVersion.pipeline), key: key, result: result)
-            case .transcode:
-                clock = .now
-                let encoded = try await cpu.run { () throws -> EncodedImage in
-                    try transcoder.attachment(path: image, header: header)
-                }
-                timings.transcode += clock.millisecondsElapsed
-                clock = .now
-                let stored = try await cpu.run { [store] () throws -> StoredFile in
-                    try store.put(encoded.bytes, format: encoded.format, width: encoded.width, height: encoded.height)
-                }
-                timings.store += clock.millisecondsElapsed
-                return try await finishJob(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
-                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline), key: key, result: result)
             }
+            let encoded = try await cpu.run { () throws -> EncodedImage in
+                try transcoder.attachment(path: image, header: header)
+            }
+            // Otherwise the thumbnail is made from the (much smaller) attachment.
+            let small = wantsThumbnail && thumbnail == nil
+                ? try await cpu.run { () throws -> EncodedImage in try transcoder.thumbnail(encoded: encoded.bytes) } : nil
+            timings.transcode += clock.millisecondsElapsed
+            clock = .now
+            let (stored, smallStored) = try await cpu.run { [store] () throws -> (StoredFile, StoredFile?) in
+                (try store.put(encoded.bytes, format: encoded.format, width: encoded.width, height: encoded.height),
+                 try small.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height) })
+            }
+            timings.store += clock.millisecondsElapsed
+            return try await finishJob(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail ?? smallStored,
+                                                  sourceMIME: sniff.format.mime, sourceBytes: bytes, pipeline: PushMediaVersion.pipeline),
+                                       key: key, result: result)
         } catch let error as ReasonedError {
             return result(.failed(reason: error.reason, message: error.description))
         } catch {

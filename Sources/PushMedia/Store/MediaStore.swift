@@ -47,6 +47,9 @@ public final class MediaStore: Sendable {
     private var incoming: String { directory + "/.incoming" }
     /// This process's temporary folder under `.incoming/`.
     private let workspace: String
+    /// Entries read or written by this process, so that a cache hit costs no file read.
+    private let remembered = Locked<[String: CacheEntry]>([:])
+    private static let rememberedLimit = 100_000
     private var index: String { directory + "/.index" }
 
     /// Opens (and creates) the store at `directory`.
@@ -108,13 +111,36 @@ public final class MediaStore: Sendable {
         return StoredFile(name: name, mime: format.mime, uti: format.uti, bytes: Int64(info.st_size), width: width, height: height)
     }
 
-    /// The cached entry for `key`, if every file it names is still present.
+    /// The cached entry for `key`, if every file it names is still present. Blocking (reads the index).
     public func lookup(key: String) -> CacheEntry? {
+        if let entry = remembered(key: key) { return entry }
         guard let data = FileManager.default.contents(atPath: indexPath(key)),
               let entry = try? JSONDecoder().decode(CacheEntry.self, from: data),
-              entry.pipeline == PushMediaVersion.pipeline,
-              contains(entry.attachment.name), entry.thumbnail.map({ contains($0.name) }) ?? true else { return nil }
+              entry.pipeline == PushMediaVersion.pipeline, isPresent(entry) else { return nil }
+        remember(entry, key: key)
         return entry
+    }
+
+    /// The entry for `key` if this process has seen it and its files are still present. Cheap
+    /// enough for any thread: no file is read.
+    public func remembered(key: String) -> CacheEntry? {
+        guard let entry = remembered.withLock({ $0[key] }) else { return nil }
+        guard isPresent(entry) else {
+            remembered.withLock { _ = $0.removeValue(forKey: key) }
+            return nil
+        }
+        return entry
+    }
+
+    private func isPresent(_ entry: CacheEntry) -> Bool {
+        contains(entry.attachment.name) && (entry.thumbnail.map { contains($0.name) } ?? true)
+    }
+
+    private func remember(_ entry: CacheEntry, key: String) {
+        remembered.withLock { entries in
+            if entries.count >= Self.rememberedLimit { entries.removeAll(keepingCapacity: true) }
+            entries[key] = entry
+        }
     }
 
     /// Records `entry` for `key`.
@@ -123,6 +149,7 @@ public final class MediaStore: Sendable {
         encoder.outputFormatting = [.sortedKeys]
         guard let data = try? encoder.encode(entry) else { throw .io(path: indexPath(key), reason: "cannot encode entry") }
         try writeAtomically(data, to: indexPath(key))
+        remember(entry, key: key)
     }
 
     /// The key under which a source's result is cached: source identity, options and pipeline version.

@@ -62,6 +62,8 @@ public enum TranscodeError: Error, Sendable, CustomStringConvertible {
 public struct Transcoder: Sendable {
     /// Loaders allowed to touch untrusted bytes (libvips' untrusted ones are blocked globally).
     public static let allowedLoaders: Set<String> = ["jpegload", "pngload", "gifload", "webpload", "heifload", "tiffload"]
+    /// Loaders that decode a reduced image directly (JPEG DCT scaling, WebP and HEIF scaling/thumbnails).
+    public static let shrinkOnLoadLoaders: Set<String> = ["jpegload", "webpload", "heifload"]
     /// JPEG qualities tried in order after the configured one.
     static let qualityLadder = [72, 62, 52, 42]
 
@@ -133,10 +135,24 @@ public struct Transcoder: Sendable {
         header.frames > 1 && header.frames <= maxFrames && header.pixels * Int64(header.frames) <= maxPixels
     }
 
-    /// The small JPEG variant (first frame, alpha flattened on white).
+    /// The small JPEG variant (first frame, alpha flattened on white). With thumbnails off
+    /// (`thumbnailEdge` 0) a 64 px one is still decoded: it proves the file decodes whole.
     public func thumbnail(path: String) throws(TranscodeError) -> EncodedImage {
-        let image = try load(path, edge: thumbnailEdge, animated: false)
+        let image = try load(path, edge: thumbnailEdge > 0 ? thumbnailEdge : 64, animated: false)
         defer { pm_image_unref(image) }
+        return try encodeThumbnail(image)
+    }
+
+    /// The small JPEG variant of an already encoded image (an attachment).
+    public func thumbnail(encoded: [UInt8]) throws(TranscodeError) -> EncodedImage {
+        var raw: OpaquePointer?
+        let loaded = encoded.withUnsafeBytes { pm_vips_thumbnail_buffer($0.baseAddress, $0.count, Int32(thumbnailEdge), Int32(thumbnailEdge), &raw) }
+        guard loaded == 0, let raw else { throw .decodeFailed(takeVipsError()) }
+        defer { pm_image_unref(raw) }
+        return try encodeThumbnail(raw)
+    }
+
+    private func encodeThumbnail(_ image: OpaquePointer) throws(TranscodeError) -> EncodedImage {
         let opaque = try flatten(image)
         defer { if opaque != image { pm_image_unref(opaque) } }
         let bytes = try save { pm_vips_jpegsave(opaque, Int32(jpegQuality), $0, $1) }
