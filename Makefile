@@ -1,7 +1,7 @@
 # PushMedia — the two entry points of the README, plus helpers.
 SWIFT ?= swift
 
-.PHONY: run test setup build release clean
+.PHONY: run test setup build release clean asan tsan sanitize fuzz fuzz-smoke
 
 ## Install missing system libraries, build, and rewrite every payload in samples/.
 run: setup release
@@ -11,6 +11,23 @@ run: setup release
 ## several check answers against deadlines, which needs cores that other tests are not saturating.
 test: setup
 	$(SWIFT) test --no-parallel
+
+## The test suite under AddressSanitizer / ThreadSanitizer (separate build folders).
+asan: setup
+	$(SWIFT) test --no-parallel --sanitize=address --scratch-path .build-asan
+
+tsan: setup
+	$(SWIFT) test --no-parallel --sanitize=thread --scratch-path .build-tsan
+
+sanitize: asan tsan
+
+## libFuzzer: each target for FUZZ_SECONDS (default 600); fuzz-smoke runs each for 30 s.
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	scripts/fuzz.sh all $(FUZZ_SECONDS)
+
+fuzz-smoke: setup
+	scripts/fuzz.sh all 30
 
 setup:
 	@scripts/setup.sh
@@ -22,4 +39,4 @@ release: setup
 	$(SWIFT) build -c release
 
 clean:
-	rm -rf .build out pushmedia-store
+	rm -rf .build .build-asan .build-tsan .build-fuzz out pushmedia-store

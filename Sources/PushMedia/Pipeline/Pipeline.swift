@@ -122,7 +122,7 @@ public final class Pipeline: Sendable {
 
         let key = MediaStore.cacheKey(source: source.identity, options: optionsFingerprint)
         var cached = store.remembered(key: key)
-        if cached == nil { cached = await cpu.run { [store] in store.lookup(key: key) } }
+        if cached == nil { cached = await io.run { [store] in store.lookup(key: key) } }  // a file read: not behind transcodes
         if let entry = cached {
             response.outcome.cacheHit = true
             return response.accepted(entry)
