@@ -21,7 +21,7 @@ asan: setup
 	  $(SWIFT) test --no-parallel --sanitize=address --scratch-path .build-asan
 
 tsan: setup
-	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" PUSHMEDIA_TEST_SANITIZER=thread \
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/scripts/tsan.supp" PUSHMEDIA_TEST_SANITIZER=thread \
 	  $(SWIFT) test --no-parallel --sanitize=thread --scratch-path .build-tsan
 
 sanitize: asan tsan
