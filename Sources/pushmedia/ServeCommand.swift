@@ -43,10 +43,7 @@ struct ServeCommand: AsyncParsableCommand {
         if environment["PUSHMEDIA_BACKGROUND_LIMIT"] == nil { config.backgroundLimit = .seconds(60) }
         let flags: [(String, String?)] = [("host", host), ("port", port), ("hmac-secret", hmacSecret), ("log-format", logFormat),
                                           ("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit)]
-        do {
-            for case let (name, value?) in flags { try config.set(name, to: value) }
-            for token in tokens { try config.set("token", to: token) }
-        } catch { throw ValidationError(error.description) }
+        do { try config.apply(flags + tokens.map { ("token", $0) }) } catch { throw ValidationError(error.description) }
         if insecureNoAuth { config.insecureNoAuth = true }
 
         let format = config.logFormat

@@ -42,9 +42,7 @@ struct SharedOptions: ParsableArguments {
             ("max-source-bytes", maxSourceBytes),
         ]
         do {
-            for case let (name, value?) in flags { try config.set(name, to: value) }
-            for key in mediaKeys { try config.set("media-key", to: key) }
-            for peer in trustedPeers { try config.set("trust-peer", to: peer) }
+            try config.apply(flags + mediaKeys.map { ("media-key", $0) } + trustedPeers.map { ("trust-peer", $0) })
         } catch { throw ValidationError(error.description) }
         if allowPrivateNetworks { config.allowPrivateNetworks = true }
         return config

@@ -189,6 +189,12 @@ public struct PushMediaConfig: Sendable, Equatable {
         }
     }
 
+    /// Applies settings given as (flag name, text) pairs in order, skipping nil values; repeat a
+    /// name for list settings such as `media-key` or `token`.
+    public mutating func apply(_ settings: [(String, String?)]) throws(ConfigError) {
+        for case let (name, text?) in settings { try set(name, to: text) }
+    }
+
     /// Reads every `PUSHMEDIA_*` variable present in `environment` on top of the defaults.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> PushMediaConfig {
         var config = PushMediaConfig()
