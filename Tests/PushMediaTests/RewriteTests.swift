@@ -66,4 +66,14 @@ struct RewriteTests {
         let kept = try #require(PayloadRewriter.rewrite(input, mediaKey: "media_url", media: .keep, descriptor: nil))
         #expect(kept.payload == input)
     }
+
+    @Test func anInputDescriptorNeverOutlivesTheRewrite() throws {
+        var input = payload([("media_url", .string("http://x/y")), ("pushmedia", .number("1"))])
+        let room = PayloadRewriter.apnsLimit - JSONValue.object(input).serialized().count - #","pad":"""#.count - 10
+        input["pad"] = .string(String(repeating: "x", count: room))
+        let out = try #require(PayloadRewriter.rewrite(input, mediaKey: "media_url", media: .replace(with: "https://cdn/a.jpg"),
+                                                       descriptor: Descriptor(status: .processed, type: "public.jpeg")))
+        #expect(out.droppedFields.last == "pushmedia")
+        #expect(out.payload["pushmedia"] == nil)
+    }
 }

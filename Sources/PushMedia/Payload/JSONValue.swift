@@ -642,7 +642,7 @@ extension JSONValue {
     }
 
     /// The exact byte count of `serialized()`, computed without allocating.
-    var compactByteCount: Int {
+    public var compactByteCount: Int {
         switch self {
         case .null: return 4
         case .bool(let b): return b ? 4 : 5

@@ -11,10 +11,23 @@ public struct Descriptor: Sendable, Equatable {
     /// URL of the small JPEG variant.
     public var thumb: String?
 
-    /// Fields dropped, in this order, when the payload would exceed APNs' limit.
-    static let optionalFields = ["thumb", "bytes", "width", "height", "mime", "reason", "type"]
+    public init(status: OutcomeStatus, reason: String? = nil, type: String? = nil, mime: String? = nil, bytes: Int64? = nil,
+                width: Int? = nil, height: Int? = nil, thumb: String? = nil) {
+        self.status = status
+        self.reason = reason
+        self.type = type
+        self.mime = mime
+        self.bytes = bytes
+        self.width = width
+        self.height = height
+        self.thumb = thumb
+    }
 
-    func json(omitting dropped: Set<String>) -> JSONValue {
+    /// Fields dropped, in this order, when the payload would exceed APNs' limit.
+    public static let optionalFields = ["thumb", "bytes", "width", "height", "mime", "reason", "type"]
+
+    /// The descriptor as JSON, without the `dropped` fields.
+    public func json(omitting dropped: Set<String>) -> JSONValue {
         var object = JSONObject()
         object["v"] = .number("1")
         object["status"] = .string(status.rawValue)
@@ -81,6 +94,8 @@ public enum PayloadRewriter {
             guard let next = Descriptor.optionalFields.first(where: { !dropped.contains($0) }) else { break }
             dropped.append(next)
         }
+        // No room for a descriptor: an input's own `pushmedia` key would describe the wrong attachment.
+        base.removeValue(forKey: descriptorKey)
         let bytes = JSONValue.object(base).serialized()
         return bytes.count <= limit ? Rewritten(payload: base, bytes: bytes, droppedFields: dropped + ["pushmedia"]) : nil
     }
