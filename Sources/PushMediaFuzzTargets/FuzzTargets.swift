@@ -1,4 +1,446 @@
+// Fuzzing entry points, shared by the libFuzzer executables (`fuzz-payload`, `fuzz-media`, built
+// by scripts/fuzz.sh) and by the regression tests that replay the committed corpus.
+//
+// Invariants are checked with `precondition`, so that a violation is a crash libFuzzer reports
+// (and saves a reproducer for), not a silent wrong answer.
+
+import Foundation
+import Synchronization
 import PushMedia
 
-/// Entry points for fuzzing (placeholder until the targets are written).
-public enum FuzzTargets {}
+public enum FuzzTargets {
+    // MARK: - payload: locate + rewrite over arbitrary JSON
+
+    /// Keys searched after the built-in ones (the `--media-key` option).
+    static let extraKeys = ["media", "attachment_url", "rich-media"]
+    /// Fields of the descriptor dropped, in this order, when the payload is over the limit.
+    static let droppedOrder = ["thumb", "bytes", "width", "height", "mime", "reason", "type"]
+    static let attachmentURL = "https://media.shop.example/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.jpg"
+
+    /// Parses `data`; for an object, locates the media reference and rewrites it every way the
+    /// pipeline does, checking the rewriter's promises.
+    public static func payload(_ data: [UInt8]) {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(data)
+        } catch {
+            precondition(error.offset >= 0 && error.offset <= data.count, "error offset \(error.offset) outside 0...\(data.count)")
+            precondition(error.line >= 1 && error.column >= 1, "error position \(error.line):\(error.column)")
+            precondition(!error.description.isEmpty)
+            return
+        }
+        checkRoundTrip(value)
+        guard case .object(let object) = value else { return }
+
+        // Locate: the first of the built-in keys, then the extra keys, that is present.
+        // The last key too (unless it is the descriptor's), as if named by `--media-key`.
+        let extra = extraKeys + object.keys.suffix(1).filter { $0 != PayloadRewriter.descriptorKey }
+        let reference = MediaLocator.locate(in: object, extraKeys: extra)
+        if let reference {
+            precondition(object[reference.key] == reference.value, "located value differs from the payload's")
+            let order = MediaLocator.builtInKeys + extra
+            let first = order.first { object[$0] != nil }
+            precondition(first == reference.key, "located \(reference.key), first present key is \(first ?? "none")")
+        } else {
+            precondition((MediaLocator.builtInKeys + extra).allSatisfy { object[$0] == nil }, "a media key is present but not located")
+        }
+        let expectedAlert: Bool
+        switch object["aps"]?.objectValue?["alert"] {
+        case .string(let text)?: expectedAlert = !text.isEmpty
+        case .object(let alert)?: expectedAlert = alert.count > 0
+        default: expectedAlert = false
+        }
+        precondition(MediaLocator.hasAlert(object) == expectedAlert, "hasAlert is not \(expectedAlert)")
+
+        let mediaKey = reference?.key ?? "media_url"
+        var medias: [PayloadRewriter.Media] = [.replace(with: attachmentURL), .remove, .keep]
+        if let original = reference?.value.stringValue { medias.append(.replace(with: original)) }
+        let cases = descriptors(for: reference)
+        // The pipeline's two main rewrites (accepted: new URL and a full descriptor; rejected:
+        // media removed), then one more chosen by the input's bytes, sometimes under a limit taken
+        // from the input's own size so that trimming the descriptor is exercised.
+        let pick = data.reduce(data.count) { $0 &* 31 &+ Int($1) } & Int.max
+        let tight = max(0, data.count - 64 + Int(data.last ?? 0))
+        let runs: [(PayloadRewriter.Media, DescriptorCase, Int)] = [
+            (medias[0], cases[min(1, cases.count - 1)], PayloadRewriter.apnsLimit),
+            (.remove, cases[min(2, cases.count - 1)], PayloadRewriter.apnsLimit),
+            (medias[pick % medias.count], cases[(pick / 8) % cases.count], (pick / 64) % 2 == 0 ? tight : PayloadRewriter.apnsLimit),
+        ]
+        for (media, descriptor, limit) in runs {
+            let result = PayloadRewriter.rewrite(object, mediaKey: mediaKey, media: media, descriptor: descriptor.value, limit: limit)
+            checkRewrite(result, of: object, mediaKey: mediaKey, media: media, descriptor: descriptor, limit: limit)
+        }
+    }
+
+    /// What the fuzz target knows about the descriptor it passed (`Descriptor` cannot be
+    /// inspected without the internal initializer in release builds).
+    struct DescriptorCase {
+        var value: Descriptor?
+        var status: String?
+        /// Fields set besides `v` and `status`, e.g. `mime`.
+        var fields: [String]
+    }
+
+    static func descriptors(for reference: MediaReference?) -> [DescriptorCase] {
+        var cases = [DescriptorCase(value: nil, status: nil, fields: [])]
+        let full = Descriptor(status: .processed, reason: nil, type: "public.jpeg", mime: "image/jpeg", bytes: 182_365,
+                              width: 2048, height: 1536,
+                              thumb: "https://media.shop.example/6f1177852cd8c0e4fa5ae7a8cc1bd1cba0e0c3b2ac2f7d40a0ddd09b2bca95df.jpg")
+        cases.append(DescriptorCase(value: full, status: "processed", fields: ["type", "mime", "bytes", "width", "height", "thumb"]))
+        // A reason taken from the payload, so it carries the input's escapes and unicode.
+        let reason = reference?.value.stringValue ?? "unsupported_type"
+        let rejected = Descriptor(status: .rejected, reason: reason, type: "org.webmproject.webp", mime: "image/webp",
+                                  bytes: Int64.max, width: Int.min, height: 0, thumb: nil)
+        cases.append(DescriptorCase(value: rejected, status: "rejected", fields: ["reason", "type", "mime", "bytes", "width", "height"]))
+        cases.append(DescriptorCase(value: Descriptor(status: .bestAttempt, reason: "budget_exceeded"), status: "best_attempt",
+                                    fields: ["reason"]))
+        return cases
+    }
+
+    static func checkRewrite(_ result: PayloadRewriter.Rewritten?, of input: JSONObject, mediaKey: String,
+                             media: PayloadRewriter.Media, descriptor: DescriptorCase, limit: Int) {
+        let descriptorKey = PayloadRewriter.descriptorKey
+        // The smallest form: media handled, mutable-content set, no descriptor.
+        var base = input
+        switch media {
+        case let .replace(url): base[mediaKey] = .string(url)
+        case .keep: break
+        case .remove: base.removeValue(forKey: mediaKey)
+        }
+        if case .replace = media, var aps = base["aps"]?.objectValue {
+            if aps["mutable-content"]?.intValue != 1 { aps["mutable-content"] = .number("1") }
+            base["aps"] = .object(aps)
+        }
+        let baseBytes = JSONValue.object(base).serialized().count
+
+        guard let result else {
+            precondition(baseBytes > limit, "rewrite gave up though the payload without descriptor is \(baseBytes) ≤ \(limit) bytes")
+            return
+        }
+        precondition(result.bytes.count <= limit, "rewritten payload is \(result.bytes.count) bytes, over \(limit)")
+        let serialized = JSONValue.object(result.payload).serialized()
+        precondition(result.bytes == serialized, "bytes differ from the serialized payload")
+        let reparsed: JSONValue
+        do { reparsed = try JSONValue.parse(result.bytes) } catch {
+            preconditionFailure("rewritten bytes do not parse: \(error)")
+        }
+        precondition(reparsed == .object(result.payload), "rewritten bytes re-parse to a different payload")
+
+        // Every other key keeps its value and its place.
+        let payload = result.payload
+        for (key, value) in input.members where key != mediaKey && key != descriptorKey {
+            guard let now = payload[key] else { preconditionFailure("key \(key) was lost") }
+            if key == "aps", case .replace = media, case .object(var before) = value, case .object(var after) = now {
+                precondition(after["mutable-content"]?.intValue == 1, "aps.mutable-content is not 1 after replace")
+                if before["mutable-content"] == nil {
+                    precondition(after.keys.last == "mutable-content", "mutable-content not appended to aps")
+                }
+                before.removeValue(forKey: "mutable-content")
+                after.removeValue(forKey: "mutable-content")
+                precondition(before == after, "aps changed beyond mutable-content")
+            } else {
+                precondition(now == value, "value of \(key) changed")
+            }
+        }
+        let others: (String) -> Bool = { $0 != mediaKey && $0 != descriptorKey }
+        precondition(input.keys.filter(others) == payload.keys.filter(others), "key order changed")
+        precondition(payload.keys.allSatisfy { !others($0) || input[$0] != nil }, "a key was added")
+
+        // The media key.
+        switch media {
+        case let .replace(url): precondition(payload[mediaKey] == .string(url), "media key does not hold the new URL")
+        case .keep: precondition(payload[mediaKey] == input[mediaKey], "kept media key changed")
+        case .remove: precondition(payload[mediaKey] == nil, "removed media key is still there")
+        }
+
+        // The descriptor and what was trimmed from it.
+        let dropped = result.droppedFields
+        guard let status = descriptor.status else {
+            precondition(dropped.isEmpty, "fields dropped without a descriptor")
+            precondition(payload[descriptorKey] == base[descriptorKey], "descriptor key changed without a descriptor")
+            precondition(result.bytes.count == baseBytes)
+            return
+        }
+        if dropped.last == descriptorKey {
+            precondition(Array(dropped.dropLast()) == droppedOrder, "descriptor dropped before its fields: \(dropped)")
+            precondition(payload[descriptorKey] == nil, "descriptor dropped but a pushmedia key remains")
+                if let full = descriptor.value {
+                var smallest = base
+                smallest[descriptorKey] = full.json(omitting: Set(droppedOrder))
+                precondition(JSONValue.object(smallest).serialized().count > limit, "descriptor dropped though its smallest form fitted")
+            }
+            return
+        }
+        precondition(dropped == Array(droppedOrder.prefix(dropped.count)), "fields dropped out of order: \(dropped)")
+        guard case .object(let written)? = payload[descriptorKey] else { preconditionFailure("descriptor missing") }
+        precondition(written["v"] == .number("1") && written["status"] == .string(status), "descriptor v/status wrong")
+        for field in descriptor.fields {
+            precondition((written[field] != nil) != dropped.contains(field), "descriptor field \(field) present: \(written[field] != nil), dropped: \(dropped)")
+        }
+        precondition(written.count == 2 + descriptor.fields.filter { !dropped.contains($0) }.count, "unexpected descriptor fields")
+        if !dropped.isEmpty, let full = descriptor.value {
+            // Trimming stops as soon as it fits: with the last field kept it would not have.
+            var fuller = base
+            fuller[descriptorKey] = full.json(omitting: Set(dropped.dropLast()))
+            precondition(JSONValue.object(fuller).serialized().count > limit, "dropped \(dropped.last!) though the payload fitted with it")
+        }
+    }
+
+    /// `serialized()` and `prettySerialized()` of a parsed value parse back to the same value, and
+    /// the depth limit is exact: the value parses with `maxDepth` = its depth, not with one less.
+    static func checkRoundTrip(_ value: JSONValue) {
+        let compact = value.serialized()
+        let levels = depth(value)
+        do {
+            let limited = try JSONValue.parse(compact, maxDepth: levels)
+            precondition(limited == value, "value parsed with maxDepth \(levels) differs")
+        } catch {
+            preconditionFailure("value of depth \(levels) rejected with maxDepth \(levels): \(error)")
+        }
+        if levels > 0 {
+            do {
+                _ = try JSONValue.parse(compact, maxDepth: levels - 1)
+                preconditionFailure("value of depth \(levels) accepted with maxDepth \(levels - 1)")
+            } catch {
+                precondition(error.reason == .tooDeep, "maxDepth \(levels - 1) gave \(error) instead of tooDeep")
+            }
+        }
+        precondition(compact.count == value.compactByteCount, "compactByteCount \(value.compactByteCount) ≠ \(compact.count)")
+        do {
+            let again = try JSONValue.parse(compact)
+            precondition(again == value, "serialized value re-parses differently")
+            precondition(again.serialized() == compact, "serialization is not stable")
+            let pretty = try JSONValue.parse(value.prettySerialized())
+            precondition(pretty == value, "pretty-serialized value re-parses differently")
+        } catch {
+            preconditionFailure("serialized value does not parse: \(error)")
+        }
+    }
+
+    /// Nesting depth as the parser counts it: scalars 0, `[]` and `{}` 1.
+    static func depth(_ value: JSONValue) -> Int {
+        switch value {
+        case .array(let items): 1 + (items.map(depth).max() ?? 0)
+        case .object(let object): 1 + (object.members.map { depth($0.value) }.max() ?? 0)
+        default: 0
+        }
+    }
+
+    // MARK: - media: sniff + header probe over arbitrary bytes
+
+    /// The pixel cap the pipeline uses (`PushMediaConfig().maxPixels`).
+    static let maxPixels: Int64 = 50_000_000
+    static let transcoder = Transcoder(config: PushMediaConfig())
+    static let counter = Atomic<Int>(0)
+    /// One directory per process, removed at exit; one file per call, removed after the call.
+    static let directory: String = {
+        var temp = NSTemporaryDirectory()
+        if !temp.hasSuffix("/") { temp += "/" }
+        let path = temp + "pushmedia-fuzz-\(getpid())"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        atexit { try? FileManager.default.removeItem(atPath: FuzzTargets.directory) }
+        return path
+    }()
+
+    /// Sniffs `data` with libmagic; for a decodable image, writes it to a file and reads its header
+    /// with libvips (pixel cap, loader allow-list), and decodes it whole when it is small (the
+    /// thumbnail); decodes BMPs with `BMPDecoder` and converts the small ones to TIFF.
+    public static func media(_ data: [UInt8]) {
+        let sniffed = Sniffer.sniff(data[...])
+        precondition(!sniffed.magicMIME.isEmpty && !sniffed.description.isEmpty, "libmagic gave an empty answer")
+        precondition(sniffed.format.kind == .unsupported || sniffed.format.uti != nil, "supported format without UTI")
+        OutcomeFeatures.sniffed(sniffed)
+
+        if data.starts(with: [0x42, 0x4D]) { decodeBMP(data) }
+        guard sniffed.format.kind == .image, sniffed.format.decodable else { return }
+
+        let n = counter.add(1, ordering: .relaxed).newValue
+        let path = directory + "/input-\(n)"
+        guard FileManager.default.createFile(atPath: path, contents: Data(data)) else {
+            preconditionFailure("cannot write \(path)")
+        }
+        defer { unlink(path) }
+        if sniffed.format == .bmp { decodeBMP(data) }
+        do {
+            let header = try transcoder.header(path: path)
+            precondition(header.width > 0 && header.height > 0, "header \(header.width)×\(header.height)")
+            precondition(header.pixels <= maxPixels, "header over the pixel cap: \(header.pixels)")
+            precondition(header.frames >= 1, "header with \(header.frames) frames")
+            precondition(Transcoder.allowedLoaders.contains(header.loader), "header from loader \(header.loader)")
+            let upright = header.uprightSize
+            precondition(upright.width * upright.height == header.width * header.height)
+            OutcomeFeatures.header(header)
+            // Small images are decoded whole too (the thumbnail), so the decoders behind the
+            // header readers are fuzzed as well; big ones would slow every run down.
+            if header.pixels <= decodePixels { decodeThumbnail(path, header: header) }
+        } catch {
+            precondition(!error.description.isEmpty)
+            OutcomeFeatures.failed(error)
+        }
+        if sniffed.format == .bmp { convertBMP(path) }
+    }
+
+    /// Images up to this many pixels (a frame) are decoded and encoded, not only probed.
+    static let decodePixels: Int64 = 256 * 256
+
+    static func decodeThumbnail(_ path: String, header: ImageHeader) {
+        do {
+            let thumbnail = try transcoder.thumbnail(path: path)
+            precondition(thumbnail.format == .jpeg && thumbnail.frames == 1, "thumbnail is \(thumbnail.format.id)")
+            precondition(thumbnail.width > 0 && thumbnail.height > 0, "thumbnail \(thumbnail.width)×\(thumbnail.height)")
+            let upright = header.uprightSize
+            precondition(thumbnail.width <= max(upright.width, 1) && thumbnail.height <= max(upright.height, 1),
+                         "thumbnail \(thumbnail.width)×\(thumbnail.height) larger than the image \(upright.width)×\(upright.height)")
+            precondition(thumbnail.bytes.starts(with: [0xFF, 0xD8, 0xFF]), "thumbnail is not a JPEG")
+        } catch {
+            precondition(!error.description.isEmpty)
+            OutcomeFeatures.failed(error)
+        }
+    }
+
+    /// A BMP the decoder accepts becomes a TIFF whose header libvips reads back with the same size.
+    static func convertBMP(_ path: String) {
+        guard let data = FileManager.default.contents(atPath: path),
+              let image = try? BMPDecoder.decode(Array(data), maxPixels: maxPixels),
+              Int64(image.width) * Int64(image.height) <= decodePixels else { return }
+        let output = path + ".tiff"
+        defer { unlink(output) }
+        do {
+            try transcoder.convertBMP(path: path, to: output)
+            let header = try transcoder.header(path: output)
+            precondition(header.width == image.width && header.height == image.height,
+                         "BMP \(image.width)×\(image.height) became a \(header.width)×\(header.height) TIFF")
+            precondition(header.hasAlpha == (image.bands == 4), "BMP alpha lost or invented")
+        } catch {
+            preconditionFailure("a BMP that decodes did not convert: \(error)")
+        }
+    }
+
+    static func decodeBMP(_ data: [UInt8]) {
+        do {
+            let image = try BMPDecoder.decode(data, maxPixels: maxPixels)
+            precondition(image.width > 0 && image.height > 0, "BMP \(image.width)×\(image.height)")
+            precondition(Int64(image.width) * Int64(image.height) <= maxPixels, "BMP over the pixel cap")
+            precondition(image.bands == 3 || image.bands == 4, "BMP with \(image.bands) bands")
+            precondition(image.pixels.count == image.width * image.height * image.bands, "BMP pixel buffer size")
+            // Every pixel takes at least one byte of the file.
+            precondition(image.width * image.height <= data.count, "BMP larger than its data")
+        } catch {
+            _ = error.description
+        }
+    }
+}
+
+/// libmagic and libvips are not instrumented, so libFuzzer cannot see which of their paths an
+/// input took. These functions branch on what they answered (format, MIME, words of libmagic's
+/// description, the header's loader and shape, the error), so that inputs with a new answer
+/// count as new coverage and stay in the corpus.
+enum OutcomeFeatures {
+    @inline(never)
+    static func sniffed(_ result: SniffResult) {
+        _ = word(result.format.id)
+        _ = word(String(result.magicMIME.prefix { $0 != "/" }))
+        _ = word(result.magicMIME)
+        for token in result.description.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "(" || $0 == ")" }).prefix(24) {
+            _ = word(String(token))
+        }
+    }
+
+    @inline(never)
+    static func header(_ header: ImageHeader) {
+        _ = word(header.loader)
+        _ = word(header.hasAlpha ? "alpha" : "opaque")
+        _ = word(header.frames == 1 ? "still" : header.frames <= 100 ? "animated" : "many-frames")
+        _ = word("orientation-\(header.orientation)")
+        _ = word(header.width == header.height ? "square" : header.width > header.height ? "landscape" : "portrait")
+        _ = word(header.pixels < 64 ? "tiny" : header.pixels < 1 << 20 ? "small" : "large")
+    }
+
+    @inline(never)
+    static func failed(_ error: TranscodeError) {
+        _ = word(error.reason)
+        if case let .loaderNotAllowed(loader) = error { _ = word(loader) }
+    }
+
+    /// One branch per known word (a Swift string switch compares case by case).
+    @inline(never)
+    static func word(_ text: String) -> Int {
+        switch text {
+        case "jpeg", "JPEG": 1
+        case "png", "PNG": 2
+        case "gif", "GIF": 3
+        case "webp", "Web/P", "WebP": 4
+        case "heic", "heif", "HEIF", "HEIC", "ISO": 5
+        case "avif", "AVIF": 6
+        case "tiff", "TIFF": 7
+        case "bmp", "PC", "bitmap": 8
+        case "mp3", "MPEG", "ADTS": 9
+        case "m4a", "mp4", "MP4", "Apple": 10
+        case "wav", "WAVE", "RIFF": 11
+        case "aiff", "AIFF", "IFF": 12
+        case "webm", "WebM", "Matroska", "EBML": 13
+        case "quicktime", "QuickTime": 14
+        case "unsupported": 15
+        case "image": 16
+        case "audio": 17
+        case "video": 18
+        case "text": 19
+        case "application": 20
+        case "data": 21
+        case "Exif": 22
+        case "JFIF": 23
+        case "baseline": 24
+        case "progressive": 25
+        case "interlaced", "non-interlaced": 26
+        case "RGBA", "8-bit/color": 27
+        case "RGB", "16-bit/color": 28
+        case "grayscale", "gray": 29
+        case "colormap": 30
+        case "version": 31
+        case "89a", "87a": 32
+        case "lossless", "lossy", "VP8", "VP8L", "VP8X": 33
+        case "big-endian", "little-endian": 34
+        case "Windows", "OS/2": 35
+        case "24", "32", "8": 36
+        case "truncated", "corrupted", "invalid": 37
+        case "precision": 38
+        case "components": 39
+        case "frames": 40
+        case "stereo", "mono": 41
+        case "Hz": 42
+        case "layer", "III": 43
+        case "ID3": 44
+        case "Base": 45
+        case "SVG", "Scalable": 46
+        case "HTML": 47
+        case "PDF": 48
+        case "gzip": 49
+        case "empty": 50
+        case "jpegload": 51
+        case "pngload": 52
+        case "gifload": 53
+        case "webpload": 54
+        case "heifload": 55
+        case "tiffload": 56
+        case "alpha": 57
+        case "opaque": 58
+        case "still": 59
+        case "animated": 60
+        case "many-frames": 61
+        case "orientation-1": 62
+        case "orientation-2", "orientation-3", "orientation-4": 63
+        case "orientation-5", "orientation-6", "orientation-7", "orientation-8": 64
+        case "square": 65
+        case "landscape": 66
+        case "portrait": 67
+        case "tiny": 68
+        case "small": 69
+        case "large": 70
+        case "decode_failed": 71
+        case "too_many_pixels": 72
+        case "unsupported_type": 73
+        case "magickload", "svgload", "pdfload", "vipsload", "matrixload", "csvload", "ppmload", "radload", "fitsload": 74
+        default: 0
+        }
+    }
+}
