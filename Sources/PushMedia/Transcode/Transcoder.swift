@@ -62,8 +62,10 @@ public enum TranscodeError: Error, Sendable, CustomStringConvertible {
 public struct Transcoder: Sendable {
     /// Loaders allowed to touch untrusted bytes (libvips' untrusted ones are blocked globally).
     public static let allowedLoaders: Set<String> = ["jpegload", "pngload", "gifload", "webpload", "heifload", "tiffload"]
-    /// Loaders that decode a reduced image directly (JPEG DCT scaling, WebP and HEIF scaling/thumbnails).
-    public static let shrinkOnLoadLoaders: Set<String> = ["jpegload", "webpload", "heifload"]
+    /// Loaders that decode a reduced image for much less than a full decode (JPEG's DCT scaling).
+    /// WebP and HEIF decode (nearly) the whole image even when asked for a small one, so their
+    /// thumbnail is made from the attachment instead of a second decode of the source.
+    public static let shrinkOnLoadLoaders: Set<String> = ["jpegload"]
     /// JPEG qualities tried in order after the configured one.
     static let qualityLadder = [72, 62, 52, 42]
 
