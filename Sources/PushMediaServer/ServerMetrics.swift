@@ -10,6 +10,9 @@ public final class ServerMetrics: Sendable {
     private let gate: JobGate?
     private let inFlight: CoreMetrics.Gauge
     private let queued: CoreMetrics.Gauge
+    /// Counters and timers by label and dimensions, made once: creating them costs a registry lookup.
+    private let counters = Locked<[String: CoreMetrics.Counter]>([:])
+    private let timers = Locked<[String: CoreMetrics.Timer]>([:])
 
     public init(gate: JobGate?) {
         registry = PrometheusCollectorRegistry()
@@ -23,24 +26,43 @@ public final class ServerMetrics: Sendable {
         queued = CoreMetrics.Gauge(label: "pushmedia_jobs_queued", factory: factory)
     }
 
+    private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Counter {
+        let key = ([label] + dimensions.map { "\($0.0)=\($0.1)" }).joined(separator: "\u{1F}")
+        return counters.withLock { cache in
+            if let counter = cache[key] { return counter }
+            let counter = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
+            cache[key] = counter
+            return counter
+        }
+    }
+
+    private func timer(_ label: String) -> CoreMetrics.Timer {
+        timers.withLock { cache in
+            if let timer = cache[label] { return timer }
+            let timer = CoreMetrics.Timer(label: label, factory: factory)
+            cache[label] = timer
+            return timer
+        }
+    }
+
     /// Counts one HTTP answer.
     public func request(route: String, status: Int) {
-        CoreMetrics.Counter(label: "pushmedia_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory).increment()
+        counter("pushmedia_http_requests_total", [("route", route), ("status", String(status))]).increment()
     }
 
     /// Counts one payload's outcome, its stage times, cache use and bytes.
     public func record(_ outcome: Outcome) {
-        CoreMetrics.Counter(label: "pushmedia_outcomes_total", dimensions: [("status", outcome.status.rawValue), ("reason", outcome.reason ?? "")], factory: factory).increment()
+        counter("pushmedia_outcomes_total", [("status", outcome.status.rawValue), ("reason", outcome.reason ?? "")]).increment()
         let timings = outcome.timingsMs
-        CoreMetrics.Timer(label: "pushmedia_total_seconds", factory: factory).recordNanoseconds(Int64(timings.total * 1_000_000))
+        timer("pushmedia_total_seconds").recordNanoseconds(Int64(timings.total * 1_000_000))
         if let hit = outcome.cacheHit {
-            CoreMetrics.Counter(label: "pushmedia_cache_requests_total", dimensions: [("result", hit ? "hit" : "miss")], factory: factory).increment()
+            counter("pushmedia_cache_requests_total", [("result", hit ? "hit" : "miss")]).increment()
             if !hit {
-                if timings.fetch > 0 { CoreMetrics.Timer(label: "pushmedia_fetch_seconds", factory: factory).recordNanoseconds(Int64(timings.fetch * 1_000_000)) }
-                if timings.transcode > 0 { CoreMetrics.Timer(label: "pushmedia_transcode_seconds", factory: factory).recordNanoseconds(Int64(timings.transcode * 1_000_000)) }
-                if let bytes = outcome.sourceBytes { CoreMetrics.Counter(label: "pushmedia_fetched_bytes_total", factory: factory).increment(by: Int(bytes)) }
+                if timings.fetch > 0 { timer("pushmedia_fetch_seconds").recordNanoseconds(Int64(timings.fetch * 1_000_000)) }
+                if timings.transcode > 0 { timer("pushmedia_transcode_seconds").recordNanoseconds(Int64(timings.transcode * 1_000_000)) }
+                if let bytes = outcome.sourceBytes { counter("pushmedia_fetched_bytes_total").increment(by: Int(bytes)) }
                 if let bytes = outcome.attachment?.bytes, [.processed, .passthrough].contains(outcome.status) {
-                    CoreMetrics.Counter(label: "pushmedia_stored_bytes_total", factory: factory).increment(by: Int(bytes) + Int(outcome.thumbnail?.bytes ?? 0))
+                    counter("pushmedia_stored_bytes_total").increment(by: Int(bytes) + Int(outcome.thumbnail?.bytes ?? 0))
                 }
             }
         }

@@ -74,6 +74,7 @@ public final class Pipeline: Sendable {
     private let inFlight = Locked<[String: SharedJob]>([:])
     /// Backpressure, when `config.maxJobs` is set.
     public let gate: JobGate?
+    private let optionsFingerprint: String
 
     public init(config: PushMediaConfig) throws(StoreError) {
         self.config = config
@@ -83,6 +84,7 @@ public final class Pipeline: Sendable {
         fetcher = Fetcher(executor: io)
         transcoder = Transcoder(config: config)
         gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
+        optionsFingerprint = Self.optionsFingerprint(config)
     }
 
     /// Processes one payload given as JSON bytes.
@@ -229,7 +231,7 @@ public final class Pipeline: Sendable {
     }
 
     /// Everything that changes the output for the same source.
-    private var optionsFingerprint: String {
+    static func optionsFingerprint(_ config: PushMediaConfig) -> String {
         let p = config.policy
         return "edge=\(config.longEdge);thumb=\(config.thumbnailEdge);px=\(config.maxPixels);frames=\(config.maxFrames);"
             + "q=\(config.jpegQuality);src=\(config.maxSourceBytes);caps=\(p.maxImageBytes)/\(p.maxAudioBytes)/\(p.maxVideoBytes);"

@@ -73,9 +73,12 @@ public final class MediaStore: Sendable {
 
     /// Whether `name` looks like a store file name (`<64 hex>.<ext>`); nothing else is ever served.
     public static func isValidName(_ name: String) -> Bool {
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts[0].count == 64, (1...5).contains(parts[1].count) else { return false }
-        return parts[0].allSatisfy { $0.isHexDigit && !$0.isUppercase } && parts[1].allSatisfy { $0.isLetter || $0.isNumber }
+        // Bytes, not Characters: this runs on every cache hit and every /media request.
+        let bytes = Array(name.utf8)
+        guard bytes.count >= 66, bytes.count <= 70, bytes[64] == UInt8(ascii: ".") else { return false }
+        let isHex = { (b: UInt8) in (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(b) }
+        let isExtension = { (b: UInt8) in (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) }
+        return bytes[..<64].allSatisfy(isHex) && bytes[65...].allSatisfy(isExtension)
     }
 
     /// The path of a stored file.
