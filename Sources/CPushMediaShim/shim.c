@@ -201,27 +201,24 @@ int pm_vips_header(const char *filename, pm_header *header) {
         header->orientation = orientation;
     else
         header->orientation = 1;
+    header->has_icc = vips_image_get_typeof(image, VIPS_META_ICC_NAME) != 0;
     VipsObjectClass *class = VIPS_OBJECT_CLASS(g_type_class_peek(g_type_from_name(loader)));
     g_strlcpy(header->loader, class ? class->nickname : loader, sizeof header->loader);
     g_object_unref(image);
     return 0;
 }
 
-int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, pm_image **out) {
-    return vips_thumbnail(filename, out, width,
-                          "height", height,
-                          "size", VIPS_SIZE_DOWN,
-                          "export_profile", "srgb",
-                          "fail_on", fail_on_truncated ? VIPS_FAIL_ON_TRUNCATED : VIPS_FAIL_ON_NONE,
-                          NULL);
+int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, int transform_to_srgb, pm_image **out) {
+    VipsFailOn fail_on = fail_on_truncated ? VIPS_FAIL_ON_TRUNCATED : VIPS_FAIL_ON_NONE;
+    if (transform_to_srgb)
+        return vips_thumbnail(filename, out, width, "height", height, "size", VIPS_SIZE_DOWN,
+                              "export_profile", "srgb", "fail_on", fail_on, NULL);
+    return vips_thumbnail(filename, out, width, "height", height, "size", VIPS_SIZE_DOWN, "fail_on", fail_on, NULL);
 }
 
 int pm_vips_thumbnail_buffer(const void *buffer, size_t length, int width, int height, pm_image **out) {
-    return vips_thumbnail_buffer((void *)buffer, length, out, width,
-                                 "height", height,
-                                 "size", VIPS_SIZE_DOWN,
-                                 "export_profile", "srgb",
-                                 NULL);
+    /* Only ever our own output: already sRGB, no profile. */
+    return vips_thumbnail_buffer((void *)buffer, length, out, width, "height", height, "size", VIPS_SIZE_DOWN, NULL);
 }
 
 int pm_vips_srgb(pm_image *in, pm_image **out) {

@@ -72,6 +72,7 @@ typedef struct pm_header {
     int n_pages;         /* frames in the file (1 for still images) */
     int page_height;     /* height of one frame */
     int orientation;     /* EXIF orientation 1..8 (1 when absent) */
+    int has_icc;         /* an embedded ICC profile */
     char loader[64];     /* libvips loader nickname, e.g. "jpegload" */
 } pm_header;
 
@@ -83,10 +84,11 @@ char *pm_vips_error_take(void);
 void pm_free(void *pointer);
 /** Reads only the header of `filename` (no pixels are decoded). */
 int pm_vips_header(const char *filename, pm_header *header);
-/** Shrink-on-load thumbnail that fits `width`×`height` (never enlarges), auto-rotated by EXIF,
- *  exported as sRGB. `filename` may carry loader options, e.g. "a.gif[n=-1]".
- *  `fail_on_truncated` makes truncated or corrupt input an error. */
-int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, pm_image **out);
+/** Shrink-on-load thumbnail that fits `width`×`height` (never enlarges), auto-rotated by EXIF.
+ *  `filename` may carry loader options, e.g. "a.gif[n=-1]". `fail_on_truncated` makes truncated
+ *  or corrupt input an error. `transform_to_srgb` converts through the embedded ICC profile (an
+ *  lcms transform, costly: pass it only when the file has a profile). */
+int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, int transform_to_srgb, pm_image **out);
 /** Like pm_vips_thumbnail, from an encoded image in memory (shrink-on-load where the format allows). */
 int pm_vips_thumbnail_buffer(const void *buffer, size_t length, int width, int height, pm_image **out);
 /** Converts to sRGB (keeps alpha). */

@@ -349,7 +349,7 @@ public final class Pipeline: Sendable {
             // decoding it proves a passthrough image whole (a truncated file fails here).
             var thumbnail: StoredFile?
             if passthrough || (wantsThumbnail && Transcoder.shrinkOnLoadLoaders.contains(header.loader)) {
-                let small = try await cpu.run { () throws -> EncodedImage in try transcoder.thumbnail(path: image) }
+                let small = try await cpu.run { () throws -> EncodedImage in try transcoder.thumbnail(path: image, header: header) }
                 timings.transcode += clock.millisecondsElapsed
                 if wantsThumbnail {
                     clock = .now

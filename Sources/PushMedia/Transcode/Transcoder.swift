@@ -12,6 +12,8 @@ public struct ImageHeader: Sendable, Equatable {
     public var orientation: Int
     /// The libvips loader that will decode it, e.g. `jpegload`.
     public var loader: String
+    /// It carries an ICC profile, so its colours go through an sRGB transform.
+    public var hasProfile = true
 
     public var pixels: Int64 { Int64(width) * Int64(height) }
     /// Width and height as the phone shows them (after EXIF rotation).
@@ -109,7 +111,7 @@ public struct Transcoder: Sendable {
         let frames = max(1, Int(raw.n_pages))
         let pageHeight = raw.page_height > 0 ? Int(raw.page_height) : Int(raw.height)
         let header = ImageHeader(width: Int(raw.width), height: pageHeight, frames: frames, hasAlpha: raw.has_alpha != 0,
-                                 orientation: Int(raw.orientation), loader: loader)
+                                 orientation: Int(raw.orientation), loader: loader, hasProfile: raw.has_icc != 0)
         guard header.pixels <= maxPixels, header.width > 0, header.height > 0 else {
             throw .tooManyPixels(width: header.width, height: header.height, limit: maxPixels)
         }
@@ -139,8 +141,8 @@ public struct Transcoder: Sendable {
 
     /// The small JPEG variant (first frame, alpha flattened on white). With thumbnails off
     /// (`thumbnailEdge` 0) a 64 px one is still decoded: it proves the file decodes whole.
-    public func thumbnail(path: String) throws(TranscodeError) -> EncodedImage {
-        let image = try load(path, edge: thumbnailEdge > 0 ? thumbnailEdge : 64, animated: false)
+    public func thumbnail(path: String, header: ImageHeader? = nil) throws(TranscodeError) -> EncodedImage {
+        let image = try load(path, edge: thumbnailEdge > 0 ? thumbnailEdge : 64, animated: false, profile: header?.hasProfile ?? true)
         defer { pm_image_unref(image) }
         return try encodeThumbnail(image)
     }
@@ -166,10 +168,10 @@ public struct Transcoder: Sendable {
     public func attachment(path: String, header: ImageHeader) throws(TranscodeError) -> EncodedImage {
         var edge = longEdge
         for _ in 0..<4 {
-            if keepsAnimation(header), let gif = try encodeAnimated(path, edge: edge), gif.bytes.count <= maxBytes {
+            if keepsAnimation(header), let gif = try encodeAnimated(path, edge: edge, profile: header.hasProfile), gif.bytes.count <= maxBytes {
                 return gif
             }
-            let image = try load(path, edge: edge, animated: false)
+            let image = try load(path, edge: edge, animated: false, profile: header.hasProfile)
             defer { pm_image_unref(image) }
             let width = Int(pm_image_width(image)), height = Int(pm_image_height(image))
             if pm_image_has_alpha(image) != 0 {
@@ -186,8 +188,8 @@ public struct Transcoder: Sendable {
         throw .doesNotFit(limit: maxBytes)
     }
 
-    private func encodeAnimated(_ path: String, edge: Int) throws(TranscodeError) -> EncodedImage? {
-        let image = try load(path, edge: edge, animated: true)
+    private func encodeAnimated(_ path: String, edge: Int, profile: Bool) throws(TranscodeError) -> EncodedImage? {
+        let image = try load(path, edge: edge, animated: true, profile: profile)
         defer { pm_image_unref(image) }
         let bytes = try save { pm_vips_gifsave(image, $0, $1) }
         let pageHeight = Int(pm_image_page_height(image))
@@ -195,10 +197,13 @@ public struct Transcoder: Sendable {
                             frames: Int(pm_image_n_pages(image)))
     }
 
-    private func load(_ path: String, edge: Int, animated: Bool) throws(TranscodeError) -> OpaquePointer {
+    /// Decodes and shrinks; an embedded ICC profile (`profile`) is transformed to sRGB, otherwise
+    /// the pixels are taken as sRGB already (what browsers and iOS assume) and only the colour
+    /// space is converted, without an lcms transform.
+    private func load(_ path: String, edge: Int, animated: Bool, profile: Bool) throws(TranscodeError) -> OpaquePointer {
         var image: OpaquePointer?
         let name = animated ? path + "[n=-1]" : path
-        guard pm_vips_thumbnail(name, Int32(edge), Int32(edge), 1, &image) == 0, let image else {
+        guard pm_vips_thumbnail(name, Int32(edge), Int32(edge), 1, profile ? 1 : 0, &image) == 0, let image else {
             throw .decodeFailed(takeVipsError())
         }
         var srgb: OpaquePointer?
