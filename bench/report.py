@@ -91,7 +91,7 @@ w("|---|---|")
 w(f"| command | `{text('command.txt')}` ({total_s // 60} min {total_s % 60} s) |")
 w(f"| machine | {os.cpu_count()} CPUs, {cpu_model}, {mem_kb / 1024 / 1024:.1f} GiB RAM |")
 w(f"| OS | {os_name}, Linux {platform.release()} |")
-w(f"| PushMedia | commit {commit or 'unknown'}{' (Sources with uncommitted edits of other engineers)' if dirty else ''}, "
+w(f"| PushMedia | commit {commit or 'unknown'}{' (with uncommitted changes in Sources)' if dirty else ''}, "
   f"{pm_version or 'version unknown'}, {swift_version}, release build |")
 w(f"| libraries | {vips_version} (PushMedia and vipsthumbnail use the same one), {wrk_version}, {nginx_version} |")
 w(f"| Python side | Python {platform.python_version()}; {pip_versions} |")
@@ -139,7 +139,7 @@ w(f"Same {items} URLs for every contender, {conc} workers each, cold (nothing ca
   "contender's processes (for thumbor: its server processes); peak RSS is the sum over the contender's process tree "
   "(PushMedia is one process). *PM ×* columns: PushMedia's throughput divided by the contender's (above 1: PushMedia "
   "is faster), and PushMedia's CPU-s per item divided by the contender's (above 1: PushMedia uses more). "
-  "*other CPU-s*: what the rest of the machine (other engineers' builds, the measuring) used during that pass.")
+  "*other CPU-s*: what the rest of the machine (other processes, the measuring) used during that pass.")
 w("")
 rows = [
     ("pushmedia_batch", "PushMedia `batch --concurrency 2`", "libcurl → libmagic → libvips; also a 512 px thumbnail, SHA-256 store, payload rewrite"),
@@ -342,7 +342,7 @@ w(f"All passes at {os.environ.get('CONNECTIONS', '64')} connections (`wrk -t1`, 
   "In the miss pass the 64 requests queue for PushMedia's jobs (`--max-jobs` = 2 per core), so its latency is mostly "
   "queueing; requests still in flight when wrk stops are not counted (the server's CPU in that pass includes the "
   "work on them). *wrk CPU-s*: the load generator's own CPU, on the same 2 CPUs. *other CPU-s*: the machine's busy "
-  "time minus the server's and wrk's (other engineers' builds, the soak's miss stream, the measuring).")
+  "time minus the server's and wrk's (other processes, the soak's miss stream, the measuring).")
 w("")
 w("By Little's law, 64 connections kept busy with a p99 under 5 ms need a mean latency under 5 ms, i.e. more than "
   "64 / 0.005 = 12,800 req/s: at 64 connections the p99 target is the stricter of the two.")
@@ -475,7 +475,7 @@ for name in ["pushmedia_batch", "vips_fetch", "vips_equiv", "vips_local", "thumb
         others.append((name, r["other_cpu_s"], r["wall_s"]))
 contended = [(n, o, wl) for n, o, wl in others if o > 0.1 * wl]
 w(f"- Load average at the start `{load_start}`, at the end `{load_end}` (2 CPUs)." +
-  (" Other processes (other engineers' builds) used CPU during these passes: " +
+  (" Other processes used CPU during these passes: " +
    ", ".join(f"{n} {o:.0f} CPU-s in {wl:.0f} s" for n, o, wl in contended) +
    ". Throughput (items/s, req/s) and latency are disturbed by that; CPU-s per item much less so." if contended else
    " No significant CPU use by other processes was seen during the batch passes."))
