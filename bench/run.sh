@@ -109,7 +109,7 @@ fi
 log "2. build PushMedia (release, .build-bench)"
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
   pkg-config --exists vips libcurl 2>/dev/null || "$ROOT/scripts/setup.sh"
-  # Only the pushmedia product: other targets (fuzzers) may be mid-edit by other engineers.
+  # Only the pushmedia product: the fuzz targets need other flags.
   (cd "$ROOT" && swift build -c release -j 2 --scratch-path .build-bench --product pushmedia 2>&1 | tail -n 3) >&2
 fi
 [[ -x $BIN ]] || die "no $BIN"
