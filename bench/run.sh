@@ -16,7 +16,8 @@
 #   HIT_SET=N          payloads cycled by the cache-hit passes and the soak (default 50; QUICK 20)
 #   CONCURRENCY=N      workers of every contender (default 2)
 #   CONNECTIONS=N      wrk connections (default 64)
-#   PERF=0             skip the perf profile of pushmedia batch
+#   PERF=0             skip the perf profiles (pushmedia batch, the hook under cache hits)
+#   MEM_DIAG=0         skip the second memory-test batch (MALLOC_ARENA_MAX=2), about 10 minutes
 #   SKIP_BUILD=1       use .build-bench/release/pushmedia as it is
 #
 # Writes bench/out/ (corpus, logs, results/*.json) and bench/RESULTS.md. See bench/README.md.
@@ -27,7 +28,7 @@ ROOT="$(dirname "$BENCH")"
 OUT="$BENCH/out"
 # The exact command, with the settings given in the environment.
 COMMAND=""
-for v in QUICK ITEMS SOAK_SECONDS MISS_SECONDS HIT_SECONDS MEM_ITEMS MEM_VIDEOS HIT_SET DECOMP_ITEMS CONCURRENCY CONNECTIONS PERF SKIP_BUILD; do
+for v in QUICK ITEMS SOAK_SECONDS MISS_SECONDS HIT_SECONDS MEM_ITEMS MEM_VIDEOS HIT_SET DECOMP_ITEMS CONCURRENCY CONNECTIONS PERF MEM_DIAG SKIP_BUILD; do
   if [[ -n ${!v:-} ]]; then COMMAND+="$v=${!v} "; fi
 done
 COMMAND+="bench/run.sh"
@@ -113,6 +114,9 @@ if [[ ${SKIP_BUILD:-0} != 1 ]]; then
   (cd "$ROOT" && swift build -c release -j 2 --scratch-path .build-bench --product pushmedia 2>&1 | tail -n 3) >&2
 fi
 [[ -x $BIN ]] || die "no $BIN"
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then  # with SKIP_BUILD, report.py finds the commit from the binary's time
+  git -C "$ROOT" rev-parse --short HEAD > "$RES/commit.txt" 2>/dev/null || rm -f "$RES/commit.txt"
+fi
 
 # ---------------------------------------------------------------------------------------------
 log "3. corpus ($ITEMS items, deterministic)"
@@ -376,8 +380,10 @@ rm -rf "$RUN/serve/store"
 # ---------------------------------------------------------------------------------------------
 log "7. memory: pushmedia batch of $MEM_ITEMS payloads ($MEM_VIDEOS × 45 MB video), default concurrency"
 pm_batch mem_batch "$OUT/payloads/mem" "$MEM_ITEMS"
-log "7b. the same with MALLOC_ARENA_MAX=2 (diagnostic)"
-MALLOC_ARENA_MAX=2 pm_batch mem_batch_arena2 "$OUT/payloads/mem" "$MEM_ITEMS"
+if [[ ${MEM_DIAG:-1} == 1 ]]; then
+  log "7b. the same with MALLOC_ARENA_MAX=2 (diagnostic)"
+  MALLOC_ARENA_MAX=2 pm_batch mem_batch_arena2 "$OUT/payloads/mem" "$MEM_ITEMS"
+fi
 
 # ---------------------------------------------------------------------------------------------
 cat /proc/loadavg > "$RES/loadavg-end.txt"
