@@ -31,6 +31,75 @@ public struct StageTimings: Codable, Sendable, Equatable {
     public var total: Double = 0
 }
 
+/// A normalized rectangle (0...1 of the attachment's width and height), as
+/// `UNNotificationAttachmentOptionsThumbnailClippingRectKey` takes it.
+public struct ClipRect: Codable, Sendable, Equatable {
+    public var x: Double
+    public var y: Double
+    public var width: Double
+    public var height: Double
+
+    public init(x: Double, y: Double, width: Double, height: Double) {
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+    }
+}
+
+/// What the phone's service extension passes as `UNNotificationAttachment` options.
+public struct ThumbnailHints: Codable, Sendable, Equatable {
+    /// Part of the attachment shown as the thumbnail (`…ThumbnailClippingRectKey`).
+    public var clip: ClipRect?
+    /// Hide the thumbnail (`…ThumbnailHiddenKey`).
+    public var hidden: Bool?
+    /// For an animation, the frame shown as the thumbnail (`…ThumbnailTimeKey`).
+    public var frame: Int?
+    /// For video, the time in seconds shown as the thumbnail (`…ThumbnailTimeKey`), when the payload gave one.
+    public var time: Double?
+
+    public init(clip: ClipRect? = nil, hidden: Bool? = nil, frame: Int? = nil, time: Double? = nil) {
+        self.clip = clip
+        self.hidden = hidden
+        self.frame = frame
+        self.time = time
+    }
+
+    public var isEmpty: Bool { clip == nil && hidden == nil && frame == nil && time == nil }
+}
+
+/// One media reference of a payload and what became of it. A payload may hold several (OneSignal's
+/// `att`, Airship's `urls`, an FCM message with an APNs and an Android part).
+public struct MediaOutcome: Codable, Sendable, Equatable {
+    /// Where the URL sits in the payload, dotted, e.g. `ab.att.url`, `message.android.notification.image`.
+    public var path: String
+    /// The platform profile the attachment was made for: `ios`, `android`, `huawei` or `web`.
+    public var platform: String
+    public var status: OutcomeStatus
+    public var reason: String?
+    public var message: String?
+    public var sourceURL: String?
+    public var sourceMIME: String?
+    public var sourceBytes: Int64?
+    public var attachment: AttachmentInfo?
+    public var thumbnail: AttachmentInfo?
+    /// The 192 px icon of the `web` profile.
+    public var icon: AttachmentInfo?
+    public var hints: ThumbnailHints?
+    public var cacheHit: Bool?
+
+    public init(path: String, platform: String, status: OutcomeStatus) {
+        self.path = path
+        self.platform = platform
+        self.status = status
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case path, platform, status, reason, message, attachment, thumbnail, icon, hints
+        case sourceURL = "source_url", sourceMIME = "source_mime", sourceBytes = "source_bytes", cacheHit = "cache_hit"
+    }
+}
+
 /// The report of one payload (`process --report`, `batch`'s `report.json`, the HTTP hook).
 public struct Outcome: Codable, Sendable, Equatable {
     public var status: OutcomeStatus
@@ -51,6 +120,12 @@ public struct Outcome: Codable, Sendable, Equatable {
     public var cacheHit: Bool?
     public var warnings: [String]?
     public var timingsMs = StageTimings()
+    /// The payload convention read and written: `generic`, `fcm`, `onesignal`, `airship`, `braze`,
+    /// `clevertap`, `iterable` or `customerio`.
+    public var vendor: String?
+    /// Every media reference of the payload, in payload order. The top-level fields above
+    /// (`media_key`, `source_url`, `attachment`, …) repeat the first one.
+    public var media: [MediaOutcome]?
 
     public init(status: OutcomeStatus, reason: String? = nil, message: String? = nil) {
         self.status = status
@@ -59,7 +134,7 @@ public struct Outcome: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case status, reason, message, attachment, thumbnail, warnings
+        case status, reason, message, attachment, thumbnail, warnings, vendor, media
         case mediaKey = "media_key", sourceURL = "source_url", sourceMIME = "source_mime", sourceBytes = "source_bytes"
         case payloadBytes = "payload_bytes", cacheHit = "cache_hit", timingsMs = "timings_ms"
     }
