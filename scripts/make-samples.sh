@@ -310,6 +310,7 @@ write("21-escape-attempt.json", {
 
 print(f"19-near-limit.json compact length: {n} bytes")
 PY
+python3 "$(dirname "$0")/vendor-samples.py" "$OUT"
 
 echo "== summary"
 (

@@ -208,17 +208,96 @@ int pm_vips_header(const char *filename, pm_header *header) {
     return 0;
 }
 
-int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, int transform_to_srgb, pm_image **out) {
-    VipsFailOn fail_on = fail_on_truncated ? VIPS_FAIL_ON_TRUNCATED : VIPS_FAIL_ON_NONE;
-    if (transform_to_srgb)
-        return vips_thumbnail(filename, out, width, "height", height, "size", VIPS_SIZE_DOWN,
-                              "export_profile", "srgb", "fail_on", fail_on, NULL);
-    return vips_thumbnail(filename, out, width, "height", height, "size", VIPS_SIZE_DOWN, "fail_on", fail_on, NULL);
+static VipsInteresting pm_interesting(int crop) {
+    switch (crop) {
+    case 1: return VIPS_INTERESTING_CENTRE;
+    case 2: return VIPS_INTERESTING_ATTENTION;
+    default: return VIPS_INTERESTING_NONE;
+    }
 }
 
-int pm_vips_thumbnail_buffer(const void *buffer, size_t length, int width, int height, pm_image **out) {
+int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, int transform_to_srgb, int crop,
+                      pm_image **out) {
+    VipsFailOn fail_on = fail_on_truncated ? VIPS_FAIL_ON_TRUNCATED : VIPS_FAIL_ON_NONE;
+    if (transform_to_srgb)
+        return vips_thumbnail(filename, out, width, "height", height, "size", VIPS_SIZE_DOWN, "crop", pm_interesting(crop),
+                              "export_profile", "srgb", "fail_on", fail_on, NULL);
+    return vips_thumbnail(filename, out, width, "height", height, "size", VIPS_SIZE_DOWN, "crop", pm_interesting(crop),
+                          "fail_on", fail_on, NULL);
+}
+
+int pm_vips_thumbnail_buffer(const void *buffer, size_t length, int width, int height, int crop, pm_image **out) {
     /* Only ever our own output: already sRGB, no profile. */
-    return vips_thumbnail_buffer((void *)buffer, length, out, width, "height", height, "size", VIPS_SIZE_DOWN, NULL);
+    return vips_thumbnail_buffer((void *)buffer, length, out, width, "height", height, "size", VIPS_SIZE_DOWN,
+                                 "crop", pm_interesting(crop), NULL);
+}
+
+int pm_vips_clip_rect(const void *buffer, size_t length, double aspect, int crop, double rect[4]) {
+    /* Analysed on a small copy: attention needs edges and skin tones, not detail. */
+    VipsImage *small = NULL;
+    if (vips_thumbnail_buffer((void *)buffer, length, &small, 256, "height", 256, "size", VIPS_SIZE_DOWN, NULL))
+        return -1;
+    int width = small->Xsize, height = small->Ysize;
+    int crop_width = width, crop_height = (int)(width / aspect + 0.5);
+    if (crop_height > height) {
+        crop_height = height;
+        crop_width = (int)(height * aspect + 0.5);
+    }
+    if (crop_width < 1) crop_width = 1;
+    if (crop_height < 1) crop_height = 1;
+    int left = (width - crop_width) / 2, top = (height - crop_height) / 2;
+    if (crop == 2 && (crop_width < width || crop_height < height)) {
+        VipsImage *cropped = NULL;
+        if (vips_smartcrop(small, &cropped, crop_width, crop_height, "interesting", VIPS_INTERESTING_ATTENTION, NULL)) {
+            g_object_unref(small);
+            return -1;
+        }
+        /* vips_extract_area, which smartcrop ends with, records the area's origin as minus the offset. */
+        left = -cropped->Xoffset;
+        top = -cropped->Yoffset;
+        g_object_unref(cropped);
+        if (left < 0 || top < 0 || left + crop_width > width || top + crop_height > height) {
+            left = (width - crop_width) / 2;
+            top = (height - crop_height) / 2;
+        }
+    }
+    g_object_unref(small);
+    rect[0] = (double)left / width;
+    rect[1] = (double)top / height;
+    rect[2] = (double)crop_width / width;
+    rect[3] = (double)crop_height / height;
+    return 0;
+}
+
+int pm_vips_busiest_frame(const void *buffer, size_t length, int *frame) {
+    VipsImage *pages = NULL;
+    *frame = 0;
+    if (vips_thumbnail_buffer((void *)buffer, length, &pages, 64, "height", 64, "size", VIPS_SIZE_DOWN,
+                              "option_string", "n=-1", NULL))
+        return -1;
+    int page_height = vips_image_get_page_height(pages);
+    int count = page_height > 0 ? pages->Ysize / page_height : 1;
+    double best = -1;
+    for (int i = 0; i < count; i++) {
+        VipsImage *page = NULL;
+        double deviation = 0;
+        if (vips_extract_area(pages, &page, 0, i * page_height, pages->Xsize, page_height, NULL)) {
+            g_object_unref(pages);
+            return -1;
+        }
+        int failed = vips_deviate(page, &deviation, NULL);
+        g_object_unref(page);
+        if (failed) {
+            g_object_unref(pages);
+            return -1;
+        }
+        if (deviation > best) {
+            best = deviation;
+            *frame = i;
+        }
+    }
+    g_object_unref(pages);
+    return 0;
 }
 
 int pm_vips_srgb(pm_image *in, pm_image **out) {

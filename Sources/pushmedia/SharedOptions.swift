@@ -32,6 +32,17 @@ struct SharedOptions: ParsableArguments {
     @Option(name: .customLong("max-source-bytes"), help: "Largest download in bytes (env PUSHMEDIA_MAX_SOURCE_BYTES; default 50000000).")
     var maxSourceBytes: String?
 
+    @Option(help: "Platform the attachment is made for: ios, android, huawei, web (env PUSHMEDIA_PROFILE; default ios).")
+    var profile: String?
+    @Option(help: "Payload convention: auto, generic, fcm, onesignal, airship, braze, clevertap, iterable, customerio (env PUSHMEDIA_VENDOR; default auto).")
+    var vendor: String?
+    @Option(help: "Crop to a profile's 2:1 shape and place clipping rectangles by: attention, centre, none (env PUSHMEDIA_CROP; default attention).")
+    var crop: String?
+    @Option(name: .customLong("thumb-aspect"), help: "Emit a thumbnail clipping rectangle of this width:height, e.g. 1:1 (env PUSHMEDIA_THUMB_ASPECT; default none).")
+    var thumbAspect: String?
+    @Flag(name: .customLong("thumb-hidden"), help: "Tell the phone to hide the thumbnail (env PUSHMEDIA_THUMB_HIDDEN).")
+    var thumbHidden = false
+
     /// Defaults, then environment, then flags.
     func config(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PushMediaConfig {
         var config: PushMediaConfig
@@ -39,12 +50,14 @@ struct SharedOptions: ParsableArguments {
         let flags: [(String, String?)] = [
             ("store", store), ("base-url", baseURL), ("budget", budget), ("on-reject", onReject), ("media-root", mediaRoot),
             ("long-edge", longEdge), ("thumb-edge", thumbEdge), ("max-pixels", maxPixels), ("max-frames", maxFrames),
-            ("max-source-bytes", maxSourceBytes),
+            ("max-source-bytes", maxSourceBytes), ("profile", profile), ("vendor", vendor), ("crop", crop),
+            ("thumb-aspect", thumbAspect),
         ]
         do {
             try config.apply(flags + mediaKeys.map { ("media-key", $0) } + trustedPeers.map { ("trust-peer", $0) })
         } catch { throw ValidationError(error.description) }
         if allowPrivateNetworks { config.allowPrivateNetworks = true }
+        if thumbHidden { config.thumbnailHidden = true }
         return config
     }
 }
@@ -88,6 +101,10 @@ func humanLine(_ outcome: Outcome, label: String) -> String {
         line += " → \(a.url) [\(a.mime)\(size.isEmpty ? "" : " \(size)"), \(formatBytes(a.bytes))]"
     } else if let message = outcome.message, outcome.status != .processed {
         line += ": \(message)"
+    }
+    if let media = outcome.media, media.count > 1 {
+        let others = media.dropFirst().map { "\($0.platform) \($0.status.rawValue)" }
+        line += " (+\(media.count - 1) more: \(others.joined(separator: ", ")))"
     }
     line += String(format: " in %.0f ms", outcome.timingsMs.total)
     if outcome.cacheHit == true { line += " (cache)" }

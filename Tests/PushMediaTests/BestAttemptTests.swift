@@ -7,16 +7,24 @@ import PushMediaTestSupport
 struct BestAttemptTests {
     let input = payload([("media_url", .string("https://origin.example/photo.webp")), ("deep_link", .string("app://a"))])
 
-    func response() -> PayloadResponse {
-        var response = PayloadResponse(payload: input, baseURL: "https://cdn.example.com/m", onReject: .drop, label: "p.json")
-        response.found(MediaLocator.locate(in: input)!)
-        return response
+    /// A response whose one media reference ended with `progress` when the budget ran out.
+    struct Response {
+        let input: JSONObject
+        func bestAttempt(_ progress: JobProgress) -> PipelineResult {
+            let slot = Vendor.generic.slots(in: input, extraKeys: [], profile: .ios)[0]
+            var answer = SlotAnswer(slot: slot, baseURL: "https://cdn.example.com/m", onReject: .drop, label: "p.json", hidden: false)
+            answer.bestAttempt(progress)
+            var response = PayloadResponse(payload: input, vendor: .generic, label: "p.json")
+            return response.finish([answer])
+        }
     }
+
+    func response() -> Response { Response(input: input) }
 
     @Test func usesTheThumbnailWhenItIsReady() {
         let webp = Sniffer.sniff(try! sampleMedia("banner.webp")[...])
         let thumbnail = StoredFile(name: String(repeating: "a", count: 64) + ".jpg", mime: "image/jpeg", uti: "public.jpeg", bytes: 9_000, width: 512, height: 341)
-        var response = response()
+        let response = response()
         let result = response.bestAttempt(JobProgress(started: true, sniff: webp, sourceBytes: 16_824, thumbnail: thumbnail))
         #expect(result.outcome.status == .bestAttempt && result.outcome.reason == "budget_exceeded")
         #expect(result.payload["media_url"] == .string("https://cdn.example.com/m/" + thumbnail.name))
@@ -28,7 +36,7 @@ struct BestAttemptTests {
     }
 
     @Test func keepsTheOriginalURLWithTheSniffedType() {
-        var response = response()
+        let response = response()
         let result = response.bestAttempt(JobProgress(started: true, sniff: Sniffer.sniff(try! sampleMedia("chime.mp3")[...]), sourceBytes: 16_300))
         #expect(result.payload["media_url"] == input["media_url"])
         #expect(result.descriptor?["status"] == .string("best_attempt"))
@@ -37,7 +45,7 @@ struct BestAttemptTests {
     }
 
     @Test func leavesThePayloadUnchangedWhenNothingIsKnown() {
-        var response = response()
+        let response = response()
         let result = response.bestAttempt(JobProgress(started: true))
         #expect(result.payload == input)
         #expect(result.outcome.status == .bestAttempt)
@@ -46,7 +54,7 @@ struct BestAttemptTests {
     }
 
     @Test func aJobThatNeverLeftTheQueueIsOverload() {
-        var response = response()
+        let response = response()
         let result = response.bestAttempt(JobProgress())
         #expect(result.outcome.status == .bestAttempt)
         #expect(result.outcome.reason == "overloaded")

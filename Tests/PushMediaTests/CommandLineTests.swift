@@ -86,7 +86,7 @@ struct CommandLineTests {
         let arguments = ["batch", samplesDirectory, "--out", work.file("out"), "--store", work.file("store"), "--concurrency", "3"]
         let run = try await pushmedia(arguments)
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(String(decoding: run.stdout, as: UTF8.self).contains("21 payloads"))
+        #expect(String(decoding: run.stdout, as: UTF8.self).contains("30 payloads"))
 
         let expected: [String: (String, String?)] = [
             "01-photo-exif.json": ("processed", nil), "02-logo-alpha.json": ("passthrough", nil), "03-webp.json": ("processed", nil),
@@ -97,6 +97,9 @@ struct CommandLineTests {
             "15-mp4.json": ("passthrough", nil), "16-webm.json": ("rejected", "unsupported_type"), "17-no-media.json": ("skipped", "no_media"),
             "18-no-alert.json": ("skipped", "no_alert"), "19-near-limit.json": ("processed", nil), "20-invalid.json": ("rejected", "invalid_json"),
             "21-escape-attempt.json": ("rejected", "path_outside_root"),
+            "22-fcm-message.json": ("processed", nil), "23-fcm-webpush.json": ("processed", nil), "24-fcm-apns.json": ("processed", nil),
+            "25-onesignal.json": ("processed", nil), "26-airship.json": ("processed", nil), "27-braze.json": ("passthrough", nil),
+            "28-clevertap.json": ("passthrough", nil), "29-iterable.json": ("processed", nil), "30-customerio.json": ("processed", nil),
         ]
         let report = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
         let items = try #require(report["items"]?.arrayValue)
@@ -116,9 +119,16 @@ struct CommandLineTests {
             #expect(written.count - 1 <= 4096)
             let payload = try #require(try JSONValue.parse(written).objectValue)
             if status == "processed" || status == "passthrough" {
-                let key = try #require(outcome["media_key"]?.stringValue)
-                let name = try #require(payload[key]?.stringValue?.split(separator: "/").last.map(String.init))
-                #expect(FileManager.default.fileExists(atPath: work.file("store/" + name)), "\(file)")
+                // Every attachment of every media reference is in the payload and in the store.
+                let media = (outcome["media"]?.arrayValue ?? []).compactMap { $0.objectValue }
+                #expect(!media.isEmpty)
+                let text = String(decoding: JSONValue.object(payload).serialized(), as: UTF8.self)
+                for entry in media {
+                    let url = try #require(entry["attachment"]?.objectValue?["url"]?.stringValue, "\(file)")
+                    #expect(text.contains("\"" + url.replacingOccurrences(of: "/", with: "\\/") + "\"") || text.contains("\"" + url + "\""), "\(file)")
+                    let name = try #require(url.split(separator: "/").last.map(String.init))
+                    #expect(FileManager.default.fileExists(atPath: work.file("store/" + name)), "\(file)")
+                }
             }
         }
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: work.file("out"))) ?? []).allSatisfy { !$0.hasSuffix(".tmp") })
@@ -128,7 +138,7 @@ struct CommandLineTests {
         let again = try await pushmedia(arguments)
         #expect(again.status == 0)
         let second = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
-        #expect(second["summary"]?.objectValue?["cache_hits"] == .number("15"))
+        #expect(second["summary"]?.objectValue?["cache_hits"] == .number("24"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: work.file("out/03-webp.json"))) == first)
     }
 

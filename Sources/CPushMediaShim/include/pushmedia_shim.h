@@ -87,10 +87,17 @@ int pm_vips_header(const char *filename, pm_header *header);
 /** Shrink-on-load thumbnail that fits `width`×`height` (never enlarges), auto-rotated by EXIF.
  *  `filename` may carry loader options, e.g. "a.gif[n=-1]". `fail_on_truncated` makes truncated
  *  or corrupt input an error. `transform_to_srgb` converts through the embedded ICC profile (an
- *  lcms transform, costly: pass it only when the file has a profile). */
-int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, int transform_to_srgb, pm_image **out);
+ *  lcms transform, costly: pass it only when the file has a profile). `crop`: 0 fits inside the box,
+ *  1 fills it and crops the centre, 2 fills it and crops the most interesting part (attention). */
+int pm_vips_thumbnail(const char *filename, int width, int height, int fail_on_truncated, int transform_to_srgb, int crop,
+                      pm_image **out);
 /** Like pm_vips_thumbnail, from an encoded image in memory (shrink-on-load where the format allows). */
-int pm_vips_thumbnail_buffer(const void *buffer, size_t length, int width, int height, pm_image **out);
+int pm_vips_thumbnail_buffer(const void *buffer, size_t length, int width, int height, int crop, pm_image **out);
+/** The largest `aspect` (width / height) rectangle of an encoded image, centred (`crop` 1) or on its
+ *  most interesting part (`crop` 2), as fractions of the width and height: rect = x, y, width, height. */
+int pm_vips_clip_rect(const void *buffer, size_t length, double aspect, int crop, double rect[4]);
+/** Of an animation's frames, the one with the most detail (largest pixel deviation), 0-based. */
+int pm_vips_busiest_frame(const void *buffer, size_t length, int *frame);
 /** Converts to sRGB (keeps alpha). */
 int pm_vips_srgb(pm_image *in, pm_image **out);
 /** Removes alpha by compositing over white. */

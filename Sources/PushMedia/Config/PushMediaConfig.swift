@@ -68,8 +68,22 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// `--max-queue`, `PUSHMEDIA_MAX_QUEUE`: jobs waiting for a slot when `maxJobs` run; past that a
     /// payload is answered at once with `best_attempt` / `overloaded`.
     public var maxQueuedJobs = 64
-    /// Apple's caps and formats.
+    /// `--profile`, `PUSHMEDIA_PROFILE`: the platform attachments are made for, one of
+    /// `AttachmentPolicy.profiles`: `ios` (default: Apple's caps and formats), `android`, `huawei`,
+    /// `web`. An FCM message's platform parts each get their own platform's variant whatever this says.
     public var policy = AttachmentPolicy.ios
+    /// `--vendor`, `PUSHMEDIA_VENDOR`: the payload convention to read and write (`auto`, the
+    /// default, detects it by shape; or one of `Vendor`'s names, e.g. `fcm`, `onesignal`).
+    public var vendor: Vendor?
+    /// `--crop`, `PUSHMEDIA_CROP`: how an image is cropped to a profile's 2:1 shape and how the
+    /// thumbnail's clipping rectangle is placed: `attention` (default; libvips' interest
+    /// detection), `centre`, or `none` (profiles' shapes are then cropped at the centre too).
+    public var crop = CropMode.attention
+    /// `--thumb-aspect`, `PUSHMEDIA_THUMB_ASPECT`: width:height of the clipping rectangle
+    /// emitted for the phone's thumbnail, e.g. `1:1`; nil (default, `none`) emits none.
+    public var thumbnailAspect: Double?
+    /// `--thumb-hidden`, `PUSHMEDIA_THUMB_HIDDEN`: tell the phone to hide the thumbnail.
+    public var thumbnailHidden = false
 
     // `pushmedia serve` only.
 
@@ -107,6 +121,8 @@ public struct PushMediaConfig: Sendable, Equatable {
         "max-jobs": "PUSHMEDIA_MAX_JOBS", "max-queue": "PUSHMEDIA_MAX_QUEUE",
         "host": "PUSHMEDIA_HOST", "port": "PUSHMEDIA_PORT", "token": "PUSHMEDIA_TOKENS", "hmac-secret": "PUSHMEDIA_HMAC_SECRET",
         "insecure-no-auth": "PUSHMEDIA_INSECURE_NO_AUTH", "log-format": "PUSHMEDIA_LOG_FORMAT",
+        "profile": "PUSHMEDIA_PROFILE", "vendor": "PUSHMEDIA_VENDOR", "crop": "PUSHMEDIA_CROP",
+        "thumb-aspect": "PUSHMEDIA_THUMB_ASPECT", "thumb-hidden": "PUSHMEDIA_THUMB_HIDDEN",
     ]
 
     /// Applies one setting given as text (from a flag or an environment variable).
@@ -162,6 +178,30 @@ public struct PushMediaConfig: Sendable, Equatable {
             }
             onReject = value
         case "media-root": mediaRoot = text
+        case "profile":
+            guard let profile = AttachmentPolicy.profiles[text.lowercased()] else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: AttachmentPolicy.profiles.keys.sorted().joined(separator: ", "))
+            }
+            policy = profile
+        case "vendor":
+            if text.lowercased() == "auto" { vendor = nil; break }
+            guard let value = Vendor(rawValue: text.lowercased()) else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "auto, " + Vendor.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            vendor = value
+        case "crop":
+            guard let value = CropMode(rawValue: text.lowercased() == "center" ? "centre" : text.lowercased()) else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "attention, centre or none")
+            }
+            crop = value
+        case "thumb-aspect":
+            if ["", "none", "0"].contains(text.lowercased()) { thumbnailAspect = nil; break }
+            let parts = text.split(separator: ":").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard parts.count == 2, let w = parts[0], let h = parts[1], w > 0, h > 0, w.isFinite, h.isFinite, w / h >= 0.1, w / h <= 10 else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "width:height such as 1:1 or 16:9 (ratio 0.1...10), or none")
+            }
+            thumbnailAspect = w / h
+        case "thumb-hidden": thumbnailHidden = try bool()
         case "trust-peer":
             for peer in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !peer.isEmpty {
                 guard let colon = peer.lastIndex(of: ":"), Int(peer[peer.index(after: colon)...]) != nil else {

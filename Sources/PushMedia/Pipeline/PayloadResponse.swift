@@ -7,39 +7,44 @@ struct JobProgress: Sendable {
     var thumbnail: StoredFile?
 }
 
-/// Builds the answer for one payload, for each way its processing can end: the rewritten
-/// payload (which always keeps the input's text) and its outcome.
-struct PayloadResponse {
-    let payload: JSONObject
+/// The answer for one media reference, for each way its processing can end: what to write at
+/// the reference, the descriptor for the phone, and the reference's outcome.
+struct SlotAnswer: Sendable {
+    let slot: MediaSlot
     let baseURL: String
     let onReject: OnReject
-    let start: ContinuousClock.Instant
     /// Where the payload came from, named in messages.
     let label: String?
-    var outcome = Outcome(status: .skipped)
-    private(set) var reference: MediaReference?
+    /// `--thumb-hidden`.
+    let hidden: Bool
+    var outcome: MediaOutcome
+    var media: PayloadRewriter.Media = .keep
+    var descriptor: Descriptor?
+    var typeValue: String?
+    var icon: String?
+    /// A computed clipping rectangle (written into the vendor's options where it has a place).
+    var clip: ClipRect?
+    var timings: StageTimings?
 
-    init(payload: JSONObject, baseURL: String, onReject: OnReject, label: String?, start: ContinuousClock.Instant = .now) {
-        self.payload = payload
+    init(slot: MediaSlot, baseURL: String, onReject: OnReject, label: String?, hidden: Bool) {
+        self.slot = slot
         self.baseURL = baseURL
         self.onReject = onReject
         self.label = label
-        self.start = start
+        self.hidden = hidden
+        outcome = MediaOutcome(path: slot.target.description, platform: slot.platform.id, status: .skipped)
+        outcome.sourceURL = slot.value.stringValue
     }
 
-    /// Records the media reference the answer is about.
-    mutating func found(_ reference: MediaReference) {
-        self.reference = reference
-        outcome.mediaKey = reference.key
-        outcome.sourceURL = reference.value.stringValue
-    }
+    var edit: PayloadRewriter.Edit { PayloadRewriter.Edit(slot: slot, media: media, typeValue: typeValue, icon: icon, clip: clip) }
+    var isIOS: Bool { slot.platform.id == AttachmentPolicy.ios.id }
 
     /// "file: url", prefixed to messages.
     private var place: String {
-        [label, reference?.value.stringValue.map(Self.abbreviate)].compactMap { $0 }.joined(separator: ": ")
+        [label, slot.value.stringValue.map(Self.abbreviate)].compactMap { $0 }.joined(separator: ": ")
     }
 
-    private func placed(_ message: String) -> String { place.isEmpty ? message : "\(place): \(message)" }
+    func placed(_ message: String) -> String { place.isEmpty ? message : "\(place): \(message)" }
 
     private func url(of file: StoredFile) -> String { baseURL + "/" + file.name }
 
@@ -47,48 +52,60 @@ struct PayloadResponse {
         AttachmentInfo(url: url(of: file), mime: file.mime, uti: file.uti, bytes: file.bytes, width: file.width, height: file.height)
     }
 
-    /// The payload as it came, with `status` and `reason`.
-    mutating func unchanged(_ status: OutcomeStatus, reason: String, message: String) -> PipelineResult {
-        outcome.status = status
+    /// Nothing done: the reference stays as it is.
+    mutating func skipped(_ reason: String, message: String) {
+        outcome.status = .skipped
         outcome.reason = reason
         outcome.message = placed(message)
-        return finish(nil)
+        media = .keep
+        descriptor = nil
     }
 
-    /// Rejected media: the media key is removed (or kept with `--on-reject keep`) and the
+    /// Rejected media: the reference is removed (or kept with `--on-reject keep`) and the
     /// descriptor says why.
-    mutating func rejected(_ reason: String, message: String, sniffed: MediaFormat? = nil) -> PipelineResult {
+    mutating func rejected(_ reason: String, message: String, sniffed: MediaFormat? = nil) {
         outcome.status = .rejected
         outcome.reason = reason
         outcome.message = placed(message)
         outcome.attachment = nil
         outcome.thumbnail = nil
-        guard let key = reference?.key else { return finish(nil) }
-        let descriptor = Descriptor(status: .rejected, reason: reason, type: sniffed?.uti, mime: sniffed?.mime)
-        return finish(PayloadRewriter.rewrite(payload, mediaKey: key, media: onReject == .drop ? .remove : .keep, descriptor: descriptor))
+        outcome.icon = nil
+        outcome.hints = nil
+        media = onReject == .drop ? .remove : .keep
+        typeValue = media == .keep && sniffed.map({ $0.kind != .unsupported }) == true ? sniffed.flatMap { slot.typeField?.value(for: $0) } : nil
+        icon = nil
+        clip = nil
+        descriptor = Descriptor(status: .rejected, reason: reason, type: sniffed?.uti, mime: sniffed?.mime)
     }
 
     /// A finished result (fresh or cached): the stored attachment replaces the media URL.
-    mutating func accepted(_ entry: CacheEntry) -> PipelineResult {
-        guard let key = reference?.key else { return finish(nil) }
+    mutating func accepted(_ entry: CacheEntry) {
         let attachment = entry.attachment
         outcome.status = entry.status == OutcomeStatus.passthrough.rawValue ? .passthrough : .processed
         outcome.reason = nil
+        outcome.message = nil
         outcome.sourceMIME = entry.sourceMIME
         outcome.sourceBytes = entry.sourceBytes
         outcome.attachment = info(attachment)
         outcome.thumbnail = entry.thumbnail.map(info)
-        let descriptor = Descriptor(status: outcome.status, type: attachment.uti, mime: attachment.mime, bytes: attachment.bytes,
-                                    width: attachment.width, height: attachment.height, thumb: entry.thumbnail.map(url(of:)))
-        guard let rewritten = PayloadRewriter.rewrite(payload, mediaKey: key, media: .replace(with: url(of: attachment)), descriptor: descriptor) else {
-            return rejected("payload_too_large", message: "with the attachment URL the payload would exceed APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data, or use a shorter --base-url")
-        }
-        return finish(rewritten)
+        outcome.icon = entry.icon.map(info)
+        // The payload's own options win over computed ones.
+        let given = slot.givenHints
+        let hints = ThumbnailHints(clip: given?.clip ?? entry.clip, hidden: given?.hidden ?? (hidden ? true : nil),
+                                   frame: entry.frame, time: given?.time)
+        outcome.hints = hints.isEmpty ? nil : hints
+        clip = given?.clip == nil ? entry.clip : nil
+        media = .replace(with: url(of: attachment))
+        icon = entry.icon.map(url(of:))
+        typeValue = MediaFormat.stored(attachment).map { slot.typeField?.value(for: $0) } ?? nil
+        descriptor = Descriptor(status: outcome.status, type: attachment.uti, mime: attachment.mime, bytes: attachment.bytes,
+                                width: attachment.width, height: attachment.height, thumb: entry.thumbnail.map(url(of:)),
+                                hints: outcome.hints, icon: icon)
     }
 
     /// The budget ran out: the thumbnail if it is ready; else the original URL with the sniffed
-    /// type if known; else the payload unchanged.
-    mutating func bestAttempt(_ progress: JobProgress) -> PipelineResult {
+    /// type if known; else the reference unchanged.
+    mutating func bestAttempt(_ progress: JobProgress) {
         guard progress.started else { return overloaded("the budget ran out while the job waited for a free slot") }
         outcome.status = .bestAttempt
         outcome.reason = "budget_exceeded"
@@ -96,32 +113,131 @@ struct PayloadResponse {
             outcome.sourceMIME = sniff.format.mime
             outcome.sourceBytes = progress.sourceBytes
         }
-        guard let key = reference?.key else { return finish(nil) }
         if let thumbnail = progress.thumbnail {
             outcome.message = placed("the budget ran out; the thumbnail was ready and is the attachment")
             outcome.attachment = info(thumbnail)
-            let descriptor = Descriptor(status: .bestAttempt, reason: "budget_exceeded", type: thumbnail.uti, mime: thumbnail.mime,
-                                        bytes: thumbnail.bytes, width: thumbnail.width, height: thumbnail.height)
-            return finish(PayloadRewriter.rewrite(payload, mediaKey: key, media: .replace(with: url(of: thumbnail)), descriptor: descriptor))
+            media = .replace(with: url(of: thumbnail))
+            typeValue = slot.typeField?.value(for: .jpeg)
+            descriptor = Descriptor(status: .bestAttempt, reason: "budget_exceeded", type: thumbnail.uti, mime: thumbnail.mime,
+                                    bytes: thumbnail.bytes, width: thumbnail.width, height: thumbnail.height)
+            return
         }
         if let format = progress.sniff?.format, format.kind != .unsupported {
             outcome.message = placed("the budget ran out; the original URL is kept with the sniffed type \(format.mime)")
-            let descriptor = Descriptor(status: .bestAttempt, reason: "budget_exceeded", type: format.uti, mime: format.mime)
-            return finish(PayloadRewriter.rewrite(payload, mediaKey: key, media: .keep, descriptor: descriptor))
+            media = .keep
+            typeValue = slot.typeField?.value(for: format)
+            descriptor = Descriptor(status: .bestAttempt, reason: "budget_exceeded", type: format.uti, mime: format.mime)
+            return
         }
-        outcome.message = placed("the budget ran out before the media's type was known; the payload is unchanged")
-        return finish(nil)
+        outcome.message = placed("the budget ran out before the media's type was known; the reference is unchanged")
+        media = .keep
+        descriptor = nil
     }
 
-    /// Too much work at once: answered at once, payload unchanged, so the push still goes out.
-    mutating func overloaded(_ why: String) -> PipelineResult {
+    /// Too much work at once: answered at once, reference unchanged, so the push still goes out.
+    mutating func overloaded(_ why: String) {
         outcome.status = .bestAttempt
         outcome.reason = "overloaded"
-        outcome.message = placed("\(why); the payload is unchanged")
-        return finish(nil)
+        outcome.message = placed("\(why); the reference is unchanged")
+        media = .keep
+        descriptor = nil
     }
 
-    private mutating func finish(_ rewritten: PayloadRewriter.Rewritten?) -> PipelineResult {
+    static func abbreviate(_ url: String) -> String {
+        url.count <= 200 ? url : String(url.prefix(120)) + "…(\(url.utf8.count) bytes)"
+    }
+}
+
+extension MediaFormat {
+    /// The format of a stored file, from its MIME type.
+    static func stored(_ file: StoredFile) -> MediaFormat? {
+        byMagicMIME[file.mime]
+    }
+}
+
+/// Builds the answer for one payload from the answers for its media references: the rewritten
+/// payload (which always keeps the input's text) and its outcome.
+struct PayloadResponse {
+    let payload: JSONObject
+    let vendor: Vendor
+    let start: ContinuousClock.Instant
+    /// Where the payload came from, named in messages.
+    let label: String?
+    var outcome = Outcome(status: .skipped)
+
+    init(payload: JSONObject, vendor: Vendor, label: String?, start: ContinuousClock.Instant = .now) {
+        self.payload = payload
+        self.vendor = vendor
+        self.label = label
+        self.start = start
+        outcome.vendor = vendor.rawValue
+    }
+
+    /// The payload as it came, with `status` and `reason` (no reference was processed).
+    mutating func unchanged(_ status: OutcomeStatus, reason: String, message: String, answers: [SlotAnswer] = []) -> PipelineResult {
+        outcome.status = status
+        outcome.reason = reason
+        outcome.message = [label, answers.first?.slot.value.stringValue.map(SlotAnswer.abbreviate)].compactMap { $0 }
+            .joined(separator: ": ").nonEmpty.map { "\($0): \(message)" } ?? message
+        if let first = answers.first {
+            outcome.mediaKey = first.outcome.path
+            outcome.sourceURL = first.outcome.sourceURL
+            outcome.media = answers.map(\.outcome)
+        }
+        return result(nil)
+    }
+
+    /// Rewrites the payload with every reference's answer. Should the attachment URLs not fit
+    /// APNs' limit, the references are rejected with `payload_too_large` instead.
+    mutating func finish(_ answers: [SlotAnswer]) -> PipelineResult {
+        var answers = answers
+        var rewritten = rewrite(answers)
+        if rewritten == nil {
+            var changed = false
+            for index in answers.indices {
+                guard case .replace = answers[index].media else { continue }
+                answers[index].rejected("payload_too_large", message: "with the attachment URL the payload would exceed APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data, or use a shorter --base-url")
+                changed = true
+            }
+            if changed { rewritten = rewrite(answers) }
+        }
+        guard let primary = answers.first(where: \.isIOS) ?? answers.first else { return result(rewritten) }
+        let media = primary.outcome
+        outcome.status = media.status
+        outcome.reason = media.reason
+        outcome.message = media.message
+        outcome.mediaKey = media.path
+        outcome.sourceURL = media.sourceURL
+        outcome.sourceMIME = media.sourceMIME
+        outcome.sourceBytes = media.sourceBytes
+        outcome.attachment = media.attachment
+        outcome.thumbnail = media.thumbnail
+        outcome.cacheHit = media.cacheHit
+        if let timings = primary.timings { outcome.timingsMs = timings }
+        outcome.media = answers.map(\.outcome)
+        let failed = answers.filter { $0.outcome.status == .rejected && $0.slot != primary.slot }
+        if !failed.isEmpty {
+            let list = failed.map { "\($0.outcome.path) (\($0.outcome.reason ?? "rejected"))" }.joined(separator: ", ")
+            outcome.warnings = (outcome.warnings ?? []) + ["\(failed.count) of \(answers.count) media references rejected: \(list)"]
+        }
+        return result(rewritten)
+    }
+
+    /// The descriptor: the first iOS reference's, with one item per iOS reference when there are several.
+    private func descriptor(_ answers: [SlotAnswer]) -> Descriptor? {
+        let ios = answers.filter(\.isIOS)
+        guard var descriptor = ios.first(where: { $0.descriptor != nil })?.descriptor else { return nil }
+        if ios.count > 1 {
+            descriptor.items = ios.map { Descriptor.Item(path: $0.outcome.path, status: $0.outcome.status, type: $0.descriptor?.type) }
+        }
+        return descriptor
+    }
+
+    private func rewrite(_ answers: [SlotAnswer]) -> PayloadRewriter.Rewritten? {
+        PayloadRewriter.rewrite(payload, edits: answers.map(\.edit), vendor: vendor, descriptor: descriptor(answers))
+    }
+
+    private mutating func result(_ rewritten: PayloadRewriter.Rewritten?) -> PipelineResult {
         let result = rewritten?.payload ?? payload
         let bytes = rewritten?.bytes ?? JSONValue.object(payload).serialized()
         if let dropped = rewritten?.droppedFields, !dropped.isEmpty {
@@ -131,8 +247,8 @@ struct PayloadResponse {
         outcome.timingsMs.total = start.millisecondsElapsed
         return PipelineResult(payload: result, bytes: bytes, outcome: outcome)
     }
+}
 
-    static func abbreviate(_ url: String) -> String {
-        url.count <= 200 ? url : String(url.prefix(120)) + "…(\(url.utf8.count) bytes)"
-    }
+extension String {
+    var nonEmpty: String? { isEmpty ? nil : self }
 }

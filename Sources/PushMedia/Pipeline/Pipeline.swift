@@ -63,7 +63,8 @@ public final class Pipeline: Sendable {
     public let config: PushMediaConfig
     public let store: MediaStore
     private let fetcher: Fetcher
-    private let transcoder: Transcoder
+    /// One transcoder per platform profile.
+    private let transcoders: [String: Transcoder]
     /// Threads for downloads (mostly waiting on the network).
     private let io: BlockingExecutor
     /// Threads for libvips, libmagic, hashing and disk work.
@@ -75,6 +76,8 @@ public final class Pipeline: Sendable {
     /// Backpressure, when `config.maxJobs` is set.
     public let gate: JobGate?
     private let optionsFingerprint: String
+    /// The options fingerprint of each profile, part of its cache keys.
+    private let fingerprints: [String: String]
 
     public init(config: PushMediaConfig) throws(StoreError) {
         self.config = config
@@ -82,7 +85,10 @@ public final class Pipeline: Sendable {
         io = Self.sharedIO
         cpu = Self.sharedCPU
         fetcher = Fetcher(executor: io)
-        transcoder = Transcoder(config: config)
+        var profiles = AttachmentPolicy.profiles
+        profiles[config.policy.id] = config.policy
+        transcoders = profiles.mapValues { Transcoder(config: config, profile: $0) }
+        fingerprints = profiles.mapValues { Self.optionsFingerprint(config, profile: $0) }
         gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
         optionsFingerprint = Self.optionsFingerprint(config)
     }
@@ -98,42 +104,72 @@ public final class Pipeline: Sendable {
 
     /// Processes one payload. Always returns a payload that keeps the input's text.
     public func process(_ payload: JSONObject, context: PayloadContext = PayloadContext()) async -> PipelineResult {
-        var response = PayloadResponse(payload: payload, baseURL: context.baseURL ?? config.baseURL,
-                                       onReject: context.onReject ?? config.onReject, label: context.label)
+        let vendor = config.vendor ?? Vendor.detect(payload, extraKeys: config.extraMediaKeys)
+        var response = PayloadResponse(payload: payload, vendor: vendor, label: context.label)
         let deadline = context.deadline ?? response.start + (context.budget ?? config.budget)
 
-        guard let reference = MediaLocator.locate(in: payload, extraKeys: config.extraMediaKeys) else {
-            let keys = (MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ")
-            return response.unchanged(.skipped, reason: "no_media", message: "no media reference (keys: \(keys))")
+        let slots = vendor.slots(in: payload, extraKeys: config.extraMediaKeys, profile: config.policy)
+        guard !slots.isEmpty else {
+            let keys = vendor == .generic ? (MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ") : vendor.keysDescription
+            return response.unchanged(.skipped, reason: "no_media", message: "no media reference (\(vendor.rawValue) keys: \(keys))")
         }
-        response.found(reference)
-        guard MediaLocator.hasAlert(payload) else {
+        var answers = slots.map {
+            SlotAnswer(slot: $0, baseURL: context.baseURL ?? config.baseURL, onReject: context.onReject ?? config.onReject,
+                       label: context.label, hidden: config.thumbnailHidden)
+        }
+        // Only the iOS service extension needs alert text; other platforms show the image anyway.
+        let hasAlert = vendor.hasAlert(payload)
+        if !hasAlert && answers.allSatisfy(\.isIOS) {
             response.outcome.warnings = ["the payload asks for media but has no aps.alert: the Notification Service Extension never runs for it"]
-            return response.unchanged(.skipped, reason: "no_alert", message: "no aps.alert: the service extension only runs for alert notifications, so the media would never be shown")
+            return response.unchanged(.skipped, reason: "no_alert", message: "no aps.alert: the service extension only runs for alert notifications, so the media would never be shown", answers: answers)
         }
         let inputSize = JSONValue.object(payload).compactByteCount
         if inputSize > PayloadRewriter.apnsLimit {
-            return response.rejected("payload_too_large", message: "the payload is \(inputSize) bytes before any change, over APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data")
+            for index in answers.indices {
+                answers[index].rejected("payload_too_large", message: "the payload is \(inputSize) bytes before any change, over APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data")
+            }
+            return response.finish(answers)
         }
+        // Every reference at once, sharing the deadline.
+        answers = await withTaskGroup(of: (Int, SlotAnswer).self) { group in
+            for (index, answer) in answers.enumerated() {
+                group.addTask {
+                    var answer = answer
+                    if answer.isIOS && !hasAlert {
+                        answer.skipped("no_alert", message: "no aps.alert: the iOS service extension only runs for alert notifications")
+                    } else {
+                        await self.process(&answer, context: context, deadline: deadline)
+                    }
+                    return (index, answer)
+                }
+            }
+            var done = answers
+            for await (index, answer) in group { done[index] = answer }
+            return done
+        }
+        return response.finish(answers)
+    }
 
+    /// Processes one media reference: source → cache or (shared) job, raced against the deadline.
+    private func process(_ answer: inout SlotAnswer, context: PayloadContext, deadline: ContinuousClock.Instant) async {
         let source: Source
-        switch resolveSource(reference, context: context) {
+        switch resolveSource(answer.slot, context: context) {
         case let .success(resolved): source = resolved
-        case let .failure(failure): return response.rejected(failure.reason, message: failure.message)
+        case let .failure(failure): return answer.rejected(failure.reason, message: failure.message)
         }
-
-        let key = MediaStore.cacheKey(source: source.identity, options: optionsFingerprint)
+        let profile = answer.slot.platform
+        let key = MediaStore.cacheKey(source: source.identity, options: fingerprints[profile.id] ?? optionsFingerprint)
         var cached = store.remembered(key: key)
         if cached == nil { cached = await io.run { [store] in store.lookup(key: key) } }  // a file read: not behind transcodes
         if let entry = cached {
-            response.outcome.cacheHit = true
-            return response.accepted(entry)
+            answer.outcome.cacheHit = true
+            return answer.accepted(entry)
         }
-        response.outcome.cacheHit = false
+        answer.outcome.cacheHit = false
 
         // Race the (possibly shared) job against the deadline; the first to finish answers.
-        guard let job = sharedJob(key: key, source: source, deadline: deadline + config.backgroundLimit) else {
-            return response.overloaded("\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued")
+        guard let job = sharedJob(key: key, source: source, profile: profile, deadline: deadline + config.backgroundLimit) else {
+            return answer.overloaded("\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued")
         }
         let resolver = OnceResolver<JobResult?>()
         Task { resolver.resolve(await job.task.value) }
@@ -144,19 +180,19 @@ public final class Pipeline: Sendable {
         let result = await resolver.value()
         timer.cancel()
 
-        if let result { response.outcome.timingsMs = result.timings }
+        if let result { answer.timings = result.timings }
         let progress = job.progress.withLock { $0 }
         switch result?.kind {
         case let .ready(entry)?:
-            return response.accepted(entry)
+            answer.accepted(entry)
         case let .failed(reason, message)?:
             if let sniff = progress.sniff {
-                response.outcome.sourceMIME = sniff.format.mime
-                response.outcome.sourceBytes = progress.sourceBytes
+                answer.outcome.sourceMIME = sniff.format.mime
+                answer.outcome.sourceBytes = progress.sourceBytes
             }
-            return response.rejected(reason, message: message, sniffed: progress.sniff?.format)
+            answer.rejected(reason, message: message, sniffed: progress.sniff?.format)
         case .budgetExceeded?, nil:
-            return response.bestAttempt(progress)
+            answer.bestAttempt(progress)
         }
     }
 
@@ -184,12 +220,12 @@ public final class Pipeline: Sendable {
     /// Longest media URL accepted.
     static let maxURLLength = 8192
 
-    func resolveSource(_ reference: MediaReference, context: PayloadContext) -> Result<Source, Failure> {
-        guard let text = reference.value.stringValue else {
-            return .failure(Failure(reason: "invalid_media_reference", message: "\"\(reference.key)\" holds \(reference.value.kindName), not a URL string"))
+    func resolveSource(_ slot: MediaSlot, context: PayloadContext) -> Result<Source, Failure> {
+        guard let text = slot.value.stringValue else {
+            return .failure(Failure(reason: "invalid_media_reference", message: "\"\(slot.source)\" holds \(slot.value.kindName), not a URL string"))
         }
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        guard !trimmed.isEmpty else { return .failure(Failure(reason: "invalid_url", message: "\"\(reference.key)\" is empty")) }
+        guard !trimmed.isEmpty else { return .failure(Failure(reason: "invalid_url", message: "\"\(slot.source)\" is empty")) }
         guard trimmed.utf8.count <= Self.maxURLLength else {
             return .failure(Failure(reason: "invalid_url", message: "the URL is \(trimmed.utf8.count) bytes long, over the \(Self.maxURLLength)-byte limit"))
         }
@@ -230,11 +266,12 @@ public final class Pipeline: Sendable {
         return candidate.lowercased()
     }
 
-    /// Everything that changes the output for the same source.
-    static func optionsFingerprint(_ config: PushMediaConfig) -> String {
-        let p = config.policy
-        return "edge=\(config.longEdge);thumb=\(config.thumbnailEdge);px=\(config.maxPixels);frames=\(config.maxFrames);"
+    /// Everything that changes the output for the same source, made for `profile`.
+    static func optionsFingerprint(_ config: PushMediaConfig, profile: AttachmentPolicy? = nil) -> String {
+        let p = profile ?? config.policy
+        return "profile=\(p.id);edge=\(config.longEdge);thumb=\(config.thumbnailEdge);px=\(config.maxPixels);frames=\(config.maxFrames);"
             + "q=\(config.jpegQuality);src=\(config.maxSourceBytes);caps=\(p.maxImageBytes)/\(p.maxAudioBytes)/\(p.maxVideoBytes);"
+            + "crop=\(config.crop.rawValue);clip=\(config.thumbnailAspect.map { String($0) } ?? "none");"
             + "private=\(config.allowPrivateNetworks);trusted=\(config.trustedPeers.sorted().joined(separator: ","))"
     }
 
@@ -256,7 +293,7 @@ public final class Pipeline: Sendable {
     }
 
     /// The running job for `key`, or a new one; nil when the gate refuses a new one.
-    private func sharedJob(key: String, source: Source, deadline: ContinuousClock.Instant) -> SharedJob? {
+    private func sharedJob(key: String, source: Source, profile: AttachmentPolicy, deadline: ContinuousClock.Instant) -> SharedJob? {
         inFlight.withLock { jobs in
             if let job = jobs[key] { return job }
             let ticket = gate?.reserve() ?? .running
@@ -268,7 +305,7 @@ public final class Pipeline: Sendable {
                     return JobResult(kind: .budgetExceeded, timings: StageTimings())
                 }
                 progress.withLock { $0.started = true }
-                let result = await self.runJob(source: source, key: key, deadline: deadline, progress: progress)
+                let result = await self.runJob(source: source, key: key, profile: profile, deadline: deadline, progress: progress)
                 self.gate?.release()
                 return result
             }
@@ -278,7 +315,8 @@ public final class Pipeline: Sendable {
         }
     }
 
-    private func runJob(source: Source, key: String, deadline: ContinuousClock.Instant, progress: Locked<JobProgress>) async -> JobResult {
+    private func runJob(source: Source, key: String, profile: AttachmentPolicy, deadline: ContinuousClock.Instant,
+                        progress: Locked<JobProgress>) async -> JobResult {
         var timings = StageTimings()
         let jobStart = ContinuousClock.now
         let temporary = store.temporaryPath()
@@ -313,7 +351,7 @@ public final class Pipeline: Sendable {
             timings.sniff = clock.millisecondsElapsed
 
             // Policy, transcode, store
-            let policy = config.policy
+            let policy = profile
             if sniff.format.kind != .image {
                 if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
                 clock = .now
@@ -327,7 +365,7 @@ public final class Pipeline: Sendable {
             if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
 
             clock = .now
-            let transcoder = self.transcoder
+            let transcoder = transcoders[profile.id] ?? Transcoder(config: config, profile: profile)
             var decodable = temporary
             if sniff.format == .bmp {
                 decodable = temporary + ".tiff"
@@ -338,11 +376,11 @@ public final class Pipeline: Sendable {
             let header = try await cpu.run { () throws -> ImageHeader in
                 try transcoder.header(path: image)
             }
-            let decision = policy.decide(sniff, bytes: bytes, header: header, longEdge: config.longEdge,
+            let decision = policy.decide(sniff, bytes: bytes, header: header, longEdge: transcoder.longEdge,
                                          keepsAnimation: transcoder.keepsAnimation(header))
             if case let .reject(reason, message) = decision { throw Failure(reason: reason, message: message) }
             let passthrough = decision == .passthrough
-            let wantsThumbnail = config.thumbnailEdge > 0
+            let wantsThumbnail = transcoder.thumbnailEdge > 0
 
             // The thumbnail comes first when it is cheap (the loader shrinks on load) or when the
             // source passes through: it is the best attempt should the budget run out, and
@@ -365,12 +403,18 @@ public final class Pipeline: Sendable {
             let upright = header.uprightSize
             clock = .now
             if passthrough {
+                let extras = try await cpu.run { () throws -> ImageExtras in
+                    guard self.needsExtras(frames: header.frames, transcoder: transcoder) else { return ImageExtras() }
+                    let data = FileManager.default.contents(atPath: temporary).map { [UInt8]($0) } ?? []
+                    return try self.extras(of: data, frames: header.frames, transcoder: transcoder)
+                }
                 let stored = try await cpu.run { [store] () throws -> StoredFile in
                     try store.adopt(temporary, format: sniff.format, width: upright.width, height: upright.height)
                 }
                 timings.store += clock.millisecondsElapsed
                 return try await finishJob(CacheEntry(status: "passthrough", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
-                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline), key: key, result: result)
+                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline, icon: extras.icon,
+                                                      clip: extras.clip, frame: extras.frame), key: key, result: result)
             }
             let encoded = try await cpu.run { () throws -> EncodedImage in
                 try transcoder.attachment(path: image, header: header)
@@ -378,6 +422,9 @@ public final class Pipeline: Sendable {
             // Otherwise the thumbnail is made from the (much smaller) attachment.
             let small = wantsThumbnail && thumbnail == nil
                 ? try await cpu.run { () throws -> EncodedImage in try transcoder.thumbnail(encoded: encoded.bytes) } : nil
+            let extras = try await cpu.run { () throws -> ImageExtras in
+                try self.extras(of: encoded.bytes, frames: encoded.frames, transcoder: transcoder)
+            }
             timings.transcode += clock.millisecondsElapsed
             clock = .now
             let (stored, smallStored) = try await cpu.run { [store] () throws -> (StoredFile, StoredFile?) in
@@ -386,13 +433,42 @@ public final class Pipeline: Sendable {
             }
             timings.store += clock.millisecondsElapsed
             return try await finishJob(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail ?? smallStored,
-                                                  sourceMIME: sniff.format.mime, sourceBytes: bytes, pipeline: PushMediaVersion.pipeline),
+                                                  sourceMIME: sniff.format.mime, sourceBytes: bytes, pipeline: PushMediaVersion.pipeline,
+                                                  icon: extras.icon, clip: extras.clip, frame: extras.frame),
                                        key: key, result: result)
         } catch let error as ReasonedError {
             return result(.failed(reason: error.reason, message: error.description))
         } catch {
             return result(.failed(reason: "internal_error", message: "\(error)"))
         }
+    }
+
+    /// What is made beside an image attachment: the profile's icon (stored), the thumbnail's
+    /// clipping rectangle for `--thumb-aspect`, and an animation's representative frame.
+    struct ImageExtras: Sendable {
+        var icon: StoredFile?
+        var clip: ClipRect?
+        var frame: Int?
+    }
+
+    private func needsExtras(frames: Int, transcoder: Transcoder) -> Bool {
+        transcoder.profile.iconEdge != nil || (config.thumbnailAspect != nil && transcoder.profile.thumbnail)
+            || (frames > 1 && transcoder.profile.animation)
+    }
+
+    /// Blocking: call on the CPU executor.
+    private func extras(of attachment: [UInt8], frames: Int, transcoder: Transcoder) throws -> ImageExtras {
+        var extras = ImageExtras()
+        if let icon = try transcoder.icon(encoded: attachment) {
+            extras.icon = try store.put(icon.bytes, format: icon.format, width: icon.width, height: icon.height)
+        }
+        if let aspect = config.thumbnailAspect, transcoder.profile.thumbnail {
+            extras.clip = try transcoder.clipRect(encoded: attachment, aspect: aspect)
+        }
+        if frames > 1 && transcoder.profile.animation {
+            extras.frame = try transcoder.representativeFrame(encoded: attachment)
+        }
+        return extras
     }
 
     private func finishJob(_ entry: CacheEntry, key: String, result: (JobResult.Kind) -> JobResult) async throws -> JobResult {

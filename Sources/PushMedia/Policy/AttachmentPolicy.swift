@@ -1,21 +1,61 @@
-/// Apple's UNNotificationAttachment rules: which formats the phone shows, and how big they may be.
+/// A platform profile: which formats a platform's notification shows, how big they may be, and
+/// what shape the image is made into. Every profile is one row of `profiles`; nothing else in
+/// the code branches on the platform.
 ///
-/// "MB" in Apple's documentation is read as 10^6 bytes, the smaller (safe) reading:
-/// a file at 10,000,000 bytes fits whether Apple means 10^6 or 2^20.
+/// "MB" / "KB" in vendors' documentation are read as 10^6 / 10^3 bytes, the smaller (safe)
+/// reading: a file at 10,000,000 bytes fits whether Apple means 10^6 or 2^20.
 public struct AttachmentPolicy: Sendable, Equatable {
-    /// Largest image attachment: 10 MB.
-    public var maxImageBytes: Int64 = 10_000_000
-    /// Largest audio attachment: 5 MB.
-    public var maxAudioBytes: Int64 = 5_000_000
-    /// Largest video attachment: 50 MB.
-    public var maxVideoBytes: Int64 = 50_000_000
-    /// Formats the phone displays as they are.
-    public var acceptedFormats: Set<MediaFormat> = [.jpeg, .png, .gif, .mp3, .m4a, .wav, .aiff, .mpeg, .mp4, .avi]
+    /// `ios`, `android`, `huawei` or `web`.
+    public var id: String
+    /// Largest image attachment.
+    public var maxImageBytes: Int64
+    /// Largest audio attachment (0: the platform shows no audio).
+    public var maxAudioBytes: Int64
+    /// Largest video attachment (0: the platform shows no video).
+    public var maxVideoBytes: Int64
+    /// Formats the platform displays as they are (passed through byte for byte when they fit).
+    public var acceptedFormats: Set<MediaFormat>
+    /// Longest side of a transcoded image; nil: the configured `--long-edge`.
+    public var longEdge: Int?
+    /// Width : height the image is cropped to (2 for the 2:1 expanded image); nil keeps the shape.
+    public var aspect: Double?
+    /// Animated GIFs stay animated (otherwise the first frame is kept).
+    public var animation: Bool
+    /// A transparent image may be encoded as PNG (otherwise it is flattened on white into JPEG).
+    public var alpha: Bool
+    /// A JPEG thumbnail is made for the phone's service extension (iOS).
+    public var thumbnail: Bool
+    /// Side of a square icon made beside the image (Web Push's 192 px icon); nil: none.
+    public var iconEdge: Int?
+    /// Written in messages: where the numbers come from.
+    public var source: String
 
-    /// The iOS profile (Apple's documented caps and formats).
-    public static let ios = AttachmentPolicy()
+    /// Apple's `UNNotificationAttachment` rules: JPEG, GIF, PNG up to 10 MB; AIFF, WAV, MP3, M4A up
+    /// to 5 MB; MPEG, MPEG-2, MPEG-4, AVI up to 50 MB.
+    public static let ios = AttachmentPolicy(
+        id: "ios", maxImageBytes: 10_000_000, maxAudioBytes: 5_000_000, maxVideoBytes: 50_000_000,
+        acceptedFormats: [.jpeg, .png, .gif, .mp3, .m4a, .wav, .aiff, .mpeg, .mp4, .avi],
+        longEdge: nil, aspect: nil, animation: true, alpha: true, thumbnail: true, iconEdge: nil, source: "Apple's")
+    /// FCM on Android: JPEG, PNG and BMP images up to 1 MB, shown as a 2:1 expanded image
+    /// (made 1440×720 at most); no audio or video.
+    public static let android = AttachmentPolicy(
+        id: "android", maxImageBytes: 1_000_000, maxAudioBytes: 0, maxVideoBytes: 0,
+        acceptedFormats: [.jpeg, .png, .bmp],
+        longEdge: 1440, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: nil, source: "FCM's Android")
+    /// Huawei Push Kit: JPEG or PNG under 512 KB (made 1024×512 at most, 2:1); no audio or video.
+    public static let huawei = AttachmentPolicy(
+        id: "huawei", maxImageBytes: 511_999, maxAudioBytes: 0, maxVideoBytes: 0,
+        acceptedFormats: [.jpeg, .png],
+        longEdge: 1024, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: nil, source: "Huawei Push Kit's")
+    /// Web Push: a 2:1 image (1440×720 at most, JPEG/PNG/GIF first frame) and a 192×192 icon; no
+    /// audio or video. 1 MB keeps the image quick to load in a browser notification.
+    public static let web = AttachmentPolicy(
+        id: "web", maxImageBytes: 1_000_000, maxAudioBytes: 0, maxVideoBytes: 0,
+        acceptedFormats: [.jpeg, .png, .gif],
+        longEdge: 1440, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: 192, source: "Web Push")
 
-    public init() {}
+    /// Every profile, by `--profile` name.
+    public static let profiles: [String: AttachmentPolicy] = [ios.id: ios, android.id: android, huawei.id: huawei, web.id: web]
 
     /// Byte cap for an attachment of `kind`.
     public func maxBytes(for kind: MediaKind) -> Int64 {
@@ -27,8 +67,15 @@ public struct AttachmentPolicy: Sendable, Equatable {
         }
     }
 
-    /// Whether the phone accepts `format` at `bytes` without changes.
+    /// Whether the platform accepts `format` at `bytes` without changes.
     public func accepts(_ format: MediaFormat, bytes: Int64) -> Bool {
         acceptedFormats.contains(format) && bytes <= maxBytes(for: format.kind)
+    }
+
+    /// Whether `width`×`height` already has the profile's shape (within 1 %).
+    public func hasShape(width: Int, height: Int) -> Bool {
+        guard let aspect else { return true }
+        guard width > 0, height > 0 else { return false }
+        return abs(Double(width) / Double(height) - aspect) <= aspect * 0.01
     }
 }

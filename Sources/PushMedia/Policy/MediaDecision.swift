@@ -18,12 +18,15 @@ extension AttachmentPolicy {
         case .unsupported:
             return .reject(reason: "unsupported_type", message: "the bytes are \(sniff.magicMIME) (\(sniff.description)), not an image, audio or video format a notification can show")
         case .audio, .video:
+            guard maxBytes(for: format.kind) > 0 else {
+                return .reject(reason: "unsupported_type", message: "\(source) notifications show no \(format.kind.rawValue) (\(format.mime)); only images")
+            }
             guard acceptedFormats.contains(format) else {
                 return .reject(reason: "unsupported_type", message: "\(format.mime) \(format.kind.rawValue) is not an attachment type iOS shows (audio: AIFF, WAV, MP3, M4A; video: MPEG, MPEG-2, MPEG-4, AVI) and is not transcoded")
             }
             let cap = maxBytes(for: format.kind)
             guard bytes <= cap else {
-                return .reject(reason: "too_large", message: "\(format.kind.rawValue) is \(bytes) bytes, over Apple's \(cap)-byte cap for \(format.kind.rawValue) attachments (\(format.kind.rawValue) is not transcoded)")
+                return .reject(reason: "too_large", message: "\(format.kind.rawValue) is \(bytes) bytes, over \(source) \(cap)-byte cap for \(format.kind.rawValue) attachments (\(format.kind.rawValue) is not transcoded)")
             }
             return .passthrough
         case .image:
@@ -33,15 +36,18 @@ extension AttachmentPolicy {
             guard let header else { return .transcode(why: "no header") }
             let (width, height) = header.uprightSize
             if !acceptedFormats.contains(format) {
-                return .transcode(why: "\(format.id.uppercased()) is not shown by iOS; converting")
+                return .transcode(why: "\(format.id.uppercased()) is not shown by \(id); converting")
             }
             if bytes > maxImageBytes {
-                return .transcode(why: "\(bytes) bytes exceed Apple's \(maxImageBytes)-byte image cap")
+                return .transcode(why: "\(bytes) bytes exceed \(source) \(maxImageBytes)-byte image cap")
+            }
+            if !hasShape(width: width, height: height), let aspect {
+                return .transcode(why: "\(width)×\(height) is not the \(id) profile's \(aspect == aspect.rounded() ? String(Int(aspect)) : String(aspect)):1 shape")
             }
             if max(width, height) > longEdge {
                 return .transcode(why: "\(width)×\(height) exceeds the \(longEdge) px long edge")
             }
-            if header.frames > 1 && (format != .gif || !keepsAnimation) {
+            if header.frames > 1 && (format != .gif || !keepsAnimation || !animation) {
                 return .transcode(why: "\(header.frames)-frame animation over the frame or pixel cap; keeping the first frame")
             }
             return .passthrough

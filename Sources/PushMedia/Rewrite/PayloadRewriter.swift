@@ -1,4 +1,4 @@
-/// The `pushmedia` descriptor added to a rewritten payload, for the app's service extension.
+/// The `pushmedia` descriptor added to a rewritten APNs payload, for the app's service extension.
 public struct Descriptor: Sendable, Equatable {
     public var status: OutcomeStatus
     public var reason: String?
@@ -10,9 +10,28 @@ public struct Descriptor: Sendable, Equatable {
     public var height: Int?
     /// URL of the small JPEG variant.
     public var thumb: String?
+    /// Thumbnail options for `UNNotificationAttachment`: clipping rectangle, hidden, frame/time.
+    public var hints: ThumbnailHints?
+    /// URL of the profile's icon (Web Push).
+    public var icon: String?
+    /// With several media references: one short entry per reference (path, status, type).
+    public var items: [Item]?
+
+    /// One media reference in a descriptor with several.
+    public struct Item: Sendable, Equatable {
+        public var path: String
+        public var status: OutcomeStatus
+        public var type: String?
+
+        public init(path: String, status: OutcomeStatus, type: String?) {
+            self.path = path
+            self.status = status
+            self.type = type
+        }
+    }
 
     public init(status: OutcomeStatus, reason: String? = nil, type: String? = nil, mime: String? = nil, bytes: Int64? = nil,
-                width: Int? = nil, height: Int? = nil, thumb: String? = nil) {
+                width: Int? = nil, height: Int? = nil, thumb: String? = nil, hints: ThumbnailHints? = nil, icon: String? = nil) {
         self.status = status
         self.reason = reason
         self.type = type
@@ -21,12 +40,17 @@ public struct Descriptor: Sendable, Equatable {
         self.width = width
         self.height = height
         self.thumb = thumb
+        self.hints = hints
+        self.icon = icon
     }
 
-    /// Fields dropped, in this order, when the payload would exceed APNs' limit.
-    public static let optionalFields = ["thumb", "bytes", "width", "height", "mime", "reason", "type"]
+    /// Fields dropped, in this order, when the payload would exceed APNs' limit (fields the
+    /// descriptor does not have are skipped).
+    public static let optionalFields = ["items", "thumb", "icon", "bytes", "width", "height", "mime", "reason", "frame", "time", "clip", "hidden", "type"]
 
-    /// The descriptor as JSON, without the `dropped` fields.
+    /// The descriptor as JSON, without the `dropped` fields. `clip` is written with the keys of a
+    /// CGRect dictionary (`X`, `Y`, `Width`, `Height`), so `CGRect(dictionaryRepresentation:)`
+    /// reads it as it is.
     public func json(omitting dropped: Set<String>) -> JSONValue {
         var object = JSONObject()
         object["v"] = .number("1")
@@ -39,26 +63,69 @@ public struct Descriptor: Sendable, Equatable {
         add("width", width.map { .number(String($0)) })
         add("height", height.map { .number(String($0)) })
         add("thumb", thumb.map(JSONValue.string))
+        add("icon", icon.map(JSONValue.string))
+        if let clip = hints?.clip {
+            add("clip", .object(JSONObject([("X", .number(clip.x)), ("Y", .number(clip.y)),
+                                            ("Width", .number(clip.width)), ("Height", .number(clip.height))])))
+        }
+        add("hidden", hints?.hidden.map(JSONValue.bool))
+        add("frame", hints?.frame.map { .number(String($0)) })
+        add("time", hints?.time.map { .number($0) })
+        if let items, !items.isEmpty {
+            add("items", .array(items.map { item in
+                var entry = JSONObject([("path", .string(item.path)), ("status", .string(item.status.rawValue))])
+                if let type = item.type { entry["type"] = .string(type) }
+                return .object(entry)
+            }))
+        }
         return .object(object)
     }
 }
 
-/// Rewrite: puts the attachment URL under the payload's own media key, sets
-/// `aps.mutable-content` to 1, adds the `pushmedia` descriptor, and keeps every other key and
-/// value as it was, within APNs' size limit.
+extension JSONValue {
+    /// A JSON number for `value`, shortest round-trip spelling (`0.25`, `1`).
+    static func number(_ value: Double) -> JSONValue {
+        value == value.rounded() && abs(value) < 1e15 ? .number(String(Int64(value))) : .number(String(value))
+    }
+}
+
+/// Rewrite: puts each attachment URL where the payload's vendor keeps it, fills the vendor's type
+/// fields from the sniffed bytes, sets `aps.mutable-content` to 1 for iOS attachments, adds the
+/// `pushmedia` descriptor, and keeps every other key and value as it was, within APNs' size limit.
 public enum PayloadRewriter {
-    /// APNs' limit for a (non-VoIP) payload, in bytes of JSON.
+    /// APNs' limit for a (non-VoIP) payload, in bytes of JSON (FCM's limit for a message is the same).
     public static let apnsLimit = 4096
-    /// Top-level key of the descriptor.
+    /// Key of the descriptor, in the APNs payload.
     public static let descriptorKey = "pushmedia"
 
     public enum Media: Sendable, Equatable {
-        /// Put this URL under the media key.
+        /// Put this URL in place of the media reference.
         case replace(with: String)
-        /// Leave the media key as it is.
+        /// Leave the media reference as it is.
         case keep
-        /// Remove the media key (rejected media: the phone shows the text at once).
+        /// Remove the media reference (rejected media: the phone shows the text at once).
         case remove
+    }
+
+    /// What to do at one media reference.
+    public struct Edit: Sendable, Equatable {
+        public var slot: MediaSlot
+        public var media: Media
+        /// The vendor type field's value (from the sniffed bytes); nil leaves the field alone.
+        public var typeValue: String?
+        /// The icon URL, written at `slot.iconTarget`.
+        public var icon: String?
+        /// A computed clipping rectangle, written in the vendor's own options when it has a place
+        /// for one and the payload gave none.
+        public var clip: ClipRect?
+
+        public init(slot: MediaSlot, media: Media, typeValue: String? = nil, icon: String? = nil, clip: ClipRect? = nil) {
+            self.slot = slot
+            self.media = media
+            self.typeValue = typeValue
+            self.icon = icon
+            self.clip = clip
+        }
     }
 
     /// The rewritten payload and what had to be trimmed.
@@ -68,35 +135,98 @@ public enum PayloadRewriter {
         public var droppedFields: [String]
     }
 
-    /// Rewrites `payload`. Returns nil when even the smallest form (no descriptor) exceeds `limit`.
+    /// Rewrites one top-level media key (the `generic` shape). Returns nil when even the smallest
+    /// form (no descriptor) exceeds `limit`.
     public static func rewrite(_ payload: JSONObject, mediaKey: String, media: Media, descriptor: Descriptor?,
                                limit: Int = apnsLimit) -> Rewritten? {
+        let path = JSONPath(keys: mediaKey)
+        let slot = MediaSlot(source: path, target: path, platform: .ios, typeField: nil, removals: [path], givenHints: nil,
+                             hintsPath: nil, iconTarget: nil, value: payload[mediaKey] ?? .null)
+        return rewrite(payload, edits: [Edit(slot: slot, media: media)], vendor: .generic, descriptor: descriptor, limit: limit)
+    }
+
+    /// Applies `edits` in the shape of `vendor`. The descriptor goes into the APNs payload (the
+    /// top level, or `message.apns.payload` of an FCM message). Returns nil when even the smallest
+    /// form (no descriptor) exceeds `limit`.
+    public static func rewrite(_ payload: JSONObject, edits: [Edit], vendor: Vendor, descriptor: Descriptor?,
+                               limit: Int = apnsLimit) -> Rewritten? {
         var base = payload
-        switch media {
-        case let .replace(url): base[mediaKey] = .string(url)
-        case .keep: break
-        case .remove: base.removeValue(forKey: mediaKey)
+        var removals: [JSONPath] = []
+        for edit in edits {
+            switch edit.media {
+            case let .replace(url):
+                base.set(.string(url), at: edit.slot.target)
+            case .keep:
+                break
+            case .remove:
+                removals += edit.slot.removals
+                continue
+            }
+            if let field = edit.slot.typeField, let value = edit.typeValue { base.set(.string(value), at: field.path) }
+            if let target = edit.slot.iconTarget, let icon = edit.icon { base.set(.string(icon), at: target) }
+            if let clip = edit.clip, let options = edit.slot.hintsPath, base[path: options.appending(key: "crop")] == nil {
+                base.set(.object(JSONObject([("x", .number(clip.x)), ("y", .number(clip.y)), ("width", .number(clip.width)),
+                                             ("height", .number(clip.height))])), at: options.appending(key: "crop"))
+            }
         }
-        if case .replace = media, var aps = base["aps"]?.objectValue {
-            if aps["mutable-content"]?.intValue != 1 { aps["mutable-content"] = .number("1") }
-            base["aps"] = .object(aps)
+        // Array elements are removed from the highest index down, so earlier indexes stay valid.
+        for path in Set(removals).sorted(by: removalOrder) { base.set(nil, at: path) }
+        // A container emptied by the removals goes too (OneSignal's `att` with every entry rejected).
+        for parent in Set(removals.map(\.parent)).sorted(by: removalOrder) where !parent.steps.isEmpty {
+            switch base[path: parent] {
+            case .object(let object)? where object.count == 0: base.set(nil, at: parent)
+            case .array(let array)? where array.isEmpty: base.set(nil, at: parent)
+            default: break
+            }
         }
+
+        let aps = vendor.apsPath(in: payload)
+        let iosReplaced = edits.contains { edit in
+            if case .replace = edit.media { return edit.slot.platform.id == AttachmentPolicy.ios.id }
+            return false
+        }
+        if iosReplaced, base[path: aps]?.objectValue != nil || vendor == .fcm {
+            if base[path: aps.appending(key: "mutable-content")]?.intValue != 1 {
+                base.set(.number("1"), at: aps.appending(key: "mutable-content"))
+            }
+        }
+        let parent = vendor.descriptorParent(in: payload)
+        let descriptorPath = parent.appending(key: descriptorKey)
+        // A descriptor only adds bytes: without room for the payload with none, there is none for it.
+        var bare = base
+        bare.set(nil, at: descriptorPath)
+        guard JSONValue.object(bare).compactByteCount <= limit else { return nil }
         guard let descriptor else {
             let bytes = JSONValue.object(base).serialized()
             return bytes.count <= limit ? Rewritten(payload: base, bytes: bytes, droppedFields: []) : nil
         }
         var dropped: [String] = []
+        let present = descriptor.json(omitting: []).objectValue?.keys ?? []
+        let droppable = Descriptor.optionalFields.filter(present.contains)
         while true {
             var candidate = base
-            candidate[descriptorKey] = descriptor.json(omitting: Set(dropped))
+            candidate.set(descriptor.json(omitting: Set(dropped)), at: descriptorPath)
             let bytes = JSONValue.object(candidate).serialized()
             if bytes.count <= limit { return Rewritten(payload: candidate, bytes: bytes, droppedFields: dropped) }
-            guard let next = Descriptor.optionalFields.first(where: { !dropped.contains($0) }) else { break }
+            guard let next = droppable.first(where: { !dropped.contains($0) }) else { break }
             dropped.append(next)
         }
         // No room for a descriptor: an input's own `pushmedia` key would describe the wrong attachment.
-        base.removeValue(forKey: descriptorKey)
+        base.set(nil, at: descriptorPath)
         let bytes = JSONValue.object(base).serialized()
         return bytes.count <= limit ? Rewritten(payload: base, bytes: bytes, droppedFields: dropped + ["pushmedia"]) : nil
+    }
+
+    /// Deeper and higher-indexed paths first.
+    private static func removalOrder(_ a: JSONPath, _ b: JSONPath) -> Bool {
+        for (x, y) in zip(a.steps, b.steps) where x != y {
+            switch (x, y) {
+            case let (.index(i), .index(j)): return i > j
+            case let (.key(k), .key(l)): return k < l
+            case (.index, .key): return true
+            case (.key, .index): return false
+            }
+        }
+        return a.steps.count > b.steps.count
     }
 }

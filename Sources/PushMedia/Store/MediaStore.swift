@@ -20,9 +20,28 @@ public struct CacheEntry: Codable, Sendable, Equatable {
     public var sourceMIME: String
     public var sourceBytes: Int64
     public var pipeline: Int
+    /// The profile's square icon (Web Push).
+    public var icon: StoredFile?
+    /// The thumbnail clipping rectangle computed for `--thumb-aspect`.
+    public var clip: ClipRect?
+    /// For an animation, the frame to show as its thumbnail.
+    public var frame: Int?
+
+    public init(status: String, attachment: StoredFile, thumbnail: StoredFile?, sourceMIME: String, sourceBytes: Int64, pipeline: Int,
+                icon: StoredFile? = nil, clip: ClipRect? = nil, frame: Int? = nil) {
+        self.status = status
+        self.attachment = attachment
+        self.thumbnail = thumbnail
+        self.sourceMIME = sourceMIME
+        self.sourceBytes = sourceBytes
+        self.pipeline = pipeline
+        self.icon = icon
+        self.clip = clip
+        self.frame = frame
+    }
 
     enum CodingKeys: String, CodingKey {
-        case status, attachment, thumbnail, pipeline
+        case status, attachment, thumbnail, pipeline, icon, clip, frame
         case sourceMIME = "source_mime", sourceBytes = "source_bytes"
     }
 }
@@ -136,7 +155,7 @@ public final class MediaStore: Sendable {
     }
 
     private func isPresent(_ entry: CacheEntry) -> Bool {
-        contains(entry.attachment.name) && (entry.thumbnail.map { contains($0.name) } ?? true)
+        contains(entry.attachment.name) && (entry.thumbnail.map { contains($0.name) } ?? true) && (entry.icon.map { contains($0.name) } ?? true)
     }
 
     private func remember(_ entry: CacheEntry, key: String) {

@@ -77,15 +77,23 @@ public struct Transcoder: Sendable {
     public var maxFrames: Int
     public var jpegQuality: Int
     public var maxBytes: Int64
+    /// The platform profile the attachment is made for (shape, animation, alpha, icon).
+    public var profile: AttachmentPolicy
+    /// How a crop to the profile's shape or to a clipping rectangle picks its part.
+    public var crop: CropMode
 
-    public init(config: PushMediaConfig) {
+    /// A transcoder for `profile` (default: the configured one).
+    public init(config: PushMediaConfig, profile: AttachmentPolicy? = nil) {
         Self.startVips
-        longEdge = config.longEdge
-        thumbnailEdge = config.thumbnailEdge
+        let profile = profile ?? config.policy
+        self.profile = profile
+        longEdge = profile.longEdge.map { min($0, config.longEdge) } ?? config.longEdge
+        thumbnailEdge = profile.thumbnail ? config.thumbnailEdge : 0
         maxPixels = config.maxPixels
         maxFrames = config.maxFrames
         jpegQuality = config.jpegQuality
-        maxBytes = config.policy.maxImageBytes
+        maxBytes = profile.maxImageBytes
+        crop = config.crop
     }
 
     private static let startVips: Void = {
@@ -134,15 +142,29 @@ public struct Transcoder: Sendable {
         guard pm_vips_tiffsave_file(image, output) == 0 else { throw .encodeFailed(takeVipsError()) }
     }
 
-    /// Whether an animation is kept animated: within the frame cap and the pixel cap over all frames.
+    /// Whether an animation is kept animated: the profile shows animations, and it is within the
+    /// frame cap and the pixel cap over all frames.
     public func keepsAnimation(_ header: ImageHeader) -> Bool {
-        header.frames > 1 && header.frames <= maxFrames && header.pixels * Int64(header.frames) <= maxPixels
+        profile.animation && header.frames > 1 && header.frames <= maxFrames && header.pixels * Int64(header.frames) <= maxPixels
+    }
+
+    /// The box an image of `header`'s size is made into with long edge `edge`: the fitting box,
+    /// or for a profile with a shape the largest box of that shape inside both the image and
+    /// `edge` (cropped, never enlarged).
+    func box(_ header: ImageHeader, edge: Int) -> (width: Int, height: Int, crop: Int32) {
+        guard let aspect = profile.aspect else { return (edge, edge, 0) }
+        let (w, h) = header.uprightSize
+        var width = min(edge, w, Int((Double(h) * aspect).rounded(.down)))
+        var height = Int((Double(width) / aspect).rounded())
+        if height > h { height = h; width = Int((Double(h) * aspect).rounded(.down)) }
+        return (max(1, width), max(1, height), crop.code)
     }
 
     /// The small JPEG variant (first frame, alpha flattened on white). With thumbnails off
     /// (`thumbnailEdge` 0) a 64 px one is still decoded: it proves the file decodes whole.
     public func thumbnail(path: String, header: ImageHeader? = nil) throws(TranscodeError) -> EncodedImage {
-        let image = try load(path, edge: thumbnailEdge > 0 ? thumbnailEdge : 64, animated: false, profile: header?.hasProfile ?? true)
+        let edge = thumbnailEdge > 0 ? thumbnailEdge : 64
+        let image = try load(path, width: edge, height: edge, crop: 0, animated: false, profile: header?.hasProfile ?? true)
         defer { pm_image_unref(image) }
         return try encodeThumbnail(image)
     }
@@ -150,10 +172,48 @@ public struct Transcoder: Sendable {
     /// The small JPEG variant of an already encoded image (an attachment).
     public func thumbnail(encoded: [UInt8]) throws(TranscodeError) -> EncodedImage {
         var raw: OpaquePointer?
-        let loaded = encoded.withUnsafeBytes { pm_vips_thumbnail_buffer($0.baseAddress, $0.count, Int32(thumbnailEdge), Int32(thumbnailEdge), &raw) }
+        let loaded = encoded.withUnsafeBytes { pm_vips_thumbnail_buffer($0.baseAddress, $0.count, Int32(thumbnailEdge), Int32(thumbnailEdge), 0, &raw) }
         guard loaded == 0, let raw else { throw .decodeFailed(takeVipsError()) }
         defer { pm_image_unref(raw) }
         return try encodeThumbnail(raw)
+    }
+
+    /// The profile's square icon (Web Push: 192 px) cut from an encoded image: PNG when it has
+    /// alpha, JPEG otherwise. Nil when the profile has no icon.
+    public func icon(encoded: [UInt8]) throws(TranscodeError) -> EncodedImage? {
+        guard let edge = profile.iconEdge else { return nil }
+        var raw: OpaquePointer?
+        let loaded = encoded.withUnsafeBytes { pm_vips_thumbnail_buffer($0.baseAddress, $0.count, Int32(edge), Int32(edge), crop.code, &raw) }
+        guard loaded == 0, let raw else { throw .decodeFailed(takeVipsError()) }
+        defer { pm_image_unref(raw) }
+        let width = Int(pm_image_width(raw)), height = Int(pm_image_height(raw))
+        if pm_image_has_alpha(raw) != 0 {
+            return EncodedImage(bytes: try save { pm_vips_pngsave(raw, $0, $1) }, format: .png, width: width, height: height, frames: 1)
+        }
+        return EncodedImage(bytes: try save { pm_vips_jpegsave(raw, Int32(jpegQuality), $0, $1) }, format: .jpeg, width: width, height: height, frames: 1)
+    }
+
+    /// The normalized rectangle of `aspect` (width / height) that the phone should show as the
+    /// thumbnail of an encoded image: its centre, or its most interesting part (libvips' attention
+    /// crop), per `crop`.
+    public func clipRect(encoded: [UInt8], aspect: Double) throws(TranscodeError) -> ClipRect {
+        var rect = [Double](repeating: 0, count: 4)
+        let code = crop == .none ? CropMode.centre.code : crop.code
+        let result = encoded.withUnsafeBytes { buffer in
+            rect.withUnsafeMutableBufferPointer { pm_vips_clip_rect(buffer.baseAddress, buffer.count, aspect, code, $0.baseAddress) }
+        }
+        guard result == 0 else { throw .decodeFailed(takeVipsError()) }
+        func rounded(_ value: Double) -> Double { (value * 10_000).rounded() / 10_000 }
+        return ClipRect(x: rounded(rect[0]), y: rounded(rect[1]), width: rounded(rect[2]), height: rounded(rect[3]))
+    }
+
+    /// For an encoded animation, the frame with the most detail (0-based): a better still than
+    /// the first frame, which is often blank or a fade-in.
+    public func representativeFrame(encoded: [UInt8]) throws(TranscodeError) -> Int {
+        var frame: Int32 = 0
+        let result = encoded.withUnsafeBytes { pm_vips_busiest_frame($0.baseAddress, $0.count, &frame) }
+        guard result == 0 else { throw .decodeFailed(takeVipsError()) }
+        return Int(frame)
     }
 
     private func encodeThumbnail(_ image: OpaquePointer) throws(TranscodeError) -> EncodedImage {
@@ -171,15 +231,18 @@ public struct Transcoder: Sendable {
             if keepsAnimation(header), let gif = try encodeAnimated(path, edge: edge, profile: header.hasProfile), gif.bytes.count <= maxBytes {
                 return gif
             }
-            let image = try load(path, edge: edge, animated: false, profile: header.hasProfile)
+            let box = box(header, edge: edge)
+            let image = try load(path, width: box.width, height: box.height, crop: box.crop, animated: false, profile: header.hasProfile)
             defer { pm_image_unref(image) }
             let width = Int(pm_image_width(image)), height = Int(pm_image_height(image))
-            if pm_image_has_alpha(image) != 0 {
+            if pm_image_has_alpha(image) != 0 && profile.alpha {
                 let png = try save { pm_vips_pngsave(image, $0, $1) }
                 if png.count <= maxBytes { return EncodedImage(bytes: png, format: .png, width: width, height: height, frames: 1) }
             } else {
+                let opaque = try flatten(image)
+                defer { if opaque != image { pm_image_unref(opaque) } }
                 for quality in [jpegQuality] + Self.qualityLadder.filter({ $0 < jpegQuality }) {
-                    let jpeg = try save { pm_vips_jpegsave(image, Int32(quality), $0, $1) }
+                    let jpeg = try save { pm_vips_jpegsave(opaque, Int32(quality), $0, $1) }
                     if jpeg.count <= maxBytes { return EncodedImage(bytes: jpeg, format: .jpeg, width: width, height: height, frames: 1) }
                 }
             }
@@ -189,7 +252,7 @@ public struct Transcoder: Sendable {
     }
 
     private func encodeAnimated(_ path: String, edge: Int, profile: Bool) throws(TranscodeError) -> EncodedImage? {
-        let image = try load(path, edge: edge, animated: true, profile: profile)
+        let image = try load(path, width: edge, height: edge, crop: 0, animated: true, profile: profile)
         defer { pm_image_unref(image) }
         let bytes = try save { pm_vips_gifsave(image, $0, $1) }
         let pageHeight = Int(pm_image_page_height(image))
@@ -200,10 +263,10 @@ public struct Transcoder: Sendable {
     /// Decodes and shrinks; an embedded ICC profile (`profile`) is transformed to sRGB, otherwise
     /// the pixels are taken as sRGB already (what browsers and iOS assume) and only the colour
     /// space is converted, without an lcms transform.
-    private func load(_ path: String, edge: Int, animated: Bool, profile: Bool) throws(TranscodeError) -> OpaquePointer {
+    private func load(_ path: String, width: Int, height: Int, crop: Int32, animated: Bool, profile: Bool) throws(TranscodeError) -> OpaquePointer {
         var image: OpaquePointer?
         let name = animated ? path + "[n=-1]" : path
-        guard pm_vips_thumbnail(name, Int32(edge), Int32(edge), 1, profile ? 1 : 0, &image) == 0, let image else {
+        guard pm_vips_thumbnail(name, Int32(width), Int32(height), 1, profile ? 1 : 0, crop, &image) == 0, let image else {
             throw .decodeFailed(takeVipsError())
         }
         var srgb: OpaquePointer?
@@ -229,6 +292,24 @@ public struct Transcoder: Sendable {
         guard call(&buffer, &length) == 0, let buffer else { throw .decodeFailed(takeVipsError()) }
         defer { pm_free(buffer) }
         return Array(UnsafeRawBufferPointer(start: buffer, count: length))
+    }
+}
+
+/// How an image is cropped to a shape.
+public enum CropMode: String, Sendable, CaseIterable {
+    /// Never crop (clipping rectangles are then centred).
+    case none
+    /// The middle of the image.
+    case centre
+    /// libvips' attention crop: the part with the most edges, skin tones and saturated colour.
+    case attention
+
+    var code: Int32 {
+        switch self {
+        case .none: 0
+        case .centre: 1
+        case .attention: 2
+        }
     }
 }
 
