@@ -98,6 +98,23 @@ def payloads():
     p["invalid-control-char.json"] = '{"aps":{"alert":"line\nbreak"},"media_url":"x"}'
     p["invalid-trailing-data.json"] = '{"aps":{"alert":"x"}} {"media_url":"y"}'
     p["scalars.json"] = '"just a string"'
+    # Push vendors' shapes, including broken ones (wrong kinds where objects are expected).
+    p["vendor-fcm-message.json"] = compact({"message": {"token": "t", "notification": {"title": "T", "body": "B", "image": "https://f.example/a.webp"},
+                                                        "apns": {"payload": {"aps": {"sound": "s"}}}, "android": {"notification": {}},
+                                                        "webpush": {"notification": {"image": "https://f.example/w.png"}}}})
+    p["vendor-fcm-broken-parts.json"] = compact({"message": {"notification": {"image": "https://f.example/a.jpg"}, "apns": {"fcm_options": "x", "payload": []},
+                                                             "android": {"notification": "n"}, "webpush": {}}})
+    p["vendor-fcm-bare.json"] = compact({"token": "t", "notification": {"title": "T", "image": "https://f.example/b.jpg"}, "android": {}})
+    p["vendor-fcm-apns.json"] = compact({"aps": aps(ALERT, **{"mutable-content": 1}), "fcm_options": {"image": "https://f.example/c.heic"}})
+    p["vendor-onesignal.json"] = compact({"aps": aps(ALERT), "att": {"a": "https://o.example/1.jpg", "b": 7, "": "https://o.example/2.png"}})
+    p["vendor-onesignal-os-data.json"] = compact({"aps": aps(ALERT), "os_data": {"att": {"x": "https://o.example/3.gif"}}})
+    p["vendor-airship.json"] = compact({"aps": aps(ALERT), "com.urbanairship.media_attachment": {
+        "url": ["https://u.example/1.jpg", {"no": 1}, "https://u.example/2.jpg"], "urls": [{"url": "https://u.example/3.png", "url_id": "i"}, "bad"],
+        "thumbnail_id": "i", "options": {"crop": {"x": 0.1, "y": 0, "width": 0.8, "height": 1}, "time": 1.5, "hidden": True}}})
+    p["vendor-braze.json"] = compact({"aps": aps(ALERT), "ab": {"att": {"url": "https://b.example/x", "type": "png"}, "c": "c1"}})
+    p["vendor-clevertap.json"] = compact({"aps": aps(ALERT), "ct_mediaUrl": "https://c.example/g", "ct_mediaType": "image"})
+    p["vendor-iterable-cio.json"] = compact({"aps": aps(ALERT), "itbl": {"attachment-url": "https://i.example/t.tiff"},
+                                             "CIO": {"push": {"image": "https://c.example/b.bmp"}}})
     return p
 
 

@@ -70,6 +70,73 @@ public enum FuzzTargets {
             let result = PayloadRewriter.rewrite(object, mediaKey: mediaKey, media: media, descriptor: descriptor.value, limit: limit)
             checkRewrite(result, of: object, mediaKey: mediaKey, media: media, descriptor: descriptor, limit: limit)
         }
+        checkVendors(object, extraKeys: extra)
+    }
+
+    // MARK: - every vendor's shape over the same object
+
+    /// Each vendor's media references are where it says, detection picks a vendor that has some,
+    /// and rewriting all of them (replaced, then removed) keeps the payload valid, puts each URL
+    /// where it belongs, removes what it says, and leaves every unrelated top-level key alone.
+    static func checkVendors(_ object: JSONObject, extraKeys: [String]) {
+        let detected = Vendor.detect(object, extraKeys: extraKeys)
+        let detectedSlots = detected.slots(in: object, extraKeys: extraKeys, profile: .ios)
+        precondition(detected == .generic || !detectedSlots.isEmpty, "detected \(detected) without media")
+        for vendor in Vendor.allCases {
+            let slots = vendor.slots(in: object, extraKeys: extraKeys, profile: .ios)
+            if !slots.isEmpty && Vendor.detectionOrder.firstIndex(of: vendor)! < Vendor.detectionOrder.firstIndex(of: detected)! {
+                preconditionFailure("\(vendor) has media but \(detected) was detected")
+            }
+            guard !slots.isEmpty else { continue }
+            for slot in slots {
+                precondition(object[path: slot.source] == slot.value, "\(vendor): value at \(slot.source) differs")
+            }
+            var touched = Set(["aps", PayloadRewriter.descriptorKey, "message"])
+            for slot in slots {
+                let paths = [slot.target, slot.source] + slot.removals + [slot.typeField?.path, slot.iconTarget, slot.hintsPath].compactMap { $0 }
+                for path in paths { if case let .key(key)? = path.steps.first { touched.insert(key) } }
+            }
+            let replaced = slots.enumerated().map { index, slot in
+                PayloadRewriter.Edit(slot: slot, media: .replace(with: attachmentURL + "?\(index)"), typeValue: "jpg",
+                                     icon: attachmentURL + "?icon", clip: ClipRect(x: 0.25, y: 0, width: 0.5, height: 1))
+            }
+            let descriptor = Descriptor(status: .processed, type: "public.jpeg")
+            if let result = PayloadRewriter.rewrite(object, edits: replaced, vendor: vendor, descriptor: descriptor, limit: 1 << 30) {
+                checkValid(result, of: object, untouched: touched, vendor: vendor)
+                for (index, slot) in slots.enumerated() {
+                    precondition(object.canSet(at: slot.target), "\(vendor): reference at \(slot.target), which cannot be written")
+                    // A later reference can only overwrite an earlier one at the same target.
+                    let last = slots.lastIndex { $0.target == slot.target }!
+                    precondition(result.payload[path: slot.target] == .string(attachmentURL + "?\(last)"),
+                                 "\(vendor): \(slot.target) does not hold its attachment URL (reference \(index))")
+                }
+            } else {
+                preconditionFailure("\(vendor): rewrite without a size limit failed")
+            }
+            let removed = slots.map { PayloadRewriter.Edit(slot: $0, media: .remove) }
+            guard let result = PayloadRewriter.rewrite(object, edits: removed, vendor: vendor, descriptor: nil, limit: 1 << 30) else {
+                preconditionFailure("\(vendor): removal without a size limit failed")
+            }
+            checkValid(result, of: object, untouched: touched, vendor: vendor)
+            for slot in slots where !slot.removals.isEmpty && slot.removals.allSatisfy({ $0.steps.allSatisfy { if case .key = $0 { true } else { false } } }) {
+                for path in slot.removals {
+                    precondition(result.payload[path: path] == nil, "\(vendor): \(path) survived its removal")
+                }
+            }
+        }
+    }
+
+    static func checkValid(_ result: PayloadRewriter.Rewritten, of input: JSONObject, untouched touched: Set<String>, vendor: Vendor) {
+        precondition(result.bytes == JSONValue.object(result.payload).serialized(), "\(vendor): bytes differ from the payload")
+        do {
+            let reparsed = try JSONValue.parse(result.bytes)
+            precondition(reparsed == .object(result.payload), "\(vendor): bytes re-parse differently")
+        } catch {
+            preconditionFailure("\(vendor): rewritten bytes do not parse: \(error)")
+        }
+        for (key, value) in input.members where !touched.contains(key) {
+            precondition(result.payload[key] == value, "\(vendor): unrelated key \(key) changed")
+        }
     }
 
     /// What the fuzz target knows about the descriptor it passed (`Descriptor` cannot be

@@ -190,7 +190,8 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
             let own = JSONPath(([part.part] + part.own).map(JSONPath.Step.key)).steps
             let target = JSONPath(root.steps + own)
             let source = payload[path: target] != nil ? target : common
-            guard let value = payload[path: source] else { continue }
+            // A part whose shape cannot take the URL (e.g. `fcm_options` is not an object) is left alone.
+            guard let value = payload[path: source], payload.canSet(at: target) else { continue }
             let icon = part.icon.map { JSONPath(root.steps + ([part.part] + $0).map(JSONPath.Step.key)) }
             found.append(MediaSlot(source: source, target: target, platform: part.platform, typeField: nil,
                                    removals: source == target ? [target] : [], givenHints: nil, hintsPath: nil,

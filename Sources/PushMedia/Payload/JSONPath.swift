@@ -101,6 +101,21 @@ extension JSONObject {
         JSONValue.object(self)[path: path]
     }
 
+    /// Whether `set(_:at:)` can write at `path`: every step that exists is a container of the
+    /// right kind (missing object members would be created).
+    public func canSet(at path: JSONPath) -> Bool {
+        var current: JSONValue? = .object(self)
+        for step in path.steps {
+            switch (step, current) {
+            case (.key(let key), .object(let members)?): current = members[key]
+            case (.index(let index), .array(let items)?) where items.indices.contains(index): current = items[index]
+            case (.key, nil): current = nil
+            default: return false
+            }
+        }
+        return true
+    }
+
     /// Sets the value at `path`, creating missing objects on the way; see `JSONValue.set(_:at:)`.
     @discardableResult
     public mutating func set(_ value: JSONValue?, at path: JSONPath) -> Bool {
