@@ -19,7 +19,8 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         let body = try await Self.collect(request, limit: pipeline.config.maxPayloadBodyBytes)
         let result: PipelineResult
         do {
-            result = try await pipeline.process(body, context: PayloadContext(budget: options.budget, onReject: options.onReject, baseURL: baseURL()))
+            result = try await pipeline.process(body, context: PayloadContext(budget: options.budget, onReject: options.onReject, baseURL: baseURL(),
+                                                                                vendor: options.vendor, profile: options.profile))
         } catch {
             throw APIError(.badRequest, code: error.reason, message: error.description)
         }
@@ -45,7 +46,8 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         }
         // One budget for the whole batch; items naming the same media share one job.
         let deadline = ContinuousClock.now + (options.budget ?? pipeline.config.budget)
-        let context = PayloadContext(onReject: options.onReject, baseURL: baseURL(), deadline: deadline)
+        let context = PayloadContext(onReject: options.onReject, baseURL: baseURL(), deadline: deadline, vendor: options.vendor,
+                                     profile: options.profile)
         let width = max(1, pipeline.gate?.limit ?? 8)
         var results = [[UInt8]](repeating: [], count: items.count)
         await withTaskGroup(of: (Int, [UInt8]).self) { group in
@@ -92,9 +94,11 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
     struct Options {
         var budget: Duration?
         var onReject: OnReject?
+        var vendor: Vendor?
+        var profile: AttachmentPolicy?
     }
 
-    /// `budget_ms` (query or `X-PushMedia-Budget-Ms`) and `on_reject` (query).
+    /// `budget_ms` (query or `X-PushMedia-Budget-Ms`), `on_reject`, `vendor` and `profile` (query).
     static func options(_ request: Request, default config: PushMediaConfig) throws -> Options {
         var options = Options()
         if let text = request.uri.queryParameters.get("budget_ms") ?? request.headers[.pushMediaBudget] {
@@ -108,6 +112,20 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
                 throw APIError(.badRequest, code: "invalid_parameter", message: "on_reject must be drop or keep, got \"\(text)\"")
             }
             options.onReject = value
+        }
+        if let text = request.uri.queryParameters.get("vendor"), text != "auto" {
+            guard let value = Vendor(rawValue: text) else {
+                throw APIError(.badRequest, code: "invalid_parameter",
+                               message: "vendor must be auto or one of \(Vendor.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\"")
+            }
+            options.vendor = value
+        }
+        if let text = request.uri.queryParameters.get("profile") {
+            guard let value = AttachmentPolicy.profiles[text] else {
+                throw APIError(.badRequest, code: "invalid_parameter",
+                               message: "profile must be one of \(AttachmentPolicy.profiles.keys.sorted().joined(separator: ", ")), got \"\(text)\"")
+            }
+            options.profile = value
         }
         return options
     }

@@ -15,15 +15,22 @@ public struct PayloadContext: Sendable {
     public var baseURL: String?
     /// Overrides the deadline (a batch shares one).
     public var deadline: ContinuousClock.Instant?
+    /// Overrides the configured vendor (nil: the configured one, or detection).
+    public var vendor: Vendor?
+    /// Overrides the configured platform profile.
+    public var profile: AttachmentPolicy?
 
     public init(mediaRoot: String? = nil, label: String? = nil, budget: Duration? = nil, onReject: OnReject? = nil,
-                baseURL: String? = nil, deadline: ContinuousClock.Instant? = nil) {
+                baseURL: String? = nil, deadline: ContinuousClock.Instant? = nil, vendor: Vendor? = nil,
+                profile: AttachmentPolicy? = nil) {
         self.mediaRoot = mediaRoot
         self.label = label
         self.budget = budget
         self.onReject = onReject
         self.baseURL = baseURL
         self.deadline = deadline
+        self.vendor = vendor
+        self.profile = profile
     }
 }
 
@@ -104,11 +111,11 @@ public final class Pipeline: Sendable {
 
     /// Processes one payload. Always returns a payload that keeps the input's text.
     public func process(_ payload: JSONObject, context: PayloadContext = PayloadContext()) async -> PipelineResult {
-        let vendor = config.vendor ?? Vendor.detect(payload, extraKeys: config.extraMediaKeys)
+        let vendor = context.vendor ?? config.vendor ?? Vendor.detect(payload, extraKeys: config.extraMediaKeys)
         var response = PayloadResponse(payload: payload, vendor: vendor, label: context.label)
         let deadline = context.deadline ?? response.start + (context.budget ?? config.budget)
 
-        let slots = vendor.slots(in: payload, extraKeys: config.extraMediaKeys, profile: config.policy)
+        let slots = vendor.slots(in: payload, extraKeys: config.extraMediaKeys, profile: context.profile ?? config.policy)
         guard !slots.isEmpty else {
             let keys = vendor == .generic ? (MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ") : vendor.keysDescription
             return response.unchanged(.skipped, reason: "no_media", message: "no media reference (\(vendor.rawValue) keys: \(keys))")
