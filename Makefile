@@ -1,26 +1,27 @@
 # PushMedia — the two entry points of the README, plus helpers.
 SWIFT ?= swift
 
-.PHONY: run test setup build release clean asan tsan sanitize fuzz fuzz-smoke
+.PHONY: run test setup setup-test build release clean asan tsan sanitize fuzz fuzz-smoke
 
 ## Install missing system libraries, build, and rewrite every payload in samples/.
 run: setup release
 	.build/release/pushmedia batch samples --out out --store pushmedia-store
 
-## Install missing system libraries and run the whole test suite. Tests run one at a time:
-## several check answers against deadlines, which needs cores that other tests are not saturating.
-test: setup
+## Install missing system libraries (and Chromium for the browser tests) and run the whole test
+## suite. Tests run one at a time: several check answers against deadlines, which needs cores
+## that other tests are not saturating.
+test: setup-test
 	$(SWIFT) test --no-parallel
 
 ## The test suite under AddressSanitizer / ThreadSanitizer (separate build folders).
 ## Leak checking is off: the Swift runtime's, Foundation's and SwiftNIO's process-wide singletons
 ## (thread pools, Process and URLSession bookkeeping) are still allocated at exit and would be
 ## reported on every run. Memory errors (overflows, use after free) are what ASan checks here.
-asan: setup
+asan: setup-test
 	ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address \
 	  $(SWIFT) test --no-parallel --sanitize=address --scratch-path .build-asan
 
-tsan: setup
+tsan: setup-test
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/scripts/tsan.supp" PUSHMEDIA_TEST_SANITIZER=thread \
 	  $(SWIFT) test --no-parallel --sanitize=thread --scratch-path .build-tsan
 
@@ -36,6 +37,9 @@ fuzz-smoke: setup
 
 setup:
 	@scripts/setup.sh
+
+setup-test:
+	@scripts/setup.sh --test
 
 build: setup
 	$(SWIFT) build

@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Installs the system libraries PushMedia links against, when pkg-config cannot find them:
 # libvips, libcurl and libmagic (Debian/Ubuntu, through apt-get).
+# --test also installs what the test suite needs besides: Chromium (headless, for the tests
+# that render report.html and /preview) and a font for it, when `chromium` is not on the PATH.
 set -euo pipefail
+
+TEST=0
+for argument in "$@"; do
+  case "$argument" in
+    --test) TEST=1 ;;
+    *) echo "usage: scripts/setup.sh [--test]" >&2; exit 64 ;;
+  esac
+done
 
 missing() {
   ! command -v pkg-config >/dev/null 2>&1 && return 0
@@ -10,17 +20,23 @@ missing() {
   return 1
 }
 
-if missing; then
-  echo "setup: installing libvips-dev libmagic-dev libcurl4-openssl-dev" >&2
+PACKAGES=()
+if missing; then PACKAGES+=(pkg-config libvips-dev libmagic-dev libcurl4-openssl-dev); fi
+if [ "$TEST" = 1 ] && ! command -v chromium >/dev/null 2>&1; then PACKAGES+=(chromium fonts-dejavu-core); fi
+
+if [ "${#PACKAGES[@]}" -gt 0 ]; then
+  echo "setup: installing ${PACKAGES[*]}" >&2
   SUDO=""
   if [ "$(id -u)" != 0 ]; then
     command -v sudo >/dev/null 2>&1 || { echo "setup: run as root or install sudo" >&2; exit 1; }
     SUDO=sudo
   fi
-  command -v apt-get >/dev/null 2>&1 || { echo "setup: apt-get not found; install libvips, libcurl and libmagic development packages" >&2; exit 1; }
+  command -v apt-get >/dev/null 2>&1 || { echo "setup: apt-get not found; install ${PACKAGES[*]} (or their equivalents)" >&2; exit 1; }
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    pkg-config libvips-dev libmagic-dev libcurl4-openssl-dev >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
 fi
 
 command -v swift >/dev/null 2>&1 || { echo "setup: swift not found on PATH (Swift 6 toolchain required)" >&2; exit 1; }
+if [ "$TEST" = 1 ]; then
+  command -v chromium >/dev/null 2>&1 || { echo "setup: chromium is still not on the PATH; the browser tests will fail" >&2; exit 1; }
+fi

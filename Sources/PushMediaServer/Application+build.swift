@@ -31,7 +31,7 @@ public struct ServerParts: Sendable {
 }
 
 /// The router: `/v1/process`, `/v1/batch` (authenticated when tokens or a secret are set),
-/// `/media/<name>`, `/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`.
+/// `/media/<name>`, `/preview` (see `PushMediaConfig.previewEnabled`), `/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`.
 public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<BasicRequestContext> {
     let config = parts.pipeline.config
     let router = Router(context: BasicRequestContext.self)
@@ -42,6 +42,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     let baseURL = parts.baseURL
     ProcessRoutes(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }).add(to: v1)
     MediaRoutes<BasicRequestContext>(store: parts.pipeline.store).add(to: router)
+    PreviewRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }).add(to: router)
     HealthRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics,
                                       executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1)).add(to: router)
     return router

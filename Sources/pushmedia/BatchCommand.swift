@@ -8,14 +8,15 @@ struct BatchCommand: AsyncParsableCommand {
         abstract: "Rewrite every *.json payload under a directory.",
         discussion: """
             Rewritten payloads go under --out with the same relative paths, media into the store, \
-            every outcome into <out>/report.json, and a summary to stdout. Local media paths in the \
+            every outcome into <out>/report.json and <out>/report.html (previews from the store), and a \
+            summary to stdout. Local media paths in the \
             payloads resolve inside DIR (or --media-root). Re-running reuses the cache.
             """
     )
 
     @Argument(help: "Directory of payload files (searched recursively for *.json).")
     var directory: String
-    @Option(help: "Directory for rewritten payloads and report.json.")
+    @Option(help: "Directory for rewritten payloads, report.json and report.html.")
     var out: String = "out"
     @Option(help: "Payloads processed at once (default: 2 per core).")
     var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount * 2
@@ -72,6 +73,13 @@ struct BatchCommand: AsyncParsableCommand {
                                  baseURL: config.baseURL, summary: summary, items: finished)
         do { try writeAtomically(reportJSON(report), to: outRoot.appendingPathComponent("report.json").path) } catch {
             FileHandle.writeError("pushmedia: \(out)/report.json: cannot write: \(error.localizedDescription)")
+            throw Exit.ioError
+        }
+        let html = HTMLReport(items: finished.map { HTMLReport.Item(file: $0.file, output: $0.output, outcome: $0.outcome, writeError: $0.writeError) },
+                              summary: summary.forHTML, reportDirectory: outRoot.path, storeDirectory: pipeline.store.directory,
+                              mediaRoot: mediaRoot, input: root.path)
+        do { try writeAtomically(Data(html.render().utf8), to: outRoot.appendingPathComponent("report.html").path) } catch {
+            FileHandle.writeError("pushmedia: \(out)/report.html: cannot write: \(error.localizedDescription)")
             throw Exit.ioError
         }
         print(summary.table(out: outRoot.path))
@@ -194,8 +202,14 @@ struct BatchSummary: Encodable {
             lines.append("  reasons: " + byReason.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         lines.append("  media: \(formatBytes(sourceBytes)) in → \(formatBytes(attachmentBytes)) out (saved \(formatBytes(bytesSaved))); cache hits \(cacheHits)")
-        lines.append("  report: \(out)/report.json")
+        lines.append("  report: \(out)/report.json, \(out)/report.html")
         return lines.joined(separator: "\n")
+    }
+
+    /// The same numbers for report.html's header.
+    var forHTML: HTMLReport.Summary {
+        HTMLReport.Summary(payloads: payloads, byStatus: byStatus, byReason: byReason, cacheHits: cacheHits,
+                           sourceBytes: sourceBytes, attachmentBytes: attachmentBytes, seconds: seconds)
     }
 }
 

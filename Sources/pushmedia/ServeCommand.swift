@@ -8,10 +8,11 @@ import ServiceLifecycle
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run the HTTP hook: POST /v1/process and /v1/batch, GET /media/<name>, /healthz, /readyz, /metrics.",
+        abstract: "Run the HTTP hook: POST /v1/process and /v1/batch, GET /media/<name>, /preview, /healthz, /readyz, /metrics.",
         discussion: """
             Listens on 127.0.0.1:8080 by default. A non-loopback address needs --token or --hmac-secret \
-            (or --insecure-no-auth). Stops gracefully on SIGTERM or SIGINT: no new connections, \
+            (or --insecure-no-auth). /preview, a page that shows a payload as notifications, is on \
+            when no auth is configured, otherwise only with --preview. Stops gracefully on SIGTERM or SIGINT: no new connections, \
             requests in flight finish within their budgets.
             """
     )
@@ -26,6 +27,8 @@ struct ServeCommand: AsyncParsableCommand {
     var hmacSecret: String?
     @Flag(name: .customLong("insecure-no-auth"), help: "Allow a non-loopback address without auth (env PUSHMEDIA_INSECURE_NO_AUTH).")
     var insecureNoAuth = false
+    @Flag(name: .customLong("preview"), help: "Serve the /preview page although --token or --hmac-secret is set; it takes no auth (env PUSHMEDIA_PREVIEW).")
+    var preview = false
     @Option(name: .customLong("log-format"), help: "text or json (env PUSHMEDIA_LOG_FORMAT; default text).")
     var logFormat: String?
     @Option(name: .customLong("max-jobs"), help: "Jobs running at once (env PUSHMEDIA_MAX_JOBS; default 2 per core).")
@@ -45,6 +48,7 @@ struct ServeCommand: AsyncParsableCommand {
                                           ("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit)]
         do { try config.apply(flags + tokens.map { ("token", $0) }) } catch { throw ValidationError(error.description) }
         if insecureNoAuth { config.insecureNoAuth = true }
+        if preview { config.preview = true }
 
         let format = config.logFormat
         LoggingSystem.bootstrap { label in

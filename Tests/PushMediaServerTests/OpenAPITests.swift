@@ -52,6 +52,8 @@ struct OpenAPITests {
             }
         }
         let missing = String(repeating: "0", count: 64) + ".jpg"
+        let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+        let previewBody = PreviewTests.form(payloadJSON(origin.url("/img")))
 
         // How to provoke each documented answer.
         typealias Probe = (server: TestServer, method: HTTPRequest.Method, uri: String, headers: HTTPFields, body: ByteBuffer?, prepare: (@Sendable () throws -> Void)?)
@@ -76,6 +78,12 @@ struct OpenAPITests {
             "GET /readyz 503": (locked, .get, "/readyz", [:], nil, { [path = locked.store.path] in try FileManager.default.removeItem(atPath: path + "/.incoming") }),
             "GET /metrics 200": (open, .get, "/metrics", [:], nil, nil),
             "GET /openapi.yaml 200": (open, .get, "/openapi.yaml", [:], nil, nil),
+            "GET /preview 200": (open, .get, "/preview", [:], nil, nil),
+            "GET /preview 404": (locked, .get, "/preview", [:], nil, nil),
+            "POST /preview 200": (open, .post, "/preview", form, previewBody, nil),
+            "POST /preview 400": (open, .post, "/preview", form, ByteBuffer(string: "payload=%7B"), nil),
+            "POST /preview 404": (locked, .post, "/preview", form, previewBody, nil),
+            "POST /preview 413": (open, .post, "/preview", form, big, nil),
         ]
         #expect(Self.operations(in: document) == Set(probes.keys))
         for (operation, probe) in probes.sorted(by: { $0.key < $1.key }) {

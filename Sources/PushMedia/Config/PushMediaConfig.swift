@@ -98,6 +98,11 @@ public struct PushMediaConfig: Sendable, Equatable {
     public var hmacSecret: String?
     /// `--insecure-no-auth`, `PUSHMEDIA_INSECURE_NO_AUTH`: allow listening on a non-loopback address without auth.
     public var insecureNoAuth = false
+    /// `--preview`, `PUSHMEDIA_PREVIEW`: serve the `/preview` page (a form that shows a payload as
+    /// notification cards) although `tokens` or `hmacSecret` are set. A browser form cannot send a
+    /// token, so the page is not behind auth: without auth configured it is always on (loopback
+    /// development); with auth it is off unless this is set. See `previewEnabled`.
+    public var preview = false
     /// `--log-format`, `PUSHMEDIA_LOG_FORMAT`: `text` or `json` (one object per line).
     public var logFormat = "text"
     /// Largest `/v1/process` body: 64 KiB.
@@ -107,6 +112,9 @@ public struct PushMediaConfig: Sendable, Equatable {
     public var maxBatchPayloads = 500
 
     public init() {}
+
+    /// Whether `pushmedia serve` answers `/preview`: when no auth is configured, or with `--preview`.
+    public var previewEnabled: Bool { preview || (tokens.isEmpty && hmacSecret == nil) }
 
     /// The environment variable behind each setting.
     public static let environmentKeys: [String: String] = [
@@ -120,7 +128,7 @@ public struct PushMediaConfig: Sendable, Equatable {
         "max-redirects": "PUSHMEDIA_MAX_REDIRECTS", "background-limit": "PUSHMEDIA_BACKGROUND_LIMIT",
         "max-jobs": "PUSHMEDIA_MAX_JOBS", "max-queue": "PUSHMEDIA_MAX_QUEUE",
         "host": "PUSHMEDIA_HOST", "port": "PUSHMEDIA_PORT", "token": "PUSHMEDIA_TOKENS", "hmac-secret": "PUSHMEDIA_HMAC_SECRET",
-        "insecure-no-auth": "PUSHMEDIA_INSECURE_NO_AUTH", "log-format": "PUSHMEDIA_LOG_FORMAT",
+        "insecure-no-auth": "PUSHMEDIA_INSECURE_NO_AUTH", "log-format": "PUSHMEDIA_LOG_FORMAT", "preview": "PUSHMEDIA_PREVIEW",
         "profile": "PUSHMEDIA_PROFILE", "vendor": "PUSHMEDIA_VENDOR", "crop": "PUSHMEDIA_CROP",
         "thumb-aspect": "PUSHMEDIA_THUMB_ASPECT", "thumb-hidden": "PUSHMEDIA_THUMB_HIDDEN",
     ]
@@ -158,6 +166,7 @@ public struct PushMediaConfig: Sendable, Equatable {
         case "budget": budget = try duration()
         case "allow-private-networks": allowPrivateNetworks = try bool()
         case "insecure-no-auth": insecureNoAuth = try bool()
+        case "preview": preview = try bool()
         case "host":
             guard !text.isEmpty else { throw ConfigError.invalidValue(name: name, value: text, expected: "an address such as 127.0.0.1 or 0.0.0.0") }
             host = text

@@ -1,0 +1,30 @@
+extension Outcome {
+    /// The media entries to show: `media` when the pipeline listed the payload's references,
+    /// else the top-level fields as one `ios` entry (none when no media reference was found).
+    public var mediaEntries: [MediaOutcome] {
+        if let media, !media.isEmpty { return media }
+        guard mediaKey != nil || sourceURL != nil || attachment != nil else { return [] }
+        var entry = MediaOutcome(path: mediaKey ?? "", platform: "ios", status: status)
+        entry.reason = reason
+        entry.message = message
+        entry.sourceURL = sourceURL
+        entry.sourceMIME = sourceMIME
+        entry.sourceBytes = sourceBytes
+        entry.attachment = attachment
+        entry.thumbnail = thumbnail
+        entry.cacheHit = cacheHit
+        return [entry]
+    }
+}
+
+extension MediaOutcome {
+    /// `image`, `audio`, `video` or nil, from a MIME type.
+    static func kind(ofMIME mime: String?) -> String? {
+        guard let mime else { return nil }
+        for kind in ["image", "audio", "video"] where mime.lowercased().hasPrefix(kind + "/") { return kind }
+        return nil
+    }
+
+    /// Whether the platform is one Android-like card stands for (`android`, `huawei`, `web`).
+    public var isAndroidLike: Bool { ["android", "huawei", "web"].contains(platform.lowercased()) }
+}
