@@ -83,6 +83,43 @@ struct RouterTests {
         }
     }
 
+    @Test func vendorShapesAndProfilePerRequest() async throws {
+        let server = try TestServer()
+        let url = origin.url("/banner")
+        // An FCM message from a campaign tool: one variant per platform part, in the message's own shape.
+        let message = #"{"message":{"topic":"t","notification":{"title":"Sale","body":"Now","image":"\#(url)"},"apns":{},"android":{}}}"#
+        try await server.test { client in
+            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: message)) { response in
+                let body = try #require(response.body.object)
+                let outcome = try #require(body["outcome"]?.objectValue)
+                #expect(outcome["vendor"] == .string("fcm"))
+                let media = try #require(outcome["media"]?.arrayValue?.compactMap { $0.objectValue })
+                #expect(media.map { $0["platform"] } == [.string("ios"), .string("android")])
+                let payload = try #require(body["payload"]?.objectValue)
+                let android = try #require(payload[path: JSONPath(keys: "message", "android", "notification", "image")]?.stringValue)
+                #expect(android.hasPrefix("https://media.example.com/media/") && android.hasSuffix(".jpg"))
+                #expect(payload[path: JSONPath(keys: "message", "apns", "payload", "aps", "mutable-content")] == .number("1"))
+            }
+            // A bare payload made for Huawei, read as Braze's shape on request.
+            let braze = #"{"aps":{"alert":"Hi"},"ab":{"att":{"url":"\#(url)","type":"webp"}}}"#
+            try await client.execute(uri: "/v1/process?vendor=braze&profile=huawei", method: .post, body: ByteBuffer(json: braze)) { response in
+                let body = try #require(response.body.object)
+                let outcome = try #require(body["outcome"]?.objectValue)
+                #expect(outcome["vendor"] == .string("braze"))
+                #expect(outcome["media"]?.arrayValue?.first?.objectValue?["platform"] == .string("huawei"))
+                let attachment = try #require(outcome["attachment"]?.objectValue)
+                #expect(attachment["width"] == .number("1024") && attachment["height"] == .number("512"))
+                #expect(body["payload"]?.objectValue?[path: JSONPath(keys: "ab", "att", "type")] == .string("jpg"))
+            }
+            for query in ["vendor=sendgrid", "profile=windows"] {
+                try await client.execute(uri: "/v1/process?" + query, method: .post, body: ByteBuffer(json: "{}")) { response in
+                    #expect(response.status == .badRequest)
+                    #expect(response.body.object?["error"]?.objectValue?["code"] == .string("invalid_parameter"))
+                }
+            }
+        }
+    }
+
     @Test func onRejectAndBudgetHeader() async throws {
         let server = try TestServer()
         origin.route("/gone", .status(404, body: "gone"))

@@ -45,6 +45,25 @@ struct ConfigTests {
         #expect(throws: ConfigError.self) { try config.set("base-url", to: "cdn.example.com") }
     }
 
+    @Test func profileVendorCropAndThumbnailHints() throws {
+        #expect(PushMediaConfig().policy == .ios && PushMediaConfig().vendor == nil && PushMediaConfig().crop == .attention)
+        let config = try PushMediaConfig.fromEnvironment([
+            "PUSHMEDIA_PROFILE": "huawei", "PUSHMEDIA_VENDOR": "OneSignal", "PUSHMEDIA_CROP": "center",
+            "PUSHMEDIA_THUMB_ASPECT": "16:9", "PUSHMEDIA_THUMB_HIDDEN": "yes",
+        ])
+        #expect(config.policy == .huawei && config.policy.maxImageBytes == 511_999)
+        #expect(config.vendor == .onesignal)
+        #expect(config.crop == .centre)
+        #expect(abs((config.thumbnailAspect ?? 0) - 16.0 / 9.0) < 1e-9)
+        #expect(config.thumbnailHidden)
+        var back = config
+        try back.apply([("vendor", "auto"), ("thumb-aspect", "none"), ("profile", "web")])
+        #expect(back.vendor == nil && back.thumbnailAspect == nil && back.policy.iconEdge == 192)
+        for (name, value) in [("profile", "windows"), ("vendor", "sendgrid"), ("crop", "smart"), ("thumb-aspect", "1:0"), ("thumb-aspect", "square")] {
+            #expect { try back.set(name, to: value) } throws: { "\($0)".contains("--\(name)") && "\($0)".contains(value) }
+        }
+    }
+
     @Test("durations", arguments: [("10", 10_000), ("2.5", 2_500), ("800ms", 800), ("1.5s", 1_500), ("2m", 120_000)])
     func parsesDurations(_ text: String, _ milliseconds: Int64) {
         #expect(PushMediaConfig.parseDuration(text) == .milliseconds(milliseconds))
