@@ -22,6 +22,8 @@ public struct ServerParts: Sendable {
     public let metrics: ServerMetrics
     /// The public base URL of `/media`, known once the port is.
     public let baseURL: Locked<String>
+    /// Ready answers to repeated `/v1/process` bodies.
+    let memo = ResponseMemo()
 
     public init(config: PushMediaConfig) throws {
         pipeline = try Pipeline(config: config)
@@ -40,7 +42,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
         .add(middleware: AuthMiddleware(tokens: config.tokens, hmacSecret: config.hmacSecret,
                                         bodyLimit: max(config.maxPayloadBodyBytes, config.maxBatchBodyBytes), now: now))
     let baseURL = parts.baseURL
-    ProcessRoutes(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }).add(to: v1)
+    ProcessRoutes(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }, memo: parts.memo).add(to: v1)
     MediaRoutes<BasicRequestContext>(store: parts.pipeline.store).add(to: router)
     PreviewRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }).add(to: router)
     HealthRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics,

@@ -8,6 +8,8 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
     let pipeline: Pipeline
     let metrics: ServerMetrics
     let baseURL: @Sendable () -> String
+    /// Ready answers to repeated bodies whose media came from the cache.
+    let memo: ResponseMemo
 
     func add(to group: RouterGroup<Context>) {
         group.post("process", use: process)
@@ -15,15 +17,28 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
     }
 
     @Sendable func process(_ request: Request, context: Context) async throws -> Response {
+        let start = ContinuousClock.now
         let options = try Self.options(request, default: pipeline.config)
         let body = try await Self.collect(request, limit: pipeline.config.maxPayloadBodyBytes)
+        let base = baseURL()
+        let key = ResponseMemo.Key(options: "\(options.onReject?.rawValue ?? "-")|\(options.vendor?.rawValue ?? "-")|\(options.profile?.id ?? "-")|\(base)",
+                                   body: body)
+        let elapsed = ContinuousClock.now - start
+        let total = (Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15 * 10).rounded() / 10
+        if let ready = memo.answer(key, total: total, store: pipeline.store) {
+            metrics.record(ready.outcome)
+            var response = Response.json(bytes: ready.bytes)
+            response.headers[.pushMediaOutcome] = Self.label(ready.outcome)
+            return response
+        }
         let result: PipelineResult
         do {
-            result = try await pipeline.process(body, context: PayloadContext(budget: options.budget, onReject: options.onReject, baseURL: baseURL(),
+            result = try await pipeline.process(body, context: PayloadContext(budget: options.budget, onReject: options.onReject, baseURL: base,
                                                                                 vendor: options.vendor, profile: options.profile))
         } catch {
             throw APIError(.badRequest, code: error.reason, message: error.description)
         }
+        memo.remember(key, result: result)
         metrics.record(result.outcome)
         var response = Response.json(bytes: resultJSON(result) + [0x0A])
         response.headers[.pushMediaOutcome] = Self.label(result.outcome)

@@ -29,6 +29,8 @@ public struct StageTimings: Codable, Sendable, Equatable {
     public var transcode: Double = 0
     public var store: Double = 0
     public var total: Double = 0
+
+    public init() {}
 }
 
 /// A normalized rectangle (0...1 of the attachment's width and height), as

@@ -1,0 +1,92 @@
+import PushMedia
+
+/// Answers to repeated `/v1/process` requests. A campaign tool sends the same payload for every
+/// device; once its media came from the cache, the answer to the same body under the same
+/// options is the same bytes except for the time taken. Those answers are kept ready, split
+/// around `timings_ms.total`, and served without parsing, rewriting or encoding again, after
+/// checking that the stored files are still there. Only answers whose every media reference was
+/// a cache hit (`processed` or `passthrough`) are kept.
+final class ResponseMemo: Sendable {
+    struct Key: Hashable, Sendable {
+        var options: String
+        var body: [UInt8]
+    }
+
+    struct Entry: Sendable {
+        /// The outcome as a cache hit, for metrics and the outcome header (total set per answer).
+        var outcome: Outcome
+        /// `{"payload":…,"outcome":{…"total":` and the rest after the total.
+        var head: [UInt8]
+        var tail: [UInt8]
+        /// Store names the answer refers to.
+        var files: [String]
+        var size: Int { head.count + tail.count + 2 * 1024 }
+    }
+
+    /// Bytes of answers and bodies kept at most; past that the memo starts again empty.
+    let byteLimit: Int
+    private let state = Locked<(entries: [Key: Entry], bytes: Int)>(([:], 0))
+    private let answered = Locked(0)
+
+    /// Answers given from the memo so far.
+    var answers: Int { answered.withLock { $0 } }
+
+    init(byteLimit: Int = 32 * 1024 * 1024) {
+        self.byteLimit = byteLimit
+    }
+
+    /// The kept answer for `key` with `total` milliseconds, if its files are all in `store`.
+    func answer(_ key: Key, total: Double, store: MediaStore) -> (bytes: [UInt8], outcome: Outcome)? {
+        guard let entry = state.withLock({ $0.entries[key] }) else { return nil }
+        guard entry.files.allSatisfy(store.contains) else {
+            state.withLock { state in
+                if let removed = state.entries.removeValue(forKey: key) { state.bytes -= removed.size + key.body.count }
+            }
+            return nil
+        }
+        answered.withLock { $0 += 1 }
+        var outcome = entry.outcome
+        outcome.timingsMs.total = total
+        return (entry.head + Array(String(total).utf8) + entry.tail, outcome)
+    }
+
+    /// Keeps the answer to `key` when every media reference of `result` came from the cache.
+    func remember(_ key: Key, result: PipelineResult) {
+        let outcome = result.outcome
+        let media = outcome.media ?? []
+        guard outcome.cacheHit == true, !media.isEmpty,
+              media.allSatisfy({ $0.cacheHit == true && ($0.status == .processed || $0.status == .passthrough) }) else { return }
+        var template = outcome
+        template.timingsMs = StageTimings()
+        template.timingsMs.total = Self.sentinel
+        let encoded = resultJSON(payload: result.bytes, outcome: template) + [0x0A]
+        guard let range = Self.range(of: Array(String(Self.sentinel).utf8), in: encoded) else { return }
+        let files = media.flatMap { [$0.attachment?.url, $0.thumbnail?.url, $0.icon?.url] }
+            .compactMap { $0?.split(separator: "/").last.map(String.init) }
+        let entry = Entry(outcome: template, head: Array(encoded[..<range.lowerBound]), tail: Array(encoded[range.upperBound...]), files: files)
+        state.withLock { state in
+            if state.bytes + entry.size + key.body.count > byteLimit {
+                state.entries.removeAll(keepingCapacity: true)
+                state.bytes = 0
+            }
+            if let old = state.entries.updateValue(entry, forKey: key) { state.bytes -= old.size + key.body.count }
+            state.bytes += entry.size + key.body.count
+        }
+    }
+
+    /// A total no real answer has, to find where the total goes in the encoded answer.
+    static let sentinel = 987_654_321.25
+
+    /// The only occurrence of `needle` in `haystack` (nil when absent or repeated).
+    static func range(of needle: [UInt8], in haystack: [UInt8]) -> Range<Int>? {
+        guard needle.count <= haystack.count else { return nil }
+        var found: Range<Int>?
+        for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
+            if haystack[start..<start + needle.count].elementsEqual(needle) {
+                guard found == nil else { return nil }
+                found = start..<start + needle.count
+            }
+        }
+        return found
+    }
+}
