@@ -354,6 +354,7 @@ passes = [
     ("serve_miss", "cache miss: every request a new URL (fetch + transcode)"),
     ("serve_hit_one", "cache hit: one payload repeated"),
     ("serve_hit_all", f"cache hit: the {hit_set} warm payloads in turn"),
+    ("serve_hit_same", f"cache hit, identical bodies (one campaign payload for every device; {hit_set} media in turn, text fixed)"),
     ("serve_soak", "soak: cache hits (as above) while 1 client streams cache misses"),
 ]
 w("| pass | requests | req/s | p50 ms | p90 ms | p99 ms | max ms | errors | outcomes | server CPU-ms/req | CPU-bound req/s | wrk CPU-s | other CPU-s |")
@@ -487,7 +488,8 @@ for key, label, goal in [("thumbor", "thumbor", 1.5), ("python_script", "the Pyt
         w(f"| throughput ≥ {goal} × {label} (both {conc} workers) | {pm['items_per_s']:.2f} vs {r['items_per_s']:.2f} items/s = {ratio:.2f} × "
           f"(CPU-bound: {bound:.2f} ×) | "
           f"{verdict(ratio >= goal, f'{(1 - ratio / goal) * 100:.0f} % short; CPU-bound {(1 - bound / goal) * 100:.0f} % short' if ratio < goal else '')} |")
-for key, label in [("serve_hit_one", "one payload"), ("serve_hit_all", f"{hit_set} payloads")]:
+for key, label in [("serve_hit_one", "one payload"), ("serve_hit_all", f"{hit_set} payloads"),
+                   ("serve_hit_same", f"{hit_set} payloads, identical bodies")]:
     r = hooks.get(key)
     if r:
         p99 = r["latency_us"]["p99"] / 1000

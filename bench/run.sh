@@ -340,6 +340,7 @@ head -n 1 "$LISTS/urls.txt" > "$LISTS/one.txt"
 log "6c. cache-hit passes: $CONNECTIONS connections, ${HIT_SECONDS}s each"
 wrk_pass serve_hit_one hit "$LISTS/one.txt" "$HIT_SECONDS"
 wrk_pass serve_hit_all hit "$LISTS/hit.txt" "$HIT_SECONDS"
+wrk_pass serve_hit_same same "$LISTS/hit.txt" "$HIT_SECONDS"
 if [[ $PERF == 1 ]] && command -v perf >/dev/null && perf record -q -o /dev/null -e cpu-clock true 2>/dev/null; then
   log "6c'. perf profile of the hook under cache-hit load (not timed)"
   wrk -t1 -c"$CONNECTIONS" -d12s --timeout 120s -s "$BENCH/wrk_process.lua" "$HOOK" -- hit "$LISTS/hit.txt" 60000 > /dev/null 2>&1 &

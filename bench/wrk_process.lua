@@ -4,6 +4,9 @@
 --
 -- MODE hit:  cycles through the media URLs in URLS_FILE (one per line), which the caller has
 --            already processed once, so every request is a cache hit.
+-- MODE same: like hit, but the payload text does not change between requests either: one
+--            campaign's payload sent for every device (answered from the hook's memo of
+--            repeated bodies once its media is cached).
 -- MODE miss: every request names a media URL never seen before (URLS_FILE's URLs in turn, each
 --            with a distinct query string "?miss=<thread>-<n>"), so every request is a cache
 --            miss: fetch, sniff, transcode, store.
@@ -46,7 +49,9 @@ function request()
    if mode == "miss" then
       url = url .. "?miss=" .. tid .. "-" .. counter
    end
-   local body = '{"aps":{"alert":{"title":"Bench","body":"Item ' .. counter .. '"},"mutable-content":1},"media_url":"' .. url .. '"}'
+   local text = "Item " .. counter
+   if mode == "same" then text = "Item" end
+   local body = '{"aps":{"alert":{"title":"Bench","body":"' .. text .. '"},"mutable-content":1},"media_url":"' .. url .. '"}'
    return wrk.format("POST", "/v1/process?budget_ms=" .. budget, headers, body)
 end
 
