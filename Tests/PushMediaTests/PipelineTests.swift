@@ -123,6 +123,10 @@ struct PipelineTests {
         #expect(photo.descriptor?["thumb"] == nil)
         let truncated = try await run("truncated.jpg", at: "/no-thumb-truncated", pipeline: pipeline)
         #expect(truncated.outcome.reason == "decode_failed")
+        // The message names the URL, not the store's work file that libvips read.
+        let message = try #require(truncated.outcome.message)
+        #expect(message.contains("/no-thumb-truncated"), "\(message)")
+        #expect(!message.contains(store.path) && !message.contains(".incoming"))
     }
 
     @Test func thumbnailsOfSlowDecodersAreMadeFromTheAttachment() async throws {

@@ -444,10 +444,17 @@ public final class Pipeline: Sendable {
                                                   icon: extras.icon, clip: extras.clip, frame: extras.frame),
                                        key: key, result: result)
         } catch let error as ReasonedError {
-            return result(.failed(reason: error.reason, message: error.description))
+            return result(.failed(reason: error.reason, message: Self.withoutWorkPaths(error.description, temporary)))
         } catch {
-            return result(.failed(reason: "internal_error", message: "\(error)"))
+            return result(.failed(reason: "internal_error", message: Self.withoutWorkPaths("\(error)", temporary)))
         }
+    }
+
+    /// A library's message without the store's work files in it (libvips names the file it read):
+    /// the payload's label and URL already say which media it is.
+    static func withoutWorkPaths(_ message: String, _ temporary: String) -> String {
+        message.replacingOccurrences(of: temporary + ".tiff", with: "the fetched file")
+            .replacingOccurrences(of: temporary, with: "the fetched file")
     }
 
     /// What is made beside an image attachment: the profile's icon (stored), the thumbnail's
