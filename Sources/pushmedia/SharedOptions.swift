@@ -32,6 +32,8 @@ struct SharedOptions: ParsableArguments {
     @Option(name: .customLong("max-source-bytes"), help: "Largest download in bytes (env PUSHMEDIA_MAX_SOURCE_BYTES; default 50000000).")
     var maxSourceBytes: String?
 
+    @Option(name: .customLong("decode-memory"), help: "Estimated bytes of image decodes running at once (env PUSHMEDIA_DECODE_MEMORY; default 128000000).")
+    var decodeMemory: String?
     @Option(help: "Platform the attachment is made for: ios, android, huawei, web (env PUSHMEDIA_PROFILE; default ios).")
     var profile: String?
     @Option(help: "Payload convention: auto, generic, fcm, onesignal, airship, braze, clevertap, iterable, customerio (env PUSHMEDIA_VENDOR; default auto).")
@@ -50,7 +52,7 @@ struct SharedOptions: ParsableArguments {
         let flags: [(String, String?)] = [
             ("store", store), ("base-url", baseURL), ("budget", budget), ("on-reject", onReject), ("media-root", mediaRoot),
             ("long-edge", longEdge), ("thumb-edge", thumbEdge), ("max-pixels", maxPixels), ("max-frames", maxFrames),
-            ("max-source-bytes", maxSourceBytes), ("profile", profile), ("vendor", vendor), ("crop", crop),
+            ("max-source-bytes", maxSourceBytes), ("decode-memory", decodeMemory), ("profile", profile), ("vendor", vendor), ("crop", crop),
             ("thumb-aspect", thumbAspect),
         ]
         do {

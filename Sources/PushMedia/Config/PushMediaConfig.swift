@@ -46,6 +46,10 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// `--max-frames`, `PUSHMEDIA_MAX_FRAMES`: animations with more frames (or more than
     /// `maxPixels` over all frames) are reduced to their first frame.
     public var maxFrames = 100
+    /// `--decode-memory`, `PUSHMEDIA_DECODE_MEMORY`: estimated memory (bytes) of the image decodes
+    /// running at once; a transcode waits until its estimate fits (one larger than this runs
+    /// alone). Keeps peak memory flat whatever the concurrency: 128 MB.
+    public var decodeMemory: Int64 = 128_000_000
     /// `--max-source-bytes`, `PUSHMEDIA_MAX_SOURCE_BYTES`: largest download. Images may exceed
     /// Apple's 10 MB because they are shrunk; audio and video must meet Apple's caps as fetched.
     public var maxSourceBytes: Int64 = 50_000_000
@@ -129,7 +133,7 @@ public struct PushMediaConfig: Sendable, Equatable {
         "max-jobs": "PUSHMEDIA_MAX_JOBS", "max-queue": "PUSHMEDIA_MAX_QUEUE",
         "host": "PUSHMEDIA_HOST", "port": "PUSHMEDIA_PORT", "token": "PUSHMEDIA_TOKENS", "hmac-secret": "PUSHMEDIA_HMAC_SECRET",
         "insecure-no-auth": "PUSHMEDIA_INSECURE_NO_AUTH", "log-format": "PUSHMEDIA_LOG_FORMAT", "preview": "PUSHMEDIA_PREVIEW",
-        "profile": "PUSHMEDIA_PROFILE", "vendor": "PUSHMEDIA_VENDOR", "crop": "PUSHMEDIA_CROP",
+        "decode-memory": "PUSHMEDIA_DECODE_MEMORY", "profile": "PUSHMEDIA_PROFILE", "vendor": "PUSHMEDIA_VENDOR", "crop": "PUSHMEDIA_CROP",
         "thumb-aspect": "PUSHMEDIA_THUMB_ASPECT", "thumb-hidden": "PUSHMEDIA_THUMB_HIDDEN",
     ]
 
@@ -227,6 +231,7 @@ public struct PushMediaConfig: Sendable, Equatable {
         case "max-pixels": maxPixels = try int(1...1_000_000_000)
         case "max-frames": maxFrames = Int(try int(1...100_000))
         case "max-source-bytes": maxSourceBytes = try int(1...2_000_000_000)
+        case "decode-memory": decodeMemory = try int(1_000_000...64_000_000_000)
         case "jpeg-quality": jpegQuality = Int(try int(10...100))
         case "connect-timeout": connectTimeout = try duration()
         case "low-speed-time": lowSpeedTime = try duration()

@@ -82,6 +82,8 @@ public final class Pipeline: Sendable {
     private let inFlight = Locked<[String: SharedJob]>([:])
     /// Backpressure, when `config.maxJobs` is set.
     public let gate: JobGate?
+    /// Bounds the memory of the decodes running at once (`config.decodeMemory`).
+    public let decodeBudget: DecodeBudget
     private let optionsFingerprint: String
     /// The options fingerprint of each profile, part of its cache keys.
     private let fingerprints: [String: String]
@@ -97,6 +99,7 @@ public final class Pipeline: Sendable {
         transcoders = profiles.mapValues { Transcoder(config: config, profile: $0) }
         fingerprints = profiles.mapValues { Self.optionsFingerprint(config, profile: $0) }
         gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
+        decodeBudget = DecodeBudget(limit: config.decodeMemory)
         optionsFingerprint = Self.optionsFingerprint(config)
     }
 
@@ -388,6 +391,11 @@ public final class Pipeline: Sendable {
             if case let .reject(reason, message) = decision { throw Failure(reason: reason, message: message) }
             let passthrough = decision == .passthrough
             let wantsThumbnail = transcoder.thumbnailEdge > 0
+            // Wait until this decode's memory fits beside the others running.
+            guard let held = await decodeBudget.reserve(transcoder.decodeMemory(header), until: deadline) else {
+                return result(.budgetExceeded)
+            }
+            defer { decodeBudget.release(held) }
 
             // The thumbnail comes first when it is cheap (the loader shrinks on load) or when the
             // source passes through: it is the best attempt should the budget run out, and

@@ -148,6 +148,27 @@ public struct Transcoder: Sendable {
         profile.animation && header.frames > 1 && header.frames <= maxFrames && header.pixels * Int64(header.frames) <= maxPixels
     }
 
+    /// Estimated peak memory of making this image's attachment, from its header: the pixels the
+    /// loader decodes (JPEG shrinks by up to 8 while decoding; the others decode whole frames,
+    /// HEIF through an intermediate YCbCr copy), plus the resized image. Used to bound the
+    /// decodes that run at once (`DecodeBudget`).
+    public func decodeMemory(_ header: ImageHeader) -> Int64 {
+        let bands: Int64 = 4
+        let frames = keepsAnimation(header) ? Int64(header.frames) : 1
+        let (width, height) = header.uprightSize
+        var source = header.pixels * bands * frames
+        if Self.shrinkOnLoadLoaders.contains(header.loader) {
+            let ratio = max(width, height) / max(1, longEdge)
+            let shrink = Int64([8, 4, 2].first { ratio >= $0 } ?? 1)
+            source /= shrink * shrink
+        } else if header.loader == "heifload" {
+            source *= 2
+        }
+        let edge = Int64(longEdge)
+        let resized = min(edge * edge, header.pixels) * bands * frames
+        return source + resized
+    }
+
     /// The box an image of `header`'s size is made into with long edge `edge`: the fitting box,
     /// or for a profile with a shape the largest box of that shape inside both the image and
     /// `edge` (cropped, never enlarged).
