@@ -42,9 +42,7 @@ extension Response {
 
 /// JSON of an `Outcome`, as `process --report` writes it.
 func encodeOutcome(_ outcome: Outcome) -> [UInt8] {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    return (try? Array(encoder.encode(outcome))) ?? Array(#"{"status":"\#(outcome.status.rawValue)"}"#.utf8)
+    outcome.jsonValue.serialized()
 }
 
 /// `{"payload": …, "outcome": …}`.

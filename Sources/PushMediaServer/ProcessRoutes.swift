@@ -38,9 +38,8 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         } catch {
             throw APIError(.badRequest, code: error.reason, message: error.description)
         }
-        memo.remember(key, result: result)
         metrics.record(result.outcome)
-        var response = Response.json(bytes: resultJSON(result) + [0x0A])
+        var response = Response.json(bytes: memo.keep(key, result: result) ?? resultJSON(result) + [0x0A])
         response.headers[.pushMediaOutcome] = Self.label(result.outcome)
         return response
     }

@@ -5,7 +5,8 @@ import PushMedia
 /// options is the same bytes except for the time taken. Those answers are kept ready, split
 /// around `timings_ms.total`, and served without parsing, rewriting or encoding again, after
 /// checking that the stored files are still there. Only answers whose every media reference was
-/// a cache hit (`processed` or `passthrough`) are kept.
+/// a cache hit (`processed` or `passthrough`) are kept, and only for a body seen before: a
+/// stream of distinct payloads costs one hash each.
 final class ResponseMemo: Sendable {
     struct Key: Hashable, Sendable {
         var options: String
@@ -27,6 +28,8 @@ final class ResponseMemo: Sendable {
     let byteLimit: Int
     private let state = Locked<(entries: [Key: Entry], bytes: Int)>(([:], 0))
     private let answered = Locked(0)
+    /// Hashes of bodies answered once from the cache (forgotten past 65,536).
+    private let seen = Locked(Set<Int>())
 
     /// Answers given from the memo so far.
     var answers: Int { answered.withLock { $0 } }
@@ -47,20 +50,31 @@ final class ResponseMemo: Sendable {
         answered.withLock { $0 += 1 }
         var outcome = entry.outcome
         outcome.timingsMs.total = total
-        return (entry.head + Array(String(total).utf8) + entry.tail, outcome)
+        return (entry.head + JSONValue.number(total).serialized() + entry.tail, outcome)
     }
 
-    /// Keeps the answer to `key` when every media reference of `result` came from the cache.
-    func remember(_ key: Key, result: PipelineResult) {
+    /// The encoded answer for `result` (with its total) when every media reference came from
+    /// the cache, kept for the next identical request if this body was seen before; nil when
+    /// the answer is not one to keep (encode it as usual).
+    func keep(_ key: Key, result: PipelineResult) -> [UInt8]? {
         let outcome = result.outcome
         let media = outcome.media ?? []
         guard outcome.cacheHit == true, !media.isEmpty,
-              media.allSatisfy({ $0.cacheHit == true && ($0.status == .processed || $0.status == .passthrough) }) else { return }
+              media.allSatisfy({ $0.cacheHit == true && ($0.status == .processed || $0.status == .passthrough) }) else { return nil }
+        let fingerprint = key.hashValue
+        let repeated = seen.withLock { seen in
+            if seen.contains(fingerprint) { return true }
+            if seen.count >= 65_536 { seen.removeAll(keepingCapacity: true) }
+            seen.insert(fingerprint)
+            return false
+        }
+        guard repeated else { return nil }
         var template = outcome
+        let total = outcome.timingsMs.total
         template.timingsMs = StageTimings()
         template.timingsMs.total = Self.sentinel
         let encoded = resultJSON(payload: result.bytes, outcome: template) + [0x0A]
-        guard let range = Self.range(of: Array(String(Self.sentinel).utf8), in: encoded) else { return }
+        guard let range = Self.range(of: Array(String(Self.sentinel).utf8), in: encoded) else { return nil }
         let files = media.flatMap { [$0.attachment?.url, $0.thumbnail?.url, $0.icon?.url] }
             .compactMap { $0?.split(separator: "/").last.map(String.init) }
         let entry = Entry(outcome: template, head: Array(encoded[..<range.lowerBound]), tail: Array(encoded[range.upperBound...]), files: files)
@@ -72,6 +86,7 @@ final class ResponseMemo: Sendable {
             if let old = state.entries.updateValue(entry, forKey: key) { state.bytes -= old.size + key.body.count }
             state.bytes += entry.size + key.body.count
         }
+        return entry.head + JSONValue.number(total).serialized() + entry.tail
     }
 
     /// A total no real answer has, to find where the total goes in the encoded answer.

@@ -84,7 +84,7 @@ public struct Descriptor: Sendable, Equatable {
 
 extension JSONValue {
     /// A JSON number for `value`, shortest round-trip spelling (`0.25`, `1`).
-    static func number(_ value: Double) -> JSONValue {
+    public static func number(_ value: Double) -> JSONValue {
         value == value.rounded() && abs(value) < 1e15 ? .number(String(Int64(value))) : .number(String(value))
     }
 }

@@ -1,0 +1,86 @@
+// The outcome as JSON without Foundation's JSONEncoder: the HTTP hook encodes one per request,
+// and the encoder's reflection-driven walk was the largest cost of a cache hit. The output is
+// what `JSONEncoder` with `.sortedKeys` writes for the Codable conformances (same keys, same
+// order, absent optionals omitted); a test compares the two.
+
+extension Outcome {
+    /// The outcome as a JSON object with sorted keys, as its `Codable` form.
+    public var jsonValue: JSONValue {
+        var members: [(String, JSONValue)] = []
+        members.append(optional: "attachment", attachment?.jsonValue)
+        members.append(optional: "cache_hit", cacheHit.map(JSONValue.bool))
+        members.append(optional: "media", media.map { .array($0.map(\.jsonValue)) })
+        members.append(optional: "media_key", mediaKey.map(JSONValue.string))
+        members.append(optional: "message", message.map(JSONValue.string))
+        members.append(("payload_bytes", .number(String(payloadBytes))))
+        members.append(optional: "reason", reason.map(JSONValue.string))
+        members.append(optional: "source_bytes", sourceBytes.map { .number(String($0)) })
+        members.append(optional: "source_mime", sourceMIME.map(JSONValue.string))
+        members.append(optional: "source_url", sourceURL.map(JSONValue.string))
+        members.append(("status", .string(status.rawValue)))
+        members.append(optional: "thumbnail", thumbnail?.jsonValue)
+        members.append(("timings_ms", timingsMs.jsonValue))
+        members.append(optional: "vendor", vendor.map(JSONValue.string))
+        members.append(optional: "warnings", warnings.map { .array($0.map(JSONValue.string)) })
+        return .object(JSONObject(members))
+    }
+}
+
+extension AttachmentInfo {
+    var jsonValue: JSONValue {
+        var members: [(String, JSONValue)] = [("bytes", .number(String(bytes)))]
+        members.append(optional: "height", height.map { .number(String($0)) })
+        members.append(("mime", .string(mime)))
+        members.append(("url", .string(url)))
+        members.append(optional: "uti", uti.map(JSONValue.string))
+        members.append(optional: "width", width.map { .number(String($0)) })
+        return .object(JSONObject(members))
+    }
+}
+
+extension StageTimings {
+    var jsonValue: JSONValue {
+        .object(JSONObject([("fetch", .number(fetch)), ("sniff", .number(sniff)), ("store", .number(store)),
+                            ("total", .number(total)), ("transcode", .number(transcode))]))
+    }
+}
+
+extension MediaOutcome {
+    var jsonValue: JSONValue {
+        var members: [(String, JSONValue)] = []
+        members.append(optional: "attachment", attachment?.jsonValue)
+        members.append(optional: "cache_hit", cacheHit.map(JSONValue.bool))
+        members.append(optional: "hints", hints?.jsonValue)
+        members.append(optional: "icon", icon?.jsonValue)
+        members.append(optional: "message", message.map(JSONValue.string))
+        members.append(("path", .string(path)))
+        members.append(("platform", .string(platform)))
+        members.append(optional: "reason", reason.map(JSONValue.string))
+        members.append(optional: "source_bytes", sourceBytes.map { .number(String($0)) })
+        members.append(optional: "source_mime", sourceMIME.map(JSONValue.string))
+        members.append(optional: "source_url", sourceURL.map(JSONValue.string))
+        members.append(("status", .string(status.rawValue)))
+        members.append(optional: "thumbnail", thumbnail?.jsonValue)
+        return .object(JSONObject(members))
+    }
+}
+
+extension ThumbnailHints {
+    var jsonValue: JSONValue {
+        var members: [(String, JSONValue)] = []
+        if let clip {
+            members.append(("clip", .object(JSONObject([("height", .number(clip.height)), ("width", .number(clip.width)),
+                                                        ("x", .number(clip.x)), ("y", .number(clip.y))]))))
+        }
+        members.append(optional: "frame", frame.map { .number(String($0)) })
+        members.append(optional: "hidden", hidden.map(JSONValue.bool))
+        members.append(optional: "time", time.map { .number($0) })
+        return .object(JSONObject(members))
+    }
+}
+
+extension Array where Element == (String, JSONValue) {
+    fileprivate mutating func append(optional key: String, _ value: JSONValue?) {
+        if let value { append((key, value)) }
+    }
+}
