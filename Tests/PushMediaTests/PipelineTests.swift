@@ -126,7 +126,7 @@ struct PipelineTests {
         // The message names the URL, not the store's work file that libvips read.
         let message = try #require(truncated.outcome.message)
         #expect(message.contains("/no-thumb-truncated"), "\(message)")
-        #expect(!message.contains(store.path) && !message.contains(".incoming"))
+        #expect(!message.contains(store.path) && !message.contains(".incoming"), "\(message)")
     }
 
     @Test func thumbnailsOfSlowDecodersAreMadeFromTheAttachment() async throws {

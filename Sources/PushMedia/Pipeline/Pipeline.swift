@@ -461,8 +461,16 @@ public final class Pipeline: Sendable {
     /// A library's message without the store's work files in it (libvips names the file it read):
     /// the payload's label and URL already say which media it is.
     static func withoutWorkPaths(_ message: String, _ temporary: String) -> String {
-        message.replacingOccurrences(of: temporary + ".tiff", with: "the fetched file")
+        var text = message.replacingOccurrences(of: temporary + ".tiff", with: "the fetched file")
             .replacingOccurrences(of: temporary, with: "the fetched file")
+        // The same file under another spelling of its path (libvips may normalise it).
+        while let marker = text.range(of: "/.incoming/") {
+            let start = text[..<marker.lowerBound].lastIndex(where: { $0 == " " || $0 == "\"" || $0 == "(" })
+                .map { text.index(after: $0) } ?? text.startIndex
+            let end = text[marker.upperBound...].firstIndex(where: { $0 == " " || $0 == ":" || $0 == "\"" || $0 == ")" }) ?? text.endIndex
+            text.replaceSubrange(start..<end, with: "the fetched file")
+        }
+        return text
     }
 
     /// What is made beside an image attachment: the profile's icon (stored), the thumbnail's
