@@ -456,7 +456,7 @@ if mem:
     w("")
     w("| run | items | wall s | items/s | CPU-s/item | peak RSS MB | outcomes |")
     w("|---|---:|---:|---:|---:|---:|---|")
-    for label, r, key in [("default (glibc malloc as is)", mem, "mem_batch"), ("`MALLOC_ARENA_MAX=2` (diagnostic)", mem2, "mem_batch_arena2")]:
+    for label, r, key in [("default (PushMedia limits glibc to 2 malloc arenas itself)", mem, "mem_batch"), ("`MALLOC_ARENA_MAX=2` (diagnostic)", mem2, "mem_batch_arena2")]:
         if not r:
             continue
         rep = load(key + ".report") or {"summary": {"by_status": {}}}
