@@ -169,10 +169,13 @@ struct CommandLineTests {
         }
     }
 
-    /// Every rewritten payload under `out` is whole JSON and points at a file in the store.
-    static func checkOutputs(_ out: String, store: String) throws -> Int {
+    /// Every rewritten payload under `out` is whole JSON and points at a file in the store. Right
+    /// after a kill, a hidden temporary file (`.<name>.<id>.tmp`, never read as output, removed by
+    /// the next run) may remain from a write cut short: `allowTemporaries`.
+    static func checkOutputs(_ out: String, store: String, allowTemporaries: Bool = false) throws -> Int {
         var checked = 0
         for name in (try? FileManager.default.contentsOfDirectory(atPath: out)) ?? [] {
+            if allowTemporaries && name.hasPrefix(".") && name.hasSuffix(".tmp") { continue }
             #expect(!name.hasSuffix(".tmp"), "partial output \(name)")
             guard name.hasPrefix("p"), name.hasSuffix(".json") else { continue }
             let payload = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: out + "/" + name))).objectValue, "\(name)")
@@ -202,7 +205,7 @@ struct CommandLineTests {
         kill(victim.processIdentifier, SIGKILL)
         try await Self.runner.run { victim.waitUntilExit() }
         #expect(victim.terminationReason == .uncaughtSignal)
-        let before = try Self.checkOutputs(work.file("out"), store: work.file("store"))
+        let before = try Self.checkOutputs(work.file("out"), store: work.file("store"), allowTemporaries: true)
         #expect(before < 40, "the batch finished before it was killed")
 
         let rerun = try await pushmedia(arguments)
