@@ -23,9 +23,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         let base = baseURL()
         let key = ResponseMemo.Key(options: "\(options.onReject?.rawValue ?? "-")|\(options.vendor?.rawValue ?? "-")|\(options.profile?.id ?? "-")|\(base)",
                                    body: body)
-        let elapsed = ContinuousClock.now - start
-        let total = (Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15 * 10).rounded() / 10
-        if let ready = memo.answer(key, total: total, store: pipeline.store) {
+        if let ready = memo.answer(key, total: start.millisecondsElapsed, store: pipeline.store) {
             metrics.record(ready.outcome)
             var response = Response.json(bytes: ready.bytes)
             response.headers[.pushMediaOutcome] = Self.label(ready.outcome)

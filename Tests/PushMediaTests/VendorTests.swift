@@ -244,8 +244,6 @@ struct VendorTests {
     }
 
     @Test func androidPassesThroughA2To1JPEGUnder1MB() async throws {
-        let wide = try Transcoder(config: PushMediaConfig(), profile: .android)
-        _ = wide  // the profile's transcoder exists for every profile
         var config = testConfig(store: store)
         config.policy = .android
         config.mediaRoot = samplesDirectory

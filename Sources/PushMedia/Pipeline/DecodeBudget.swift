@@ -50,25 +50,27 @@ public final class DecodeBudget: @unchecked Sendable {
     public func release(_ bytes: Int64) {
         lock.lock()
         used -= bytes
+        let admitted = admitWaiters()
+        lock.unlock()
+        for continuation in admitted { continuation.resume(returning: true) }
+    }
+
+    /// Takes the waiters that now fit, in order, off the queue. Call with the lock held; resume
+    /// what it returns after unlocking.
+    private func admitWaiters() -> [CheckedContinuation<Bool, Never>] {
         var admitted: [CheckedContinuation<Bool, Never>] = []
         while let first = waiters.first, used + first.bytes <= limit {
             used += first.bytes
             admitted.append(waiters.removeFirst().continuation)
         }
-        lock.unlock()
-        for continuation in admitted { continuation.resume(returning: true) }
+        return admitted
     }
 
     private func expire(_ id: UInt64) {
         lock.lock()
         guard let index = waiters.firstIndex(where: { $0.id == id }) else { return lock.unlock() }
         let waiter = waiters.remove(at: index)
-        // The head leaving may let the next ones in.
-        var admitted: [CheckedContinuation<Bool, Never>] = []
-        while let first = waiters.first, used + first.bytes <= limit {
-            used += first.bytes
-            admitted.append(waiters.removeFirst().continuation)
-        }
+        let admitted = admitWaiters()  // the head leaving may let the next ones in
         lock.unlock()
         waiter.continuation.resume(returning: false)
         for continuation in admitted { continuation.resume(returning: true) }
