@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -94,6 +95,23 @@ static size_t transfer_write(char *data, size_t size, size_t count, void *user) 
         t->cap_exceeded = 1;
         return 0;
     }
+    if (t->to_buffer) {
+        if (t->buffer_length + length > t->buffer_capacity) {
+            size_t capacity = t->buffer_capacity ? t->buffer_capacity : 4096;
+            while (capacity < t->buffer_length + length) capacity *= 2;
+            unsigned char *grown = realloc(t->buffer, capacity);
+            if (grown == NULL) {
+                t->write_failed = ENOMEM;
+                return 0;
+            }
+            t->buffer = grown;
+            t->buffer_capacity = capacity;
+        }
+        memcpy(t->buffer + t->buffer_length, data, length);
+        t->buffer_length += length;
+        t->bytes_written += (int64_t)length;
+        return length;
+    }
     size_t done = 0;
     while (done < length) {
         ssize_t n = write(t->fd, data + done, length - done);
@@ -149,6 +167,56 @@ CURLcode pm_curl_install_transfer(CURL *handle, pm_transfer *transfer) {
     if ((code = curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L))) return code;
     if ((code = curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, transfer_open_socket))) return code;
     return curl_easy_setopt(handle, CURLOPT_OPENSOCKETDATA, transfer);
+}
+
+static __thread CURL *store_handle = NULL;
+
+CURL *pm_curl_store_handle(void) {
+    if (store_handle == NULL) {
+        store_handle = curl_easy_init();
+    } else {
+        curl_easy_reset(store_handle);
+    }
+    return store_handle;
+}
+
+/* Request body bytes, from memory or a file descriptor. */
+static size_t transfer_read(char *out, size_t size, size_t count, void *user) {
+    pm_transfer *t = user;
+    size_t room = size * count;
+    if (transfer_should_stop(t)) return CURL_READFUNC_ABORT;
+    if (t->upload_mode == 1) {
+        int64_t left = t->upload_length - t->upload_offset;
+        size_t n = left < (int64_t)room ? (size_t)left : room;
+        memcpy(out, t->upload_data + t->upload_offset, n);
+        t->upload_offset += (int64_t)n;
+        return n;
+    }
+    for (;;) {
+        ssize_t n = read(t->upload_fd, out, room);
+        if (n >= 0) {
+            t->upload_offset += n;
+            return (size_t)n;
+        }
+        if (errno == EINTR) continue;
+        t->write_failed = errno;
+        return CURL_READFUNC_ABORT;
+    }
+}
+
+CURLcode pm_curl_install_upload(CURL *handle, pm_transfer *transfer, int64_t length) {
+    CURLcode code;
+    if ((code = curl_easy_setopt(handle, CURLOPT_UPLOAD, 1L))) return code;
+    if ((code = curl_easy_setopt(handle, CURLOPT_READFUNCTION, transfer_read))) return code;
+    if ((code = curl_easy_setopt(handle, CURLOPT_READDATA, transfer))) return code;
+    return curl_easy_setopt(handle, CURLOPT_INFILESIZE_LARGE, (curl_off_t)length);
+}
+
+void pm_transfer_buffer_free(pm_transfer *transfer) {
+    free(transfer->buffer);
+    transfer->buffer = NULL;
+    transfer->buffer_length = 0;
+    transfer->buffer_capacity = 0;
 }
 
 /* ----------------------------------------------------------------- libvips */

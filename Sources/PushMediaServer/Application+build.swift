@@ -50,21 +50,29 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     return router
 }
 
-/// The application: checks that a public listener has auth, derives the base URL from the
-/// bound address unless `--base-url` was given, and calls `onRunning` with the port.
+/// The application: checks that a public listener has auth and that the store answers (an
+/// object store: endpoint, credentials, bucket), derives the base URL from the bound address
+/// unless `--base-url` was given, runs retention every `gcEvery` when set, and calls `onRunning`
+/// with the port.
 public func buildApplication(config: PushMediaConfig, baseURLGiven: Bool, logger: Logger,
-                             onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
+                             onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws -> some ApplicationProtocol {
     let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(config.host) || config.host.hasPrefix("127.")
     if !loopback && config.tokens.isEmpty && config.hmacSecret == nil && !config.insecureNoAuth {
         throw ServerError.unauthenticatedPublicListener(config.host)
     }
     let config = { var served = config; served.mediaRoot = nil; return served }()  // the hook never reads local files
     let parts = try ServerParts(config: config)
+    try await parts.pipeline.verifyStore()
     let router = buildRouter(parts)
     let host = config.host
+    let retention = config.gcEvery.map {
+        RetentionService(store: parts.pipeline.store, every: $0,
+                         policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes), logger: logger)
+    }
     return Application(
         router: router,
         configuration: .init(address: .hostname(host, port: config.port), serverName: "PushMedia/\(PushMediaVersion.string)"),
+        services: retention.map { [$0] } ?? [],
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? config.port
             if !baseURLGiven {
@@ -72,6 +80,7 @@ public func buildApplication(config: PushMediaConfig, baseURLGiven: Bool, logger
                 parts.baseURL.withLock { $0 = "http://\(shown.contains(":") ? "[\(shown)]" : shown):\(port)/media" }
             }
             logger.info("listening", metadata: ["address": "\(host):\(port)", "media": "\(parts.baseURL.withLock { $0 })",
+                                                "store": "\(parts.pipeline.store.location)",
                                                 "auth": "\(config.tokens.isEmpty && config.hmacSecret == nil ? "none" : "required")"])
             await onRunning(port)
         },

@@ -26,16 +26,17 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
         }
     }
 
-    /// Ready when the store takes a write and libvips encodes an image.
+    /// Ready when the store works (a local store takes a write; an object store answers with its
+    /// bucket within 2 s) and libvips encodes an image. The answer names what failed.
     @Sendable func ready(_ request: Request, context: Context) async throws -> Response {
         let store = pipeline.store
-        let (storeWritable, vipsWorks) = await executor.run { () -> (Bool, Bool) in
-            let path = store.temporaryPath()
-            let writable = FileManager.default.createFile(atPath: path, contents: Data("ready".utf8)) && unlink(path) == 0
-            return (writable, Transcoder.selfTest())
+        let (storeProblem, vipsWorks) = await executor.run { () -> (String?, Bool) in
+            var problem: String?
+            do { try store.checkReady(deadline: .now + .seconds(2)) } catch { problem = "\(error)" }
+            return (problem, Transcoder.selfTest())
         }
-        let ready = storeWritable && vipsWorks
-        let checks = JSONObject([("store", .string(storeWritable ? "ok" : "not writable: \(store.directory)")),
+        let ready = storeProblem == nil && vipsWorks
+        let checks = JSONObject([("store", .string(storeProblem ?? "ok")),
                                  ("libvips", .string(vipsWorks ? "ok" : "failed to encode a test image"))])
         return Response.json(.object(JSONObject([("status", .string(ready ? "ready" : "unavailable")), ("checks", .object(checks))])),
                              status: ready ? .ok : .serviceUnavailable)

@@ -3,10 +3,17 @@ import HTTPTypes
 import Hummingbird
 import PushMedia
 
-/// `GET|HEAD /media/<name>`: serves the store's files, and nothing else.
+/// `GET|HEAD /media/<name>`: serves the store's files, and nothing else. A local store's files
+/// are sent from disk; an object store's are streamed from the bucket as they arrive (a HEAD for
+/// the size, then a GET of the requested range), so the hook works as a media origin with either
+/// backend. With `--base-url` pointing at the bucket or a CDN, phones never come here.
 struct MediaRoutes<Context: RequestContext>: Sendable {
     let store: MediaStore
     let fileIO = FileIO()
+    /// Object-store transfers (each holds a thread while it streams) and the reads that forward
+    /// their bytes: separate, so readers always find a thread.
+    let transfers = BlockingExecutor(name: "pushmedia-media", maxThreads: 64)
+    let reads = BlockingExecutor(name: "pushmedia-media-read", maxThreads: 4)
 
     func add(to router: Router<Context>) {
         router.get("media/{name}", use: serve)
@@ -18,12 +25,22 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         guard MediaStore.isValidName(name), let contentType = mediaContentTypes[String(name.split(separator: ".").last ?? "")] else {
             throw APIError(.notFound, code: "not_found", message: "no such media")
         }
-        let path = store.path(of: name)
-        var info = stat()
-        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            throw APIError(.notFound, code: "not_found", message: "no such media")
+        let local = store.localPath(of: name)
+        let size: Int
+        if let local {
+            var info = stat()
+            guard stat(local, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+                throw APIError(.notFound, code: "not_found", message: "no such media")
+            }
+            size = Int(info.st_size)
+        } else {
+            let found: Int64?
+            do { found = try await transfers.run { [store] in try store.size(of: name) } } catch {
+                throw APIError(.badGateway, code: "store_unavailable", message: "the object store did not answer: \(error)")
+            }
+            guard let found else { throw APIError(.notFound, code: "not_found", message: "no such media") }
+            size = Int(found)
         }
-        let size = Int(info.st_size)
         let etag = "\"\(name.split(separator: ".")[0])\""
         var headers: HTTPFields = [
             .contentType: contentType,
@@ -56,8 +73,47 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         if request.method == .head || length == 0 {
             return Response(status: status, headers: headers, body: ResponseBody(contentLength: length) { _ in })
         }
-        let body = try await fileIO.loadFile(path: path, range: range, context: context)
-        return Response(status: status, headers: headers, body: body)
+        if let local {
+            let body = try await fileIO.loadFile(path: local, range: range, context: context)
+            return Response(status: status, headers: headers, body: body)
+        }
+        return Response(status: status, headers: headers, body: streamed(name, range: status == .partialContent ? range : nil, length: length))
+    }
+
+    /// The object's bytes through a pipe: the transfer writes into it (blocking while the client
+    /// is slow), the body reads it in 64 KiB chunks. A client that goes away closes the read end,
+    /// which ends the transfer.
+    private func streamed(_ name: String, range: ClosedRange<Int>?, length: Int) -> ResponseBody {
+        ResponseBody(contentLength: length) { [store, transfers, reads] writer in
+            var fds: [Int32] = [0, 0]
+            guard pipe(&fds) == 0 else { throw APIError(.internalServerError, code: "pipe_failed", message: String(cString: strerror(errno))) }
+            let (readEnd, writeEnd) = (fds[0], fds[1])
+            let transfer = Task {
+                await transfers.run { () -> String? in
+                    defer { close(writeEnd) }
+                    do { try store.read(name, range: range, to: writeEnd) } catch { return "\(error)" }
+                    return nil
+                }
+            }
+            defer { close(readEnd) }
+            var sent = 0
+            while sent < length {
+                let chunk = await reads.run { () -> [UInt8]? in
+                    var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+                    let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+                    return count > 0 ? Array(buffer[..<count]) : nil
+                }
+                guard let chunk else { break }
+                sent += chunk.count
+                try await writer.write(ByteBuffer(bytes: chunk))
+            }
+            if sent < length {
+                // The object store failed mid-way: close the connection short of Content-Length.
+                let failure = await transfer.value ?? "the object ended early"
+                throw APIError(.badGateway, code: "store_unavailable", message: failure)
+            }
+            try await writer.finish(nil)
+        }
     }
 
     enum RangeAnswer: Equatable {

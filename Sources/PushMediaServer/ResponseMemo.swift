@@ -19,8 +19,8 @@ final class ResponseMemo: Sendable {
         /// `{"payload":…,"outcome":{…"total":` and the rest after the total.
         var head: [UInt8]
         var tail: [UInt8]
-        /// Store names the answer refers to.
-        var files: [String]
+        /// Stored files (name, bytes) the answer refers to.
+        var files: [(name: String, bytes: Int64)]
         var size: Int { head.count + tail.count + 2 * 1024 }
     }
 
@@ -41,7 +41,7 @@ final class ResponseMemo: Sendable {
     /// The kept answer for `key` with `total` milliseconds, if its files are all in `store`.
     func answer(_ key: Key, total: Double, store: MediaStore) -> (bytes: [UInt8], outcome: Outcome)? {
         guard let entry = state.withLock({ $0.entries[key] }) else { return nil }
-        guard entry.files.allSatisfy(store.contains) else {
+        guard entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) }) else {
             state.withLock { state in
                 if let removed = state.entries.removeValue(forKey: key) { state.bytes -= removed.size + key.body.count }
             }
@@ -75,8 +75,8 @@ final class ResponseMemo: Sendable {
         template.timingsMs.total = Self.sentinel
         let encoded = resultJSON(payload: result.bytes, outcome: template) + [0x0A]
         guard let range = Self.range(of: Array(String(Self.sentinel).utf8), in: encoded) else { return nil }
-        let files = media.flatMap { [$0.attachment?.url, $0.thumbnail?.url, $0.icon?.url] }
-            .compactMap { $0?.split(separator: "/").last.map(String.init) }
+        let files = media.flatMap { [$0.attachment, $0.thumbnail, $0.icon] }.compactMap { $0 }
+            .compactMap { file in file.url.split(separator: "/").last.map { (name: String($0), bytes: file.bytes) } }
         let entry = Entry(outcome: template, head: Array(encoded[..<range.lowerBound]), tail: Array(encoded[range.upperBound...]), files: files)
         state.withLock { state in
             if state.bytes + entry.size + key.body.count > byteLimit {

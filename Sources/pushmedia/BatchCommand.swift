@@ -35,9 +35,9 @@ struct BatchCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: \(directory): not a directory")
             throw Exit.ioError
         }
-        let pipeline = try openPipeline(config)
+        let pipeline = try await openPipeline(config)
         Self.removeInterruptedWrites(under: outRoot)
-        let excluded = [outRoot.path, URL(fileURLWithPath: pipeline.store.directory).standardizedFileURL.path]
+        let excluded = [outRoot.path] + [pipeline.store.directory].compactMap { $0 }.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         let files = Self.payloadFiles(under: root, excluding: excluded)
         let mediaRoot = config.mediaRoot ?? root.path
         let started = Date()
@@ -69,14 +69,14 @@ struct BatchCommand: AsyncParsableCommand {
 
         let finished = items.compactMap { $0 }
         let summary = BatchSummary(items: finished, seconds: Date().timeIntervalSince(started))
-        let report = BatchReport(version: PushMediaVersion.string, input: root.path, out: outRoot.path, store: pipeline.store.directory,
+        let report = BatchReport(version: PushMediaVersion.string, input: root.path, out: outRoot.path, store: pipeline.store.location,
                                  baseURL: config.baseURL, summary: summary, items: finished)
         do { try writeAtomically(reportJSON(report), to: outRoot.appendingPathComponent("report.json").path) } catch {
             FileHandle.writeError("pushmedia: \(out)/report.json: cannot write: \(error.localizedDescription)")
             throw Exit.ioError
         }
         let html = HTMLReport(items: finished.map { HTMLReport.Item(file: $0.file, output: $0.output, outcome: $0.outcome, writeError: $0.writeError) },
-                              summary: summary.forHTML, reportDirectory: outRoot.path, storeDirectory: pipeline.store.directory,
+                              summary: summary.forHTML, reportDirectory: outRoot.path, storeDirectory: pipeline.store.directory, storeLocation: pipeline.store.location,
                               mediaRoot: mediaRoot, input: root.path)
         do { try writeAtomically(Data(html.render().utf8), to: outRoot.appendingPathComponent("report.html").path) } catch {
             FileHandle.writeError("pushmedia: \(out)/report.html: cannot write: \(error.localizedDescription)")

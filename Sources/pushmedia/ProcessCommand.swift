@@ -26,7 +26,7 @@ struct ProcessCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: \(input): cannot read: \(error.localizedDescription)")
             throw Exit.ioError
         }
-        let pipeline = try openPipeline(config)
+        let pipeline = try await openPipeline(config)
         let directory = input == "-" ? FileManager.default.currentDirectoryPath : URL(fileURLWithPath: input).deletingLastPathComponent().path
         let label = input == "-" ? "stdin" : input
         let result: PipelineResult

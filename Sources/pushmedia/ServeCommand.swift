@@ -37,6 +37,12 @@ struct ServeCommand: AsyncParsableCommand {
     var maxQueue: String?
     @Option(name: .customLong("background-limit"), help: "How long a job may go on after its budget to fill the cache (env PUSHMEDIA_BACKGROUND_LIMIT; default 60s).")
     var backgroundLimit: String?
+    @Option(name: .customLong("gc-every"), help: "Run retention (as `pushmedia gc`) this often, e.g. 1h (env PUSHMEDIA_GC_EVERY; default never).")
+    var gcEvery: String?
+    @Option(name: .customLong("older-than"), help: "With --gc-every: remove cache entries unused this long (env PUSHMEDIA_GC_OLDER_THAN; default 30d).")
+    var olderThan: String?
+    @Option(name: .customLong("max-bytes"), help: "With --gc-every: keep the store's media under this many bytes, least recently used out first (env PUSHMEDIA_GC_MAX_BYTES).")
+    var maxBytes: String?
     @OptionGroup var options: SharedOptions
 
     func run() async throws {
@@ -45,7 +51,8 @@ struct ServeCommand: AsyncParsableCommand {
         config.maxJobs = config.maxJobs ?? ProcessInfo.processInfo.activeProcessorCount * 2
         if environment["PUSHMEDIA_BACKGROUND_LIMIT"] == nil { config.backgroundLimit = .seconds(60) }
         let flags: [(String, String?)] = [("host", host), ("port", port), ("hmac-secret", hmacSecret), ("log-format", logFormat),
-                                          ("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit)]
+                                          ("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit),
+                                          ("gc-every", gcEvery), ("older-than", olderThan), ("max-bytes", maxBytes)]
         do { try config.apply(flags + tokens.map { ("token", $0) }) } catch { throw ValidationError(error.description) }
         if insecureNoAuth { config.insecureNoAuth = true }
         if preview { config.preview = true }
@@ -59,7 +66,7 @@ struct ServeCommand: AsyncParsableCommand {
         let app: any Service
         do {
             let host = config.host
-            app = try buildApplication(config: config, baseURLGiven: baseURLGiven, logger: logger) { port in
+            app = try await buildApplication(config: config, baseURLGiven: baseURLGiven, logger: logger) { port in
                 FileHandle.standardOutput.write(Data("PushMedia listening on http://\(host):\(port)\n".utf8))
             } as any Service
         } catch let error as ServerError {

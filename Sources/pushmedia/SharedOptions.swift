@@ -5,8 +5,16 @@ import PushMedia
 /// Flags shared by every command. Each falls back to its `PUSHMEDIA_*` variable, then to the
 /// default documented in `PushMediaConfig`.
 struct SharedOptions: ParsableArguments {
-    @Option(help: "Directory of the media store (env PUSHMEDIA_STORE; default ./pushmedia-store).")
+    @Option(help: "Media store: a directory, or s3://BUCKET[/PREFIX] (env PUSHMEDIA_STORE; default ./pushmedia-store).")
     var store: String?
+    @Option(name: .customLong("s3-endpoint"), help: "S3-compatible endpoint for an s3:// store, path-style (env PUSHMEDIA_S3_ENDPOINT). Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or PUSHMEDIA_S3_*.")
+    var s3Endpoint: String?
+    @Option(name: .customLong("s3-region"), help: "Region S3 requests are signed for (env PUSHMEDIA_S3_REGION; default us-east-1).")
+    var s3Region: String?
+    @Option(name: .customLong("work-dir"), help: "Local folder for downloads with an s3:// store (env PUSHMEDIA_WORK_DIR; default $TMPDIR/pushmedia-work).")
+    var workDir: String?
+    @Option(name: .customLong("index-cache"), help: "Cache entries kept in memory in front of the store's index (env PUSHMEDIA_INDEX_CACHE; default 100000).")
+    var indexCache: String?
     @Option(name: .customLong("base-url"), help: "Public URL the store is served under (env PUSHMEDIA_BASE_URL; default http://127.0.0.1:8080/media).")
     var baseURL: String?
     @Option(help: "Time budget per payload, e.g. 10, 2.5s, 800ms (env PUSHMEDIA_BUDGET; default 10s).")
@@ -53,7 +61,7 @@ struct SharedOptions: ParsableArguments {
             ("store", store), ("base-url", baseURL), ("budget", budget), ("on-reject", onReject), ("media-root", mediaRoot),
             ("long-edge", longEdge), ("thumb-edge", thumbEdge), ("max-pixels", maxPixels), ("max-frames", maxFrames),
             ("max-source-bytes", maxSourceBytes), ("decode-memory", decodeMemory), ("profile", profile), ("vendor", vendor), ("crop", crop),
-            ("thumb-aspect", thumbAspect),
+            ("thumb-aspect", thumbAspect), ("s3-endpoint", s3Endpoint), ("s3-region", s3Region), ("work-dir", workDir), ("index-cache", indexCache),
         ]
         do {
             try config.apply(flags + mediaKeys.map { ("media-key", $0) } + trustedPeers.map { ("trust-peer", $0) })
@@ -64,9 +72,14 @@ struct SharedOptions: ParsableArguments {
     }
 }
 
-/// Opens the pipeline (and its store); a store that cannot be opened is an I/O error (exit 74).
-func openPipeline(_ config: PushMediaConfig) throws -> Pipeline {
-    do { return try Pipeline(config: config) } catch {
+/// Opens the pipeline and checks its store (an object store must answer with its bucket); a
+/// store that cannot be opened or reached is an I/O error (exit 74) with a message naming it.
+func openPipeline(_ config: PushMediaConfig) async throws -> Pipeline {
+    do {
+        let pipeline = try Pipeline(config: config)
+        try await pipeline.verifyStore()
+        return pipeline
+    } catch {
         FileHandle.writeError("pushmedia: \(error)")
         throw Exit.ioError
     }

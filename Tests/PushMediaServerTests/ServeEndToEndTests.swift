@@ -14,10 +14,11 @@ struct ServeEndToEndTests {
         let port: Int
         let stderr = Pipe()
 
-        init(arguments: [String]) throws {
+        init(arguments: [String], environment: [String: String] = [:]) throws {
             process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
             process.arguments = ["serve", "--port", "0"] + arguments
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }
+            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_") }
+                .merging(environment) { _, given in given }
             let stdout = Pipe()
             process.standardOutput = stdout
             process.standardError = stderr
@@ -33,7 +34,9 @@ struct ServeEndToEndTests {
             }
             guard let port = text.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
                 process.terminate()
-                throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "server did not start: \(text)"])
+                process.waitUntilExit()
+                let errors = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "server did not start: \(text) \(errors)"])
             }
             self.port = port
         }

@@ -49,12 +49,31 @@ typedef struct pm_transfer {
     int write_failed;
     int blocked;                    /* a connection was refused by address_allowed */
     char blocked_address[64];
+    /* body sink: 1 appends the body to `buffer` (grown with malloc, capped at max_bytes) instead
+     * of writing to `fd`; free it with pm_transfer_buffer_free */
+    int to_buffer;
+    unsigned char *buffer;
+    size_t buffer_length;
+    size_t buffer_capacity;
+    /* upload source (see pm_curl_install_upload): 0 none, 1 `upload_data`, 2 `upload_fd` */
+    int upload_mode;
+    const unsigned char *upload_data;
+    int64_t upload_length;
+    int64_t upload_offset;
+    int upload_fd;
     /* private */
     int cancel_requested;
 } pm_transfer;
 
 /** Installs the write, progress and open-socket callbacks of `transfer` on `handle`. */
 CURLcode pm_curl_install_transfer(CURL *handle, pm_transfer *transfer);
+/** This thread's easy handle for object-store requests, reset and ready: a second handle beside
+ *  the origin one, so that store and origin connections are each kept alive per thread. */
+CURL *pm_curl_store_handle(void);
+/** Makes the transfer an upload of `length` bytes read from `transfer`'s upload source. */
+CURLcode pm_curl_install_upload(CURL *handle, pm_transfer *transfer, int64_t length);
+/** Frees a body collected with `to_buffer`. */
+void pm_transfer_buffer_free(pm_transfer *transfer);
 /** Asks a running transfer to stop at its next progress callback (thread-safe). */
 void pm_transfer_cancel(pm_transfer *transfer);
 /** Monotonic clock in nanoseconds, the clock deadlines are expressed in. */

@@ -11,7 +11,9 @@ public enum OnReject: String, Sendable, CaseIterable, Codable {
 /// Every setting of PushMedia, with its default. Each is also a `PUSHMEDIA_*` environment
 /// variable (see `environmentKeys`) and a command-line flag of the same name.
 public struct PushMediaConfig: Sendable, Equatable {
-    /// `--store`, `PUSHMEDIA_STORE`: directory of the content-addressed media store.
+    /// `--store`, `PUSHMEDIA_STORE`: where attachments and the cache index live: a directory
+    /// (the default, `pushmedia-store`), or `s3://BUCKET[/PREFIX]` for an S3-compatible object
+    /// store shared by several nodes (see the `s3*` settings).
     public var storeDirectory = "pushmedia-store"
     /// `--base-url`, `PUSHMEDIA_BASE_URL`: public URL under which the store's files are served;
     /// an attachment URL is `<base-url>/<sha256>.<ext>`. The default matches `pushmedia serve`.
@@ -89,6 +91,36 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// `--thumb-hidden`, `PUSHMEDIA_THUMB_HIDDEN`: tell the phone to hide the thumbnail.
     public var thumbnailHidden = false
 
+    // The object store (`--store s3://…`).
+
+    /// `--s3-endpoint`, `PUSHMEDIA_S3_ENDPOINT`: the S3-compatible endpoint, e.g.
+    /// `https://s3.eu-west-1.amazonaws.com` or `http://127.0.0.1:9000`; path-style addressing.
+    public var s3Endpoint: String?
+    /// `--s3-region`, `PUSHMEDIA_S3_REGION`: the region requests are signed for.
+    public var s3Region = "us-east-1"
+    /// `PUSHMEDIA_S3_ACCESS_KEY_ID` or `AWS_ACCESS_KEY_ID` (environment only, never a flag).
+    public var s3AccessKey: String?
+    /// `PUSHMEDIA_S3_SECRET_ACCESS_KEY` or `AWS_SECRET_ACCESS_KEY` (environment only).
+    public var s3SecretKey: String?
+    /// `PUSHMEDIA_S3_SESSION_TOKEN` or `AWS_SESSION_TOKEN` (environment only): temporary credentials.
+    public var s3SessionToken: String?
+    /// `--work-dir`, `PUSHMEDIA_WORK_DIR`: local folder for downloads and intermediates when the
+    /// store is an object store (a local store keeps them inside its directory).
+    public var workDirectory = NSTemporaryDirectory() + "pushmedia-work"
+    /// `--index-cache`, `PUSHMEDIA_INDEX_CACHE`: cache entries kept in memory (LRU) in front of the index.
+    public var indexCacheEntries = 100_000
+
+    // Retention (`pushmedia gc`, `serve --gc-every`).
+
+    /// `--gc-every`, `PUSHMEDIA_GC_EVERY`: `pushmedia serve` runs retention this often (nil, the
+    /// default: never; run `pushmedia gc` from cron, or use bucket lifecycle rules).
+    public var gcEvery: Duration?
+    /// `--older-than`, `PUSHMEDIA_GC_OLDER_THAN`: cache entries unused this long are removed (30d).
+    public var gcOlderThan: Duration = .seconds(30 * 86_400)
+    /// `--max-bytes`, `PUSHMEDIA_GC_MAX_BYTES`: also remove least recently used entries until the
+    /// media the others reference take at most this many bytes (nil: no size limit).
+    public var gcMaxBytes: Int64?
+
     // `pushmedia serve` only.
 
     /// `--host`, `PUSHMEDIA_HOST`: address the HTTP hook listens on.
@@ -135,7 +167,28 @@ public struct PushMediaConfig: Sendable, Equatable {
         "insecure-no-auth": "PUSHMEDIA_INSECURE_NO_AUTH", "log-format": "PUSHMEDIA_LOG_FORMAT", "preview": "PUSHMEDIA_PREVIEW",
         "decode-memory": "PUSHMEDIA_DECODE_MEMORY", "profile": "PUSHMEDIA_PROFILE", "vendor": "PUSHMEDIA_VENDOR", "crop": "PUSHMEDIA_CROP",
         "thumb-aspect": "PUSHMEDIA_THUMB_ASPECT", "thumb-hidden": "PUSHMEDIA_THUMB_HIDDEN",
+        "s3-endpoint": "PUSHMEDIA_S3_ENDPOINT", "s3-region": "PUSHMEDIA_S3_REGION", "s3-access-key-id": "PUSHMEDIA_S3_ACCESS_KEY_ID",
+        "s3-secret-access-key": "PUSHMEDIA_S3_SECRET_ACCESS_KEY", "s3-session-token": "PUSHMEDIA_S3_SESSION_TOKEN",
+        "work-dir": "PUSHMEDIA_WORK_DIR", "index-cache": "PUSHMEDIA_INDEX_CACHE",
+        "gc-every": "PUSHMEDIA_GC_EVERY", "older-than": "PUSHMEDIA_GC_OLDER_THAN", "max-bytes": "PUSHMEDIA_GC_MAX_BYTES",
     ]
+
+    /// The standard AWS variables, read when the `PUSHMEDIA_S3_*` one is absent.
+    static let awsEnvironmentKeys: [String: String] = [
+        "s3-access-key-id": "AWS_ACCESS_KEY_ID", "s3-secret-access-key": "AWS_SECRET_ACCESS_KEY", "s3-session-token": "AWS_SESSION_TOKEN",
+    ]
+
+    /// The object store settings for `s3://bucket/prefix`.
+    func s3Settings(bucket: String, prefix: String) throws(StoreError) -> S3Settings {
+        guard let endpoint = s3Endpoint else {
+            throw .invalidLocation("s3://\(bucket) needs --s3-endpoint (or PUSHMEDIA_S3_ENDPOINT), e.g. https://s3.us-east-1.amazonaws.com")
+        }
+        guard let accessKey = s3AccessKey, let secretKey = s3SecretKey else {
+            throw .invalidLocation("s3://\(bucket) needs credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or PUSHMEDIA_S3_ACCESS_KEY_ID and PUSHMEDIA_S3_SECRET_ACCESS_KEY)")
+        }
+        return S3Settings(endpoint: endpoint, region: s3Region, bucket: bucket, prefix: prefix, accessKey: accessKey, secretKey: secretKey,
+                          sessionToken: s3SessionToken)
+    }
 
     /// Applies one setting given as text (from a flag or an environment variable).
     /// - Parameter name: the flag name without dashes, e.g. `budget`.
@@ -160,7 +213,33 @@ public struct PushMediaConfig: Sendable, Equatable {
             return value
         }
         switch name {
-        case "store": storeDirectory = text
+        case "store":
+            do { _ = try StoreLocation(text) } catch { throw ConfigError.invalidValue(name: name, value: text, expected: "a directory or s3://BUCKET[/PREFIX]") }
+            storeDirectory = text
+        case "s3-endpoint":
+            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil,
+                  url.query == nil, url.path.isEmpty || url.path == "/" else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "an http(s) URL without a path, e.g. https://s3.us-east-1.amazonaws.com")
+            }
+            s3Endpoint = text.hasSuffix("/") ? String(text.dropLast()) : text
+        case "s3-region":
+            guard !text.isEmpty, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "a region name such as us-east-1")
+            }
+            s3Region = text
+        case "s3-access-key-id": s3AccessKey = text.isEmpty ? nil : text
+        case "s3-secret-access-key": s3SecretKey = text.isEmpty ? nil : text
+        case "s3-session-token": s3SessionToken = text.isEmpty ? nil : text
+        case "work-dir":
+            guard !text.isEmpty else { throw ConfigError.invalidValue(name: name, value: text, expected: "a directory") }
+            workDirectory = text
+        case "index-cache": indexCacheEntries = Int(try int(1...100_000_000))
+        case "gc-every", "older-than":
+            guard let value = Self.parseAge(text), value >= .seconds(60) else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "a duration of at least a minute such as 90m, 12h, 30d or 2w")
+            }
+            if name == "gc-every" { gcEvery = value } else { gcOlderThan = value }
+        case "max-bytes": gcMaxBytes = try int(0...Int64.max / 2)
         case "base-url":
             guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
                   ["http", "https", "file"].contains(scheme) else {
@@ -253,11 +332,21 @@ public struct PushMediaConfig: Sendable, Equatable {
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> PushMediaConfig {
         var config = PushMediaConfig()
         for (name, variable) in environmentKeys.sorted(by: { $0.key < $1.key }) {
-            if let value = environment[variable] {
-                do { try config.set(name, to: value) } catch { throw ConfigError.inEnvironment(variable: variable, error) }
-            }
+            let fallback = awsEnvironmentKeys[name]
+            guard let (value, source) = environment[variable].map({ ($0, variable) }) ?? fallback.flatMap({ key in environment[key].map { ($0, key) } })
+            else { continue }
+            do { try config.set(name, to: value) } catch { throw ConfigError.inEnvironment(variable: source, error) }
         }
         return config
+    }
+
+    /// Parses an age such as `45s`, `90m`, `12h`, `30d` or `2w` (plain numbers are seconds), up to ten years.
+    public static func parseAge(_ text: String) -> Duration? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [(String, Double)] = [("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)]
+        let (number, scale) = units.first { trimmed.hasSuffix($0.0) }.map { (String(trimmed.dropLast()), $0.1) } ?? (trimmed, 1)
+        guard let value = Double(number), value.isFinite, value >= 0, value * scale <= 10 * 365 * 86_400 else { return nil }
+        return .seconds(Int64((value * scale).rounded()))
     }
 
     /// Parses `10`, `2.5`, `2.5s`, `800ms` into a duration (plain numbers are seconds).

@@ -103,33 +103,34 @@ struct SlotAnswer: Sendable {
                                 hints: outcome.hints, icon: icon)
     }
 
-    /// The budget ran out: the thumbnail if it is ready; else the original URL with the sniffed
-    /// type if known; else the reference unchanged.
-    mutating func bestAttempt(_ progress: JobProgress) {
+    /// The budget ran out (or the store failed, `reason` `store_unavailable`): the thumbnail if it
+    /// is stored; else the original URL with the sniffed type if known; else the reference unchanged.
+    mutating func bestAttempt(_ progress: JobProgress, reason: String = "budget_exceeded", why: String = "the budget ran out") {
         guard progress.started else { return overloaded("the budget ran out while the job waited for a free slot") }
         outcome.status = .bestAttempt
-        outcome.reason = "budget_exceeded"
+        outcome.reason = reason
         if let sniff = progress.sniff {
             outcome.sourceMIME = sniff.format.mime
             outcome.sourceBytes = progress.sourceBytes
         }
         if let thumbnail = progress.thumbnail {
-            outcome.message = placed("the budget ran out; the thumbnail was ready and is the attachment")
+            outcome.message = placed("\(why); the thumbnail was ready and is the attachment")
             outcome.attachment = info(thumbnail)
             media = .replace(with: url(of: thumbnail))
             typeValue = slot.typeField?.value(for: .jpeg)
-            descriptor = Descriptor(status: .bestAttempt, reason: "budget_exceeded", type: thumbnail.uti, mime: thumbnail.mime,
+            descriptor = Descriptor(status: .bestAttempt, reason: reason, type: thumbnail.uti, mime: thumbnail.mime,
                                     bytes: thumbnail.bytes, width: thumbnail.width, height: thumbnail.height)
             return
         }
         if let format = progress.sniff?.format, format.kind != .unsupported {
-            outcome.message = placed("the budget ran out; the original URL is kept with the sniffed type \(format.mime)")
+            outcome.message = placed("\(why); the original URL is kept with the sniffed type \(format.mime)")
             media = .keep
             typeValue = slot.typeField?.value(for: format)
-            descriptor = Descriptor(status: .bestAttempt, reason: "budget_exceeded", type: format.uti, mime: format.mime)
+            descriptor = Descriptor(status: .bestAttempt, reason: reason, type: format.uti, mime: format.mime)
             return
         }
-        outcome.message = placed("the budget ran out before the media's type was known; the reference is unchanged")
+        outcome.message = placed(reason == "budget_exceeded" ? "the budget ran out before the media's type was known; the reference is unchanged"
+                                 : "\(why); the reference is unchanged")
         media = .keep
         descriptor = nil
     }

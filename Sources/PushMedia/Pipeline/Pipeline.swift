@@ -90,7 +90,7 @@ public final class Pipeline: Sendable {
 
     public init(config: PushMediaConfig) throws(StoreError) {
         self.config = config
-        store = try MediaStore(directory: config.storeDirectory)
+        store = try MediaStore(config: config)
         io = Self.sharedIO
         cpu = Self.sharedCPU
         fetcher = Fetcher(executor: io)
@@ -101,6 +101,17 @@ public final class Pipeline: Sendable {
         gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
         decodeBudget = DecodeBudget(limit: config.decodeMemory)
         optionsFingerprint = Self.optionsFingerprint(config)
+    }
+
+    /// Checks that the store works (for an object store: the endpoint answers, the credentials are
+    /// accepted and the bucket exists), so that a command can refuse to start with a clear error.
+    public func verifyStore(timeout: Duration = .seconds(10)) async throws(StoreError) {
+        let store = self.store
+        let result = await io.run { () -> StoreError? in
+            do throws(StoreError) { try store.checkReady(deadline: .now + timeout) } catch { return error }
+            return nil
+        }
+        if let result { throw result }
     }
 
     /// Processes one payload given as JSON bytes.
@@ -170,7 +181,14 @@ public final class Pipeline: Sendable {
         let profile = answer.slot.platform
         let key = MediaStore.cacheKey(source: source.identity, options: fingerprints[profile.id] ?? optionsFingerprint)
         var cached = store.remembered(key: key)
-        if cached == nil { cached = await io.run { [store] in store.lookup(key: key) } }  // a file read: not behind transcodes
+        if cached == nil {
+            // One read of the index (a file, or a GET): on the fetch threads, not behind transcodes.
+            do { cached = try await io.run { [store] in try store.lookup(key: key, deadline: deadline) } } catch {
+                // Without the store nothing can be kept or served: the original reference goes out.
+                return answer.bestAttempt(JobProgress(started: true), reason: "store_unavailable",
+                                          why: "the store cannot be read (\(error))")
+            }
+        }
         if let entry = cached {
             answer.outcome.cacheHit = true
             return answer.accepted(entry)
@@ -201,6 +219,8 @@ public final class Pipeline: Sendable {
                 answer.outcome.sourceBytes = progress.sourceBytes
             }
             answer.rejected(reason, message: message, sniffed: progress.sniff?.format)
+        case let .storeUnavailable(message)?:
+            answer.bestAttempt(progress, reason: "store_unavailable", why: "the store cannot be written (\(message))")
         case .budgetExceeded?, nil:
             answer.bestAttempt(progress)
         }
@@ -291,6 +311,8 @@ public final class Pipeline: Sendable {
         enum Kind: Sendable {
             case ready(CacheEntry)
             case failed(reason: String, message: String)
+            /// The store failed (unreachable, full): the result could not be kept.
+            case storeUnavailable(String)
             case budgetExceeded
         }
         var kind: Kind
@@ -366,11 +388,11 @@ public final class Pipeline: Sendable {
                 if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
                 clock = .now
                 let stored = try await cpu.run { [store] () throws -> StoredFile in
-                    try store.adopt(temporary, format: sniff.format)
+                    try store.adopt(temporary, format: sniff.format, deadline: deadline)
                 }
                 timings.store = clock.millisecondsElapsed
                 return try await finishJob(CacheEntry(status: "passthrough", attachment: stored, thumbnail: nil, sourceMIME: sniff.format.mime,
-                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline), key: key, result: result)
+                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline), key: key, deadline: deadline, result: result)
             }
             if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
 
@@ -407,7 +429,7 @@ public final class Pipeline: Sendable {
                 if wantsThumbnail {
                     clock = .now
                     thumbnail = try await cpu.run { [store] () throws -> StoredFile in
-                        try store.put(small.bytes, format: .jpeg, width: small.width, height: small.height)
+                        try store.put(small.bytes, format: .jpeg, width: small.width, height: small.height, deadline: deadline)
                     }
                     timings.store += clock.millisecondsElapsed
                     progress.withLock { $0.thumbnail = thumbnail }
@@ -424,12 +446,12 @@ public final class Pipeline: Sendable {
                     return try self.extras(of: data, frames: header.frames, transcoder: transcoder)
                 }
                 let stored = try await cpu.run { [store] () throws -> StoredFile in
-                    try store.adopt(temporary, format: sniff.format, width: upright.width, height: upright.height)
+                    try store.adopt(temporary, format: sniff.format, width: upright.width, height: upright.height, deadline: deadline)
                 }
                 timings.store += clock.millisecondsElapsed
                 return try await finishJob(CacheEntry(status: "passthrough", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
                                                       sourceBytes: bytes, pipeline: PushMediaVersion.pipeline, icon: extras.icon,
-                                                      clip: extras.clip, frame: extras.frame), key: key, result: result)
+                                                      clip: extras.clip, frame: extras.frame), key: key, deadline: deadline, result: result)
             }
             let encoded = try await cpu.run { () throws -> EncodedImage in
                 try transcoder.attachment(path: image, header: header)
@@ -443,14 +465,16 @@ public final class Pipeline: Sendable {
             timings.transcode += clock.millisecondsElapsed
             clock = .now
             let (stored, smallStored) = try await cpu.run { [store] () throws -> (StoredFile, StoredFile?) in
-                (try store.put(encoded.bytes, format: encoded.format, width: encoded.width, height: encoded.height),
-                 try small.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height) })
+                (try store.put(encoded.bytes, format: encoded.format, width: encoded.width, height: encoded.height, deadline: deadline),
+                 try small.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height, deadline: deadline) })
             }
             timings.store += clock.millisecondsElapsed
             return try await finishJob(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail ?? smallStored,
                                                   sourceMIME: sniff.format.mime, sourceBytes: bytes, pipeline: PushMediaVersion.pipeline,
                                                   icon: extras.icon, clip: extras.clip, frame: extras.frame),
-                                       key: key, result: result)
+                                       key: key, deadline: deadline, result: result)
+        } catch let error as StoreError {
+            return result(.storeUnavailable(Self.withoutWorkPaths(error.description, temporary)))
         } catch let error as ReasonedError {
             return result(.failed(reason: error.reason, message: Self.withoutWorkPaths(error.description, temporary)))
         } catch {
@@ -501,8 +525,9 @@ public final class Pipeline: Sendable {
         return extras
     }
 
-    private func finishJob(_ entry: CacheEntry, key: String, result: (JobResult.Kind) -> JobResult) async throws -> JobResult {
-        try await cpu.run { [store] in try store.record(entry, key: key) }
+    private func finishJob(_ entry: CacheEntry, key: String, deadline: ContinuousClock.Instant,
+                           result: (JobResult.Kind) -> JobResult) async throws -> JobResult {
+        try await cpu.run { [store] in try store.record(entry, key: key, deadline: deadline) }
         return result(.ready(entry))
     }
 }

@@ -64,18 +64,23 @@ public struct HTMLReport: Sendable {
     public var summary: Summary
     /// The folder `report.html` is written to; every link is relative to it.
     public var reportDirectory: String
-    /// The store's folder (`pipeline.store.directory`): "after" previews link into it.
-    public var storeDirectory: String
+    /// The store's folder (`pipeline.store.directory`): "after" previews link into it. An object
+    /// store has none (nil): previews then load the attachment URLs themselves.
+    public var storeDirectory: String?
+    /// Where the store is, shown in the header (default: `storeDirectory`).
+    public var storeLocation: String?
     /// Where local media references resolve (the batch's media root); nil never links a source.
     public var mediaRoot: String?
     /// The batch's input directory, shown in the header.
     public var input: String?
 
-    public init(items: [Item], summary: Summary, reportDirectory: String, storeDirectory: String, mediaRoot: String?, input: String? = nil) {
+    public init(items: [Item], summary: Summary, reportDirectory: String, storeDirectory: String?, storeLocation: String? = nil,
+                mediaRoot: String?, input: String? = nil) {
         self.items = items
         self.summary = summary
         self.reportDirectory = reportDirectory
         self.storeDirectory = storeDirectory
+        self.storeLocation = storeLocation ?? storeDirectory
         self.mediaRoot = mediaRoot
         self.input = input
     }
@@ -96,8 +101,15 @@ public struct HTMLReport: Sendable {
         body += "</tbody>\n</table>\n"
         if items.isEmpty { body += "<p class=\"empty\">No payload files were found.</p>\n" }
         return HTML.page(title: "PushMedia batch report", css: Self.css,
-                         policy: HTML.contentSecurityPolicy(mediaSources: ["'self'", "file:"]),
+                         policy: HTML.contentSecurityPolicy(mediaSources: ["'self'", "file:"] + remoteMediaOrigins),
                          bodyAttributes: " data-payloads=\"\(items.count)\"", body: body)
+    }
+
+    /// With an object store, previews load from the attachment URLs' origins.
+    private var remoteMediaOrigins: [String] {
+        guard storeDirectory == nil else { return [] }
+        let urls = items.flatMap { item in [item.outcome.attachment?.url, item.outcome.thumbnail?.url] + (item.outcome.media ?? []).map { $0.attachment?.url } }
+        return Array(Set(urls.compactMap { $0.flatMap(HTML.origin(of:)) })).sorted()
     }
 
     // MARK: Parts
@@ -108,7 +120,7 @@ public struct HTMLReport: Sendable {
         if let seconds = summary.seconds { meta.append(String(format: "%.2f s", seconds)) }
         meta.append("PushMedia \(PushMediaVersion.string)")
         if let input { meta.append("input " + input) }
-        meta.append("store " + storeDirectory)
+        if let storeLocation { meta.append("store " + storeLocation) }
         out += meta.map(HTML.escape).joined(separator: " · ") + "</p>\n<ul class=\"counts\">"
         for status in OutcomeStatus.allCases {
             let count = summary.byStatus[status.rawValue] ?? 0
@@ -243,10 +255,11 @@ public struct HTMLReport: Sendable {
     }
 
     /// `<store>/<name>` relative to the report, when `name` (the URL's last path component) is a
-    /// store file that exists.
+    /// store file that exists; for an object store, the attachment's http(s) URL.
     private func storeLink(_ url: String) -> String? {
         let path = URLComponents(string: url)?.path ?? url
         guard let name = path.split(separator: "/").last.map(String.init), MediaStore.isValidName(name) else { return nil }
+        guard let storeDirectory else { return url.hasPrefix("https://") || url.hasPrefix("http://") ? url : nil }
         let file = storeDirectory + "/" + name
         guard access(file, R_OK) == 0 else { return nil }
         return HTML.relativeLink(from: reportDirectory, to: file)

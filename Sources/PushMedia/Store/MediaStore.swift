@@ -40,55 +40,76 @@ public struct CacheEntry: Codable, Sendable, Equatable {
         self.frame = frame
     }
 
+    /// Every stored file the entry names.
+    public var files: [StoredFile] { [attachment] + [thumbnail, icon].compactMap { $0 } }
+
     enum CodingKeys: String, CodingKey {
         case status, attachment, thumbnail, pipeline, icon, clip, frame
         case sourceMIME = "source_mime", sourceBytes = "source_bytes"
     }
 }
 
-/// Why the store failed.
-public enum StoreError: Error, Sendable, CustomStringConvertible {
-    case io(path: String, reason: String)
-    public var description: String {
-        switch self { case let .io(path, reason): "store: \(path): \(reason)" }
-    }
-}
-
-/// The content-addressed local store. Layout of `directory`:
-/// - `<sha256>.<ext>`: media, written to `.incoming/` first and renamed into place, so a
-///   half-written file is never visible under its final name;
-/// - `.index/<sha256 of cache key>.json`: cache entries, written the same way;
-/// - `.incoming/<pid>-<id>/`: downloads and temporary files of one process; folders of processes
-///   that are gone (crashed or killed) are removed when a store opens.
-/// Blocking: call from a `BlockingExecutor`.
+/// The content-addressed store of attachments and the cache index, on one of two backends: a
+/// local directory (the default) or an S3-compatible bucket (`s3://bucket/prefix`). Media are
+/// named `<sha256>.<ext>` and written whole or not at all; a cache entry is written only after
+/// every file it names. Entries read or written are kept in an in-memory LRU, so a cache hit
+/// costs no round trip; a miss in memory costs one read of the index.
+///
+/// Work files (downloads, intermediates) live under `<work root>/.incoming/<pid>-<id>/`;
+/// folders of processes that are gone (crashed or killed) are removed when a store opens.
+/// Blocking: call from a `BlockingExecutor`, except where a method says it is cheap.
 public final class MediaStore: Sendable {
-    public let directory: String
-    private var incoming: String { directory + "/.incoming" }
-    /// This process's temporary folder under `.incoming/`.
+    let backend: any StoreBackend
+    private let incoming: String
+    /// This process's work folder under `.incoming/`.
     private let workspace: String
-    /// Entries read or written by this process, so that a cache hit costs no file read.
-    private let remembered = Locked<[String: CacheEntry]>([:])
-    private static let rememberedLimit = 100_000
-    private var index: String { directory + "/.index" }
+    private let entries: EntryCache
+    /// How often the use of an entry is written down for retention (per entry, per process).
+    let useInterval: Duration
+    /// Runs those writes off the request path.
+    private static let background = BlockingExecutor(name: "pushmedia-store", maxThreads: 2)
 
-    /// Opens (and creates) the store at `directory`.
-    public init(directory: String) throws(StoreError) {
-        let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
-        let root = URL(fileURLWithPath: absolute).standardizedFileURL.path
-        self.directory = root
-        workspace = root + "/.incoming/\(getpid())-" + UUID().uuidString.prefix(8).lowercased()
-        for path in [root, root + "/.incoming", root + "/.index", workspace] {
+    /// Opens (and creates) a local store at `directory`.
+    public convenience init(directory: String) throws(StoreError) {
+        try self.init(backend: LocalBackend(directory: directory))
+    }
+
+    /// Opens the store `config` names (`--store`): a directory, or `s3://bucket[/prefix]` with
+    /// the `--s3-*` settings. Opening an S3 store makes no request; see `verify`.
+    public convenience init(config: PushMediaConfig) throws(StoreError) {
+        switch try StoreLocation(config.storeDirectory) {
+        case let .directory(path):
+            try self.init(backend: LocalBackend(directory: path), entryCapacity: config.indexCacheEntries)
+        case let .s3(bucket, prefix):
+            let settings = try config.s3Settings(bucket: bucket, prefix: prefix)
+            let client = S3Client(settings: settings, connectTimeout: config.connectTimeout)
+            try self.init(backend: S3Backend(client: client, workRoot: config.workDirectory), entryCapacity: config.indexCacheEntries)
+        }
+    }
+
+    init(backend: any StoreBackend, entryCapacity: Int = 100_000, useInterval: Duration = .seconds(3600)) throws(StoreError) {
+        self.backend = backend
+        incoming = backend.workRoot + "/.incoming"
+        workspace = incoming + "/\(getpid())-" + UUID().uuidString.prefix(8).lowercased()
+        entries = EntryCache(capacity: entryCapacity)
+        self.useInterval = useInterval
+        for path in [incoming, workspace] {
             do { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
                 throw .io(path: path, reason: "cannot create directory (\(error.localizedDescription))")
             }
         }
-        guard access(self.directory, W_OK) == 0 else { throw .io(path: self.directory, reason: "not writable") }
         removeAbandonedWorkspaces()
     }
 
     deinit {
         try? FileManager.default.removeItem(atPath: workspace)
     }
+
+    /// Where the store is, for messages and reports: its directory, or `s3://bucket/prefix at endpoint`.
+    public var location: String { backend.location }
+
+    /// The directory of a local store; nil for an object store.
+    public var directory: String? { (backend as? LocalBackend)?.directory }
 
     /// Whether `name` looks like a store file name (`<64 hex>.<ext>`); nothing else is ever served.
     public static func isValidName(_ name: String) -> Bool {
@@ -100,78 +121,107 @@ public final class MediaStore: Sendable {
         return bytes[..<64].allSatisfy(isHex) && bytes[65...].allSatisfy(isExtension)
     }
 
-    /// The path of a stored file.
-    public func path(of name: String) -> String { directory + "/" + name }
+    /// The local file behind a stored name when the store is a local directory (served zero-copy);
+    /// nil for an object store (see `read`).
+    public func localPath(of name: String) -> String? { Self.isValidName(name) ? backend.localPath(of: name) : nil }
 
-    /// Whether a stored file exists.
-    public func contains(_ name: String) -> Bool { Self.isValidName(name) && access(path(of: name), F_OK) == 0 }
+    /// The size of a stored file, nil when absent.
+    public func size(of name: String, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> Int64? {
+        guard Self.isValidName(name) else { return nil }
+        return try backend.mediaSize(name, deadline: deadline)
+    }
 
-    /// A fresh path under `.incoming/` for a download.
+    /// Writes the bytes of stored file `name` in `range` to `fd` (object stores; blocking until done).
+    public func read(_ name: String, range: ClosedRange<Int>?, to fd: Int32) throws(StoreError) {
+        try backend.read(name, range: range, to: fd)
+    }
+
+    /// Cheap (no network round trip): whether a stored file is still whole as far as can be seen
+    /// locally (a local file's size matches).
+    public func looksIntact(_ name: String, bytes: Int64) -> Bool {
+        Self.isValidName(name) && backend.looksIntact(name, bytes: bytes)
+    }
+
+    /// A fresh path in this process's work folder.
     public func temporaryPath() -> String { workspace + "/" + UUID().uuidString.lowercased() + ".part" }
 
     /// Stores `bytes` under their hash.
-    public func put(_ bytes: [UInt8], format: MediaFormat, width: Int? = nil, height: Int? = nil) throws(StoreError) -> StoredFile {
-        var hex = [CChar](repeating: 0, count: 65)
-        bytes.withUnsafeBytes { pm_sha256_buffer($0.baseAddress, $0.count, &hex) }
-        let name = String(cBuffer: hex) + "." + format.fileExtension
-        if !contains(name) {
-            try writeAtomically(Data(bytes), to: path(of: name))
+    public func put(_ bytes: [UInt8], format: MediaFormat, width: Int? = nil, height: Int? = nil,
+                    deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> StoredFile {
+        let temporary = temporaryPath()
+        guard FileManager.default.createFile(atPath: temporary, contents: Data(bytes), attributes: [.posixPermissions: 0o644]) else {
+            throw .io(path: temporary, reason: errno == ENOSPC ? "no space left on device" : "cannot write")
         }
-        return StoredFile(name: name, mime: format.mime, uti: format.uti, bytes: Int64(bytes.count), width: width, height: height)
+        defer { unlink(temporary) }
+        return try adopt(temporary, format: format, width: width, height: height, deadline: deadline)
     }
 
-    /// Moves the file at `temporary` (under `.incoming/`) into the store under its hash, byte for byte.
-    public func adopt(_ temporary: String, format: MediaFormat, width: Int? = nil, height: Int? = nil) throws(StoreError) -> StoredFile {
+    /// Stores the work file at `temporary` under its hash, byte for byte (moved when the store
+    /// is local, uploaded otherwise).
+    public func adopt(_ temporary: String, format: MediaFormat, width: Int? = nil, height: Int? = nil,
+                      deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> StoredFile {
         var hex = [CChar](repeating: 0, count: 65)
         let status = pm_sha256_file(temporary, &hex)
         guard status == 0 else { throw .io(path: temporary, reason: String(cString: strerror(status))) }
         var info = stat()
         guard stat(temporary, &info) == 0 else { throw .io(path: temporary, reason: String(cString: strerror(errno))) }
-        let name = String(cBuffer: hex) + "." + format.fileExtension
-        chmod(temporary, 0o644)
-        guard rename(temporary, path(of: name)) == 0 else { throw .io(path: path(of: name), reason: String(cString: strerror(errno))) }
+        let sha256 = String(cBuffer: hex)
+        let name = sha256 + "." + format.fileExtension
+        try backend.putMedia(name, file: temporary, bytes: Int64(info.st_size), sha256: sha256, mime: format.mime, deadline: deadline)
         return StoredFile(name: name, mime: format.mime, uti: format.uti, bytes: Int64(info.st_size), width: width, height: height)
     }
 
-    /// The cached entry for `key`, if every file it names is still present. Blocking (reads the index).
-    public func lookup(key: String) -> CacheEntry? {
+    // MARK: Cache index
+
+    /// The cached entry for `key`: from memory, else read from the index (one read). Blocking.
+    /// - Throws: `StoreError` when the index cannot be read (the store is unreachable).
+    public func lookup(key: String, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> CacheEntry? {
         if let entry = remembered(key: key) { return entry }
-        guard let data = FileManager.default.contents(atPath: indexPath(key)),
-              let entry = try? JSONDecoder().decode(CacheEntry.self, from: data),
-              entry.pipeline == PushMediaVersion.pipeline, isPresent(entry) else { return nil }
-        remember(entry, key: key)
+        guard let (data, used) = try backend.readEntry(key, deadline: deadline),
+              let entry = try? JSONDecoder().decode(CacheEntry.self, from: Data(data)),
+              entry.pipeline == PushMediaVersion.pipeline, isIntact(entry) else { return nil }
+        entries.insert(key, entry: entry, used: used)
         return entry
     }
 
-    /// The entry for `key` if this process has seen it and its files are still present. Cheap
-    /// enough for any thread: no file is read.
+    /// The entry for `key` if this process has it in memory and its files look whole. Cheap
+    /// enough for any thread: no round trip. Marks the entry used (written down at most once per
+    /// `useInterval`, off this thread).
     public func remembered(key: String) -> CacheEntry? {
-        guard let entry = remembered.withLock({ $0[key] }) else { return nil }
-        guard isPresent(entry) else {
-            remembered.withLock { _ = $0.removeValue(forKey: key) }
+        guard let (entry, due) = entries.hit(key, now: Date(), interval: useInterval) else { return nil }
+        guard isIntact(entry) else {
+            entries.remove(key)
             return nil
         }
+        if due { recordUse(key, entry) }
         return entry
     }
 
-    private func isPresent(_ entry: CacheEntry) -> Bool {
-        contains(entry.attachment.name) && (entry.thumbnail.map { contains($0.name) } ?? true) && (entry.icon.map { contains($0.name) } ?? true)
+    private func isIntact(_ entry: CacheEntry) -> Bool {
+        entry.files.allSatisfy { backend.looksIntact($0.name, bytes: $0.bytes) }
     }
 
-    private func remember(_ entry: CacheEntry, key: String) {
-        remembered.withLock { entries in
-            if entries.count >= Self.rememberedLimit { entries.removeAll(keepingCapacity: true) }
-            entries[key] = entry
-        }
+    private func recordUse(_ key: String, _ entry: CacheEntry) {
+        let backend = self.backend
+        guard let data = try? Self.encode(entry) else { return }
+        Task.detached { await Self.background.run { try? backend.touchEntry(key, data: data) } }
     }
 
-    /// Records `entry` for `key`.
-    public func record(_ entry: CacheEntry, key: String) throws(StoreError) {
+    /// Records `entry` for `key` (after its files are stored).
+    public func record(_ entry: CacheEntry, key: String, deadline: ContinuousClock.Instant? = nil) throws(StoreError) {
+        let data: [UInt8]
+        do { data = try Self.encode(entry) } catch { throw .io(path: key, reason: "cannot encode entry") }
+        try backend.writeEntry(key, data: data, deadline: deadline)
+        entries.insert(key, entry: entry, used: Date())
+    }
+
+    /// Forgets `key` in this process's memory (the index is unchanged).
+    public func forget(key: String) { entries.remove(key) }
+
+    static func encode(_ entry: CacheEntry) throws -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        guard let data = try? encoder.encode(entry) else { throw .io(path: indexPath(key), reason: "cannot encode entry") }
-        try writeAtomically(data, to: indexPath(key))
-        remember(entry, key: key)
+        return [UInt8](try encoder.encode(entry))
     }
 
     /// The key under which a source's result is cached: source identity, options and pipeline version.
@@ -182,23 +232,21 @@ public final class MediaStore: Sendable {
         return String(cBuffer: hex)
     }
 
-    private func indexPath(_ key: String) -> String { index + "/" + key + ".json" }
+    // MARK: Health and work files
 
-    /// Writes `data` to a temporary file beside nothing visible, then renames it to `path`.
-    func writeAtomically(_ data: Data, to path: String) throws(StoreError) {
-        let temporary = temporaryPath()
-        guard FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o644]) else {
-            throw .io(path: temporary, reason: "cannot write")
+    /// Checks that the store works: the work folder takes a file, and the store takes writes
+    /// (local) or answers with its bucket (S3). Blocking.
+    public func checkReady(deadline: ContinuousClock.Instant? = nil) throws(StoreError) {
+        let probe = temporaryPath()
+        guard FileManager.default.createFile(atPath: probe, contents: Data("ready".utf8)) else {
+            throw .io(path: workspace, reason: "work folder not writable")
         }
-        guard rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw .io(path: path, reason: reason)
-        }
+        unlink(probe)
+        try backend.checkReady(deadline: deadline)
     }
 
-    /// Removes the temporary folders of processes that no longer run (a crash or `kill -9`
-    /// leaves half-written downloads there; they were never visible under a final name).
+    /// Removes the work folders of processes that no longer run (a crash or `kill -9` leaves
+    /// half-written downloads there; they were never visible under a final name).
     public func removeAbandonedWorkspaces() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: incoming) else { return }
         for name in names where incoming + "/" + name != workspace {
@@ -208,8 +256,33 @@ public final class MediaStore: Sendable {
         }
     }
 
-    /// Temporary files of this process currently present (for checks and tests).
+    /// Work files of this process currently present (for checks and tests).
     public func temporaryFiles() -> [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: workspace)) ?? []
+    }
+}
+
+/// What `--store` names.
+enum StoreLocation: Equatable {
+    case directory(String)
+    case s3(bucket: String, prefix: String)
+
+    init(_ text: String) throws(StoreError) {
+        guard text.lowercased().hasPrefix("s3://") else {
+            self = .directory(text)
+            return
+        }
+        let rest = text.dropFirst(5)
+        let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        let bucket = String(parts[0])
+        let prefix = parts.count > 1 ? String(parts[1]).trimmingCharacters(in: CharacterSet(charactersIn: "/")) : ""
+        guard bucket.count >= 3, bucket.count <= 63,
+              bucket.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-" || $0 == ".") }) else {
+            throw .invalidLocation("\"\(text)\": a bucket name has 3 to 63 lowercase letters, digits, dots and hyphens (s3://BUCKET[/PREFIX])")
+        }
+        guard prefix.utf8.count <= 512, !prefix.contains("//"), !prefix.split(separator: "/").contains(where: { $0 == "." || $0 == ".." }) else {
+            throw .invalidLocation("\"\(text)\": the prefix must be a plain path such as pushmedia or prod/push")
+        }
+        self = .s3(bucket: bucket, prefix: prefix)
     }
 }

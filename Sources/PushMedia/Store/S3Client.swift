@@ -1,0 +1,355 @@
+import CPushMediaShim
+import Foundation
+
+/// Where an S3-compatible bucket is and how to sign for it.
+public struct S3Settings: Sendable, Equatable {
+    /// `http(s)://host[:port]`, path-style addressing (`<endpoint>/<bucket>/<key>`).
+    public var endpoint: String
+    public var region: String
+    public var bucket: String
+    /// Key prefix without slashes at either end; "" for the bucket's root.
+    public var prefix: String
+    public var accessKey: String
+    public var secretKey: String
+    public var sessionToken: String?
+
+    public init(endpoint: String, region: String = "us-east-1", bucket: String, prefix: String = "",
+                accessKey: String, secretKey: String, sessionToken: String? = nil) {
+        self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+        self.region = region
+        self.bucket = bucket
+        self.prefix = prefix.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        self.accessKey = accessKey
+        self.secretKey = secretKey
+        self.sessionToken = sessionToken
+    }
+
+    /// `s3://bucket/prefix`, as given to `--store`.
+    public var storeURL: String { "s3://\(bucket)\(prefix.isEmpty ? "" : "/" + prefix)" }
+
+    /// The object key of `name` under the prefix.
+    func key(_ name: String) -> String { prefix.isEmpty ? name : prefix + "/" + name }
+}
+
+/// One object in a listing.
+public struct ObjectInfo: Sendable, Equatable {
+    /// The name under the listed prefix (e.g. `<sha256>.jpg` or `index/<key>.json`).
+    public var name: String
+    public var bytes: Int64
+    public var modified: Date
+}
+
+/// Requests to an S3-compatible object store through libcurl, which signs them with AWS
+/// Signature V4 (`CURLOPT_AWS_SIGV4`). Each calling thread keeps its own handle, so its
+/// connections to the endpoint are reused. Object-store requests are not subject to the SSRF
+/// rule for media origins: the endpoint is the operator's. Blocking: call from a `BlockingExecutor`.
+public final class S3Client: Sendable {
+    public let settings: S3Settings
+    /// Longest any single request may take (bounded further by a caller's deadline).
+    let requestTimeout: Duration
+    let connectTimeout: Duration
+
+    public init(settings: S3Settings, requestTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(2)) {
+        self.settings = settings
+        self.requestTimeout = requestTimeout
+        self.connectTimeout = connectTimeout
+        _ = Self.globalInit
+    }
+
+    private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+
+    /// What to send.
+    enum Body {
+        case none
+        case bytes([UInt8])
+        /// A file's content; `sha256` is its hex digest (signed as `x-amz-content-sha256`).
+        case file(path: String, bytes: Int64, sha256: String)
+    }
+
+    /// Where the response body goes.
+    enum Sink {
+        /// Collected in memory, up to `limit` bytes.
+        case memory(limit: Int)
+        /// Written to a file descriptor (a pipe or file), which stays open.
+        case descriptor(Int32)
+    }
+
+    struct Response {
+        var status: Int
+        var body: [UInt8]
+        /// `Last-Modified`, when the server sent one.
+        var modified: Date?
+        /// `Content-Length` of the answer (HEAD: the object's size).
+        var contentLength: Int64?
+    }
+
+    static let emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+    /// Performs one request on the bucket (`key` nil: the bucket itself) and returns any HTTP answer;
+    /// throws only when no answer came (connection, timeout, local I/O).
+    func perform(_ method: String, key: String?, query: [(String, String)] = [], headers: [(String, String)] = [],
+                 body: Body = .none, sink: Sink = .memory(limit: 1 << 20), deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> Response {
+        let limit = ContinuousClock.now + requestTimeout
+        let end = deadline.map { min($0, limit) } ?? limit
+        let remaining = end - .now
+        guard remaining > .milliseconds(1) else { throw .unavailable(endpoint: settings.endpoint, reason: "no time left for the request") }
+        guard let handle = pm_curl_store_handle() else { throw .unavailable(endpoint: settings.endpoint, reason: "libcurl could not create a handle") }
+
+        var transfer = pm_transfer()
+        transfer.max_bytes = Int64.max
+        transfer.deadline_ns = pm_monotonic_ns() + remaining.nanoseconds
+        switch sink {
+        case let .memory(limit):
+            transfer.to_buffer = 1
+            transfer.max_bytes = Int64(limit)
+        case let .descriptor(fd):
+            transfer.fd = fd
+        }
+        var uploadFD: Int32 = -1
+        defer { if uploadFD >= 0 { close(uploadFD) } }
+        let payloadHash: String
+        var uploadBytes: [UInt8] = []
+        switch body {
+        case .none:
+            payloadHash = Self.emptySHA256
+        case let .bytes(bytes):
+            payloadHash = Self.sha256(bytes)
+            uploadBytes = bytes
+        case let .file(path, _, sha256):
+            payloadHash = sha256
+            uploadFD = open(path, O_RDONLY | O_CLOEXEC)
+            guard uploadFD >= 0 else { throw .io(path: path, reason: String(cString: strerror(errno))) }
+        }
+
+        var list: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(list) }
+        for (name, value) in headers + [("x-amz-content-sha256", payloadHash)] + (settings.sessionToken.map { [("x-amz-security-token", $0)] } ?? []) {
+            list = curl_slist_append(list, "\(name): \(value)")
+        }
+        list = curl_slist_append(list, "Expect:")  // no 100-continue round trip for small bodies
+        if case .none = body, method != "GET", method != "HEAD", method != "DELETE" {
+            list = curl_slist_append(list, "Content-Length: 0")
+        }
+
+        let url = self.url(key: key, query: query)
+        let code: CURLcode = uploadBytes.withUnsafeBufferPointer { upload in
+            withUnsafeMutablePointer(to: &transfer) { t in
+                var setup = pm_curl_install_transfer(handle, t)
+                func set(_ option: CURLoption, _ value: Int) { if setup == CURLE_OK { setup = pm_curl_setopt_long(handle, option, value) } }
+                func set(_ option: CURLoption, _ value: String) { if setup == CURLE_OK { setup = pm_curl_setopt_string(handle, option, value) } }
+                set(CURLOPT_URL, url)
+                set(CURLOPT_PROTOCOLS_STR, "http,https")
+                set(CURLOPT_NOSIGNAL, 1)
+                set(CURLOPT_PROXY, "")
+                set(CURLOPT_FILETIME, 1)
+                set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(connectTimeout, remaining).milliseconds))
+                set(CURLOPT_TIMEOUT_MS, max(1, Int(remaining.milliseconds)))
+                set(CURLOPT_AWS_SIGV4, "aws:amz:\(settings.region):s3")
+                // Separately: an access key may contain a colon (USERPWD would split it there).
+                set(CURLOPT_USERNAME, settings.accessKey)
+                set(CURLOPT_PASSWORD, settings.secretKey)
+                set(CURLOPT_USERAGENT, "PushMedia/\(PushMediaVersion.string)")
+                switch method {
+                case "HEAD": set(CURLOPT_NOBODY, 1)
+                case "GET": break
+                case "PUT":
+                    switch body {
+                    case .none:
+                        set(CURLOPT_CUSTOMREQUEST, "PUT")
+                    case .bytes:
+                        t.pointee.upload_mode = 1
+                        t.pointee.upload_data = upload.baseAddress
+                        t.pointee.upload_length = Int64(upload.count)
+                        if setup == CURLE_OK { setup = pm_curl_install_upload(handle, t, Int64(upload.count)) }
+                    case let .file(_, bytes, _):
+                        t.pointee.upload_mode = 2
+                        t.pointee.upload_fd = uploadFD
+                        if setup == CURLE_OK { setup = pm_curl_install_upload(handle, t, bytes) }
+                    }
+                default: set(CURLOPT_CUSTOMREQUEST, method)
+                }
+                if setup == CURLE_OK { setup = pm_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list) }
+                guard setup == CURLE_OK else { return setup }
+                return curl_easy_perform(handle)
+            }
+        }
+        defer { pm_transfer_buffer_free(&transfer) }
+
+        var status = 0
+        if pm_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK { status = 0 }
+        if code != CURLE_OK || status == 0 {
+            if transfer.write_failed != 0 {
+                throw .io(path: "request body or answer", reason: String(cString: strerror(transfer.write_failed)))
+            }
+            if transfer.cap_exceeded != 0 { throw .unavailable(endpoint: settings.endpoint, reason: "answer larger than expected") }
+            let reason = transfer.deadline_passed != 0 ? "no answer within the time left" : String(cString: curl_easy_strerror(code))
+            throw .unavailable(endpoint: settings.endpoint, reason: reason)
+        }
+        var filetime: curl_off_t = -1
+        pm_curl_getinfo_off(handle, CURLINFO_FILETIME_T, &filetime)
+        var length: curl_off_t = -1
+        pm_curl_getinfo_off(handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
+        let bytes = transfer.buffer.map { Array(UnsafeBufferPointer(start: $0, count: transfer.buffer_length)) } ?? []
+        return Response(status: status, body: bytes, modified: filetime >= 0 ? Date(timeIntervalSince1970: TimeInterval(filetime)) : nil,
+                        contentLength: length >= 0 ? Int64(length) : nil)
+    }
+
+    /// The error an S3 answer describes (`<Error><Code>…</Code><Message>…</Message></Error>`).
+    func failure(_ response: Response, _ what: String) -> StoreError {
+        let text = String(decoding: response.body, as: UTF8.self)
+        let code = Self.element("Code", in: text) ?? Self.statusCode(response.status)
+        let message = Self.element("Message", in: text)
+        return .s3(endpoint: settings.endpoint, bucket: settings.bucket, what: what, status: response.status, code: code, message: message)
+    }
+
+    /// S3's code for an answer without a body (HEAD).
+    static func statusCode(_ status: Int) -> String {
+        switch status {
+        case 400: "BadRequest"
+        case 401: "Unauthorized"
+        case 403: "AccessDenied"
+        case 404: "NotFound"
+        case 503: "ServiceUnavailable"
+        default: "HTTP\(status)"
+        }
+    }
+
+    /// `endpoint/bucket/key?query`, the query sorted by name and percent-encoded: SigV4 signs the
+    /// canonical query string, and libcurl signs the query as written.
+    func url(key: String?, query: [(String, String)]) -> String {
+        var url = settings.endpoint + "/" + Self.encode(settings.bucket, keepSlash: false)
+        if let key { url += "/" + Self.encode(key, keepSlash: true) }
+        if !query.isEmpty {
+            url += "?" + query.sorted { $0.0 < $1.0 }
+                .map { Self.encode($0.0, keepSlash: false) + "=" + Self.encode($0.1, keepSlash: false) }.joined(separator: "&")
+        }
+        return url
+    }
+
+    /// RFC 3986 percent-encoding of everything but unreserved characters (and `/` in keys).
+    static func encode(_ text: String, keepSlash: Bool) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: "/") where keepSlash:
+                out += "/"
+            default:
+                out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
+    }
+
+    static func sha256(_ bytes: [UInt8]) -> String {
+        var hex = [CChar](repeating: 0, count: 65)
+        bytes.withUnsafeBytes { pm_sha256_buffer($0.baseAddress, $0.count, &hex) }
+        return String(cBuffer: hex)
+    }
+
+    // MARK: Operations
+
+    /// Uploads an object. S3 makes it visible only once complete: a reader never sees part of it.
+    func putObject(_ key: String, body: Body, contentType: String, cacheControl: String?, deadline: ContinuousClock.Instant? = nil) throws(StoreError) {
+        var headers = [("Content-Type", contentType)]
+        if let cacheControl { headers.append(("Cache-Control", cacheControl)) }
+        let response = try perform("PUT", key: key, headers: headers, body: body, deadline: deadline)
+        guard (200..<300).contains(response.status) else { throw failure(response, "PUT \(key)") }
+    }
+
+    /// An object's bytes and modification time, nil when it does not exist.
+    public func getObject(_ key: String, limit: Int, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> (bytes: [UInt8], modified: Date?)? {
+        let response = try perform("GET", key: key, sink: .memory(limit: limit), deadline: deadline)
+        if response.status == 404 { return nil }
+        guard response.status == 200 else { throw failure(response, "GET \(key)") }
+        return (response.body, response.modified)
+    }
+
+    /// An object's size and modification time, nil when it does not exist.
+    public func headObject(_ key: String, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> (bytes: Int64, modified: Date?)? {
+        let response = try perform("HEAD", key: key, deadline: deadline)
+        if response.status == 404 { return nil }
+        guard response.status == 200 else { throw failure(response, "HEAD \(key)") }
+        return (response.contentLength ?? 0, response.modified)
+    }
+
+    /// Deletes an object (absent is fine).
+    public func deleteObject(_ key: String) throws(StoreError) {
+        let response = try perform("DELETE", key: key)
+        guard (200..<300).contains(response.status) || response.status == 404 else { throw failure(response, "DELETE \(key)") }
+    }
+
+    /// Every object under `prefix` (ListObjectsV2, page by page), names relative to `prefix`.
+    public func list(prefix: String, maxKeys: Int? = nil) throws(StoreError) -> [ObjectInfo] {
+        var objects: [ObjectInfo] = []
+        var token: String?
+        repeat {
+            var query = [("list-type", "2"), ("prefix", prefix)]
+            if let token { query.append(("continuation-token", token)) }
+            if let maxKeys { query.append(("max-keys", String(maxKeys))) }
+            let response = try perform("GET", key: nil, query: query, sink: .memory(limit: 64 << 20))
+            guard response.status == 200 else { throw failure(response, "LIST \(prefix.isEmpty ? "/" : prefix)") }
+            let text = String(decoding: response.body, as: UTF8.self)
+            for contents in Self.elements("Contents", in: text) {
+                guard let key = Self.element("Key", in: contents), key.hasPrefix(prefix) else { continue }
+                let bytes = Self.element("Size", in: contents).flatMap { Int64($0) } ?? 0
+                let modified = Self.element("LastModified", in: contents).flatMap(Self.parseDate) ?? .distantPast
+                objects.append(ObjectInfo(name: String(key.dropFirst(prefix.count)), bytes: bytes, modified: modified))
+            }
+            let truncated = Self.element("IsTruncated", in: text) == "true"
+            token = truncated ? Self.element("NextContinuationToken", in: text) : nil
+            if maxKeys != nil { break }
+        } while token != nil
+        return objects
+    }
+
+    /// Checks that the endpoint answers, the credentials are accepted and the bucket exists.
+    func checkBucket(deadline: ContinuousClock.Instant? = nil) throws(StoreError) {
+        let query = [("list-type", "2"), ("max-keys", "1"), ("prefix", settings.prefix.isEmpty ? "" : settings.prefix + "/")]
+        let response = try perform("GET", key: nil, query: query, deadline: deadline)
+        guard response.status == 200 else { throw failure(response, "LIST") }
+    }
+
+    /// Creates the bucket (for set-up and tests; an existing bucket of the same owner is fine).
+    public func createBucket() throws(StoreError) {
+        let response = try perform("PUT", key: nil)
+        guard (200..<300).contains(response.status) || (response.status == 409 && String(decoding: response.body, as: UTF8.self).contains("BucketAlreadyOwnedByYou"))
+        else { throw failure(response, "PUT bucket") }
+    }
+
+    // MARK: XML
+
+    /// The text of the first `<name>…</name>`, unescaped.
+    static func element(_ name: String, in text: String) -> String? {
+        guard let open = text.range(of: "<\(name)>"), let close = text.range(of: "</\(name)>", range: open.upperBound..<text.endIndex) else { return nil }
+        return unescape(String(text[open.upperBound..<close.lowerBound]))
+    }
+
+    /// The inner text of every `<name>…</name>`.
+    static func elements(_ name: String, in text: String) -> [String] {
+        var found: [String] = []
+        var rest = text[...]
+        while let open = rest.range(of: "<\(name)>"), let close = rest.range(of: "</\(name)>", range: open.upperBound..<rest.endIndex) {
+            found.append(String(rest[open.upperBound..<close.lowerBound]))
+            rest = rest[close.upperBound...]
+        }
+        return found
+    }
+
+    static func unescape(_ text: String) -> String {
+        guard text.contains("&") else { return text }
+        return text.replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
+            .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&apos;", with: "'")
+            .replacingOccurrences(of: "&amp;", with: "&")
+    }
+
+    static func parseDate(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+}

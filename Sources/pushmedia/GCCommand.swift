@@ -1,0 +1,56 @@
+import ArgumentParser
+import Foundation
+import PushMedia
+
+struct GCCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gc",
+        abstract: "Remove cache entries not used for a while and the media no entry references.",
+        discussion: """
+            Works on either store (a directory or s3://BUCKET[/PREFIX]) and is safe while other \
+            processes use it: a file is removed only when no entry references it and it was written \
+            over an hour ago; entries written or used during the pass keep their files. Use is \
+            written down at most once an hour per entry and process, so --older-than should be \
+            well over an hour. Exit status: 0 done, 64 usage error, 74 store error.
+            """
+    )
+
+    @Option(name: .customLong("older-than"), help: "Remove cache entries unused this long, e.g. 30d, 12h (env PUSHMEDIA_GC_OLDER_THAN; default 30d).")
+    var olderThan: String?
+    @Option(name: .customLong("max-bytes"), help: "Then remove least recently used entries until the media the rest reference take at most this many bytes (env PUSHMEDIA_GC_MAX_BYTES).")
+    var maxBytes: String?
+    @Flag(name: .customLong("dry-run"), help: "Report what would be removed; remove nothing.")
+    var dryRun = false
+    @Flag(help: "Print the report as JSON on stdout.")
+    var json = false
+    @OptionGroup var options: SharedOptions
+
+    func run() async throws {
+        var config = try options.config()
+        do { try config.apply([("older-than", olderThan), ("max-bytes", maxBytes)]) } catch { throw ValidationError(error.description) }
+        let policy = RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes, dryRun: dryRun)
+        let store: MediaStore
+        do {
+            store = try MediaStore(config: config)
+            try store.checkReady(deadline: .now + .seconds(10))
+        } catch {
+            FileHandle.writeError("pushmedia: \(error)")
+            throw Exit.ioError
+        }
+        let executor = BlockingExecutor(name: "pushmedia-gc", maxThreads: 1)
+        let result = await executor.run { () -> Result<RetentionReport, StoreError> in
+            do throws(StoreError) { return .success(try store.collectGarbage(policy)) } catch { return .failure(error) }
+        }
+        let report: RetentionReport
+        switch result {
+        case let .success(value): report = value
+        case let .failure(error):
+            FileHandle.writeError("pushmedia: gc: \(error)")
+            throw Exit.ioError
+        }
+        if json { FileHandle.standardOutput.write(try reportJSON(report)) }
+        let verb = dryRun ? "would remove" : "removed"
+        FileHandle.writeError("pushmedia gc \(store.location): \(verb) \(report.entriesRemoved) entries and \(report.mediaRemoved) files "
+            + "(\(formatBytes(report.bytesRemoved))); kept \(report.entriesKept) entries and \(report.mediaKept) files (\(formatBytes(report.bytesKept)))")
+    }
+}
