@@ -1,13 +1,15 @@
 # PushMedia — the two entry points of the README, plus helpers.
 SWIFT ?= swift
 
-.PHONY: run test setup setup-test build release clean asan tsan sanitize fuzz fuzz-smoke
+.PHONY: run test setup setup-test build release clean asan tsan sanitize fuzz fuzz-smoke object-store-stop
 
 ## Install missing system libraries, build, and rewrite every payload in samples/.
 run: setup release
 	.build/release/pushmedia batch samples --out out --store pushmedia-store
 
-## Install missing system libraries (and Chromium for the browser tests) and run the whole test
+## Install missing system libraries (and Chromium for the browser tests), start the real
+## S3-compatible object store the store and fleet tests use (scripts/object-store.sh: OpenStack
+## Swift on 127.0.0.1, installed from Debian's packages when missing), and run the whole test
 ## suite. Tests run one at a time: several check answers against deadlines, which needs cores
 ## that other tests are not saturating.
 test: setup-test
@@ -40,12 +42,17 @@ setup:
 
 setup-test:
 	@scripts/setup.sh --test
+	@scripts/object-store.sh start
 
 build: setup
 	$(SWIFT) build
 
 release: setup
 	$(SWIFT) build -c release
+
+## Stop the test object store (its data stays under /var/tmp/pushmedia-object-store).
+object-store-stop:
+	@scripts/object-store.sh stop
 
 clean:
 	rm -rf .build .build-asan .build-tsan .build-fuzz out pushmedia-store

@@ -36,10 +36,10 @@ final class LocalBackend: StoreBackend {
         guard rename(file, directory + "/" + name) == 0 else { throw .io(path: directory + "/" + name, reason: String(cString: strerror(errno))) }
     }
 
-    func mediaSize(_ name: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> Int64? {
+    func mediaInfo(_ name: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> ObjectInfo? {
         var info = stat()
         guard stat(directory + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Int64(info.st_size)
+        return ObjectInfo(name: name, bytes: Int64(info.st_size), modified: Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec)))
     }
 
     func looksIntact(_ name: String, bytes: Int64) -> Bool {

@@ -128,7 +128,7 @@ public final class MediaStore: Sendable {
     /// The size of a stored file, nil when absent.
     public func size(of name: String, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> Int64? {
         guard Self.isValidName(name) else { return nil }
-        return try backend.mediaSize(name, deadline: deadline)
+        return try backend.mediaInfo(name, deadline: deadline)?.bytes
     }
 
     /// Writes the bytes of stored file `name` in `range` to `fd` (object stores; blocking until done).
@@ -207,11 +207,18 @@ public final class MediaStore: Sendable {
         Task.detached { await Self.background.run { try? backend.touchEntry(key, data: data) } }
     }
 
-    /// Records `entry` for `key` (after its files are stored).
+    /// Records `entry` for `key` (after its files are stored), then checks that its files are
+    /// still there: retention in another process may have removed one that was stored again just
+    /// as it checked. Then the entry is withdrawn and `.vanished` thrown, so that no entry names a
+    /// missing file (see `collectGarbage`).
     public func record(_ entry: CacheEntry, key: String, deadline: ContinuousClock.Instant? = nil) throws(StoreError) {
         let data: [UInt8]
         do { data = try Self.encode(entry) } catch { throw .io(path: key, reason: "cannot encode entry") }
         try backend.writeEntry(key, data: data, deadline: deadline)
+        for file in entry.files where try backend.mediaInfo(file.name, deadline: deadline) == nil {
+            try? backend.delete(.index, key + ".json")
+            throw .vanished(file.name)
+        }
         entries.insert(key, entry: entry, used: Date())
     }
 

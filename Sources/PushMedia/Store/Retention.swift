@@ -44,9 +44,11 @@ extension MediaStore {
     /// other processes use the same store:
     /// - a file is removed only when no entry references it and it was written before the grace
     ///   period: jobs write their files first, and writing a file renews its time even when it
-    ///   existed (local rename, S3 PUT);
+    ///   existed (local rename, S3 PUT); its time is checked again right before it is removed;
     /// - entries written or marked used while the pass runs (new or changed since its first
     ///   listing) keep their files, whatever the clocks say;
+    /// - a writer checks its files after writing an entry and withdraws the entry if one is gone
+    ///   (`record`), which covers a file stored again between that last check and the removal;
     /// - work files being written live outside the store's names and are never listed.
     /// Blocking: run on a `BlockingExecutor` or a command's own thread.
     public func collectGarbage(_ policy: RetentionPolicy, now: Date = Date()) throws(StoreError) -> RetentionReport {
@@ -113,7 +115,16 @@ extension MediaStore {
                 report.bytesKept += file.bytes
                 continue
             }
-            if !policy.dryRun { try backend.delete(.media, file.name) }
+            if !policy.dryRun {
+                // Stored again since it was listed (a job is about to reference it): keep it.
+                guard let current = try backend.mediaInfo(file.name, deadline: nil) else { continue }
+                if current.modified != file.modified {
+                    report.mediaKept += 1
+                    report.bytesKept += file.bytes
+                    continue
+                }
+                try backend.delete(.media, file.name)
+            }
             report.mediaRemoved += 1
             report.bytesRemoved += file.bytes
         }

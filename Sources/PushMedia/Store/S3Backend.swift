@@ -39,8 +39,8 @@ final class S3Backend: StoreBackend {
                              cacheControl: Self.mediaCacheControl, deadline: deadline)
     }
 
-    func mediaSize(_ name: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> Int64? {
-        try client.headObject(settings.key(name), deadline: deadline)?.bytes
+    func mediaInfo(_ name: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> ObjectInfo? {
+        try client.headObject(settings.key(name), deadline: deadline).map { ObjectInfo(name: name, bytes: $0.bytes, modified: $0.modified ?? .distantPast) }
     }
 
     /// Objects are immutable and uploaded whole; their presence is checked when an entry is read.

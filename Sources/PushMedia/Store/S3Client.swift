@@ -126,7 +126,8 @@ public final class S3Client: Sendable {
         for (name, value) in headers + [("x-amz-content-sha256", payloadHash)] + (settings.sessionToken.map { [("x-amz-security-token", $0)] } ?? []) {
             list = curl_slist_append(list, "\(name): \(value)")
         }
-        list = curl_slist_append(list, "Expect:")  // no 100-continue round trip for small bodies
+        // No empty "Expect:" header to suppress 100-continue: libcurl would sign a header it then
+        // leaves out, and the signature would not match.
         if case .none = body, method != "GET", method != "HEAD", method != "DELETE" {
             list = curl_slist_append(list, "Content-Length: 0")
         }

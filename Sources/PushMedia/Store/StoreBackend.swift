@@ -10,6 +10,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible, Equatable {
     case s3(endpoint: String, bucket: String, what: String, status: Int, code: String, message: String?)
     /// The store location or its settings are not usable.
     case invalidLocation(String)
+    /// A file was removed (by retention in another process) just as an entry naming it was
+    /// written; the entry was withdrawn.
+    case vanished(String)
 
     public var description: String {
         switch self {
@@ -19,6 +22,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible, Equatable {
             "object store \(endpoint), bucket \"\(bucket)\": \(what) failed with HTTP \(status) \(code)"
                 + (message.map { ": \($0)" } ?? "") + Self.hint(code)
         case let .invalidLocation(text): "store: \(text)"
+        case let .vanished(name): "store: \(name) was removed while an entry naming it was written (retention ran at the same moment); the entry was withdrawn"
         }
     }
 
@@ -53,8 +57,8 @@ protocol StoreBackend: Sendable {
     /// Makes the file at `file` (a work file of this process) the media object `name`, atomically:
     /// readers see the whole object or none. The work file may be gone afterwards.
     func putMedia(_ name: String, file: String, bytes: Int64, sha256: String, mime: String, deadline: ContinuousClock.Instant?) throws(StoreError)
-    /// The size of media object `name`, nil when absent.
-    func mediaSize(_ name: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> Int64?
+    /// The size and modification time of media object `name`, nil when absent.
+    func mediaInfo(_ name: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> ObjectInfo?
     /// A cheap check for every cache hit that a stored file is still whole (no network round trip).
     func looksIntact(_ name: String, bytes: Int64) -> Bool
     /// A cache entry's bytes and the time it was last written or marked used; nil when absent.

@@ -1,0 +1,256 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import PushMedia
+import PushMediaTestSupport
+import Testing
+
+/// Both store backends through the same seam: the local directory and a real S3-compatible object
+/// store (OpenStack Swift with s3api, `scripts/object-store.sh`), with real libcurl signing.
+@Suite("Store backends and retention", .serialized)
+struct StoreTests {
+    enum Backend: String, CaseIterable, CustomTestStringConvertible {
+        case local, s3
+        var testDescription: String { rawValue }
+    }
+
+    /// A store of `backend`, and a way to open a second one on the same data (another process).
+    static func open(_ backend: Backend, work: TemporaryDirectory) throws -> (MediaStore, () throws -> MediaStore) {
+        switch backend {
+        case .local:
+            let store = try MediaStore(directory: work.path + "/store")
+            return (store, { try MediaStore(directory: work.path + "/store") })
+        case .s3:
+            let bucket = try TestObjectStore.makeBucket()
+            let config = TestObjectStore.config(bucket: bucket, prefix: "p/q", work: work)
+            return (try MediaStore(config: config), { try MediaStore(config: config) })
+        }
+    }
+
+    static func entry(_ files: [StoredFile]) -> CacheEntry {
+        CacheEntry(status: "processed", attachment: files[0], thumbnail: files.count > 1 ? files[1] : nil, sourceMIME: "image/jpeg",
+                   sourceBytes: 1, pipeline: PushMediaVersion.pipeline)
+    }
+
+    static func bytes(_ seed: UInt8, count: Int = 2000) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed } }
+
+    @Test(arguments: Backend.allCases)
+    func storesReadsAndRemembersEntries(_ backend: Backend) throws {
+        let work = TemporaryDirectory()
+        let (store, reopen) = try Self.open(backend, work: work)
+        try store.checkReady()
+        let content = Self.bytes(1)
+        let file = try store.put(content, format: .jpeg, width: 10, height: 20)
+        #expect(file.name == S3Client.sha256(content) + ".jpg")
+        #expect(try store.size(of: file.name) == Int64(content.count))
+        let key = MediaStore.cacheKey(source: "https://example.com/a.jpg", options: "o")
+        #expect(try store.lookup(key: key) == nil)
+        try store.record(Self.entry([file]), key: key)
+        #expect(store.remembered(key: key) == Self.entry([file]))
+
+        // Another process reads the same entry from the index (one read), then from memory.
+        let other = try reopen()
+        #expect(other.remembered(key: key) == nil)
+        #expect(try other.lookup(key: key) == Self.entry([file]))
+        #expect(other.remembered(key: key) == Self.entry([file]))
+        #expect(store.temporaryFiles().isEmpty && other.temporaryFiles().isEmpty)
+    }
+
+    @Test func s3ObjectsCarryTypeAndCachingHeaders() throws {
+        let work = TemporaryDirectory()
+        let bucket = try TestObjectStore.makeBucket(publicRead: true)
+        let store = try MediaStore(config: TestObjectStore.config(bucket: bucket, prefix: "media", work: work))
+        let content = try sampleMedia("photo-exif.jpg")
+        let file = try store.put(content, format: .jpeg)
+        let client = S3Client(settings: TestObjectStore.s3Settings(bucket: bucket))
+        let object = try #require(try client.getObject("media/" + file.name, limit: 10 << 20))
+        #expect(object.bytes == content)
+
+        // The bucket's public URL serves it with the stored headers (what phones and CDNs see).
+        let url = URL(string: TestObjectStore.publicURL + "/" + bucket + "/media/" + file.name)!
+        let (data, response) = try fetch(url)
+        #expect(response.statusCode == 200)
+        #expect([UInt8](data) == content)
+        #expect(response.value(forHTTPHeaderField: "Content-Type") == "image/jpeg")
+        #expect(response.value(forHTTPHeaderField: "Cache-Control") == "public, max-age=31536000, immutable")
+        // Index entries are not media: JSON under index/, nothing else under the prefix.
+        try store.record(Self.entry([file]), key: "k1")
+        let names = try client.list(prefix: "media/").map(\.name).sorted()
+        #expect(names == [file.name, "index/k1.json"].sorted())
+    }
+
+    @Test func s3ErrorsNameEndpointBucketAndCode() throws {
+        let work = TemporaryDirectory()
+        let bucket = try TestObjectStore.makeBucket()
+        var config = TestObjectStore.config(bucket: bucket, work: work)
+
+        config.s3SecretKey = "wrong-secret"
+        let wrongSecret = try MediaStore(config: config)
+        let signature = #expect(throws: StoreError.self) { try wrongSecret.checkReady() }
+        let signatureText = signature.map { "\($0)" } ?? ""
+        #expect(signatureText.contains(TestObjectStore.endpoint) && signatureText.contains(bucket) && signatureText.contains("SignatureDoesNotMatch"))
+
+        config = TestObjectStore.config(bucket: "pm-missing-bucket", work: work)
+        let missing = try MediaStore(config: config)
+        let noBucket = #expect(throws: StoreError.self) { try missing.checkReady() }
+        #expect("\(noBucket.map { "\($0)" } ?? "")".contains("NoSuchBucket"))
+
+        config.s3Endpoint = "http://127.0.0.1:9"  // discard port: nothing listens
+        let unreachable = try MediaStore(config: config)
+        let down = #expect(throws: StoreError.self) { try unreachable.checkReady() }
+        let downText = down.map { "\($0)" } ?? ""
+        #expect(downText.contains("http://127.0.0.1:9") && downText.contains("unreachable"))
+    }
+
+    @Test(arguments: Backend.allCases)
+    func retentionRemovesUnusedEntriesAndUnreferencedFiles(_ backend: Backend) throws {
+        let work = TemporaryDirectory()
+        let (store, _) = try Self.open(backend, work: work)
+        let old = try store.put(Self.bytes(1), format: .jpeg)
+        let shared = try store.put(Self.bytes(2), format: .jpeg)
+        try store.record(Self.entry([old, shared]), key: "old")
+        try store.record(Self.entry([old]), key: "old2")
+        Thread.sleep(forTimeInterval: 2.2)  // S3 times have 1 s resolution
+        let fresh = try store.put(Self.bytes(3), format: .png)
+        try store.record(Self.entry([fresh, shared]), key: "fresh")
+
+        let policy = RetentionPolicy(olderThan: .seconds(1), dryRun: true, grace: .seconds(1))
+        let dry = try store.collectGarbage(policy)
+        #expect(dry.entriesRemoved == 2 && dry.entriesKept == 1 && dry.mediaRemoved == 1 && dry.mediaKept == 2)
+        #expect(try store.size(of: old.name) != nil)
+
+        var real = policy
+        real.dryRun = false
+        let report = try store.collectGarbage(real)
+        #expect(report == RetentionReport(dryRun: false, entriesKept: 1, entriesRemoved: 2, mediaKept: 2, mediaRemoved: 1,
+                                          bytesKept: fresh.bytes + shared.bytes, bytesRemoved: old.bytes))
+        #expect(try store.size(of: old.name) == nil)
+        #expect(try store.size(of: shared.name) != nil && store.size(of: fresh.name) != nil)
+        #expect(try store.lookup(key: "old") == nil)
+        #expect(try store.lookup(key: "fresh") != nil)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func maxBytesRemovesLeastRecentlyUsedFirst(_ backend: Backend) throws {
+        let work = TemporaryDirectory()
+        let (store, _) = try Self.open(backend, work: work)
+        var files: [StoredFile] = []
+        for seed in UInt8(1)...3 {
+            let file = try store.put(Self.bytes(seed, count: 1000 * Int(seed)), format: .jpeg)
+            files.append(file)
+            try store.record(Self.entry([file]), key: "k\(seed)")
+            Thread.sleep(forTimeInterval: 1.1)
+        }
+        // Room for the newest only (3,000 bytes): k1 and k2 go, oldest first.
+        let report = try store.collectGarbage(RetentionPolicy(olderThan: .seconds(3600), maxBytes: 3500, grace: .zero))
+        #expect(report.entriesRemoved == 2 && report.mediaRemoved == 2 && report.bytesKept == 3000)
+        #expect(try store.lookup(key: "k3") != nil)
+        #expect(try store.size(of: files[0].name) == nil && store.size(of: files[1].name) == nil)
+    }
+
+    /// Another process keeps storing the bytes of a doomed file and writing entries that reference
+    /// it while retention runs: every entry left must find its files.
+    @Test(arguments: Backend.allCases)
+    func retentionIsSafeWithAConcurrentWriter(_ backend: Backend) throws {
+        let work = TemporaryDirectory()
+        let (store, reopen) = try Self.open(backend, work: work)
+        var doomed: [[UInt8]] = []
+        for seed in UInt8(10)..<UInt8(18) {
+            let content = Self.bytes(seed)
+            doomed.append(content)
+            try store.record(Self.entry([try store.put(content, format: .jpeg)]), key: "stale\(seed)")
+        }
+        Thread.sleep(forTimeInterval: 2.2)
+        let writer = try reopen()
+        let contents = doomed
+        let stop = Locked(false)
+        let written = Locked(0)
+        let thread = Thread {
+            var round = 0
+            while !stop.withLock({ $0 }) {
+                let content = contents[round % contents.count]
+                if let file = try? writer.put(content, format: .jpeg) {
+                    try? writer.record(Self.entry([file]), key: "new\(round)")
+                    written.withLock { $0 += 1 }
+                }
+                round += 1
+            }
+        }
+        thread.start()
+        while written.withLock({ $0 }) < 2 { Thread.sleep(forTimeInterval: 0.01) }
+        let report = try store.collectGarbage(RetentionPolicy(olderThan: .seconds(1), grace: .seconds(1)))
+        stop.withLock { $0 = true }
+        while !thread.isFinished { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(report.entriesRemoved >= doomed.count)
+
+        // Every entry that remains names files that exist.
+        let checker = try reopen()
+        let entries = try checker.backend.list(.index)
+        #expect(entries.count >= 2)
+        for info in entries {
+            let key = String(info.name.dropLast(5))
+            let (data, _) = try #require(try checker.backend.readEntry(key, deadline: nil))
+            let entry = try JSONDecoder().decode(CacheEntry.self, from: Data(data))
+            for file in entry.files {
+                #expect(try checker.size(of: file.name) == file.bytes, "entry \(key) names \(file.name), which retention removed")
+            }
+        }
+    }
+
+    @Test func theIndexCacheEvictsTheLeastRecentlyUsed() {
+        let cache = EntryCache(capacity: 3)
+        let entry = Self.entry([StoredFile(name: String(repeating: "a", count: 64) + ".jpg", mime: "image/jpeg", bytes: 1)])
+        let start = Date()
+        for key in ["a", "b", "c"] { cache.insert(key, entry: entry, used: start) }
+        #expect(cache.hit("a", now: start, interval: .seconds(3600))?.due == false)  // a is now the newest
+        cache.insert("d", entry: entry, used: start)                                   // evicts b
+        #expect(cache.hit("b", now: start, interval: .seconds(3600)) == nil)
+        #expect(cache.hit("c", now: start, interval: .seconds(3600)) != nil)
+        cache.remove("a")
+        cache.insert("e", entry: entry, used: start)                                   // takes a's slot
+        #expect(cache.count == 3)
+        #expect(cache.hit("d", now: start, interval: .seconds(3600)) != nil)
+        // Use is due again once the interval has passed, then not until the next one.
+        #expect(cache.hit("e", now: start.addingTimeInterval(3601), interval: .seconds(3600))?.due == true)
+        #expect(cache.hit("e", now: start.addingTimeInterval(3602), interval: .seconds(3600))?.due == false)
+    }
+
+    @Test func storeLocationsAndSettings() throws {
+        #expect(try StoreLocation("pushmedia-store") == .directory("pushmedia-store"))
+        #expect(try StoreLocation("s3://media-bucket") == .s3(bucket: "media-bucket", prefix: ""))
+        #expect(try StoreLocation("s3://media-bucket/prod/push/") == .s3(bucket: "media-bucket", prefix: "prod/push"))
+        #expect(throws: StoreError.self) { try StoreLocation("s3://UPPER") }
+        #expect(throws: StoreError.self) { try StoreLocation("s3://ok-bucket/a/../b") }
+
+        let config = try PushMediaConfig.fromEnvironment([
+            "PUSHMEDIA_STORE": "s3://media-bucket/push", "PUSHMEDIA_S3_ENDPOINT": "http://127.0.0.1:9480/",
+            "AWS_ACCESS_KEY_ID": "aws-key", "AWS_SECRET_ACCESS_KEY": "aws-secret", "PUSHMEDIA_S3_SECRET_ACCESS_KEY": "own-secret",
+            "PUSHMEDIA_S3_REGION": "eu-west-1", "PUSHMEDIA_GC_OLDER_THAN": "2w",
+        ])
+        let settings = try config.s3Settings(bucket: "media-bucket", prefix: "push")
+        #expect(settings == S3Settings(endpoint: "http://127.0.0.1:9480", region: "eu-west-1", bucket: "media-bucket", prefix: "push",
+                                       accessKey: "aws-key", secretKey: "own-secret"))
+        #expect(config.gcOlderThan == .seconds(14 * 86_400))
+        var missing = PushMediaConfig()
+        missing.storeDirectory = "s3://media-bucket"
+        let error = #expect(throws: StoreError.self) { _ = try MediaStore(config: missing) }
+        #expect("\(error.map { "\($0)" } ?? "")".contains("--s3-endpoint"))
+        #expect(throws: ConfigError.self) { try PushMediaConfig.fromEnvironment(["PUSHMEDIA_S3_ENDPOINT": "http://host/path"]) }
+        #expect(S3Client(settings: settings).url(key: "push/a b.jpg", query: [("prefix", "push/"), ("list-type", "2")])
+            == "http://127.0.0.1:9480/media-bucket/push/a%20b.jpg?list-type=2&prefix=push%2F")
+    }
+
+    /// A blocking GET with URLSession's delegate-free API, for public object URLs.
+    func fetch(_ url: URL) throws -> (Data, HTTPURLResponse) {
+        let result = Locked<(Data?, URLResponse?)>((nil, nil))
+        let done = DispatchSemaphore(value: 0)
+        URLSession.shared.dataTask(with: url) { data, response, _ in
+            result.withLock { $0 = (data, response) }
+            done.signal()
+        }.resume()
+        done.wait()
+        let (data, response) = result.withLock { $0 }
+        return (data ?? Data(), try #require(response as? HTTPURLResponse))
+    }
+}
