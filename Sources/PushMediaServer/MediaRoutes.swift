@@ -71,7 +71,9 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         let length = size == 0 ? 0 : range.count
         headers[.contentLength] = String(length)
         if request.method == .head || length == 0 {
-            return Response(status: status, headers: headers, body: ResponseBody(contentLength: length) { _ in })
+            // The writer must be finished even with nothing to write: an unfinished response keeps
+            // the connection busy, and a graceful stop would wait for it forever.
+            return Response(status: status, headers: headers, body: ResponseBody(contentLength: length) { writer in try await writer.finish(nil) })
         }
         if let local {
             let body = try await fileIO.loadFile(path: local, range: range, context: context)

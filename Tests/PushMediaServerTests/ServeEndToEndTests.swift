@@ -43,8 +43,17 @@ struct ServeEndToEndTests {
 
         func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
+        /// SIGTERM, then the exit status; -1 (after a SIGKILL) when the graceful stop takes
+        /// over 15 s, so that a hang fails the test instead of stalling the suite.
         func stop() -> Int32 {
             if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+            let giveUp = Date().addingTimeInterval(15)
+            while process.isRunning, Date() < giveUp { usleep(20_000) }
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                return -1
+            }
             process.waitUntilExit()
             return process.terminationStatus
         }
@@ -91,6 +100,10 @@ struct ServeEndToEndTests {
         let name = String(attachment.split(separator: "/").last!)
         #expect(bytes == (try Data(contentsOf: URL(fileURLWithPath: store.path + "/" + name))))
         #expect(bytes.count < photo.count)
+
+        // A HEAD on a kept-alive connection must not hold up the graceful stop below.
+        let (head, empty) = try await Self.request(URL(string: attachment)!, method: "HEAD")
+        #expect(head.statusCode == 200 && empty.isEmpty && head.value(forHTTPHeaderField: "Content-Length") == String(bytes.count))
 
         let (metrics, text) = try await Self.request(server.url("/metrics"))
         #expect(metrics.statusCode == 200)
