@@ -16,6 +16,7 @@
 # us-east-1, path-style addressing at http://127.0.0.1:$PORT. Public reads of a bucket use
 # Swift's own path (see `public-read BUCKET`): http://127.0.0.1:$PORT/v1/AUTH_pushmedia/BUCKET/KEY.
 #
+#   scripts/object-store.sh make-bucket BUCKET   create BUCKET (idempotent)
 #   scripts/object-store.sh public-read BUCKET   allow anonymous GETs of BUCKET's objects
 set -euo pipefail
 
@@ -214,11 +215,19 @@ stop() {
   return 0
 }
 
+# A tempauth token (Swift's own API; S3 requests sign with the keys instead).
+token() {
+  curl -fsS -D - -o /dev/null -H "X-Auth-User: $ACCOUNT:$USER" -H "X-Auth-Key: $KEY" "$ENDPOINT/auth/v1.0" \
+    | tr -d '\r' | awk -F': ' 'tolower($1) == "x-auth-token" {print $2}'
+}
+
 public_read() {
-  local bucket=$1 token
-  token=$(curl -fsS -D - -o /dev/null -H "X-Auth-User: $ACCOUNT:$USER" -H "X-Auth-Key: $KEY" "$ENDPOINT/auth/v1.0" \
-    | tr -d '\r' | awk -F': ' 'tolower($1) == "x-auth-token" {print $2}')
-  curl -fsS -o /dev/null -X POST -H "X-Auth-Token: $token" -H "X-Container-Read: .r:*" "$ENDPOINT/v1/AUTH_$ACCOUNT/$bucket"
+  curl -fsS -o /dev/null -X POST -H "X-Auth-Token: $(token)" -H "X-Container-Read: .r:*" "$ENDPOINT/v1/AUTH_$ACCOUNT/$1"
+}
+
+# A Swift container is an S3 bucket; creating it again is harmless.
+make_bucket() {
+  curl -fsS -o /dev/null -X PUT -H "X-Auth-Token: $(token)" "$ENDPOINT/v1/AUTH_$ACCOUNT/$1"
 }
 
 case "${1:-}" in
@@ -234,5 +243,6 @@ case "${1:-}" in
     echo "PUSHMEDIA_S3_PUBLIC_URL=$ENDPOINT/v1/AUTH_$ACCOUNT"
     ;;
   public-read) public_read "${2:?usage: object-store.sh public-read BUCKET}" ;;
-  *) echo "usage: scripts/object-store.sh start|stop|restart|status|env|public-read BUCKET" >&2; exit 64 ;;
+  make-bucket) make_bucket "${2:?usage: object-store.sh make-bucket BUCKET}" ;;
+  *) echo "usage: scripts/object-store.sh start|stop|restart|status|env|make-bucket BUCKET|public-read BUCKET" >&2; exit 64 ;;
 esac

@@ -27,24 +27,37 @@ public enum TestObjectStore {
     public static var publicURL: String { settings["PUSHMEDIA_S3_PUBLIC_URL"] ?? "" }
 
     /// Runs the script with `arguments`; returns its standard output, throws when it fails.
+    /// Spawned and reaped directly (posix_spawn, waitpid), output through files: `start` leaves
+    /// daemons behind, and Foundation's `Process` was seen to miss the script's exit then.
     @discardableResult
     public static func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script] + arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        let messages = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey:
-                "object-store.sh \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(String(decoding: messages, as: UTF8.self))"])
+        let folder = FileManager.default.temporaryDirectory.path + "/pushmedia-object-store-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, folder + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, folder + "/err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let argv = ["/bin/bash", script] + arguments
+        var cArgs = argv.map { strdup($0) } + [nil]
+        defer { cArgs.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, &cArgs, environ)
+        guard spawned == 0 else {
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "cannot run \(script): \(String(cString: strerror(spawned)))"])
         }
-        return String(decoding: data, as: UTF8.self)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let output = (try? String(contentsOfFile: folder + "/out", encoding: .utf8)) ?? ""
+        let messages = (try? String(contentsOfFile: folder + "/err", encoding: .utf8)) ?? ""
+        let exited = status & 0x7f == 0, code = (status >> 8) & 0xff
+        guard exited && code == 0 else {
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey:
+                "object-store.sh \(arguments.joined(separator: " ")) failed (status \(status)): \(messages)"])
+        }
+        return output
     }
 
     private static let startLock = NSLock()
