@@ -64,6 +64,13 @@ CURLcode pm_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value)
     return code;
 }
 
+const char *pm_curl_response_header(CURL *handle, const char *name) {
+    struct curl_header *header = NULL;
+    /* request -1: the last response of the transfer (after redirects) */
+    if (curl_easy_header(handle, name, 0, CURLH_HEADER, -1, &header) != CURLHE_OK || header == NULL) return NULL;
+    return header->value;
+}
+
 int64_t pm_monotonic_ns(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);

@@ -23,10 +23,11 @@ public struct ServerParts: Sendable {
     /// The public base URL of `/media`, known once the port is.
     public let baseURL: Locked<String>
     /// Ready answers to repeated `/v1/process` bodies.
-    let memo = ResponseMemo()
+    let memo: ResponseMemo
 
     public init(config: PushMediaConfig) throws {
         pipeline = try Pipeline(config: config)
+        memo = ResponseMemo(memoryTTL: config.indexCacheTTL)
         metrics = ServerMetrics(gate: pipeline.gate)
         baseURL = Locked(config.baseURL)
     }

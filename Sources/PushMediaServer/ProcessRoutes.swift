@@ -23,7 +23,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         let base = baseURL()
         let key = ResponseMemo.Key(options: "\(options.onReject?.rawValue ?? "-")|\(options.vendor?.rawValue ?? "-")|\(options.profile?.id ?? "-")|\(base)",
                                    body: body)
-        if let ready = memo.answer(key, total: start.millisecondsElapsed, store: pipeline.store) {
+        if !options.refresh, let ready = memo.answer(key, total: start.millisecondsElapsed, store: pipeline.store) {
             metrics.record(ready.outcome)
             var response = Response.json(bytes: ready.bytes)
             response.headers[.pushMediaOutcome] = Self.label(ready.outcome)
@@ -32,7 +32,8 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         let result: PipelineResult
         do {
             result = try await pipeline.process(body, context: PayloadContext(budget: options.budget, onReject: options.onReject, baseURL: base,
-                                                                                vendor: options.vendor, profile: options.profile))
+                                                                                vendor: options.vendor, profile: options.profile,
+                                                                                refresh: options.refresh))
         } catch {
             throw APIError(.badRequest, code: error.reason, message: error.description)
         }
@@ -59,7 +60,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         // One budget for the whole batch; items naming the same media share one job.
         let deadline = ContinuousClock.now + (options.budget ?? pipeline.config.budget)
         let context = PayloadContext(onReject: options.onReject, baseURL: baseURL(), deadline: deadline, vendor: options.vendor,
-                                     profile: options.profile)
+                                     profile: options.profile, refresh: options.refresh)
         let width = max(1, pipeline.gate?.limit ?? 8)
         var results = [[UInt8]](repeating: [], count: items.count)
         await withTaskGroup(of: (Int, [UInt8]).self) { group in
@@ -104,15 +105,29 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
     }
 
     struct Options {
+        /// Revalidate cached media with their origins (`refresh=1` or `Cache-Control: no-cache`).
+        var refresh = false
         var budget: Duration?
         var onReject: OnReject?
         var vendor: Vendor?
         var profile: AttachmentPolicy?
     }
 
-    /// `budget_ms` (query or `X-PushMedia-Budget-Ms`), `on_reject`, `vendor` and `profile` (query).
+    /// `budget_ms` (query or `X-PushMedia-Budget-Ms`), `on_reject`, `vendor`, `profile` and
+    /// `refresh` (query; `Cache-Control: no-cache` also refreshes).
     static func options(_ request: Request, default config: PushMediaConfig) throws -> Options {
         var options = Options()
+        if let text = request.uri.queryParameters.get("refresh") {
+            switch text.lowercased() {
+            case "1", "true", "yes": options.refresh = true
+            case "0", "false", "no": options.refresh = false
+            default: throw APIError(.badRequest, code: "invalid_parameter", message: "refresh must be true or false (1 or 0), got \"\(text)\"")
+            }
+        }
+        if let control = request.headers[.cacheControl]?.lowercased(),
+           control.split(separator: ",").contains(where: { ["no-cache", "max-age=0"].contains($0.trimmingCharacters(in: .whitespaces)) }) {
+            options.refresh = true
+        }
         if let text = request.uri.queryParameters.get("budget_ms") ?? request.headers[.pushMediaBudget] {
             guard let milliseconds = Int64(text), (1...600_000).contains(milliseconds) else {
                 throw APIError(.badRequest, code: "invalid_parameter", message: "budget_ms must be an integer from 1 to 600000, got \"\(text)\"")

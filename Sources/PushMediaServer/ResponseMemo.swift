@@ -1,3 +1,4 @@
+import Foundation
 import PushMedia
 
 /// Answers to repeated `/v1/process` requests. A campaign tool sends the same payload for every
@@ -21,6 +22,9 @@ final class ResponseMemo: Sendable {
         var tail: [UInt8]
         /// Stored files (name, bytes) the answer refers to.
         var files: [(name: String, bytes: Int64)]
+        /// Past this the answer is made again: the media's freshness ends, or the index is to be
+        /// read again (another node may have renewed or purged the entries).
+        var expires: ContinuousClock.Instant
         var size: Int { head.count + tail.count + 2 * 1024 }
     }
 
@@ -34,14 +38,18 @@ final class ResponseMemo: Sendable {
     /// Answers given from the memo so far.
     var answers: Int { answered.withLock { $0 } }
 
-    init(byteLimit: Int = 32 * 1024 * 1024) {
+    /// How long an answer is kept at most (the index cache's TTL).
+    let memoryTTL: Duration
+
+    init(byteLimit: Int = 32 * 1024 * 1024, memoryTTL: Duration = .seconds(60)) {
         self.byteLimit = byteLimit
+        self.memoryTTL = memoryTTL
     }
 
     /// The kept answer for `key` with `total` milliseconds, if its files are all in `store`.
     func answer(_ key: Key, total: Double, store: MediaStore) -> (bytes: [UInt8], outcome: Outcome)? {
         guard let entry = state.withLock({ $0.entries[key] }) else { return nil }
-        guard entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) }) else {
+        guard ContinuousClock.now < entry.expires, entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) }) else {
             state.withLock { state in
                 if let removed = state.entries.removeValue(forKey: key) { state.bytes -= removed.size + key.body.count }
             }
@@ -77,7 +85,12 @@ final class ResponseMemo: Sendable {
         guard let range = Self.range(of: Array(String(Self.sentinel).utf8), in: encoded) else { return nil }
         let files = media.flatMap { [$0.attachment, $0.thumbnail, $0.icon] }.compactMap { $0 }
             .compactMap { file in file.url.split(separator: "/").last.map { (name: String($0), bytes: file.bytes) } }
-        let entry = Entry(outcome: template, head: Array(encoded[..<range.lowerBound]), tail: Array(encoded[range.upperBound...]), files: files)
+        var lifetime = memoryTTL
+        if let freshUntil = result.freshUntil {
+            lifetime = min(lifetime, .milliseconds(Int64((Double(freshUntil) - Date().timeIntervalSince1970) * 1000)))
+        }
+        let entry = Entry(outcome: template, head: Array(encoded[..<range.lowerBound]), tail: Array(encoded[range.upperBound...]), files: files,
+                          expires: .now + lifetime)
         state.withLock { state in
             if state.bytes + entry.size + key.body.count > byteLimit {
                 state.entries.removeAll(keepingCapacity: true)

@@ -20,6 +20,8 @@ struct BatchCommand: AsyncParsableCommand {
     var out: String = "out"
     @Option(help: "Payloads processed at once (default: 2 per core).")
     var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount * 2
+    @Flag(help: "Revalidate cached media with their origins even when fresh (a 304 or the same bytes cost no transcode).")
+    var refresh = false
     @OptionGroup var options: SharedOptions
 
     func validate() throws {
@@ -45,6 +47,7 @@ struct BatchCommand: AsyncParsableCommand {
 
         var items = [BatchItem?](repeating: nil, count: files.count)
         var failedWrites = 0
+        let refresh = self.refresh
         await withTaskGroup(of: (Int, BatchItem).self) { group in
             var next = 0
             func schedule() {
@@ -53,7 +56,8 @@ struct BatchCommand: AsyncParsableCommand {
                 next += 1
                 let relative = files[index]
                 group.addTask {
-                    let item = await Self.processFile(relative, root: root, outRoot: outRoot, pipeline: pipeline, mediaRoot: mediaRoot)
+                    let item = await Self.processFile(relative, root: root, outRoot: outRoot, pipeline: pipeline, mediaRoot: mediaRoot,
+                                                      refresh: refresh)
                     return (index, item)
                 }
             }
@@ -112,7 +116,7 @@ struct BatchCommand: AsyncParsableCommand {
         return found.sorted()
     }
 
-    static func processFile(_ relative: String, root: URL, outRoot: URL, pipeline: Pipeline, mediaRoot: String) async -> BatchItem {
+    static func processFile(_ relative: String, root: URL, outRoot: URL, pipeline: Pipeline, mediaRoot: String, refresh: Bool = false) async -> BatchItem {
         let inputPath = root.appendingPathComponent(relative).path
         let outputPath = outRoot.appendingPathComponent(relative).path
         let clock = ContinuousClock.now
@@ -122,7 +126,7 @@ struct BatchCommand: AsyncParsableCommand {
             return BatchItem(file: relative, output: nil, outcome: outcome, writeError: nil)
         }
         do {
-            let result = try await pipeline.process(data, context: PayloadContext(mediaRoot: mediaRoot, label: relative))
+            let result = try await pipeline.process(data, context: PayloadContext(mediaRoot: mediaRoot, label: relative, refresh: refresh))
             var bytes = result.bytes
             bytes.append(0x0A)
             do {

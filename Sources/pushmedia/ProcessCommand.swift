@@ -15,6 +15,8 @@ struct ProcessCommand: AsyncParsableCommand {
     var report: String?
     @Flag(help: "Pretty-print the payload (default: compact, as sent to APNs).")
     var pretty = false
+    @Flag(help: "Revalidate cached media with their origins even when fresh (a 304 or the same bytes cost no transcode).")
+    var refresh = false
     @OptionGroup var options: SharedOptions
 
     func run() async throws {
@@ -31,7 +33,7 @@ struct ProcessCommand: AsyncParsableCommand {
         let label = input == "-" ? "stdin" : input
         let result: PipelineResult
         do {
-            result = try await pipeline.process(data, context: PayloadContext(mediaRoot: config.mediaRoot ?? directory, label: label))
+            result = try await pipeline.process(data, context: PayloadContext(mediaRoot: config.mediaRoot ?? directory, label: label, refresh: refresh))
         } catch {
             FileHandle.writeError("pushmedia: \(label): \(error)")
             throw Exit.dataError

@@ -15,6 +15,12 @@ struct SharedOptions: ParsableArguments {
     var workDir: String?
     @Option(name: .customLong("index-cache"), help: "Cache entries kept in memory in front of the store's index (env PUSHMEDIA_INDEX_CACHE; default 100000).")
     var indexCache: String?
+    @Option(name: .customLong("index-cache-ttl"), help: "How long an entry held in memory is used before the index is read again (env PUSHMEDIA_INDEX_CACHE_TTL; default 60s).")
+    var indexCacheTTL: String?
+    @Option(name: .customLong("min-ttl"), help: "A fetched URL is reused at least this long before it is revalidated with its origin (env PUSHMEDIA_MIN_TTL; default 1m).")
+    var minTTL: String?
+    @Option(name: .customLong("max-ttl"), help: "...and at most this long, whatever the origin's Cache-Control or Expires (env PUSHMEDIA_MAX_TTL; default 1d).")
+    var maxTTL: String?
     @Option(name: .customLong("base-url"), help: "Public URL the store is served under (env PUSHMEDIA_BASE_URL; default http://127.0.0.1:8080/media).")
     var baseURL: String?
     @Option(help: "Time budget per payload, e.g. 10, 2.5s, 800ms (env PUSHMEDIA_BUDGET; default 10s).")
@@ -62,6 +68,7 @@ struct SharedOptions: ParsableArguments {
             ("long-edge", longEdge), ("thumb-edge", thumbEdge), ("max-pixels", maxPixels), ("max-frames", maxFrames),
             ("max-source-bytes", maxSourceBytes), ("decode-memory", decodeMemory), ("profile", profile), ("vendor", vendor), ("crop", crop),
             ("thumb-aspect", thumbAspect), ("s3-endpoint", s3Endpoint), ("s3-region", s3Region), ("work-dir", workDir), ("index-cache", indexCache),
+            ("index-cache-ttl", indexCacheTTL), ("min-ttl", minTTL), ("max-ttl", maxTTL),
         ]
         do {
             try config.apply(flags + mediaKeys.map { ("media-key", $0) } + trustedPeers.map { ("trust-peer", $0) })

@@ -80,6 +80,10 @@ struct RouterTests {
             try await client.execute(uri: "/v1/process?on_reject=explode", method: .post, body: ByteBuffer(json: "{}")) { response in
                 #expect(response.status == .badRequest)
             }
+            try await client.execute(uri: "/v1/process?refresh=maybe", method: .post, body: ByteBuffer(json: "{}")) { response in
+                #expect(response.status == .badRequest)
+                #expect(response.body.object?["error"]?.objectValue?["message"]?.stringValue?.contains("refresh") == true)
+            }
         }
     }
 
@@ -110,6 +114,14 @@ struct RouterTests {
             second["timings_ms"] = nil
             third["timings_ms"] = nil
             #expect(second == third)
+            // refresh=1 and Cache-Control: no-cache are not answered from the memo: they go to the
+            // pipeline (here the entry is fresh, so it is still a cache hit).
+            for (uri, headers) in [("/v1/process?refresh=1", HTTPFields()), ("/v1/process", [.cacheControl: "no-cache"])] {
+                try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(json: body)) { response in
+                    #expect(response.status == .ok)
+                }
+            }
+            #expect(server.parts.memo.answers == 1)
             // A stored file gone: the memo's answer is not given; the media is made again.
             let url = try #require(answers[3]["payload"]?.objectValue?["media_url"]?.stringValue)
             let name = try #require(url.split(separator: "/").last.map(String.init))

@@ -203,17 +203,21 @@ struct StoreTests {
         let entry = Self.entry([StoredFile(name: String(repeating: "a", count: 64) + ".jpg", mime: "image/jpeg", bytes: 1)])
         let start = Date()
         for key in ["a", "b", "c"] { cache.insert(key, entry: entry, used: start) }
-        #expect(cache.hit("a", now: start, interval: .seconds(3600))?.due == false)  // a is now the newest
+        #expect(cache.hit("a", now: start, interval: .seconds(3600), maxAge: .seconds(86_400))?.due == false)  // a is now the newest
         cache.insert("d", entry: entry, used: start)                                   // evicts b
-        #expect(cache.hit("b", now: start, interval: .seconds(3600)) == nil)
-        #expect(cache.hit("c", now: start, interval: .seconds(3600)) != nil)
+        #expect(cache.hit("b", now: start, interval: .seconds(3600), maxAge: .seconds(86_400)) == nil)
+        #expect(cache.hit("c", now: start, interval: .seconds(3600), maxAge: .seconds(86_400)) != nil)
         cache.remove("a")
         cache.insert("e", entry: entry, used: start)                                   // takes a's slot
         #expect(cache.count == 3)
-        #expect(cache.hit("d", now: start, interval: .seconds(3600)) != nil)
+        #expect(cache.hit("d", now: start, interval: .seconds(3600), maxAge: .seconds(86_400)) != nil)
         // Use is due again once the interval has passed, then not until the next one.
-        #expect(cache.hit("e", now: start.addingTimeInterval(3601), interval: .seconds(3600))?.due == true)
-        #expect(cache.hit("e", now: start.addingTimeInterval(3602), interval: .seconds(3600))?.due == false)
+        #expect(cache.hit("e", now: start.addingTimeInterval(3601), interval: .seconds(3600), maxAge: .seconds(86_400))?.due == true)
+        #expect(cache.hit("e", now: start.addingTimeInterval(3602), interval: .seconds(3600), maxAge: .seconds(86_400))?.due == false)
+        // Held longer than its maximum age, an entry is read from the index again.
+        #expect(cache.hit("e", now: start.addingTimeInterval(61), interval: .seconds(3600), maxAge: .seconds(60)) == nil)
+        cache.insert("e", entry: entry, used: start, loaded: start.addingTimeInterval(61))
+        #expect(cache.hit("e", now: start.addingTimeInterval(62), interval: .seconds(3600), maxAge: .seconds(60)) != nil)
     }
 
     @Test func storeLocationsAndSettings() throws {

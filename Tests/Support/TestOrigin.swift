@@ -34,6 +34,9 @@ public final class TestOrigin: @unchecked Sendable {
         /// Exactly these headers (plus `Connection: close` unless given) and body.
         /// No `Content-Length` is added: without one, the body ends at the close.
         case headers([(String, String)], status: Int, body: [UInt8])
+        /// 200 with validators and freshness headers; 304 (no body) when the request's
+        /// `If-None-Match` names `etag` or its `If-Modified-Since` equals `lastModified`.
+        case cacheable(body: [UInt8], contentType: String, etag: String?, lastModified: String?, cacheControl: String?)
     }
 
     /// Failure to set up the listening socket.
@@ -73,6 +76,11 @@ public final class TestOrigin: @unchecked Sendable {
         core.hits(Core.path(of: path))
     }
 
+    /// How many of those were answered 304 Not Modified.
+    public func notModified(_ path: String) -> Int {
+        core.notModified(Core.path(of: path))
+    }
+
     /// Closes the listener and resets every open connection (in-flight clients see an
     /// error at once), then waits (up to 2 s) for the server threads to finish.
     /// Idempotent; also called from `deinit`.
@@ -89,6 +97,7 @@ extension TestOrigin {
         private var stopped = false
         private var routes: [String: Behaviour] = [:]
         private var hitCounts: [String: Int] = [:]
+        private var notModifiedCounts: [String: Int] = [:]
         private var connections: Set<Int32> = []
         private var threads = 0
 
@@ -104,6 +113,16 @@ extension TestOrigin {
         public func hits(_ path: String) -> Int {
             cond.lock(); defer { cond.unlock() }
             return hitCounts[path] ?? 0
+        }
+
+        func notModified(_ path: String) -> Int {
+            cond.lock(); defer { cond.unlock() }
+            return notModifiedCounts[path] ?? 0
+        }
+
+        private func countNotModified(_ path: String) {
+            cond.lock(); defer { cond.unlock() }
+            notModifiedCounts[path, default: 0] += 1
         }
 
         private var isStopped: Bool {
@@ -213,9 +232,31 @@ extension TestOrigin {
                 return Self.closeGracefully(fd)
             }
             let method = String(parts[0])
-            let behaviour = arrive(Self.path(of: String(parts[1])))
+            let path = Self.path(of: String(parts[1]))
+            let behaviour = arrive(path)
             guard method == "GET" || method == "HEAD" else {
                 _ = sendAll(fd, Self.head(405, [("Allow", "GET, HEAD"), ("Content-Length", "0")]))
+                return Self.closeGracefully(fd)
+            }
+            if case let .cacheable(body, contentType, etag, lastModified, cacheControl)? = behaviour {
+                var request: [String: String] = [:]
+                for line in String(decoding: head, as: UTF8.self).split(whereSeparator: \.isNewline).dropFirst() {
+                    guard let colon = line.firstIndex(of: ":") else { continue }
+                    request[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                }
+                var fields: [(String, String)] = []
+                if let etag { fields.append(("ETag", etag)) }
+                if let lastModified { fields.append(("Last-Modified", lastModified)) }
+                if let cacheControl { fields.append(("Cache-Control", cacheControl)) }
+                let matches = (etag != nil && request["if-none-match"] == etag)
+                    || (request["if-none-match"] == nil && lastModified != nil && request["if-modified-since"] == lastModified)
+                if matches {
+                    countNotModified(path)
+                    _ = sendAll(fd, Self.head(304, fields))
+                } else {
+                    fields += [("Content-Type", contentType), ("Content-Length", "\(body.count)")]
+                    _ = sendAll(fd, Self.head(200, fields) + (method == "GET" ? body : []))
+                }
                 return Self.closeGracefully(fd)
             }
             respond(fd, behaviour, includeBody: method == "GET")
@@ -269,6 +310,9 @@ extension TestOrigin {
             case .declaredLength(let length, let body, let contentType)?:
                 let head = Self.head(200, [("Content-Type", contentType), ("Content-Length", "\(length)")])
                 _ = sendAll(fd, head + (includeBody ? body : []))
+
+            case .cacheable?:
+                break  // answered in serve(_:)
 
             case .headers(let fields, let code, let body)?:
                 var fields = fields

@@ -26,6 +26,9 @@ CURLcode pm_curl_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode pm_curl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
 /** The string stays owned by the handle; copy it before curl_easy_cleanup. */
 CURLcode pm_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value);
+/** The value of response header `name` of the transfer's last response (after redirects), or NULL.
+ *  Valid until the handle's next transfer. */
+const char *pm_curl_response_header(CURL *handle, const char *name);
 
 /** Decides whether a resolved address may be connected to: 1 allow, 0 deny.
  *  `address` holds 4 (IPv4) or 16 (IPv6) bytes in network order; `port` is in host order;

@@ -109,6 +109,20 @@ public struct PushMediaConfig: Sendable, Equatable {
     public var workDirectory = NSTemporaryDirectory() + "pushmedia-work"
     /// `--index-cache`, `PUSHMEDIA_INDEX_CACHE`: cache entries kept in memory (LRU) in front of the index.
     public var indexCacheEntries = 100_000
+    /// `--index-cache-ttl`, `PUSHMEDIA_INDEX_CACHE_TTL`: how long an entry held in memory is used
+    /// before the index is read again (another node may have renewed, refreshed or purged it): 60s.
+    public var indexCacheTTL: Duration = .seconds(60)
+
+    // Freshness of remote sources.
+
+    /// `--min-ttl`, `PUSHMEDIA_MIN_TTL`: a fetched URL is reused at least this long before it is
+    /// revalidated with its origin, whatever the origin says (1m).
+    public var minTTL: Duration = .seconds(60)
+    /// `--max-ttl`, `PUSHMEDIA_MAX_TTL`: and at most this long (1d), however long the origin's
+    /// `Cache-Control: max-age` or `Expires`.
+    public var maxTTL: Duration = .seconds(86_400)
+    /// The freshness rule of remote sources (see `FreshnessPolicy`).
+    public var freshness: FreshnessPolicy { FreshnessPolicy(minimum: minTTL, maximum: maxTTL) }
 
     // Retention (`pushmedia gc`, `serve --gc-every`).
 
@@ -169,7 +183,8 @@ public struct PushMediaConfig: Sendable, Equatable {
         "thumb-aspect": "PUSHMEDIA_THUMB_ASPECT", "thumb-hidden": "PUSHMEDIA_THUMB_HIDDEN",
         "s3-endpoint": "PUSHMEDIA_S3_ENDPOINT", "s3-region": "PUSHMEDIA_S3_REGION", "s3-access-key-id": "PUSHMEDIA_S3_ACCESS_KEY_ID",
         "s3-secret-access-key": "PUSHMEDIA_S3_SECRET_ACCESS_KEY", "s3-session-token": "PUSHMEDIA_S3_SESSION_TOKEN",
-        "work-dir": "PUSHMEDIA_WORK_DIR", "index-cache": "PUSHMEDIA_INDEX_CACHE",
+        "work-dir": "PUSHMEDIA_WORK_DIR", "index-cache": "PUSHMEDIA_INDEX_CACHE", "index-cache-ttl": "PUSHMEDIA_INDEX_CACHE_TTL",
+        "min-ttl": "PUSHMEDIA_MIN_TTL", "max-ttl": "PUSHMEDIA_MAX_TTL",
         "gc-every": "PUSHMEDIA_GC_EVERY", "older-than": "PUSHMEDIA_GC_OLDER_THAN", "max-bytes": "PUSHMEDIA_GC_MAX_BYTES",
     ]
 
@@ -234,6 +249,15 @@ public struct PushMediaConfig: Sendable, Equatable {
             guard !text.isEmpty else { throw ConfigError.invalidValue(name: name, value: text, expected: "a directory") }
             workDirectory = text
         case "index-cache": indexCacheEntries = Int(try int(1...100_000_000))
+        case "index-cache-ttl", "min-ttl", "max-ttl":
+            guard let value = Self.parseAge(text), value >= .seconds(1) else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: "a duration of at least a second such as 30s, 10m, 12h or 7d")
+            }
+            switch name {
+            case "index-cache-ttl": indexCacheTTL = value
+            case "min-ttl": minTTL = value
+            default: maxTTL = value
+            }
         case "gc-every", "older-than":
             guard let value = Self.parseAge(text), value >= .seconds(60) else {
                 throw ConfigError.invalidValue(name: name, value: text, expected: "a duration of at least a minute such as 90m, 12h, 30d or 2w")

@@ -42,6 +42,10 @@ public struct FetchResponse: Sendable {
     public var contentType: String?
     public var effectiveURL: String
     public var redirects: Int
+    /// The freshness and validator headers of the last response.
+    public var validators = OriginValidators()
+    /// The origin answered 304 to a conditional request: the copy held is current, nothing was downloaded.
+    public var notModified: Bool { httpStatus == 304 }
 }
 
 /// Downloads http(s) URLs with libcurl into files: SSRF-checked connections, only http/https
@@ -56,12 +60,15 @@ public final class Fetcher: Sendable {
         _ = Self.globalInit
     }
 
-    /// Downloads `url` into the file at `path` (created or truncated).
+    /// Downloads `url` into the file at `path` (created or truncated). With `revalidating`, the
+    /// request is conditional (`If-None-Match`, `If-Modified-Since`) and a 304 answer is a
+    /// success with `notModified` set and an empty file.
     /// - Throws: `FetchError`, e.g. `.blockedAddress`, `.tooLarge`, `.httpStatus(404)`, `.deadlineExceeded`.
-    public func fetch(_ url: String, to path: String, limits: FetchLimits, deadline: ContinuousClock.Instant) async throws(FetchError) -> FetchResponse {
+    public func fetch(_ url: String, to path: String, limits: FetchLimits, deadline: ContinuousClock.Instant,
+                      revalidating: OriginValidators? = nil) async throws(FetchError) -> FetchResponse {
         let state = TransferState(trusted: limits.trustedPeers)
         let outcome: Result<FetchResponse, FetchError> = await withTaskCancellationHandler {
-            await executor.run { Self.perform(url, path: path, limits: limits, deadline: deadline, state: state) }
+            await executor.run { Self.perform(url, path: path, limits: limits, deadline: deadline, conditions: revalidating, state: state) }
         } onCancel: {
             state.cancel()
         }
@@ -69,7 +76,7 @@ public final class Fetcher: Sendable {
     }
 
     private static func perform(_ url: String, path: String, limits: FetchLimits, deadline: ContinuousClock.Instant,
-                                state: TransferState) -> Result<FetchResponse, FetchError> {
+                                conditions: OriginValidators?, state: TransferState) -> Result<FetchResponse, FetchError> {
         let remaining = deadline - .now
         guard remaining > .milliseconds(1) else { return .failure(.deadlineExceeded) }
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -108,6 +115,11 @@ public final class Fetcher: Sendable {
         set(CURLOPT_USERAGENT, "PushMedia/\(PushMediaVersion.string) (+media for push notifications)")
         set(CURLOPT_ACCEPT_ENCODING, "identity")
         if setup == CURLE_OK { setup = pm_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes)) }
+        var headers: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(headers) }
+        if let etag = OriginValidators.clean(conditions?.etag) { headers = curl_slist_append(headers, "If-None-Match: \(etag)") }
+        if let modified = OriginValidators.clean(conditions?.lastModified) { headers = curl_slist_append(headers, "If-Modified-Since: \(modified)") }
+        if headers != nil, setup == CURLE_OK { setup = pm_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headers) }
         guard setup == CURLE_OK else {
             return .failure(.transfer(code: Int(setup.rawValue), message: String(cString: curl_easy_strerror(setup))))
         }
@@ -135,9 +147,12 @@ public final class Fetcher: Sendable {
         if t.pointee.write_failed != 0 { return .failure(.io("writing \(path): \(String(cString: strerror(t.pointee.write_failed)))")) }
         switch code {
         case CURLE_OK:
-            guard (200..<300).contains(status) else { return .failure(.httpStatus(status)) }
+            guard (200..<300).contains(status) || (status == 304 && conditions != nil) else { return .failure(.httpStatus(status)) }
+            func header(_ name: String) -> String? { OriginValidators.clean(pm_curl_response_header(handle, name).map { String(cString: $0) }) }
+            let validators = OriginValidators(etag: header("ETag"), lastModified: header("Last-Modified"), cacheControl: header("Cache-Control"),
+                                              expires: header("Expires"), date: header("Date"), age: header("Age"))
             return .success(FetchResponse(httpStatus: status, bytes: t.pointee.bytes_written, contentType: contentType,
-                                          effectiveURL: effectiveURL, redirects: redirects))
+                                          effectiveURL: effectiveURL, redirects: redirects, validators: validators))
         case CURLE_HTTP_RETURNED_ERROR: return .failure(.httpStatus(status))
         case CURLE_TOO_MANY_REDIRECTS: return .failure(.tooManyRedirects(limits.maxRedirects))
         case CURLE_UNSUPPORTED_PROTOCOL:

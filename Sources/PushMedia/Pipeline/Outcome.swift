@@ -89,6 +89,9 @@ public struct MediaOutcome: Codable, Sendable, Equatable {
     public var icon: AttachmentInfo?
     public var hints: ThumbnailHints?
     public var cacheHit: Bool?
+    /// The cached result was past its freshness lifetime and the origin confirmed it (a 304, or
+    /// the same bytes): renewed without transcoding again.
+    public var revalidated: Bool?
 
     public init(path: String, platform: String, status: OutcomeStatus) {
         self.path = path
@@ -98,7 +101,7 @@ public struct MediaOutcome: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case path, platform, status, reason, message, attachment, thumbnail, icon, hints
-        case sourceURL = "source_url", sourceMIME = "source_mime", sourceBytes = "source_bytes", cacheHit = "cache_hit"
+        case sourceURL = "source_url", sourceMIME = "source_mime", sourceBytes = "source_bytes", cacheHit = "cache_hit", revalidated
     }
 }
 
@@ -120,6 +123,8 @@ public struct Outcome: Codable, Sendable, Equatable {
     public var payloadBytes: Int = 0
     /// Whether the result came from the cache.
     public var cacheHit: Bool?
+    /// The cached result was renewed by its origin (304 or the same bytes) without a new transcode.
+    public var revalidated: Bool?
     public var warnings: [String]?
     public var timingsMs = StageTimings()
     /// The payload convention read and written: `generic`, `fcm`, `onesignal`, `airship`, `braze`,
@@ -136,7 +141,7 @@ public struct Outcome: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case status, reason, message, attachment, thumbnail, warnings, vendor, media
+        case status, reason, message, attachment, thumbnail, warnings, vendor, media, revalidated
         case mediaKey = "media_key", sourceURL = "source_url", sourceMIME = "source_mime", sourceBytes = "source_bytes"
         case payloadBytes = "payload_bytes", cacheHit = "cache_hit", timingsMs = "timings_ms"
     }

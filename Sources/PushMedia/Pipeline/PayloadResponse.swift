@@ -25,6 +25,8 @@ struct SlotAnswer: Sendable {
     /// A computed clipping rectangle (written into the vendor's options where it has a place).
     var clip: ClipRect?
     var timings: StageTimings?
+    /// Until when (Unix seconds) the accepted cache entry is fresh, for answers kept ready.
+    var freshUntil: Int64?
 
     init(slot: MediaSlot, baseURL: String, onReject: OnReject, label: String?, hidden: Bool) {
         self.slot = slot
@@ -101,6 +103,20 @@ struct SlotAnswer: Sendable {
         descriptor = Descriptor(status: outcome.status, type: attachment.uti, mime: attachment.mime, bytes: attachment.bytes,
                                 width: attachment.width, height: attachment.height, thumb: entry.thumbnail.map(url(of:)),
                                 hints: outcome.hints, icon: icon)
+        freshUntil = entry.freshUntil
+    }
+
+    /// The cached result is past its freshness lifetime and could not be renewed in time (or the
+    /// origin failed): it goes out as the best attempt, with why.
+    mutating func stale(_ entry: CacheEntry, why: String) {
+        accepted(entry)
+        outcome.status = .bestAttempt
+        outcome.reason = "stale"
+        outcome.message = placed("\(why); the cached attachment, past its freshness lifetime, is used")
+        outcome.cacheHit = true
+        descriptor?.status = .bestAttempt
+        descriptor?.reason = "stale"
+        freshUntil = nil
     }
 
     /// The budget ran out (or the store failed, `reason` `store_unavailable`): the thumbnail if it
@@ -165,6 +181,7 @@ struct PayloadResponse {
     /// Where the payload came from, named in messages.
     let label: String?
     var outcome = Outcome(status: .skipped)
+    var freshUntil: Int64?
 
     init(payload: JSONObject, vendor: Vendor, label: String?, start: ContinuousClock.Instant = .now) {
         self.payload = payload
@@ -202,6 +219,7 @@ struct PayloadResponse {
             }
             if changed { rewritten = rewrite(answers) }
         }
+        freshUntil = answers.compactMap(\.freshUntil).min()
         guard let primary = answers.first(where: \.isIOS) ?? answers.first else { return result(rewritten) }
         let media = primary.outcome
         outcome.status = media.status
@@ -214,6 +232,7 @@ struct PayloadResponse {
         outcome.attachment = media.attachment
         outcome.thumbnail = media.thumbnail
         outcome.cacheHit = media.cacheHit
+        outcome.revalidated = media.revalidated
         if let timings = primary.timings { outcome.timingsMs = timings }
         outcome.media = answers.map(\.outcome)
         let failed = answers.filter { $0.outcome.status == .rejected && $0.slot != primary.slot }
@@ -246,7 +265,7 @@ struct PayloadResponse {
         }
         outcome.payloadBytes = bytes.count
         outcome.timingsMs.total = start.millisecondsElapsed
-        return PipelineResult(payload: result, bytes: bytes, outcome: outcome)
+        return PipelineResult(payload: result, bytes: bytes, outcome: outcome, freshUntil: freshUntil)
     }
 }
 

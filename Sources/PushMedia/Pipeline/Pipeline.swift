@@ -1,3 +1,4 @@
+import CPushMediaShim
 import Foundation
 
 /// Per-payload settings that differ from the configuration.
@@ -19,10 +20,14 @@ public struct PayloadContext: Sendable {
     public var vendor: Vendor?
     /// Overrides the configured platform profile.
     public var profile: AttachmentPolicy?
+    /// Revalidate remote media with their origins even when the cached result is fresh (a
+    /// conditional request: an unchanged source still costs no transcode).
+    public var refresh = false
 
     public init(mediaRoot: String? = nil, label: String? = nil, budget: Duration? = nil, onReject: OnReject? = nil,
                 baseURL: String? = nil, deadline: ContinuousClock.Instant? = nil, vendor: Vendor? = nil,
-                profile: AttachmentPolicy? = nil) {
+                profile: AttachmentPolicy? = nil, refresh: Bool = false) {
+        self.refresh = refresh
         self.mediaRoot = mediaRoot
         self.label = label
         self.budget = budget
@@ -40,6 +45,8 @@ public struct PipelineResult: Sendable {
     /// The payload as compact JSON, as it would be sent to APNs.
     public var bytes: [UInt8]
     public var outcome: Outcome
+    /// Until when (Unix seconds) the cached results it used stay fresh; nil when none expire.
+    public var freshUntil: Int64?
 }
 
 /// Input that is not a payload at all.
@@ -114,6 +121,26 @@ public final class Pipeline: Sendable {
         if let result { throw result }
     }
 
+    /// Removes the cached results for each of `urls` (under every profile, with this
+    /// configuration's options), so that the next request fetches and processes it again. Other
+    /// processes on the same store notice within `--index-cache-ttl`. Returns, per URL, how many
+    /// entries there were.
+    public func purge(urls: [String]) async throws(StoreError) -> [(url: String, entries: Int)] {
+        let store = self.store
+        let keys = urls.map { url in
+            let identity = url.trimmingCharacters(in: .whitespaces)
+            return (url, Set(fingerprints.values).map { MediaStore.cacheKey(source: identity, options: $0) })
+        }
+        let result = await io.run { () -> Result<[(url: String, entries: Int)], StoreError> in
+            do throws(StoreError) {
+                var counts: [(url: String, entries: Int)] = []
+                for (url, keys) in keys { counts.append((url, try store.purge(keys: keys, deadline: .now + .seconds(30)).count)) }
+                return .success(counts)
+            } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
     /// Processes one payload given as JSON bytes.
     /// - Throws: `PayloadError` when the bytes are not a JSON object (nothing else throws).
     public func process(_ json: some Collection<UInt8>, context: PayloadContext = PayloadContext()) async throws(PayloadError) -> PipelineResult {
@@ -180,13 +207,22 @@ public final class Pipeline: Sendable {
         }
         let profile = answer.slot.platform
         let key = MediaStore.cacheKey(source: source.identity, options: fingerprints[profile.id] ?? optionsFingerprint)
+        let remote = source.isRemote
+        // A fresh entry in memory answers at once; a stale one is looked up again in the index,
+        // where another node may have renewed it.
         var cached = store.remembered(key: key)
+        if let entry = cached, context.refresh || !entry.isFresh(remote: remote) { cached = nil }
+        var stale: CacheEntry?
         if cached == nil {
             // One read of the index (a file, or a GET): on the fetch threads, not behind transcodes.
-            do { cached = try await io.run { [store] in try store.lookup(key: key, deadline: deadline) } } catch {
+            do { cached = try await io.run { [store] in try store.lookup(key: key, fromIndex: true, deadline: deadline) } } catch {
                 // Without the store nothing can be kept or served: the original reference goes out.
                 return answer.bestAttempt(JobProgress(started: true), reason: "store_unavailable",
                                           why: "the store cannot be read (\(error))")
+            }
+            if let entry = cached, context.refresh || !entry.isFresh(remote: remote) {
+                stale = entry
+                cached = nil
             }
         }
         if let entry = cached {
@@ -196,7 +232,8 @@ public final class Pipeline: Sendable {
         answer.outcome.cacheHit = false
 
         // Race the (possibly shared) job against the deadline; the first to finish answers.
-        guard let job = sharedJob(key: key, source: source, profile: profile, deadline: deadline + config.backgroundLimit) else {
+        guard let job = sharedJob(key: key, source: source, profile: profile, previous: stale, deadline: deadline + config.backgroundLimit) else {
+            if let stale { return answer.stale(stale, why: "\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued") }
             return answer.overloaded("\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued")
         }
         let resolver = OnceResolver<JobResult?>()
@@ -213,6 +250,14 @@ public final class Pipeline: Sendable {
         switch result?.kind {
         case let .ready(entry)?:
             answer.accepted(entry)
+        case let .renewed(entry)?:
+            answer.accepted(entry)
+            answer.outcome.cacheHit = true
+            answer.outcome.revalidated = true
+        case let .failed(reason, message)? where stale != nil && Self.originUnavailable(reason):
+            // Stale if error (RFC 5861): an origin that is down is no reason to lose a good
+            // attachment. What it answers (a 404, bytes that are no image) still counts.
+            answer.stale(stale!, why: "revalidating with the origin failed (\(message))")
         case let .failed(reason, message)?:
             if let sniff = progress.sniff {
                 answer.outcome.sourceMIME = sniff.format.mime
@@ -222,8 +267,14 @@ public final class Pipeline: Sendable {
         case let .storeUnavailable(message)?:
             answer.bestAttempt(progress, reason: "store_unavailable", why: "the store cannot be written (\(message))")
         case .budgetExceeded?, nil:
+            if let stale { return answer.stale(stale, why: "the budget ran out while revalidating with the origin") }
             answer.bestAttempt(progress)
         }
+    }
+
+    /// Failures that say the origin could not be asked, not what it holds.
+    static func originUnavailable(_ reason: String) -> Bool {
+        ["timeout", "dns_failed", "connect_failed", "fetch_failed", "http_500", "http_502", "http_503", "http_504"].contains(reason)
     }
 
     // MARK: Sources
@@ -238,6 +289,12 @@ public final class Pipeline: Sendable {
             case let .remote(url): url
             case let .local(_, identity): identity
             }
+        }
+
+        /// Remote results have a freshness lifetime; a local file's key names its version.
+        var isRemote: Bool {
+            if case .remote = self { return true }
+            return false
         }
     }
 
@@ -310,6 +367,8 @@ public final class Pipeline: Sendable {
     struct JobResult: Sendable {
         enum Kind: Sendable {
             case ready(CacheEntry)
+            /// The previous entry, confirmed by the origin and recorded with a new lifetime.
+            case renewed(CacheEntry)
             case failed(reason: String, message: String)
             /// The store failed (unreachable, full): the result could not be kept.
             case storeUnavailable(String)
@@ -325,7 +384,8 @@ public final class Pipeline: Sendable {
     }
 
     /// The running job for `key`, or a new one; nil when the gate refuses a new one.
-    private func sharedJob(key: String, source: Source, profile: AttachmentPolicy, deadline: ContinuousClock.Instant) -> SharedJob? {
+    private func sharedJob(key: String, source: Source, profile: AttachmentPolicy, previous: CacheEntry?,
+                           deadline: ContinuousClock.Instant) -> SharedJob? {
         inFlight.withLock { jobs in
             if let job = jobs[key] { return job }
             let ticket = gate?.reserve() ?? .running
@@ -337,7 +397,8 @@ public final class Pipeline: Sendable {
                     return JobResult(kind: .budgetExceeded, timings: StageTimings())
                 }
                 progress.withLock { $0.started = true }
-                let result = await self.runJob(source: source, key: key, profile: profile, deadline: deadline, progress: progress)
+                let result = await self.runJob(source: source, key: key, profile: profile, previous: previous, deadline: deadline,
+                                               progress: progress)
                 self.gate?.release()
                 return result
             }
@@ -347,7 +408,10 @@ public final class Pipeline: Sendable {
         }
     }
 
-    private func runJob(source: Source, key: String, profile: AttachmentPolicy, deadline: ContinuousClock.Instant,
+    /// Fetches, checks, transcodes and stores one source, and records the cache entry. With
+    /// `previous` (a stale entry), the fetch is conditional: a 304, or the same bytes again,
+    /// renew that entry without transcoding.
+    private func runJob(source: Source, key: String, profile: AttachmentPolicy, previous: CacheEntry?, deadline: ContinuousClock.Instant,
                         progress: Locked<JobProgress>) async -> JobResult {
         var timings = StageTimings()
         let jobStart = ContinuousClock.now
@@ -361,12 +425,22 @@ public final class Pipeline: Sendable {
             // Fetch
             var clock = ContinuousClock.now
             let bytes: Int64
+            var validators: OriginValidators?
             switch source {
             case let .remote(url):
-                do { bytes = try await fetcher.fetch(url, to: temporary, limits: FetchLimits(config: config), deadline: deadline).bytes } catch {
+                let conditions = previous.map(\.validators).flatMap { $0.canRevalidate ? $0 : nil }
+                let response: FetchResponse
+                do { response = try await fetcher.fetch(url, to: temporary, limits: FetchLimits(config: config), deadline: deadline,
+                                                        revalidating: conditions) } catch {
                     if error == .deadlineExceeded { return result(.budgetExceeded) }
                     throw Failure(reason: error.reason, message: error.description)
                 }
+                timings.fetch = clock.millisecondsElapsed
+                if response.notModified, let previous {
+                    return try await renew(previous, response.validators, key: key, deadline: deadline, result: result)
+                }
+                bytes = response.bytes
+                validators = response.validators
             case let .local(path, _):
                 let maxBytes = config.maxSourceBytes
                 bytes = try await io.run { try LocalSource.copy(path, to: temporary, maxBytes: maxBytes) }
@@ -374,10 +448,23 @@ public final class Pipeline: Sendable {
             timings.fetch = clock.millisecondsElapsed
             if ContinuousClock.now >= deadline { return result(.budgetExceeded) }
 
-            // Sniff
+            // Sniff (and hash a remote source, to recognise the same bytes when it is fetched again)
             clock = .now
-            let sniff = try await cpu.run { () throws -> SniffResult in
-                try Sniffer.sniff(path: temporary)
+            let isRemote = validators != nil
+            let (sniff, sourceHash) = try await cpu.run { () throws -> (SniffResult, String?) in
+                (try Sniffer.sniff(path: temporary), isRemote ? Self.sha256(file: temporary) : nil)
+            }
+            if let previous, let sourceHash, previous.sourceSHA256 == sourceHash, let validators {
+                timings.sniff = clock.millisecondsElapsed
+                return try await renew(previous, validators, key: key, deadline: deadline, result: result)
+            }
+            /// Stamps a new entry with the source's freshness and identity.
+            func fresh(_ entry: CacheEntry) -> CacheEntry {
+                guard let validators else { return entry }
+                var entry = entry
+                entry.stamp(validators, policy: config.freshness, now: Date())
+                entry.sourceSHA256 = sourceHash
+                return entry
             }
             progress.withLock { $0.sniff = sniff; $0.sourceBytes = bytes }
             timings.sniff = clock.millisecondsElapsed
@@ -391,8 +478,8 @@ public final class Pipeline: Sendable {
                     try store.adopt(temporary, format: sniff.format, deadline: deadline)
                 }
                 timings.store = clock.millisecondsElapsed
-                return try await finishJob(CacheEntry(status: "passthrough", attachment: stored, thumbnail: nil, sourceMIME: sniff.format.mime,
-                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline), key: key, deadline: deadline, result: result)
+                return try await finishJob(fresh(CacheEntry(status: "passthrough", attachment: stored, thumbnail: nil, sourceMIME: sniff.format.mime,
+                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline)), key: key, deadline: deadline, result: result)
             }
             if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
 
@@ -449,9 +536,9 @@ public final class Pipeline: Sendable {
                     try store.adopt(temporary, format: sniff.format, width: upright.width, height: upright.height, deadline: deadline)
                 }
                 timings.store += clock.millisecondsElapsed
-                return try await finishJob(CacheEntry(status: "passthrough", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
+                return try await finishJob(fresh(CacheEntry(status: "passthrough", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
                                                       sourceBytes: bytes, pipeline: PushMediaVersion.pipeline, icon: extras.icon,
-                                                      clip: extras.clip, frame: extras.frame), key: key, deadline: deadline, result: result)
+                                                      clip: extras.clip, frame: extras.frame)), key: key, deadline: deadline, result: result)
             }
             let encoded = try await cpu.run { () throws -> EncodedImage in
                 try transcoder.attachment(path: image, header: header)
@@ -469,9 +556,9 @@ public final class Pipeline: Sendable {
                  try small.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height, deadline: deadline) })
             }
             timings.store += clock.millisecondsElapsed
-            return try await finishJob(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail ?? smallStored,
+            return try await finishJob(fresh(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail ?? smallStored,
                                                   sourceMIME: sniff.format.mime, sourceBytes: bytes, pipeline: PushMediaVersion.pipeline,
-                                                  icon: extras.icon, clip: extras.clip, frame: extras.frame),
+                                                  icon: extras.icon, clip: extras.clip, frame: extras.frame)),
                                        key: key, deadline: deadline, result: result)
         } catch let error as StoreError {
             return result(.storeUnavailable(Self.withoutWorkPaths(error.description, temporary)))
@@ -529,6 +616,19 @@ public final class Pipeline: Sendable {
                            result: (JobResult.Kind) -> JobResult) async throws -> JobResult {
         try await cpu.run { [store] in try store.record(entry, key: key, deadline: deadline) }
         return result(.ready(entry))
+    }
+
+    /// Records `previous` again with the lifetime the origin's answer gives it.
+    private func renew(_ previous: CacheEntry, _ validators: OriginValidators, key: String, deadline: ContinuousClock.Instant,
+                       result: (JobResult.Kind) -> JobResult) async throws -> JobResult {
+        let entry = previous.renewed(validators, policy: config.freshness, now: Date())
+        try await io.run { [store] in try store.record(entry, key: key, deadline: deadline) }
+        return result(.renewed(entry))
+    }
+
+    static func sha256(file path: String) -> String? {
+        var hex = [CChar](repeating: 0, count: 65)
+        return pm_sha256_file(path, &hex) == 0 ? String(cBuffer: hex) : nil
     }
 }
 

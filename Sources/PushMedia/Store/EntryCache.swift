@@ -8,6 +8,8 @@ final class EntryCache: Sendable {
         var key: String
         var entry: CacheEntry
         var used: Date
+        /// When the entry was read from or written to the index.
+        var loaded: Date
         var newer: Int
         var older: Int
     }
@@ -44,10 +46,12 @@ final class EntryCache: Sendable {
     var count: Int { state.withLock { $0.positions.count } }
 
     /// The entry for `key`, now the most recently used; `due` is true (and the use time renewed)
-    /// when its use was last written down `interval` or longer before `now`.
-    func hit(_ key: String, now: Date, interval: Duration) -> (entry: CacheEntry, due: Bool)? {
+    /// when its use was last written down `interval` or longer before `now`. Nil when absent or
+    /// loaded from the index more than `maxAge` before `now` (the index is read again then).
+    func hit(_ key: String, now: Date, interval: Duration, maxAge: Duration) -> (entry: CacheEntry, due: Bool)? {
         state.withLock { state in
-            guard let index = state.positions[key] else { return nil }
+            guard let index = state.positions[key],
+                  now.timeIntervalSince(state.slots[index].loaded) < Double(maxAge.components.seconds) else { return nil }
             state.unlink(index)
             state.pushNewest(index)
             let due = now.timeIntervalSince(state.slots[index].used) >= Double(interval.components.seconds)
@@ -57,11 +61,12 @@ final class EntryCache: Sendable {
     }
 
     /// Adds or replaces `key`, evicting the least recently used entry when full.
-    func insert(_ key: String, entry: CacheEntry, used: Date) {
+    func insert(_ key: String, entry: CacheEntry, used: Date, loaded: Date = Date()) {
         state.withLock { state in
             if let index = state.positions[key] {
                 state.slots[index].entry = entry
                 state.slots[index].used = used
+                state.slots[index].loaded = loaded
                 state.unlink(index)
                 state.pushNewest(index)
                 return
@@ -69,12 +74,12 @@ final class EntryCache: Sendable {
             let index: Int
             if state.slots.count < capacity {
                 index = state.slots.count
-                state.slots.append(Slot(key: key, entry: entry, used: used, newer: -1, older: -1))
+                state.slots.append(Slot(key: key, entry: entry, used: used, loaded: loaded, newer: -1, older: -1))
             } else {
                 index = state.oldest
                 state.unlink(index)
                 state.positions.removeValue(forKey: state.slots[index].key)
-                state.slots[index] = Slot(key: key, entry: entry, used: used, newer: -1, older: -1)
+                state.slots[index] = Slot(key: key, entry: entry, used: used, loaded: loaded, newer: -1, older: -1)
             }
             state.positions[key] = index
             state.pushNewest(index)

@@ -26,6 +26,17 @@ public struct CacheEntry: Codable, Sendable, Equatable {
     public var clip: ClipRect?
     /// For an animation, the frame to show as its thumbnail.
     public var frame: Int?
+    /// For a remote source: until when (Unix seconds) the result is used without asking the
+    /// origin again (see `FreshnessPolicy`); nil for a local file (its key names its version).
+    public var freshUntil: Int64?
+    /// When the origin last confirmed or supplied the source (Unix seconds).
+    public var checkedAt: Int64?
+    /// The origin's validators, for a conditional request once the entry is stale.
+    public var etag: String?
+    public var lastModified: String?
+    /// SHA-256 of the source bytes: a refetch that brings the same bytes renews the entry
+    /// without transcoding again.
+    public var sourceSHA256: String?
 
     public init(status: String, attachment: StoredFile, thumbnail: StoredFile?, sourceMIME: String, sourceBytes: Int64, pipeline: Int,
                 icon: StoredFile? = nil, clip: ClipRect? = nil, frame: Int? = nil) {
@@ -43,9 +54,37 @@ public struct CacheEntry: Codable, Sendable, Equatable {
     /// Every stored file the entry names.
     public var files: [StoredFile] { [attachment] + [thumbnail, icon].compactMap { $0 } }
 
+    /// Whether the entry may be used at `now` without revalidating its source. Entries of local
+    /// sources are always fresh; remote ones written before freshness was recorded never are.
+    public func isFresh(remote: Bool, now: Date = Date()) -> Bool {
+        guard remote else { return true }
+        guard let freshUntil else { return false }
+        return now.timeIntervalSince1970 < Double(freshUntil)
+    }
+
+    /// The validators to send when revalidating.
+    public var validators: OriginValidators { OriginValidators(etag: etag, lastModified: lastModified) }
+
+    /// This entry confirmed by its origin at `now` under `validators` (new ones replace the old).
+    func renewed(_ validators: OriginValidators, policy: FreshnessPolicy, now: Date) -> CacheEntry {
+        var entry = self
+        entry.stamp(validators, policy: policy, now: now)
+        return entry
+    }
+
+    mutating func stamp(_ validators: OriginValidators, policy: FreshnessPolicy, now: Date) {
+        checkedAt = Int64(now.timeIntervalSince1970)
+        freshUntil = Int64((now.timeIntervalSince1970 + policy.lifetime(validators, now: now)).rounded(.down))
+        if validators.etag != nil || validators.lastModified != nil {
+            etag = validators.etag
+            lastModified = validators.lastModified
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
-        case status, attachment, thumbnail, pipeline, icon, clip, frame
-        case sourceMIME = "source_mime", sourceBytes = "source_bytes"
+        case status, attachment, thumbnail, pipeline, icon, clip, frame, etag
+        case sourceMIME = "source_mime", sourceBytes = "source_bytes", freshUntil = "fresh_until", checkedAt = "checked_at"
+        case lastModified = "last_modified", sourceSHA256 = "source_sha256"
     }
 }
 
@@ -66,6 +105,8 @@ public final class MediaStore: Sendable {
     private let entries: EntryCache
     /// How often the use of an entry is written down for retention (per entry, per process).
     let useInterval: Duration
+    /// How long an entry held in memory is used before the index is read again.
+    let memoryTTL: Duration
     /// Runs those writes off the request path.
     private static let background = BlockingExecutor(name: "pushmedia-store", maxThreads: 2)
 
@@ -79,16 +120,19 @@ public final class MediaStore: Sendable {
     public convenience init(config: PushMediaConfig) throws(StoreError) {
         switch try StoreLocation(config.storeDirectory) {
         case let .directory(path):
-            try self.init(backend: LocalBackend(directory: path), entryCapacity: config.indexCacheEntries)
+            try self.init(backend: LocalBackend(directory: path), entryCapacity: config.indexCacheEntries, memoryTTL: config.indexCacheTTL)
         case let .s3(bucket, prefix):
             let settings = try config.s3Settings(bucket: bucket, prefix: prefix)
             let client = S3Client(settings: settings, connectTimeout: config.connectTimeout)
-            try self.init(backend: S3Backend(client: client, workRoot: config.workDirectory), entryCapacity: config.indexCacheEntries)
+            try self.init(backend: S3Backend(client: client, workRoot: config.workDirectory), entryCapacity: config.indexCacheEntries,
+                          memoryTTL: config.indexCacheTTL)
         }
     }
 
-    init(backend: any StoreBackend, entryCapacity: Int = 100_000, useInterval: Duration = .seconds(3600)) throws(StoreError) {
+    init(backend: any StoreBackend, entryCapacity: Int = 100_000, useInterval: Duration = .seconds(3600),
+         memoryTTL: Duration = .seconds(60)) throws(StoreError) {
         self.backend = backend
+        self.memoryTTL = memoryTTL
         incoming = backend.workRoot + "/.incoming"
         workspace = incoming + "/\(getpid())-" + UUID().uuidString.prefix(8).lowercased()
         entries = EntryCache(capacity: entryCapacity)
@@ -174,9 +218,10 @@ public final class MediaStore: Sendable {
     // MARK: Cache index
 
     /// The cached entry for `key`: from memory, else read from the index (one read). Blocking.
+    /// With `fromIndex`, memory is skipped (to see what another node recorded since).
     /// - Throws: `StoreError` when the index cannot be read (the store is unreachable).
-    public func lookup(key: String, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> CacheEntry? {
-        if let entry = remembered(key: key) { return entry }
+    public func lookup(key: String, fromIndex: Bool = false, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> CacheEntry? {
+        if !fromIndex, let entry = remembered(key: key) { return entry }
         guard let (data, used) = try backend.readEntry(key, deadline: deadline),
               let entry = try? JSONDecoder().decode(CacheEntry.self, from: Data(data)),
               entry.pipeline == PushMediaVersion.pipeline, isIntact(entry) else { return nil }
@@ -188,7 +233,7 @@ public final class MediaStore: Sendable {
     /// enough for any thread: no round trip. Marks the entry used (written down at most once per
     /// `useInterval`, off this thread).
     public func remembered(key: String) -> CacheEntry? {
-        guard let (entry, due) = entries.hit(key, now: Date(), interval: useInterval) else { return nil }
+        guard let (entry, due) = entries.hit(key, now: Date(), interval: useInterval, maxAge: memoryTTL) else { return nil }
         guard isIntact(entry) else {
             entries.remove(key)
             return nil
@@ -224,6 +269,20 @@ public final class MediaStore: Sendable {
 
     /// Forgets `key` in this process's memory (the index is unchanged).
     public func forget(key: String) { entries.remove(key) }
+
+    /// Removes the index entries of `keys` (here and in memory); the next request for them
+    /// fetches and processes again. Other processes notice within their `memoryTTL`. The media
+    /// stay until retention finds them unreferenced. Returns the keys that had an entry. Blocking.
+    public func purge(keys: [String], deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> [String] {
+        var purged: [String] = []
+        for key in keys {
+            entries.remove(key)
+            guard try backend.readEntry(key, deadline: deadline) != nil else { continue }
+            try backend.delete(.index, key + ".json")
+            purged.append(key)
+        }
+        return purged
+    }
 
     static func encode(_ entry: CacheEntry) throws -> [UInt8] {
         let encoder = JSONEncoder()

@@ -1,0 +1,42 @@
+import ArgumentParser
+import Foundation
+import PushMedia
+
+struct PurgeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "purge",
+        abstract: "Forget the cached results of media URLs, so that the next request fetches them again.",
+        discussion: """
+            Removes the URL's cache entries from the store's index, for every platform profile. \
+            Give the same settings as the nodes that serve (the same PUSHMEDIA_* environment): \
+            the options that change the output are part of the cache key. Nodes on the same store \
+            stop using the entry within --index-cache-ttl (default 60s). The media files stay \
+            until `pushmedia gc` finds them unreferenced. For one request, `refresh=1` on \
+            /v1/process (or `process --refresh`) revalidates instead. Exit status: 0 done \
+            (also when nothing was cached), 64 usage error, 74 store error.
+            """
+    )
+
+    @Argument(help: "Media URLs exactly as payloads give them.")
+    var urls: [String]
+    @OptionGroup var options: SharedOptions
+
+    func validate() throws {
+        guard !urls.isEmpty else { throw ValidationError("give at least one URL") }
+    }
+
+    func run() async throws {
+        let config = try options.config()
+        let pipeline = try await openPipeline(config)
+        let purged: [(url: String, entries: Int)]
+        do { purged = try await pipeline.purge(urls: urls) } catch {
+            FileHandle.writeError("pushmedia: purge: \(error)")
+            throw Exit.ioError
+        }
+        for (url, entries) in purged {
+            let text = entries == 0 ? "nothing cached for \(url) in \(pipeline.store.location) (with these settings)"
+                : "purged \(url): \(entries) cache \(entries == 1 ? "entry" : "entries") removed from \(pipeline.store.location)"
+            print(text)
+        }
+    }
+}
