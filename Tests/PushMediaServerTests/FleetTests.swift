@@ -184,7 +184,7 @@ struct FleetTests {
         origin.route("/banner.jpg", .cacheable(body: first, contentType: "image/jpeg", etag: "\"v1\"", lastModified: nil, cacheControl: "max-age=1"))
         let bucket = try TestObjectStore.makeBucket()
         let (workA, workB) = (TemporaryDirectory(), TemporaryDirectory())
-        let settings = ["--min-ttl", "1s", "--index-cache-ttl", "1s"]
+        let settings = ["--min-ttl", "2s", "--index-cache-ttl", "1s"]  // fresh for 1-2 s (whole seconds, rounded down)
         let a = try Self.node(bucket: bucket, work: workA, settings)
         let b = try Self.node(bucket: bucket, work: workB, settings)
         let payload = Self.payload(origin.url("/banner.jpg"))
@@ -198,7 +198,7 @@ struct FleetTests {
 
         // The banner is replaced at the origin; after its lifetime node B revalidates and gets it.
         origin.route("/banner.jpg", .cacheable(body: second, contentType: "image/webp", etag: "\"v2\"", lastModified: nil, cacheControl: "max-age=1"))
-        try await Task.sleep(for: .milliseconds(2100))
+        try await Task.sleep(for: .milliseconds(3100))
         let changed = try await Self.process(b, payload)
         #expect(changed.outcome["status"] == .string("processed") && changed.outcome["cache_hit"] == .bool(false))
         #expect(changed.outcome["source_mime"] == .string("image/webp"))
@@ -211,7 +211,7 @@ struct FleetTests {
         #expect(origin.hits("/banner.jpg") == 2)
 
         // Unchanged after the next lifetime: a 304 renews the entry, no transcode, same attachment.
-        try await Task.sleep(for: .milliseconds(2100))
+        try await Task.sleep(for: .milliseconds(3100))
         let renewed = try await Self.process(a, payload)
         #expect(renewed.outcome["status"] == .string("processed") && renewed.outcome["revalidated"] == .bool(true))
         #expect(renewed.outcome["cache_hit"] == .bool(true) && renewed.payload["image_url"]?.stringValue == new)
