@@ -7,9 +7,12 @@ struct RewriteTests {
     @Test func firstBuiltInKeyWinsThenExtraKeys() {
         let both = payload([("image_url", .string("b")), ("media_url", .string("a"))])
         #expect(MediaLocator.locate(in: both)?.key == "media_url")
-        let extra = payload([("posterImageURL", .string("p"))])
+        // posterImageURL (a common NSE tutorial's key) is built in; other keys need --media-key.
+        #expect(MediaLocator.locate(in: payload([("posterImageURL", .string("p"))]))?.key == "posterImageURL")
+        #expect(MediaLocator.locate(in: payload([("posterImageURL", .string("p")), ("attachment-url", .string("a"))]))?.key == "attachment-url")
+        let extra = payload([("heroImage", .string("p"))])
         #expect(MediaLocator.locate(in: extra) == nil)
-        #expect(MediaLocator.locate(in: extra, extraKeys: ["posterImageURL"])?.key == "posterImageURL")
+        #expect(MediaLocator.locate(in: extra, extraKeys: ["heroImage"])?.key == "heroImage")
     }
 
     @Test func alertDetection() {

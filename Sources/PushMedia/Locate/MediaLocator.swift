@@ -9,7 +9,7 @@ public struct MediaReference: Sendable, Equatable {
 /// Locate: finds the media reference and checks that the phone's service extension will run.
 public enum MediaLocator {
     /// Top-level keys searched in order; the first one present wins.
-    public static let builtInKeys = ["media_url", "image_url", "imageUrl", "mediaUrl", "attachment-url"]
+    public static let builtInKeys = ["media_url", "image_url", "imageUrl", "mediaUrl", "attachment-url", "posterImageURL"]
 
     /// The media reference of `payload`, searching `builtInKeys` then `extraKeys`.
     public static func locate(in payload: JSONObject, extraKeys: [String] = []) -> MediaReference? {
