@@ -33,21 +33,23 @@ public struct ServerParts: Sendable {
     }
 }
 
-/// The router: `/v1/process`, `/v1/batch` (authenticated when tokens or a secret are set),
+/// The router: `/v1/process`, `/v1/batch`, `/metrics` (authenticated when tokens or a secret are set),
 /// `/media/<name>`, `/preview` (see `PushMediaConfig.previewEnabled`), `/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`.
 public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<BasicRequestContext> {
     let config = parts.pipeline.config
     let router = Router(context: BasicRequestContext.self)
     router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
-    let v1 = router.group("v1")
-        .add(middleware: AuthMiddleware(tokens: config.tokens, hmacSecret: config.hmacSecret,
-                                        bodyLimit: max(config.maxPayloadBodyBytes, config.maxBatchBodyBytes), now: now))
+    let auth = AuthMiddleware<BasicRequestContext>(tokens: config.tokens, hmacSecret: config.hmacSecret,
+                                                   bodyLimit: max(config.maxPayloadBodyBytes, config.maxBatchBodyBytes), now: now)
+    let v1 = router.group("v1").add(middleware: auth)
+    // Metrics tell about campaigns and load: they need the same credentials as /v1 once any are set.
+    let scrape = router.group("metrics").add(middleware: auth)
     let baseURL = parts.baseURL
     ProcessRoutes(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }, memo: parts.memo).add(to: v1)
     MediaRoutes<BasicRequestContext>(store: parts.pipeline.store).add(to: router)
     PreviewRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }).add(to: router)
     HealthRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics,
-                                      executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1)).add(to: router)
+                                      executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1)).add(to: router, metrics: scrape)
     return router
 }
 

@@ -9,10 +9,11 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
     let metrics: ServerMetrics
     let executor: BlockingExecutor
 
-    func add(to router: Router<Context>) {
+    /// `metrics` is the `/metrics` group (behind the auth middleware).
+    func add(to router: Router<Context>, metrics scrape: RouterGroup<Context>) {
         router.get("healthz") { _, _ in Response.json(.object(JSONObject([("status", .string("ok"))]))) }
         router.get("readyz", use: ready)
-        router.get("metrics") { _, _ in
+        scrape.get { _, _ in
             let text = metrics.render()
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .contentLength: String(text.count)],
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))

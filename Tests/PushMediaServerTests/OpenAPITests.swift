@@ -77,6 +77,7 @@ struct OpenAPITests {
             "GET /readyz 200": (open, .get, "/readyz", [:], nil, nil),
             "GET /readyz 503": (locked, .get, "/readyz", [:], nil, { [path = locked.store.path] in try FileManager.default.removeItem(atPath: path + "/.incoming") }),
             "GET /metrics 200": (open, .get, "/metrics", [:], nil, nil),
+            "GET /metrics 401": (locked, .get, "/metrics", [:], nil, nil),
             "GET /openapi.yaml 200": (open, .get, "/openapi.yaml", [:], nil, nil),
             "GET /preview 200": (open, .get, "/preview", [:], nil, nil),
             "GET /preview 404": (locked, .get, "/preview", [:], nil, nil),

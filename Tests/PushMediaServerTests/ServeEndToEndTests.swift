@@ -105,7 +105,10 @@ struct ServeEndToEndTests {
         let (head, empty) = try await Self.request(URL(string: attachment)!, method: "HEAD")
         #expect(head.statusCode == 200 && empty.isEmpty && head.value(forHTTPHeaderField: "Content-Length") == String(bytes.count))
 
-        let (metrics, text) = try await Self.request(server.url("/metrics"))
+        // With auth configured, /metrics needs it too.
+        let (refused, _) = try await Self.request(server.url("/metrics"))
+        #expect(refused.statusCode == 401)
+        let (metrics, text) = try await Self.request(server.url("/metrics"), headers: ["Authorization": "Bearer campaign-token"])
         #expect(metrics.statusCode == 200)
         #expect(String(decoding: text, as: UTF8.self).contains("pushmedia_outcomes_total"))
         #expect(server.stop() == 0)
