@@ -39,6 +39,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     let config = parts.pipeline.config
     let router = Router(context: BasicRequestContext.self)
     router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
+    router.add(middleware: MethodGuardMiddleware())
     let auth = AuthMiddleware<BasicRequestContext>(tokens: config.tokens, hmacSecret: config.hmacSecret,
                                                    bodyLimit: max(config.maxPayloadBodyBytes, config.maxBatchBodyBytes), now: now)
     let v1 = router.group("v1").add(middleware: auth)

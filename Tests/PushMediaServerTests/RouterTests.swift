@@ -80,6 +80,17 @@ struct RouterTests {
             try await client.execute(uri: "/v1/process?on_reject=explode", method: .post, body: ByteBuffer(json: "{}")) { response in
                 #expect(response.status == .badRequest)
             }
+            // A known path with a method it does not take: 405 and Allow; an unknown path: 404.
+            for (method, uri, allow) in [(HTTPRequest.Method.trace, "/healthz", "GET"), (.get, "/v1/process", "POST"),
+                                         (.delete, "/media/\(String(repeating: "a", count: 64)).jpg", "GET, HEAD"),
+                                         (.put, "/preview", "GET, POST"), (.post, "/readyz", "GET")] {
+                try await client.execute(uri: uri, method: method) { response in
+                    #expect(response.status == .methodNotAllowed, "\(method) \(uri)")
+                    #expect(response.headers[.allow] == allow)
+                    #expect(response.body.object?["error"]?.objectValue?["code"] == .string("method_not_allowed"))
+                }
+            }
+            try await client.execute(uri: "/nowhere", method: .trace) { response in #expect(response.status == .notFound) }
             try await client.execute(uri: "/v1/process?refresh=maybe", method: .post, body: ByteBuffer(json: "{}")) { response in
                 #expect(response.status == .badRequest)
                 #expect(response.body.object?["error"]?.objectValue?["message"]?.stringValue?.contains("refresh") == true)
