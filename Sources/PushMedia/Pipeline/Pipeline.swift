@@ -1,4 +1,3 @@
-import CPushMediaShim
 import Foundation
 
 /// Per-payload settings that differ from the configuration.
@@ -450,9 +449,9 @@ public final class Pipeline: Sendable {
 
             // Sniff (and hash a remote source, to recognise the same bytes when it is fetched again)
             clock = .now
-            let isRemote = validators != nil
+            let isRemote = source.isRemote
             let (sniff, sourceHash) = try await cpu.run { () throws -> (SniffResult, String?) in
-                (try Sniffer.sniff(path: temporary), isRemote ? Self.sha256(file: temporary) : nil)
+                (try Sniffer.sniff(path: temporary), isRemote ? try? MediaStore.sha256(file: temporary) : nil)
             }
             if let previous, let sourceHash, previous.sourceSHA256 == sourceHash, let validators {
                 timings.sniff = clock.millisecondsElapsed
@@ -475,7 +474,7 @@ public final class Pipeline: Sendable {
                 if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
                 clock = .now
                 let stored = try await cpu.run { [store] () throws -> StoredFile in
-                    try store.adopt(temporary, format: sniff.format, deadline: deadline)
+                    try store.adopt(temporary, format: sniff.format, sha256: sourceHash, deadline: deadline)
                 }
                 timings.store = clock.millisecondsElapsed
                 return try await finishJob(fresh(CacheEntry(status: "passthrough", attachment: stored, thumbnail: nil, sourceMIME: sniff.format.mime,
@@ -533,7 +532,8 @@ public final class Pipeline: Sendable {
                     return try self.extras(of: data, frames: header.frames, transcoder: transcoder)
                 }
                 let stored = try await cpu.run { [store] () throws -> StoredFile in
-                    try store.adopt(temporary, format: sniff.format, width: upright.width, height: upright.height, deadline: deadline)
+                    try store.adopt(temporary, format: sniff.format, width: upright.width, height: upright.height, sha256: sourceHash,
+                                    deadline: deadline)
                 }
                 timings.store += clock.millisecondsElapsed
                 return try await finishJob(fresh(CacheEntry(status: "passthrough", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
@@ -624,11 +624,6 @@ public final class Pipeline: Sendable {
         let entry = previous.renewed(validators, policy: config.freshness, now: Date())
         try await io.run { [store] in try store.record(entry, key: key, deadline: deadline) }
         return result(.renewed(entry))
-    }
-
-    static func sha256(file path: String) -> String? {
-        var hex = [CChar](repeating: 0, count: 65)
-        return pm_sha256_file(path, &hex) == 0 ? String(cBuffer: hex) : nil
     }
 }
 

@@ -201,15 +201,13 @@ public final class MediaStore: Sendable {
     }
 
     /// Stores the work file at `temporary` under its hash, byte for byte (moved when the store
-    /// is local, uploaded otherwise).
-    public func adopt(_ temporary: String, format: MediaFormat, width: Int? = nil, height: Int? = nil,
+    /// is local, uploaded otherwise). `sha256`: the file's hash when the caller has it already.
+    public func adopt(_ temporary: String, format: MediaFormat, width: Int? = nil, height: Int? = nil, sha256 known: String? = nil,
                       deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> StoredFile {
-        var hex = [CChar](repeating: 0, count: 65)
-        let status = pm_sha256_file(temporary, &hex)
-        guard status == 0 else { throw .io(path: temporary, reason: String(cString: strerror(status))) }
+        let sha256: String
+        if let known { sha256 = known } else { sha256 = try Self.sha256(file: temporary) }
         var info = stat()
         guard stat(temporary, &info) == 0 else { throw .io(path: temporary, reason: String(cString: strerror(errno))) }
-        let sha256 = String(cBuffer: hex)
         let name = sha256 + "." + format.fileExtension
         try backend.putMedia(name, file: temporary, bytes: Int64(info.st_size), sha256: sha256, mime: format.mime, deadline: deadline)
         return StoredFile(name: name, mime: format.mime, uti: format.uti, bytes: Int64(info.st_size), width: width, height: height)
@@ -288,6 +286,14 @@ public final class MediaStore: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return [UInt8](try encoder.encode(entry))
+    }
+
+    /// SHA-256 of the file at `path`, lowercase hex. Blocking.
+    static func sha256(file path: String) throws(StoreError) -> String {
+        var hex = [CChar](repeating: 0, count: 65)
+        let status = pm_sha256_file(path, &hex)
+        guard status == 0 else { throw .io(path: path, reason: String(cString: strerror(status))) }
+        return String(cBuffer: hex)
     }
 
     /// The key under which a source's result is cached: source identity, options and pipeline version.
