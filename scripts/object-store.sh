@@ -31,10 +31,20 @@ USER=tester
 KEY=pushmedia-testing-secret
 ENDPOINT="http://127.0.0.1:$PORT"
 SERVERS=(account container object proxy)
+# Bumped when the generated configuration changes, so that `start` writes it again.
+CONFIG_VERSION=2
 
 log() { echo "object-store: $*" >&2; }
 
-healthy() { curl -fsS --max-time 2 "$ENDPOINT/healthcheck" >/dev/null 2>&1; }
+# The proxy's health check passes and every storage server answers HTTP at all (the proxy alone
+# is not enough: right after a start it answers 503 for objects until the object server listens).
+healthy() {
+  local port
+  curl -fsS --max-time 2 "$ENDPOINT/healthcheck" >/dev/null 2>&1 || return 1
+  for port in "$OBJECT_PORT" "$CONTAINER_PORT" "$ACCOUNT_PORT"; do
+    curl -sS --max-time 2 -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null || return 1
+  done
+}
 
 install_missing() {
   local packages=()
@@ -94,7 +104,7 @@ EOF
 }
 
 configure() {
-  [ -f "$STATE/etc/configured-$PORT" ] && return 0
+  [ -f "$STATE/etc/configured-$PORT-v$CONFIG_VERSION" ] && return 0
   rm -rf "$STATE/etc"
   mkdir -p "$STATE/etc" "$STATE/devices/d1" "$STATE/run" "$STATE/log"
   if ! setfattr -n user.pushmedia -v 1 "$STATE/devices/d1" 2>/dev/null && ! python3 -c "import os,sys; os.setxattr(sys.argv[1], 'user.pushmedia', b'1')" "$STATE/devices/d1" 2>/dev/null; then
@@ -119,6 +129,10 @@ pipeline = catch_errors gatekeeper healthcheck proxy-logging cache listing_forma
 [app:proxy-server]
 use = egg:swift#proxy
 account_autocreate = true
+# One replica on one device: never stop using it after errors. By default the proxy refuses a
+# server for a minute after 10 errors (503 "Please reduce your request rate"), which is what a
+# restart while clients retry produces.
+error_suppression_limit = 1000000
 
 [filter:s3api]
 use = egg:swift#s3api
@@ -157,7 +171,7 @@ EOF
       swift-ring-builder "${ring%%:*}.builder" rebalance >/dev/null 2>&1 || true
     done
   )
-  touch "$STATE/etc/configured-$PORT"
+  touch "$STATE/etc/configured-$PORT-v$CONFIG_VERSION"
 }
 
 alive() { [ -f "$STATE/run/$1.pid" ] && kill -0 "$(cat "$STATE/run/$1.pid")" 2>/dev/null; }
