@@ -384,6 +384,15 @@ int pm_vips_srgb(pm_image *in, pm_image **out) {
     return vips_colourspace(in, out, VIPS_INTERPRETATION_sRGB, NULL);
 }
 
+int pm_vips_copy_memory(pm_image *in, pm_image **out) {
+    *out = vips_image_copy_memory(in);
+    return *out ? 0 : -1;
+}
+
+int pm_vips_thumbnail_image(pm_image *in, int width, int height, pm_image **out) {
+    return vips_thumbnail_image(in, out, width, "height", height, "size", VIPS_SIZE_DOWN, NULL);
+}
+
 int pm_vips_flatten_white(pm_image *in, pm_image **out) {
     double white[3] = {255.0, 255.0, 255.0};
     VipsArrayDouble *background = vips_array_double_new(white, 3);

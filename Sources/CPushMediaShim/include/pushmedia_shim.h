@@ -122,6 +122,10 @@ int pm_vips_clip_rect(const void *buffer, size_t length, double aspect, int crop
 int pm_vips_busiest_frame(const void *buffer, size_t length, int *frame);
 /** Converts to sRGB (keeps alpha). */
 int pm_vips_srgb(pm_image *in, pm_image **out);
+/** Decodes a (lazy) image into memory once, so that several encodes and resizes read the same pixels. */
+int pm_vips_copy_memory(pm_image *in, pm_image **out);
+/** Shrinks an image already decoded (never enlarges) to fit width × height. */
+int pm_vips_thumbnail_image(pm_image *in, int width, int height, pm_image **out);
 /** Removes alpha by compositing over white. */
 int pm_vips_flatten_white(pm_image *in, pm_image **out);
 int pm_vips_jpegsave(pm_image *in, int quality, void **buffer, size_t *length);

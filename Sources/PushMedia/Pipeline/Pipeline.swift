@@ -505,21 +505,24 @@ public final class Pipeline: Sendable {
             }
             defer { decodeBudget.release(held) }
 
-            // The thumbnail comes first when it is cheap (the loader shrinks on load) or when the
-            // source passes through: it is the best attempt should the budget run out, and
-            // decoding it proves a passthrough image whole (a truncated file fails here).
+            /// Stores the thumbnail as soon as it exists: it is the best attempt should the budget run out.
+            func storeThumbnail(_ small: EncodedImage) async throws -> StoredFile {
+                let started = ContinuousClock.now
+                let stored = try await cpu.run { [store] () throws -> StoredFile in
+                    try store.put(small.bytes, format: .jpeg, width: small.width, height: small.height, deadline: deadline)
+                }
+                timings.store += started.millisecondsElapsed
+                progress.withLock { $0.thumbnail = stored }
+                return stored
+            }
+
+            // A passthrough source is decoded once, small: that proves it whole (a truncated file
+            // fails here) and gives its thumbnail.
             var thumbnail: StoredFile?
-            if passthrough || (wantsThumbnail && Transcoder.shrinkOnLoadLoaders.contains(header.loader)) {
+            if passthrough {
                 let small = try await cpu.run { () throws -> EncodedImage in try transcoder.thumbnail(path: image, header: header) }
                 timings.transcode += clock.millisecondsElapsed
-                if wantsThumbnail {
-                    clock = .now
-                    thumbnail = try await cpu.run { [store] () throws -> StoredFile in
-                        try store.put(small.bytes, format: .jpeg, width: small.width, height: small.height, deadline: deadline)
-                    }
-                    timings.store += clock.millisecondsElapsed
-                    progress.withLock { $0.thumbnail = thumbnail }
-                }
+                if wantsThumbnail { thumbnail = try await storeThumbnail(small) }
                 if ContinuousClock.now >= deadline { return result(.budgetExceeded) }
             }
 
@@ -540,12 +543,26 @@ public final class Pipeline: Sendable {
                                                       sourceBytes: bytes, pipeline: PushMediaVersion.pipeline, icon: extras.icon,
                                                       clip: extras.clip, frame: extras.frame)), key: key, deadline: deadline, result: result)
             }
-            let encoded = try await cpu.run { () throws -> EncodedImage in
-                try transcoder.attachment(path: image, header: header)
+            let encoded: EncodedImage
+            let small: EncodedImage?
+            if transcoder.keepsAnimation(header) {
+                // An animation's attachment decodes every frame; the thumbnail is its first frame.
+                encoded = try await cpu.run { () throws -> EncodedImage in try transcoder.attachment(path: image, header: header) }
+                small = wantsThumbnail ? try await cpu.run { () throws -> EncodedImage in try transcoder.thumbnail(encoded: encoded.bytes) } : nil
+            } else {
+                // A still image is decoded once: the thumbnail (stored first, as the best attempt)
+                // and the attachment are both encoded from the same pixels in memory.
+                let decoded = try await cpu.run { () throws -> DecodedImage in try transcoder.decode(path: image, header: header) }
+                if wantsThumbnail {
+                    let thumb = try await cpu.run { () throws -> EncodedImage in try transcoder.thumbnail(of: decoded) }
+                    timings.transcode += clock.millisecondsElapsed
+                    thumbnail = try await storeThumbnail(thumb)
+                    if ContinuousClock.now >= deadline { return result(.budgetExceeded) }
+                    clock = .now
+                }
+                encoded = try await cpu.run { () throws -> EncodedImage in try transcoder.attachment(of: decoded) }
+                small = nil
             }
-            // Otherwise the thumbnail is made from the (much smaller) attachment.
-            let small = wantsThumbnail && thumbnail == nil
-                ? try await cpu.run { () throws -> EncodedImage in try transcoder.thumbnail(encoded: encoded.bytes) } : nil
             let extras = try await cpu.run { () throws -> ImageExtras in
                 try self.extras(of: encoded.bytes, frames: encoded.frames, transcoder: transcoder)
             }

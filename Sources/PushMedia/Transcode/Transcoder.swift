@@ -29,6 +29,17 @@ public struct EncodedImage: Sendable {
     public var frames: Int
 }
 
+/// An image decoded once into memory at its attachment size (sRGB, upright, cropped to the
+/// profile's shape): the attachment and the thumbnail are both encoded from these pixels.
+public final class DecodedImage: @unchecked Sendable {
+    let image: OpaquePointer
+    public var width: Int { Int(pm_image_width(image)) }
+    public var height: Int { Int(pm_image_height(image)) }
+
+    init(_ image: OpaquePointer) { self.image = image }
+    deinit { pm_image_unref(image) }
+}
+
 /// Why an image could not be transcoded.
 public enum TranscodeError: Error, Sendable, CustomStringConvertible {
     case decodeFailed(String)
@@ -64,9 +75,8 @@ public enum TranscodeError: Error, Sendable, CustomStringConvertible {
 public struct Transcoder: Sendable {
     /// Loaders allowed to touch untrusted bytes (libvips' untrusted ones are blocked globally).
     public static let allowedLoaders: Set<String> = ["jpegload", "pngload", "gifload", "webpload", "heifload", "tiffload"]
-    /// Loaders that decode a reduced image for much less than a full decode (JPEG's DCT scaling).
-    /// WebP and HEIF decode (nearly) the whole image even when asked for a small one, so their
-    /// thumbnail is made from the attachment instead of a second decode of the source.
+    /// Loaders that decode a reduced image for much less than a full decode (JPEG's DCT scaling);
+    /// the others decode whole frames (`decodeMemory`).
     public static let shrinkOnLoadLoaders: Set<String> = ["jpegload"]
     /// JPEG qualities tried in order after the configured one.
     static let qualityLadder = [72, 62, 52, 42]
@@ -244,32 +254,71 @@ public struct Transcoder: Sendable {
         return EncodedImage(bytes: bytes, format: .jpeg, width: Int(pm_image_width(opaque)), height: Int(pm_image_height(opaque)), frames: 1)
     }
 
-    /// The attachment: animated GIF when the animation is kept and fits, PNG when there is alpha,
-    /// JPEG otherwise; long edge at most `longEdge`; quality, then size, stepped down until it fits `maxBytes`.
-    public func attachment(path: String, header: ImageHeader) throws(TranscodeError) -> EncodedImage {
-        var edge = longEdge
+    /// Decodes a still image once, into memory, at the box its attachment is made in (shrink-on-load
+    /// where the loader can). Truncated or corrupt pixels fail here.
+    public func decode(path: String, header: ImageHeader) throws(TranscodeError) -> DecodedImage {
+        let box = box(header, edge: longEdge)
+        let lazy = try load(path, width: box.width, height: box.height, crop: box.crop, animated: false, profile: header.hasProfile)
+        defer { pm_image_unref(lazy) }
+        var memory: OpaquePointer?
+        guard pm_vips_copy_memory(lazy, &memory) == 0, let memory else { throw .decodeFailed(takeVipsError()) }
+        return DecodedImage(memory)
+    }
+
+    /// The small JPEG variant of a decoded image: a resize of pixels already in memory.
+    public func thumbnail(of decoded: DecodedImage) throws(TranscodeError) -> EncodedImage {
+        var small: OpaquePointer?
+        guard pm_vips_thumbnail_image(decoded.image, Int32(thumbnailEdge), Int32(thumbnailEdge), &small) == 0, let small else {
+            throw .decodeFailed(takeVipsError())
+        }
+        defer { pm_image_unref(small) }
+        return try encodeThumbnail(small)
+    }
+
+    /// The attachment of a decoded still image: PNG when it has alpha (and the profile keeps it),
+    /// JPEG otherwise; quality, then size, stepped down until it fits `maxBytes`.
+    public func attachment(of decoded: DecodedImage) throws(TranscodeError) -> EncodedImage {
+        var image = decoded.image
+        var owned: OpaquePointer?
+        defer { pm_image_unref(owned) }
         for _ in 0..<4 {
-            if keepsAnimation(header), let gif = try encodeAnimated(path, edge: edge, profile: header.hasProfile), gif.bytes.count <= maxBytes {
-                return gif
+            if let encoded = try encodeStill(image) { return encoded }
+            var smaller: OpaquePointer?
+            let width = Int32(pm_image_width(image) * 3 / 4), height = Int32(pm_image_height(image) * 3 / 4)
+            guard pm_vips_thumbnail_image(image, max(1, width), max(1, height), &smaller) == 0, let smaller else {
+                throw .encodeFailed(takeVipsError())
             }
-            let box = box(header, edge: edge)
-            let image = try load(path, width: box.width, height: box.height, crop: box.crop, animated: false, profile: header.hasProfile)
-            defer { pm_image_unref(image) }
-            let width = Int(pm_image_width(image)), height = Int(pm_image_height(image))
-            if pm_image_has_alpha(image) != 0 && profile.alpha {
-                let png = try save { pm_vips_pngsave(image, $0, $1) }
-                if png.count <= maxBytes { return EncodedImage(bytes: png, format: .png, width: width, height: height, frames: 1) }
-            } else {
-                let opaque = try flatten(image)
-                defer { if opaque != image { pm_image_unref(opaque) } }
-                for quality in [jpegQuality] + Self.qualityLadder.filter({ $0 < jpegQuality }) {
-                    let jpeg = try save { pm_vips_jpegsave(opaque, Int32(quality), $0, $1) }
-                    if jpeg.count <= maxBytes { return EncodedImage(bytes: jpeg, format: .jpeg, width: width, height: height, frames: 1) }
-                }
-            }
-            edge = edge * 3 / 4
+            pm_image_unref(owned)
+            owned = smaller
+            image = smaller
         }
         throw .doesNotFit(limit: maxBytes)
+    }
+
+    /// The attachment: animated GIF when the animation is kept and fits, otherwise the still
+    /// attachment of the first frame (`attachment(of:)`).
+    public func attachment(path: String, header: ImageHeader) throws(TranscodeError) -> EncodedImage {
+        if keepsAnimation(header), let gif = try encodeAnimated(path, edge: longEdge, profile: header.hasProfile), gif.bytes.count <= maxBytes {
+            return gif
+        }
+        return try attachment(of: decode(path: path, header: header))
+    }
+
+    /// One still encoding at the image's size: PNG with alpha, else JPEG down the quality ladder;
+    /// nil when none fits `maxBytes`.
+    private func encodeStill(_ image: OpaquePointer) throws(TranscodeError) -> EncodedImage? {
+        let width = Int(pm_image_width(image)), height = Int(pm_image_height(image))
+        if pm_image_has_alpha(image) != 0 && profile.alpha {
+            let png = try save { pm_vips_pngsave(image, $0, $1) }
+            return png.count <= maxBytes ? EncodedImage(bytes: png, format: .png, width: width, height: height, frames: 1) : nil
+        }
+        let opaque = try flatten(image)
+        defer { if opaque != image { pm_image_unref(opaque) } }
+        for quality in [jpegQuality] + Self.qualityLadder.filter({ $0 < jpegQuality }) {
+            let jpeg = try save { pm_vips_jpegsave(opaque, Int32(quality), $0, $1) }
+            if jpeg.count <= maxBytes { return EncodedImage(bytes: jpeg, format: .jpeg, width: width, height: height, frames: 1) }
+        }
+        return nil
     }
 
     private func encodeAnimated(_ path: String, edge: Int, profile: Bool) throws(TranscodeError) -> EncodedImage? {
