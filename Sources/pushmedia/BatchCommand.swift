@@ -18,18 +18,22 @@ struct BatchCommand: AsyncParsableCommand {
     var directory: String
     @Option(help: "Directory for rewritten payloads, report.json and report.html.")
     var out: String = "out"
-    @Option(help: "Payloads processed at once (default: 2 per core).")
-    var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount * 2
+    @Option(help: "Media transcoded at once (default: one per core).")
+    var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(help: "Payloads read and fetched ahead of those transcoding, so that no core waits for the network (default: as many as --concurrency).")
+    var prefetch: Int?
     @Flag(help: "Revalidate cached media with their origins even when fresh (a 304 or the same bytes cost no transcode).")
     var refresh = false
     @OptionGroup var options: SharedOptions
 
     func validate() throws {
         guard concurrency >= 1 && concurrency <= 1024 else { throw ValidationError("--concurrency must be between 1 and 1024") }
+        if let prefetch, !(0...1024).contains(prefetch) { throw ValidationError("--prefetch must be between 0 and 1024") }
     }
 
     func run() async throws {
-        let config = try options.config()
+        var config = try options.config()
+        config.maxTranscodes = concurrency
         let root = URL(fileURLWithPath: directory).standardizedFileURL
         let outRoot = URL(fileURLWithPath: out).standardizedFileURL
         var isDirectory: ObjCBool = false
@@ -61,7 +65,7 @@ struct BatchCommand: AsyncParsableCommand {
                     return (index, item)
                 }
             }
-            for _ in 0..<concurrency { schedule() }
+            for _ in 0..<(concurrency + (prefetch ?? concurrency)) { schedule() }
             while let (index, item) = await group.next() {
                 items[index] = item
                 if item.writeError != nil { failedWrites += 1 }

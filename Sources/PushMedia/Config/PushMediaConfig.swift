@@ -71,6 +71,10 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// `--max-jobs`, `PUSHMEDIA_MAX_JOBS`: jobs (fetch + transcode) running at once; nil = no limit
     /// (`pushmedia serve` defaults to 2 per core).
     public var maxJobs: Int?
+    /// Jobs past their fetch (sniff, decode, encode, store) at once; nil = as many as the CPU
+    /// executor has threads (one per core). `pushmedia batch` sets it to `--concurrency` and keeps
+    /// more payloads in flight than that, so the next items download while these transcode.
+    public var maxTranscodes: Int?
     /// `--max-queue`, `PUSHMEDIA_MAX_QUEUE`: jobs waiting for a slot when `maxJobs` run; past that a
     /// payload is answered at once with `best_attempt` / `overloaded`.
     public var maxQueuedJobs = 64

@@ -90,6 +90,8 @@ public final class Pipeline: Sendable {
     public let gate: JobGate?
     /// Bounds the memory of the decodes running at once (`config.decodeMemory`).
     public let decodeBudget: DecodeBudget
+    /// Bounds the jobs past their fetch (`config.maxTranscodes`).
+    private let transcodeGate: JobGate?
     private let optionsFingerprint: String
     /// The options fingerprint of each profile, part of its cache keys.
     private let fingerprints: [String: String]
@@ -106,6 +108,7 @@ public final class Pipeline: Sendable {
         fingerprints = profiles.mapValues { Self.optionsFingerprint(config, profile: $0) }
         gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
         decodeBudget = DecodeBudget(limit: config.decodeMemory)
+        transcodeGate = config.maxTranscodes.map { JobGate(limit: $0, queueLimit: .max) }
         optionsFingerprint = Self.optionsFingerprint(config)
     }
 
@@ -446,6 +449,10 @@ public final class Pipeline: Sendable {
             }
             timings.fetch = clock.millisecondsElapsed
             if ContinuousClock.now >= deadline { return result(.budgetExceeded) }
+            if let transcodeGate {
+                if transcodeGate.reserve() == .queued, await !transcodeGate.wait(until: deadline) { return result(.budgetExceeded) }
+            }
+            defer { transcodeGate?.release() }
 
             // Sniff (and hash a remote source, to recognise the same bytes when it is fetched again)
             clock = .now
