@@ -47,7 +47,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     let scrape = router.group("metrics").add(middleware: auth)
     let baseURL = parts.baseURL
     ProcessRoutes(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }, memo: parts.memo).add(to: v1)
-    MediaRoutes<BasicRequestContext>(store: parts.pipeline.store).add(to: router)
+    MediaRoutes<BasicRequestContext>(store: parts.pipeline.store, memoryLimit: parts.pipeline.config.mediaMemory).add(to: router)
     PreviewRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }).add(to: router)
     HealthRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics,
                                       executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1)).add(to: router, metrics: scrape)

@@ -14,6 +14,13 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
     /// their bytes: separate, so readers always find a thread.
     let transfers = BlockingExecutor(name: "pushmedia-media", maxThreads: 64)
     let reads = BlockingExecutor(name: "pushmedia-media-read", maxThreads: 4)
+    /// A local store's recently served files (`--media-memory`).
+    let memory: MediaMemory
+
+    init(store: MediaStore, memoryLimit: Int64) {
+        self.store = store
+        memory = MediaMemory(limit: store.directory == nil ? 0 : memoryLimit)
+    }
 
     func add(to router: Router<Context>) {
         router.get("media/{name}", use: serve)
@@ -27,12 +34,14 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         }
         let local = store.localPath(of: name)
         let size: Int
+        var identity: MediaMemory.Identity?
         if let local {
             var info = stat()
             guard stat(local, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
                 throw APIError(.notFound, code: "not_found", message: "no such media")
             }
             size = Int(info.st_size)
+            identity = MediaMemory.Identity(info)
         } else {
             let found: Int64?
             do { found = try await transfers.run { [store] in try store.size(of: name) } } catch {
@@ -75,7 +84,17 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
             // the connection busy, and a graceful stop would wait for it forever.
             return Response(status: status, headers: headers, body: ResponseBody(contentLength: length) { writer in try await writer.finish(nil) })
         }
-        if let local {
+        if let local, let identity {
+            if memory.keeps(size: size) {
+                var bytes = memory.bytes(name, identity: identity)
+                if bytes == nil {
+                    bytes = await reads.run { Self.readWhole(local, identity: identity) }
+                    if let bytes { memory.keep(name, identity: identity, bytes: bytes) }
+                }
+                if let bytes, let slice = bytes.getSlice(at: range.lowerBound, length: length) {
+                    return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: slice))
+                }
+            }
             let body = try await fileIO.loadFile(path: local, range: range, context: context)
             return Response(status: status, headers: headers, body: body)
         }
@@ -116,6 +135,29 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
             }
             try await writer.finish(nil)
         }
+    }
+
+    /// The whole file, when it is still the version `identity` describes (nil otherwise: it
+    /// changed since the route's `stat`, and is then read the ordinary way). Blocking.
+    static func readWhole(_ path: String, identity: MediaMemory.Identity) -> ByteBuffer? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, MediaMemory.Identity(info) == identity else { return nil }
+        let size = Int(identity.size)
+        var buffer = ByteBufferAllocator().buffer(capacity: size)
+        let read = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw -> Int in
+            var done = 0
+            while done < size {
+                let count = Foundation.read(fd, raw.baseAddress! + done, size - done)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                done += count
+            }
+            return done
+        }
+        return read == size ? buffer : nil
     }
 
     enum RangeAnswer: Equatable {

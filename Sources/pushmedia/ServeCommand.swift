@@ -43,6 +43,8 @@ struct ServeCommand: AsyncParsableCommand {
     var olderThan: String?
     @Option(name: .customLong("max-bytes"), help: "With --gc-every: keep the store's media under this many bytes, least recently used out first (env PUSHMEDIA_GC_MAX_BYTES).")
     var maxBytes: String?
+    @Option(name: .customLong("media-memory"), help: "Bytes of recently served media /media keeps in memory, local store (env PUSHMEDIA_MEDIA_MEMORY; default 64000000, 0 = off).")
+    var mediaMemory: String?
     @OptionGroup var options: SharedOptions
 
     func run() async throws {
@@ -52,7 +54,8 @@ struct ServeCommand: AsyncParsableCommand {
         if environment["PUSHMEDIA_BACKGROUND_LIMIT"] == nil { config.backgroundLimit = .seconds(60) }
         let flags: [(String, String?)] = [("host", host), ("port", port), ("hmac-secret", hmacSecret), ("log-format", logFormat),
                                           ("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit),
-                                          ("gc-every", gcEvery), ("older-than", olderThan), ("max-bytes", maxBytes)]
+                                          ("gc-every", gcEvery), ("older-than", olderThan), ("max-bytes", maxBytes),
+                                          ("media-memory", mediaMemory)]
         do { try config.apply(flags + tokens.map { ("token", $0) }) } catch { throw ValidationError(error.description) }
         if insecureNoAuth { config.insecureNoAuth = true }
         if preview { config.preview = true }

@@ -278,6 +278,56 @@ struct RouterTests {
         }
     }
 
+    @Test func mediaFromMemoryFollowsTheFileOnDisk() async throws {
+        let server = try TestServer()
+        let url = origin.url("/banner")
+        try await server.test { client in
+            let name = try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))) { response in
+                try #require(response.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last.map(String.init))
+            }
+            let path = server.store.path + "/" + name
+            let stored = try Data(contentsOf: URL(fileURLWithPath: path))
+            for _ in 0..<2 {  // the second answer comes from memory
+                try await client.execute(uri: "/media/\(name)", method: .get) { #expect(Data($0.body.readableBytesView) == stored) }
+            }
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=10-19"]) { response in
+                #expect(response.status == .partialContent)
+                #expect(Data(response.body.readableBytesView) == stored.subdata(in: 10..<20))
+            }
+            // Replaced behind the store's back with other bytes of the same size: those are served.
+            var other = stored
+            other[other.count / 2] ^= 0xFF
+            try other.write(to: URL(fileURLWithPath: path), options: .atomic)
+            try await client.execute(uri: "/media/\(name)", method: .get) { #expect(Data($0.body.readableBytesView) == other) }
+            // Truncated in place: never the remembered whole file.
+            #expect(truncate(path, 1000) == 0)
+            try await client.execute(uri: "/media/\(name)", method: .get) { response in
+                #expect(response.body.readableBytes != stored.count)
+                #expect(Data(response.body.readableBytesView) != stored)
+            }
+            unlink(path)
+            try await client.execute(uri: "/media/\(name)", method: .get) { #expect($0.status == .notFound) }
+        }
+    }
+
+    @Test func mediaMemoryEvictsTheLeastRecentlyUsed() throws {
+        let memory = MediaMemory(limit: 1000)
+        var info = stat()
+        func identity(_ size: Int) -> MediaMemory.Identity { info.st_size = size; return MediaMemory.Identity(info) }
+        let bytes = ByteBuffer(repeating: 7, count: 400)
+        memory.keep("a", identity: identity(400), bytes: bytes)
+        memory.keep("b", identity: identity(400), bytes: bytes)
+        #expect(memory.bytes("a", identity: identity(400)) != nil)  // a is now newer than b
+        memory.keep("c", identity: identity(400), bytes: bytes)
+        #expect(memory.total <= 1000)
+        #expect(memory.bytes("b", identity: identity(400)) == nil)
+        #expect(memory.bytes("a", identity: identity(400)) != nil && memory.bytes("c", identity: identity(400)) != nil)
+        #expect(memory.bytes("a", identity: identity(401)) == nil)  // another version of the file drops the copy
+        #expect(memory.bytes("a", identity: identity(400)) == nil)
+        #expect(!MediaMemory(limit: 0).keeps(size: 1))
+        #expect(!memory.keeps(size: 1001))
+    }
+
     @Test func rangeParsing() {
         typealias Routes = MediaRoutes<BasicRequestContext>
         #expect(Routes.parseRange("bytes=0-0", size: 10) == .satisfiable(0...0))
