@@ -53,6 +53,8 @@ public final class BlockingExecutor: @unchecked Sendable {
         condition.unlock()
     }
 
+    private static let done: @Sendable () -> Void = {}
+
     private func loop() {
         while true {
             condition.lock()
@@ -62,8 +64,15 @@ public final class BlockingExecutor: @unchecked Sendable {
                 idle -= 1
             }
             let job = queue[head]
+            // Drop the queue's reference at once: a job's closure holds what it captured (decoded
+            // images, encoded bytes) until released, and taken jobs stay in the array until it is
+            // compacted.
+            queue[head] = Self.done
             head += 1
-            if head > 256 && head * 2 > queue.count {
+            if head == queue.count {
+                queue.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head > 256 && head * 2 > queue.count {
                 queue.removeFirst(head)
                 head = 0
             }
