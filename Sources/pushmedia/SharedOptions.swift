@@ -46,7 +46,7 @@ struct SharedOptions: ParsableArguments {
     @Option(name: .customLong("max-source-bytes"), help: "Largest download in bytes (env PUSHMEDIA_MAX_SOURCE_BYTES; default 50000000).")
     var maxSourceBytes: String?
 
-    @Option(name: .customLong("decode-memory"), help: "Estimated bytes of image decodes running at once (env PUSHMEDIA_DECODE_MEMORY; default 128000000).")
+    @Option(name: .customLong("decode-memory"), help: "Estimated bytes of image decodes running at once (env PUSHMEDIA_DECODE_MEMORY; default 256000000).")
     var decodeMemory: String?
     @Option(help: "Platform the attachment is made for: ios, android, huawei, web (env PUSHMEDIA_PROFILE; default ios).")
     var profile: String?

@@ -50,8 +50,10 @@ public struct PushMediaConfig: Sendable, Equatable {
     public var maxFrames = 100
     /// `--decode-memory`, `PUSHMEDIA_DECODE_MEMORY`: estimated memory (bytes) of the image decodes
     /// running at once; a transcode waits until its estimate fits (one larger than this runs
-    /// alone). Keeps peak memory flat whatever the concurrency: 128 MB.
-    public var decodeMemory: Int64 = 128_000_000
+    /// alone). Keeps peak memory flat whatever the concurrency: 256 MB, the smallest budget at
+    /// which a 2-core batch of the benchmark corpus runs as fast as curl + vipsthumbnail (128 MB
+    /// left a core idle behind every large decode; see bench/RESULTS.md).
+    public var decodeMemory: Int64 = 256_000_000
     /// `--max-source-bytes`, `PUSHMEDIA_MAX_SOURCE_BYTES`: largest download. Images may exceed
     /// Apple's 10 MB because they are shrunk; audio and video must meet Apple's caps as fetched.
     public var maxSourceBytes: Int64 = 50_000_000
