@@ -24,11 +24,11 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     private func log(_ request: Request, context: Context, status: Int, outcome: String?, start: ContinuousClock.Instant) {
         let route = context.endpointPath ?? "unmatched"
         let elapsed = ContinuousClock.now - start
-        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let tenths = elapsed.components.seconds * 10_000 + elapsed.components.attoseconds / 100_000_000_000_000
         metrics.request(route: route, status: status)
         var metadata: Logger.Metadata = [
             "method": "\(request.method.rawValue)", "route": "\(route)", "status": "\(status)",
-            "ms": "\(String(format: "%.1f", milliseconds))",
+            "ms": "\(tenths / 10).\(tenths % 10)",
         ]
         if let outcome { metadata["outcome"] = "\(outcome)" }
         context.logger.info("request", metadata: metadata)

@@ -27,7 +27,13 @@ public final class ServerMetrics: Sendable {
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Counter {
-        let key = ([label] + dimensions.map { "\($0.0)=\($0.1)" }).joined(separator: "\u{1F}")
+        var key = label
+        for (name, value) in dimensions {
+            key += "\u{1F}"
+            key += name
+            key += "="
+            key += value
+        }
         return counters.withLock { cache in
             if let counter = cache[key] { return counter }
             let counter = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)

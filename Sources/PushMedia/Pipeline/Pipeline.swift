@@ -149,11 +149,17 @@ public final class Pipeline: Sendable {
         let value: JSONValue
         do { value = try JSONValue.parse(json) } catch { throw .invalidJSON(error) }
         guard case let .object(payload) = value else { throw .notAnObject(value.kindName) }
-        return await process(payload, context: context)
+        return await process(payload, context: context, sizeAtMost: json.count)
     }
 
     /// Processes one payload. Always returns a payload that keeps the input's text.
     public func process(_ payload: JSONObject, context: PayloadContext = PayloadContext()) async -> PipelineResult {
+        await process(payload, context: context, sizeAtMost: nil)
+    }
+
+    /// `sizeAtMost`: the length of the text the payload was parsed from, which its compact
+    /// encoding never exceeds (spares measuring the payload when that is under APNs' limit).
+    private func process(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) async -> PipelineResult {
         let vendor = context.vendor ?? config.vendor ?? Vendor.detect(payload, extraKeys: config.extraMediaKeys)
         var response = PayloadResponse(payload: payload, vendor: vendor, label: context.label)
         let deadline = context.deadline ?? response.start + (context.budget ?? config.budget)
@@ -173,14 +179,22 @@ public final class Pipeline: Sendable {
             response.outcome.warnings = ["the payload asks for media but has no aps.alert: the Notification Service Extension never runs for it"]
             return response.unchanged(.skipped, reason: "no_alert", message: "no aps.alert: the service extension only runs for alert notifications, so the media would never be shown", answers: answers)
         }
-        let inputSize = JSONValue.object(payload).compactByteCount
-        if inputSize > PayloadRewriter.apnsLimit {
+        if sizeAtMost.map({ $0 > PayloadRewriter.apnsLimit }) ?? true, case let inputSize = JSONValue.object(payload).compactByteCount,
+           inputSize > PayloadRewriter.apnsLimit {
             for index in answers.indices {
                 answers[index].rejected("payload_too_large", message: "the payload is \(inputSize) bytes before any change, over APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data")
             }
             return response.finish(answers)
         }
-        // Every reference at once, sharing the deadline.
+        // Every reference at once, sharing the deadline (one needs no child task).
+        if answers.count == 1 {
+            if answers[0].isIOS && !hasAlert {
+                answers[0].skipped("no_alert", message: "no aps.alert: the iOS service extension only runs for alert notifications")
+            } else {
+                await process(&answers[0], context: context, deadline: deadline)
+            }
+            return response.finish(answers)
+        }
         answers = await withTaskGroup(of: (Int, SlotAnswer).self) { group in
             for (index, answer) in answers.enumerated() {
                 group.addTask {
@@ -308,11 +322,15 @@ public final class Pipeline: Sendable {
 
     /// Longest media URL accepted.
     static let maxURLLength = 8192
+    /// http(s) references already found valid, as written → as fetched: parsing a URL with
+    /// Foundation costs more than the rest of a cache hit's lookup. Bounded: emptied at 10,000.
+    private let validURLs = Locked<[String: String]>([:])
 
     func resolveSource(_ slot: MediaSlot, context: PayloadContext) -> Result<Source, Failure> {
         guard let text = slot.value.stringValue else {
             return .failure(Failure(reason: "invalid_media_reference", message: "\"\(slot.source)\" holds \(slot.value.kindName), not a URL string"))
         }
+        if let valid = validURLs.withLock({ $0[text] }) { return .success(.remote(valid)) }
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return .failure(Failure(reason: "invalid_url", message: "\"\(slot.source)\" is empty")) }
         guard trimmed.utf8.count <= Self.maxURLLength else {
@@ -326,6 +344,10 @@ public final class Pipeline: Sendable {
             }
             guard components.user == nil && components.password == nil else {
                 return .failure(Failure(reason: "invalid_url", message: "credentials in the URL (user:password@) are refused: they would be sent to whatever the URL redirects to"))
+            }
+            validURLs.withLock { valid in
+                if valid.count >= 10_000 { valid.removeAll(keepingCapacity: true) }
+                valid[text] = trimmed
             }
             return .success(.remote(trimmed))
         case nil, "file"?:
