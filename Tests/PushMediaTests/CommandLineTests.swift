@@ -189,11 +189,12 @@ struct CommandLineTests {
 
     @Test func aBatchKilledMidwayLeavesNothingPartialAndRerunsToCompletion() async throws {
         let origin = try TestOrigin()
-        origin.route("/slow.webp", .delayed(.milliseconds(150), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        origin.route("/slow.webp", .delayed(.milliseconds(250), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
         let work = TemporaryDirectory()
         try Self.writePayloads(40, in: work.file("in")) { origin.url("/slow.webp?v=\($0)") }
+        // Two payloads at a time (no prefetch): at least 5 s of downloads, killed after 2 s.
         let arguments = ["batch", work.file("in"), "--out", work.file("out"), "--store", work.file("store"),
-                         "--allow-private-networks", "--concurrency", "4"]
+                         "--allow-private-networks", "--concurrency", "2", "--prefetch", "0"]
 
         let victim = Process()
         victim.executableURL = URL(fileURLWithPath: pushmediaExecutable)
