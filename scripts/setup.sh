@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system libraries PushMedia links against, when pkg-config cannot find them:
-# libvips, libcurl and libmagic (Debian/Ubuntu, through apt-get).
+# libvips, libcurl and libmagic (Debian/Ubuntu, through apt-get), and FFmpeg's programs
+# (`ffmpeg`, `ffprobe`), which PushMedia runs as child processes for video poster frames.
 # --test also installs what the test suite needs besides: Chromium (headless, for the tests
 # that render report.html and /preview) and a font for it, when `chromium` is not on the PATH.
 set -euo pipefail
@@ -22,6 +23,7 @@ missing() {
 
 PACKAGES=()
 if missing; then PACKAGES+=(pkg-config libvips-dev libmagic-dev libcurl4-openssl-dev); fi
+if [ ! -x /usr/bin/ffmpeg ] || [ ! -x /usr/bin/ffprobe ]; then PACKAGES+=(ffmpeg); fi
 if [ "$TEST" = 1 ] && ! command -v chromium >/dev/null 2>&1; then PACKAGES+=(chromium fonts-dejavu-core); fi
 
 if [ "${#PACKAGES[@]}" -gt 0 ]; then

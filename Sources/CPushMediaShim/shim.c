@@ -9,6 +9,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -432,6 +434,25 @@ int pm_vips_tiffsave_file(pm_image *in, const char *filename) {
     return vips_tiffsave(in, filename, "compression", VIPS_FOREIGN_TIFF_COMPRESSION_NONE, PM_NO_METADATA, NULL);
 }
 
+int pm_vips_file_deviation(const char *filename, double *deviation) {
+    VipsImage *small = NULL;
+    if (vips_thumbnail(filename, &small, 64, "height", 64, "size", VIPS_SIZE_DOWN, "fail_on", VIPS_FAIL_ON_NONE, NULL))
+        return -1;
+    VipsImage *stats = NULL;
+    int result = vips_stats(small, &stats, NULL);
+    g_object_unref(small);
+    if (result) return -1;
+    /* Rows 1.. hold each band's statistics; column 5 is the standard deviation. */
+    double largest = 0;
+    for (int band = 1; band < stats->Ysize; band++) {
+        double value = *VIPS_MATRIX(stats, 5, band);
+        if (value > largest) largest = value;
+    }
+    g_object_unref(stats);
+    *deviation = largest;
+    return 0;
+}
+
 int pm_vips_selftest(void) {
     VipsImage *image = NULL;
     if (vips_black(&image, 8, 8, "bands", 3, NULL)) return -1;
@@ -524,4 +545,36 @@ void pm_sha256_buffer(const void *buffer, size_t length, char out_hex[65]) {
     g_checksum_update(checksum, buffer, (gssize)length);
     checksum_hex(checksum, out_hex);
     g_checksum_free(checksum);
+}
+
+/* ---------------------------------------------------------------- child processes */
+
+int pm_spawn(const char *path, char *const argv[], int stdout_fd, int stderr_fd, int64_t memory_limit, int *pid_out) {
+    int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd < 0) return errno;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int error = errno;
+        close(null_fd);
+        return error;
+    }
+    if (pid == 0) {
+        /* Only async-signal-safe calls between fork and exec. */
+        setpgid(0, 0);
+        if (dup2(null_fd, 0) < 0 || dup2(stdout_fd >= 0 ? stdout_fd : null_fd, 1) < 0 ||
+            dup2(stderr_fd >= 0 ? stderr_fd : null_fd, 2) < 0)
+            _exit(126);
+        syscall(SYS_close_range, 3, ~0U, 0);
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
+        if (memory_limit > 0) {
+            struct rlimit memory = {(rlim_t)memory_limit, (rlim_t)memory_limit};
+            setrlimit(RLIMIT_AS, &memory);
+        }
+        execv(path, argv);
+        _exit(127);
+    }
+    close(null_fd);
+    *pid_out = pid;
+    return 0;
 }

@@ -151,7 +151,15 @@ struct PipelineTests {
         #expect(result.outcome.status == .passthrough)
         #expect(result.outcome.attachment?.mime == mime)
         #expect(result.outcome.attachment?.url.hasSuffix(ext) == true)
-        #expect(result.outcome.thumbnail == nil)
+        if mime.hasPrefix("video/") {
+            // A video's poster frame is its thumbnail (the descriptor's `thumb`).
+            let thumbnail = try #require(result.outcome.thumbnail)
+            #expect(thumbnail.mime == "image/jpeg" && thumbnail.width == 320 && thumbnail.height == 240)
+            #expect(try header(ofStored: thumbnail.url).width == 320)
+            #expect(result.descriptor?["thumb"] == .string(thumbnail.url))
+        } else {
+            #expect(result.outcome.thumbnail == nil)
+        }
     }
 
     // MARK: rejected
@@ -166,11 +174,17 @@ struct PipelineTests {
         expectClean()
     }
 
-    @Test func unsupportedVideoIsRejected() async throws {
-        let outcome = try await run("clip.webm", at: "/clip.mp4", contentType: "video/mp4").outcome
-        #expect(outcome.status == .rejected)
-        #expect(outcome.reason == "unsupported_type")
-        #expect(outcome.message?.contains("video/webm") == true)
+    @Test func aVideoIOSCannotPlayGoesOutAsItsPosterFrame() async throws {
+        let result = try await run("clip.webm", at: "/clip.mp4", contentType: "video/mp4")
+        let outcome = result.outcome
+        #expect(outcome.status == .bestAttempt)
+        #expect(outcome.reason == "video_poster_fallback")
+        #expect(outcome.message?.contains("video/webm") == true && outcome.message?.contains("poster frame") == true)
+        let attachment = try #require(outcome.attachment)
+        #expect(attachment.mime == "image/jpeg" && attachment.width == 320 && attachment.height == 240)
+        #expect(try header(ofStored: attachment.url).loader == "jpegload")
+        #expect(result.payload["media_url"] == .string(attachment.url))
+        #expect(result.descriptor?["status"] == .string("best_attempt") && result.descriptor?["reason"] == .string("video_poster_fallback"))
         expectClean()
     }
 

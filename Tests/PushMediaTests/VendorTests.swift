@@ -199,7 +199,7 @@ struct VendorTests {
     }
 
     @Test func rejectedBrazeAttachmentIsRemovedWhole() async throws {
-        let input = payload([("ab", .object(JSONObject([("att", .object(JSONObject([("url", .string("media/clip.webm")), ("type", .string("mp4"))]))),
+        let input = payload([("ab", .object(JSONObject([("att", .object(JSONObject([("url", .string("30-customerio.json")), ("type", .string("mp4"))]))),
                                                          ("c", .string("x"))])))])
         let result = await try pipeline().process(input)
         #expect(result.outcome.status == .rejected && result.outcome.reason == "unsupported_type")

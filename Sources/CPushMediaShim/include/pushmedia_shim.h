@@ -135,6 +135,9 @@ int pm_vips_gifsave(pm_image *in, void **buffer, size_t *length);
 int pm_vips_from_memory(const void *pixels, size_t length, int width, int height, int bands, pm_image **out);
 /** Uncompressed TIFF, used as a trusted intermediate for formats PushMedia decodes itself. */
 int pm_vips_tiffsave_file(pm_image *in, const char *filename);
+/** How far an image is from blank: the largest standard deviation of a band, on a 64 px copy
+ *  (a black or single-colour frame is near 0). */
+int pm_vips_file_deviation(const char *filename, double *deviation);
 /** Encodes a tiny image: 0 when libvips works. */
 int pm_vips_selftest(void);
 int pm_image_width(pm_image *image);
@@ -156,5 +159,14 @@ int pm_magic_describe(const void *buffer, size_t length, char *out, size_t out_l
 /** SHA-256 of a file as 64 lowercase hex characters + NUL. 0 on success, errno otherwise. */
 int pm_sha256_file(const char *path, char out_hex[65]);
 void pm_sha256_buffer(const void *buffer, size_t length, char out_hex[65]);
+
+
+/* ---------------------------------------------------------------- child processes */
+
+/** Starts `path` with `argv` (NULL-terminated) in a new process group: stdin from /dev/null,
+ *  stdout and stderr into the given descriptors, every other descriptor closed, address space
+ *  limited to `memory_limit` bytes (0: no limit), no core dumps. 0 and the child's pid in
+ *  `pid_out`, or an errno. */
+int pm_spawn(const char *path, char *const argv[], int stdout_fd, int stderr_fd, int64_t memory_limit, int *pid_out);
 
 #endif

@@ -104,6 +104,13 @@ struct SlotAnswer: Sendable {
                                 width: attachment.width, height: attachment.height, thumb: entry.thumbnail.map(url(of:)),
                                 hints: outcome.hints, icon: icon)
         freshUntil = entry.freshUntil
+        if entry.status == OutcomeStatus.bestAttempt.rawValue {
+            outcome.status = .bestAttempt
+            outcome.reason = entry.reason
+            outcome.message = entry.message.map(placed)
+            descriptor?.status = .bestAttempt
+            descriptor?.reason = entry.reason
+        }
     }
 
     /// The cached result is past its freshness lifetime and could not be renewed in time (or the

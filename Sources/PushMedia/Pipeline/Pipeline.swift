@@ -500,13 +500,42 @@ public final class Pipeline: Sendable {
             // Policy, transcode, store
             let policy = profile
             if sniff.format.kind != .image {
-                if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
+                let decision = policy.decide(sniff, bytes: bytes)
+                // A video gets a poster frame: its thumbnail when it passes through, otherwise
+                // the image that goes out instead of it.
+                var made: (image: EncodedImage?, thumbnail: EncodedImage?)?
+                if sniff.format.kind == .video, VideoFrames.available, policy.thumbnail || decision != .passthrough {
+                    clock = .now
+                    made = try? await posterImage(temporary, transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
+                                                  full: decision != .passthrough, deadline: deadline)
+                    timings.transcode += clock.millisecondsElapsed
+                }
+                let poster = made
+                if case let .reject(reason, message) = decision {
+                    guard let image = poster?.image else { throw Failure(reason: reason, message: message) }
+                    clock = .now
+                    let (stored, small) = try await cpu.run { [store] () throws -> (StoredFile, StoredFile?) in
+                        (try store.put(image.bytes, format: image.format, width: image.width, height: image.height, deadline: deadline),
+                         try poster?.thumbnail.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height, deadline: deadline) })
+                    }
+                    timings.store = clock.millisecondsElapsed
+                    var entry = CacheEntry(status: "processed", attachment: stored, thumbnail: small, sourceMIME: sniff.format.mime,
+                                           sourceBytes: bytes, pipeline: PushMediaVersion.pipeline)
+                    if policy.maxVideoBytes > 0 {
+                        // The platform plays video, just not this one: the poster is a best attempt.
+                        entry.status = OutcomeStatus.bestAttempt.rawValue
+                        entry.reason = "video_poster_fallback"
+                        entry.message = message + "; its poster frame is delivered instead"
+                    }
+                    return try await finishJob(fresh(entry), key: key, deadline: deadline, result: result)
+                }
                 clock = .now
-                let stored = try await cpu.run { [store] () throws -> StoredFile in
-                    try store.adopt(temporary, format: sniff.format, sha256: sourceHash, deadline: deadline)
+                let (stored, small) = try await cpu.run { [store] () throws -> (StoredFile, StoredFile?) in
+                    (try store.adopt(temporary, format: sniff.format, sha256: sourceHash, deadline: deadline),
+                     try poster?.thumbnail.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height, deadline: deadline) })
                 }
                 timings.store = clock.millisecondsElapsed
-                return try await finishJob(fresh(CacheEntry(status: "passthrough", attachment: stored, thumbnail: nil, sourceMIME: sniff.format.mime,
+                return try await finishJob(fresh(CacheEntry(status: "passthrough", attachment: stored, thumbnail: small, sourceMIME: sniff.format.mime,
                                                       sourceBytes: bytes, pipeline: PushMediaVersion.pipeline)), key: key, deadline: deadline, result: result)
             }
             if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
@@ -612,6 +641,26 @@ public final class Pipeline: Sendable {
             return result(.failed(reason: error.reason, message: Self.withoutWorkPaths(error.description, temporary)))
         } catch {
             return result(.failed(reason: "internal_error", message: Self.withoutWorkPaths("\(error)", temporary)))
+        }
+    }
+
+    /// A video's poster frame through the image path: the profile's image (`full`) and the
+    /// thumbnail (when the profile has thumbnails). Nil parts when not asked for.
+    private func posterImage(_ video: String, transcoder: Transcoder, full: Bool,
+                             deadline: ContinuousClock.Instant) async throws -> (image: EncodedImage?, thumbnail: EncodedImage?) {
+        let frames = VideoFrames(maxPixels: config.maxPixels)
+        let frame = video + ".poster.png"
+        defer { unlink(frame) }
+        // FFmpeg works in a child process; these threads only wait for it.
+        let info = try await io.run { () throws -> VideoInfo in try frames.probe(video, deadline: deadline) }
+        try await io.run { () throws in try frames.poster(video, info: info, longEdge: transcoder.longEdge, to: frame, deadline: deadline) }
+        let header = try await cpu.run { () throws -> ImageHeader in try transcoder.header(path: frame) }
+        guard let held = await decodeBudget.reserve(transcoder.decodeMemory(header), until: deadline) else { throw VideoError.deadlineExceeded }
+        defer { decodeBudget.release(held) }
+        return try await cpu.run { () throws -> (image: EncodedImage?, thumbnail: EncodedImage?) in
+            let decoded = try transcoder.decode(path: frame, header: header)
+            return (full ? try transcoder.attachment(of: decoded) : nil,
+                    transcoder.thumbnailEdge > 0 ? try transcoder.thumbnail(of: decoded) : nil)
         }
     }
 

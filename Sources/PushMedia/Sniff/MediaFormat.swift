@@ -36,6 +36,7 @@ public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
     public static let mp4 = MediaFormat(id: "mp4", mime: "video/mp4", uti: "public.mpeg-4", fileExtension: "mp4", kind: .video, decodable: false)
     public static let avi = MediaFormat(id: "avi", mime: "video/x-msvideo", uti: "public.avi", fileExtension: "avi", kind: .video, decodable: false)
     public static let webm = MediaFormat(id: "webm", mime: "video/webm", uti: "org.webmproject.webm", fileExtension: "webm", kind: .video, decodable: false)
+    public static let matroska = MediaFormat(id: "matroska", mime: "video/x-matroska", uti: "org.matroska.mkv", fileExtension: "mkv", kind: .video, decodable: false)
     public static let quicktime = MediaFormat(id: "quicktime", mime: "video/quicktime", uti: "com.apple.quicktime-movie", fileExtension: "mov", kind: .video, decodable: false)
 
     /// Formats known by libmagic's MIME answer. Anything else is `unsupported`.
@@ -57,6 +58,7 @@ public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
         "video/mp4": .mp4,
         "video/x-msvideo": .avi, "video/avi": .avi,
         "video/webm": .webm,
+        "video/x-matroska": .matroska,
         "video/quicktime": .quicktime,
     ]
 

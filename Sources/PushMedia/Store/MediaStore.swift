@@ -13,8 +13,11 @@ public struct StoredFile: Codable, Sendable, Equatable {
 
 /// A cached result: what the pipeline made of one source under one set of options.
 public struct CacheEntry: Codable, Sendable, Equatable {
-    /// `processed` or `passthrough`.
+    /// `processed`, `passthrough`, or `best_attempt` (with `reason` and `message`: e.g. a
+    /// video's poster frame instead of a video the platform cannot play).
     public var status: String
+    public var reason: String?
+    public var message: String?
     public var attachment: StoredFile
     public var thumbnail: StoredFile?
     public var sourceMIME: String
@@ -82,7 +85,7 @@ public struct CacheEntry: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case status, attachment, thumbnail, pipeline, icon, clip, frame, etag
+        case status, reason, message, attachment, thumbnail, pipeline, icon, clip, frame, etag
         case sourceMIME = "source_mime", sourceBytes = "source_bytes", freshUntil = "fresh_until", checkedAt = "checked_at"
         case lastModified = "last_modified", sourceSHA256 = "source_sha256"
     }

@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+@testable import PushMedia
+import PushMediaTestSupport
+
+/// Video poster frames with the real FFmpeg programs, on clips FFmpeg makes here.
+@Suite("Video poster frames")
+struct VideoTests {
+    let origin: TestOrigin
+    let store = TemporaryDirectory()
+    let work = TemporaryDirectory()
+
+    init() throws {
+        origin = try TestOrigin()
+    }
+
+    /// A clip made by `ffmpeg` from lavfi sources (`input` is the -i argument of -f lavfi).
+    func clip(_ name: String, _ input: String, _ output: [String]) throws -> [UInt8] {
+        let path = work.file(name)
+        let result = try VideoFrames.run(VideoFrames.ffmpeg, ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", input] + output + ["-y", path],
+                                         deadline: .now + .seconds(60), memoryLimit: 0)
+        #expect(result.status == 0, "\(String(decoding: result.stderr, as: UTF8.self))")
+        return Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    static let h264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"]
+
+    func process(_ body: [UInt8], as path: String, budget: Duration = .seconds(20),
+                 _ adjust: (inout PushMediaConfig) -> Void = { _ in }) async throws -> (PipelineResult, Duration) {
+        origin.route(path, .file(body: body, contentType: "video/mp4"))
+        var config = testConfig(store: store, budget: budget)
+        adjust(&config)
+        let pipeline = try Pipeline(config: config)
+        let started = ContinuousClock.now
+        let result = await pipeline.process(JSONObject([("aps", .object(JSONObject([("alert", .string("New episode")), ("mutable-content", .number("1"))]))),
+                                                        ("media_url", .string(origin.url(path)))]))
+        return (result, ContinuousClock.now - started)
+    }
+
+    func stored(_ url: String?) throws -> String {
+        store.file(try #require(url?.split(separator: "/").last.map(String.init)))
+    }
+
+    @Test func aClipThatStartsBlackGetsALaterFrame() async throws {
+        // 2 s of black, then 4 s of a test pattern: the poster is not the black opening.
+        let body = try clip("black-start.mp4", "color=c=black:s=320x240:d=2:r=10[b];testsrc=s=320x240:d=4:r=10[t];[b][t]concat=n=2:v=1:a=0",
+                            Self.h264)
+        let (result, _) = try await process(body, as: "/black-start.mp4")
+        #expect(result.outcome.status == .passthrough)
+        let thumbnail = try #require(result.outcome.thumbnail)
+        let deviation = try #require(VideoFrames.deviation(ofImage: try stored(thumbnail.url)))
+        #expect(deviation >= VideoFrames.blankDeviation, "the poster is blank (deviation \(deviation))")
+        #expect(leftovers(store).isEmpty)
+    }
+
+    @Test func androidGetsThePosterAsItsImage() async throws {
+        let body = try clip("wide.mp4", "testsrc=s=640x480:d=2:r=10", Self.h264)
+        let (result, _) = try await process(body, as: "/android.mp4") { $0.policy = .android }
+        let outcome = result.outcome
+        #expect(outcome.status == .processed, "\(outcome.message ?? "")")
+        let attachment = try #require(outcome.attachment)
+        // Android's 2:1 shape, cut from the 4:3 frame.
+        #expect(attachment.mime == "image/jpeg" && attachment.width == 640 && attachment.height == 320)
+        #expect(try Transcoder(config: PushMediaConfig()).header(path: try stored(attachment.url)).width == 640)
+        #expect(outcome.sourceMIME == "video/mp4")
+    }
+
+    @Test func aMatroskaClipOnIOSGoesOutAsItsPoster() async throws {
+        let body = try clip("clip.mkv", "testsrc=s=320x240:d=2:r=10", Self.h264 + ["-f", "matroska"])
+        let (result, _) = try await process(body, as: "/clip.mkv")
+        #expect(result.outcome.status == .bestAttempt)
+        #expect(result.outcome.reason == "video_poster_fallback")
+        #expect(result.outcome.sourceMIME == "video/x-matroska")
+        #expect(result.outcome.attachment?.mime == "image/jpeg")
+    }
+
+    @Test func brokenAndDisguisedVideosEndInADefinedStatusWithinTheBudget() async throws {
+        let whole = try clip("whole.mp4", "testsrc=s=320x240:d=4:r=10", Self.h264)
+        let zip: [UInt8] = [0x50, 0x4B, 0x03, 0x04] + [UInt8](repeating: 0, count: 26) + Array("mimetypeapplication/zip".utf8)
+        let html = Array("<!DOCTYPE html><html><body>not a video</body></html>".utf8)
+        for (name, body) in [("truncated.mp4", Array(whole.prefix(whole.count / 3))), ("zip.mp4", zip), ("page.mp4", html)] {
+            let (result, elapsed) = try await process(body, as: "/" + name, budget: .seconds(5))
+            #expect([.rejected, .passthrough, .bestAttempt].contains(result.outcome.status), "\(name): \(result.outcome.status)")
+            #expect(elapsed < .seconds(5) + .milliseconds(100), "\(name) took \(elapsed)")
+            #expect(result.payload["aps"]?.objectValue?["alert"] == .string("New episode"))
+            if name != "truncated.mp4" { #expect(result.outcome.reason == "unsupported_type", "\(name)") }
+        }
+        #expect(leftovers(store).isEmpty)
+        #expect(nonFinalStoreFiles(store).isEmpty)
+    }
+
+    @Test func framesOverThePixelCapAreNotDecoded() async throws {
+        let body = try clip("big.mkv", "testsrc=s=640x480:d=1:r=5", Self.h264 + ["-f", "matroska"])
+        let frames = VideoFrames(maxPixels: 100_000)
+        let path = work.file("big-in.mkv")
+        try Data(body).write(to: URL(fileURLWithPath: path))
+        #expect(throws: VideoError.self) { try frames.probe(path, deadline: .now + .seconds(10)) }
+        // Through the pipeline: no poster, so the MKV is rejected as a type iOS cannot play.
+        let (result, _) = try await process(body, as: "/big.mkv") { $0.maxPixels = 100_000 }
+        #expect(result.outcome.status == .rejected && result.outcome.reason == "unsupported_type")
+    }
+
+    @Test func theChildIsKilledAtTheDeadline() throws {
+        let body = try clip("long.mp4", "testsrc=s=320x240:d=2:r=10", Self.h264)
+        let path = work.file("long-in.mp4")
+        try Data(body).write(to: URL(fileURLWithPath: path))
+        let started = ContinuousClock.now
+        #expect(throws: VideoError.self) {
+            // ffmpeg reading a never-ending lavfi source: only the deadline stops it.
+            _ = try VideoFrames.run(VideoFrames.ffmpeg, ["-nostdin", "-f", "lavfi", "-i", "testsrc=s=320x240:r=25", "-f", "null", "-"],
+                                    deadline: .now + .milliseconds(300), memoryLimit: 0)
+        }
+        #expect(ContinuousClock.now - started < .seconds(2))
+        let info = try VideoFrames(maxPixels: 50_000_000).probe(path, deadline: .now + .seconds(10))
+        #expect(info.width == 320 && info.height == 240 && info.videoCodec == "h264" && info.container.contains("mp4"))
+        #expect(abs((info.duration ?? 0) - 2) < 0.2)
+    }
+}
