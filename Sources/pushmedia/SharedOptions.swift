@@ -46,6 +46,10 @@ struct SharedOptions: ParsableArguments {
     @Option(name: .customLong("max-source-bytes"), help: "Largest download in bytes (env PUSHMEDIA_MAX_SOURCE_BYTES; default 50000000).")
     var maxSourceBytes: String?
 
+    @Option(name: .customLong("video-edge"), help: "Longest side of a transcoded video in px (env PUSHMEDIA_VIDEO_EDGE; default 1280).")
+    var videoEdge: String?
+    @Option(name: .customLong("clip-seconds"), help: "Cut a transcoded video or audio that cannot fit its cap whole to this many seconds (env PUSHMEDIA_CLIP_SECONDS; default 30).")
+    var clipSeconds: String?
     @Option(name: .customLong("decode-memory"), help: "Estimated bytes of image decodes running at once (env PUSHMEDIA_DECODE_MEMORY; default 256000000).")
     var decodeMemory: String?
     @Option(help: "Platform the attachment is made for: ios, android, huawei, web (env PUSHMEDIA_PROFILE; default ios).")
@@ -68,7 +72,8 @@ struct SharedOptions: ParsableArguments {
             ("long-edge", longEdge), ("thumb-edge", thumbEdge), ("max-pixels", maxPixels), ("max-frames", maxFrames),
             ("max-source-bytes", maxSourceBytes), ("decode-memory", decodeMemory), ("profile", profile), ("vendor", vendor), ("crop", crop),
             ("thumb-aspect", thumbAspect), ("s3-endpoint", s3Endpoint), ("s3-region", s3Region), ("work-dir", workDir), ("index-cache", indexCache),
-            ("index-cache-ttl", indexCacheTTL), ("min-ttl", minTTL), ("max-ttl", maxTTL),
+            ("index-cache-ttl", indexCacheTTL), ("min-ttl", minTTL), ("max-ttl", maxTTL), ("video-edge", videoEdge),
+            ("clip-seconds", clipSeconds),
         ]
         do {
             try config.apply(flags + mediaKeys.map { ("media-key", $0) } + trustedPeers.map { ("trust-peer", $0) })

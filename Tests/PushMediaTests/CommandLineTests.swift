@@ -94,7 +94,7 @@ struct CommandLineTests {
             "07-tiff.json": ("processed", nil), "08-bmp.json": ("processed", nil), "09-no-extension.json": ("passthrough", nil),
             "10-png-named-jpg.json": ("passthrough", nil), "11-truncated.json": ("rejected", "decode_failed"),
             "12-mp3.json": ("passthrough", nil), "13-m4a.json": ("passthrough", nil), "14-wav.json": ("passthrough", nil),
-            "15-mp4.json": ("passthrough", nil), "16-webm.json": ("best_attempt", "video_poster_fallback"), "17-no-media.json": ("skipped", "no_media"),
+            "15-mp4.json": ("passthrough", nil), "16-webm.json": ("processed", nil), "17-no-media.json": ("skipped", "no_media"),
             "18-no-alert.json": ("skipped", "no_alert"), "19-near-limit.json": ("processed", nil), "20-invalid.json": ("rejected", "invalid_json"),
             "21-escape-attempt.json": ("rejected", "path_outside_root"),
             "22-fcm-message.json": ("processed", nil), "23-fcm-webpush.json": ("processed", nil), "24-fcm-apns.json": ("processed", nil),

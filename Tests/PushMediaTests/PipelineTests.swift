@@ -174,17 +174,22 @@ struct PipelineTests {
         expectClean()
     }
 
-    @Test func aVideoIOSCannotPlayGoesOutAsItsPosterFrame() async throws {
+    @Test func aWebMClipIsTranscodedForIOS() async throws {
         let result = try await run("clip.webm", at: "/clip.mp4", contentType: "video/mp4")
         let outcome = result.outcome
-        #expect(outcome.status == .bestAttempt)
-        #expect(outcome.reason == "video_poster_fallback")
-        #expect(outcome.message?.contains("video/webm") == true && outcome.message?.contains("poster frame") == true)
+        #expect(outcome.status == .processed, "\(outcome.message ?? "")")
+        #expect(outcome.sourceMIME == "video/webm")
         let attachment = try #require(outcome.attachment)
-        #expect(attachment.mime == "image/jpeg" && attachment.width == 320 && attachment.height == 240)
-        #expect(try header(ofStored: attachment.url).loader == "jpegload")
+        #expect(attachment.mime == "video/mp4" && attachment.url.hasSuffix(".mp4"))
+        let info = try VideoFrames(maxPixels: 50_000_000).probe(try storedPath(attachment.url), deadline: .now + .seconds(10))
+        #expect(info.videoCodec == "h264" && info.width == 320 && info.height == 240)
+        #expect(abs((info.duration ?? 0) - 2) < 0.3)
+        // faststart: the index (moov) comes before the media data (mdat).
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: try storedPath(attachment.url)))
+        let moov = try #require(bytes.range(of: Data("moov".utf8))), mdat = try #require(bytes.range(of: Data("mdat".utf8)))
+        #expect(moov.lowerBound < mdat.lowerBound)
+        #expect(outcome.thumbnail?.mime == "image/jpeg")
         #expect(result.payload["media_url"] == .string(attachment.url))
-        #expect(result.descriptor?["status"] == .string("best_attempt") && result.descriptor?["reason"] == .string("video_poster_fallback"))
         expectClean()
     }
 
@@ -194,14 +199,22 @@ struct PipelineTests {
         #expect(outcome.reason == "unsupported_type")
     }
 
-    @Test func audioOverFiveMegabytesIsRejected() async throws {
+    @Test func audioOverFiveMegabytesIsTranscodedToFit() async throws {
         var big = try sampleMedia("chime.mp3")
         big += [UInt8](repeating: 0, count: 5_000_001 - big.count)
         origin.route("/big.mp3", .file(body: big, contentType: "audio/mpeg"))
         let outcome = await (try pipeline()).process(payload([("media_url", .string(origin.url("/big.mp3")))])).outcome
-        #expect(outcome.status == .rejected)
-        #expect(outcome.reason == "too_large")
+        #expect(outcome.status == .processed)
+        #expect(outcome.attachment?.mime == "audio/mp4" && outcome.attachment?.url.hasSuffix(".m4a") == true)
+        #expect((outcome.attachment?.bytes ?? .max) < 5_000_000)
         expectClean()
+    }
+
+    @Test func audioOnAPlatformWithoutAudioIsRejectedWithItsReason() async throws {
+        origin.route("/chime.mp3", .file(body: try sampleMedia("chime.mp3"), contentType: "audio/mpeg"))
+        let outcome = await (try pipeline { $0.policy = .android }).process(payload([("media_url", .string(origin.url("/chime.mp3")))])).outcome
+        #expect(outcome.status == .rejected && outcome.reason == "unsupported_type")
+        #expect(outcome.message?.contains("show no audio") == true)
     }
 
     @Test func httpErrorsAreRejectedAndOnRejectKeepKeepsTheURL() async throws {

@@ -65,13 +65,47 @@ struct VideoTests {
         #expect(outcome.sourceMIME == "video/mp4")
     }
 
-    @Test func aMatroskaClipOnIOSGoesOutAsItsPoster() async throws {
-        let body = try clip("clip.mkv", "testsrc=s=320x240:d=2:r=10", Self.h264 + ["-f", "matroska"])
+    @Test func aMatroskaClipWithOpusIsTranscodedForIOS() async throws {
+        let body = try clip("clip.mkv", "testsrc=s=1920x1080:d=2:r=10[out0];sine=d=2[out1]",
+                            ["-map", "0:v", "-map", "0:a", "-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-c:a", "libopus", "-f", "matroska"])
         let (result, _) = try await process(body, as: "/clip.mkv")
-        #expect(result.outcome.status == .bestAttempt)
-        #expect(result.outcome.reason == "video_poster_fallback")
+        #expect(result.outcome.status == .processed, "\(result.outcome.message ?? "")")
         #expect(result.outcome.sourceMIME == "video/x-matroska")
-        #expect(result.outcome.attachment?.mime == "image/jpeg")
+        let attachment = try #require(result.outcome.attachment)
+        #expect(attachment.mime == "video/mp4")
+        let info = try VideoFrames(maxPixels: 50_000_000).probe(try stored(attachment.url), deadline: .now + .seconds(10))
+        // Long edge down to the default 1280.
+        #expect(info.videoCodec == "h264" && info.audioCodec == "aac" && info.width == 1280 && info.height == 720)
+    }
+
+    @Test func theBudgetEndingDuringATranscodeSendsThePoster() async throws {
+        let body = try clip("long.webm", "testsrc=s=1280x720:d=30:r=25",
+                            ["-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "16", "-b:v", "300k"])
+        let (result, elapsed) = try await process(body, as: "/long.webm", budget: .seconds(2))
+        #expect(result.outcome.status == .bestAttempt && result.outcome.reason == "budget_exceeded")
+        #expect(result.outcome.attachment?.mime == "image/jpeg", "the poster is the attachment")
+        #expect(elapsed < .seconds(2) + .milliseconds(100))
+    }
+
+    @Test(arguments: [("flac", ["-c:a", "flac"]), ("ogg", ["-c:a", "libopus"]), ("vorbis.ogg", ["-c:a", "libvorbis"]),
+                      ("aac", ["-c:a", "aac", "-f", "adts"])])
+    func audioIOSCannotPlayIsTranscodedToM4A(_ name: String, _ codec: [String]) async throws {
+        let body = try clip("tone." + name, "sine=f=440:d=3", codec)
+        let (result, _) = try await process(body, as: "/tone-" + name)
+        #expect(result.outcome.status == .processed, "\(name): \(result.outcome.message ?? "")")
+        let attachment = try #require(result.outcome.attachment)
+        #expect(attachment.mime == "audio/mp4" && attachment.url.hasSuffix(".m4a"))
+        let info = try VideoFrames(maxPixels: 1).probe(try stored(attachment.url), audioOnly: true, deadline: .now + .seconds(10))
+        #expect(info.audioCodec == "aac" && abs((info.duration ?? 0) - 3) < 0.3)
+    }
+
+    @Test func transcodePlans() {
+        // Fits whole: the bitrate that fills the cap, at most the maximum.
+        let short = AVTranscoder.plan(duration: 10, maxBytes: 50_000_000, minimumRate: 400_000, maximumRate: 4_096_000, clipSeconds: 30)
+        #expect(!short.trimmed && short.seconds == 10 && short.rate == 4_096_000)
+        // Too long for the cap at the minimum rate: cut to the clip length.
+        let long = AVTranscoder.plan(duration: 7200, maxBytes: 50_000_000, minimumRate: 400_000, maximumRate: 4_096_000, clipSeconds: 30)
+        #expect(long.trimmed && long.seconds == 30 && long.rate * long.seconds <= 50_000_000 * 8)
     }
 
     @Test func brokenAndDisguisedVideosEndInADefinedStatusWithinTheBudget() async throws {
@@ -95,9 +129,9 @@ struct VideoTests {
         let path = work.file("big-in.mkv")
         try Data(body).write(to: URL(fileURLWithPath: path))
         #expect(throws: VideoError.self) { try frames.probe(path, deadline: .now + .seconds(10)) }
-        // Through the pipeline: no poster, so the MKV is rejected as a type iOS cannot play.
+        // Through the pipeline: neither a poster nor a transcode.
         let (result, _) = try await process(body, as: "/big.mkv") { $0.maxPixels = 100_000 }
-        #expect(result.outcome.status == .rejected && result.outcome.reason == "unsupported_type")
+        #expect(result.outcome.status == .rejected && result.outcome.reason == "too_many_pixels")
     }
 
     @Test func theChildIsKilledAtTheDeadline() throws {

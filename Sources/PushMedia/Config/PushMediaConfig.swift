@@ -54,6 +54,11 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// which a 2-core batch of the benchmark corpus runs as fast as curl + vipsthumbnail (128 MB
     /// left a core idle behind every large decode; see bench/RESULTS.md).
     public var decodeMemory: Int64 = 256_000_000
+    /// `--video-edge`, `PUSHMEDIA_VIDEO_EDGE`: longest side of a transcoded video: 1280.
+    public var videoEdge = 1280
+    /// `--clip-seconds`, `PUSHMEDIA_CLIP_SECONDS`: a transcoded video or audio that cannot fit
+    /// its cap whole at a watchable bitrate is cut to its first this many seconds: 30.
+    public var clipSeconds = 30
     /// `--max-source-bytes`, `PUSHMEDIA_MAX_SOURCE_BYTES`: largest download. Images may exceed
     /// Apple's 10 MB because they are shrunk; audio and video must meet Apple's caps as fetched.
     public var maxSourceBytes: Int64 = 50_000_000
@@ -181,6 +186,7 @@ public struct PushMediaConfig: Sendable, Equatable {
         "allow-private-networks": "PUSHMEDIA_ALLOW_PRIVATE_NETWORKS", "media-key": "PUSHMEDIA_MEDIA_KEYS",
         "on-reject": "PUSHMEDIA_ON_REJECT", "trust-peer": "PUSHMEDIA_TRUSTED_PEERS", "media-root": "PUSHMEDIA_MEDIA_ROOT",
         "long-edge": "PUSHMEDIA_LONG_EDGE", "thumb-edge": "PUSHMEDIA_THUMB_EDGE",
+        "video-edge": "PUSHMEDIA_VIDEO_EDGE", "clip-seconds": "PUSHMEDIA_CLIP_SECONDS",
         "max-pixels": "PUSHMEDIA_MAX_PIXELS", "max-frames": "PUSHMEDIA_MAX_FRAMES",
         "max-source-bytes": "PUSHMEDIA_MAX_SOURCE_BYTES", "jpeg-quality": "PUSHMEDIA_JPEG_QUALITY",
         "connect-timeout": "PUSHMEDIA_CONNECT_TIMEOUT", "low-speed-time": "PUSHMEDIA_LOW_SPEED_TIME",
@@ -337,6 +343,8 @@ public struct PushMediaConfig: Sendable, Equatable {
                 trustedPeers.append(peer)
             }
         case "long-edge": longEdge = Int(try int(16...16384))
+        case "video-edge": videoEdge = Int(try int(64...4096))
+        case "clip-seconds": clipSeconds = Int(try int(1...3600))
         case "thumb-edge":
             thumbnailEdge = Int(try int(0...4096))
             guard thumbnailEdge == 0 || thumbnailEdge >= 16 else {

@@ -380,7 +380,7 @@ public final class Pipeline: Sendable {
     /// Everything that changes the output for the same source, made for `profile`.
     static func optionsFingerprint(_ config: PushMediaConfig, profile: AttachmentPolicy? = nil) -> String {
         let p = profile ?? config.policy
-        return "profile=\(p.id);edge=\(config.longEdge);thumb=\(config.thumbnailEdge);px=\(config.maxPixels);frames=\(config.maxFrames);"
+        return "profile=\(p.id);edge=\(config.longEdge);video=\(config.videoEdge),\(config.clipSeconds);thumb=\(config.thumbnailEdge);px=\(config.maxPixels);frames=\(config.maxFrames);"
             + "q=\(config.jpegQuality);src=\(config.maxSourceBytes);caps=\(p.maxImageBytes)/\(p.maxAudioBytes)/\(p.maxVideoBytes);"
             + "crop=\(config.crop.rawValue);clip=\(config.thumbnailAspect.map { String($0) } ?? "none");"
             + "private=\(config.allowPrivateNetworks);trusted=\(config.trustedPeers.sorted().joined(separator: ","))"
@@ -501,42 +501,88 @@ public final class Pipeline: Sendable {
             let policy = profile
             if sniff.format.kind != .image {
                 let decision = policy.decide(sniff, bytes: bytes)
-                // A video gets a poster frame: its thumbnail when it passes through, otherwise
-                // the image that goes out instead of it.
+                let tools = VideoFrames.available
+                // A video gets a poster frame: its thumbnail when it passes through or is
+                // transcoded, the image that goes out when it cannot be played.
                 var made: (image: EncodedImage?, thumbnail: EncodedImage?)?
-                if sniff.format.kind == .video, VideoFrames.available, policy.thumbnail || decision != .passthrough {
+                if sniff.format.kind == .video, tools, policy.thumbnail || decision != .passthrough {
                     clock = .now
                     made = try? await posterImage(temporary, transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
                                                   full: decision != .passthrough, deadline: deadline)
                     timings.transcode += clock.millisecondsElapsed
                 }
                 let poster = made
-                if case let .reject(reason, message) = decision {
-                    guard let image = poster?.image else { throw Failure(reason: reason, message: message) }
-                    clock = .now
-                    let (stored, small) = try await cpu.run { [store] () throws -> (StoredFile, StoredFile?) in
-                        (try store.put(image.bytes, format: image.format, width: image.width, height: image.height, deadline: deadline),
-                         try poster?.thumbnail.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height, deadline: deadline) })
-                    }
-                    timings.store = clock.millisecondsElapsed
-                    var entry = CacheEntry(status: "processed", attachment: stored, thumbnail: small, sourceMIME: sniff.format.mime,
+                clock = .now
+                let (image, small) = try await cpu.run { [store] () throws -> (StoredFile?, StoredFile?) in
+                    (try poster?.image.map { try store.put($0.bytes, format: $0.format, width: $0.width, height: $0.height, deadline: deadline) },
+                     try poster?.thumbnail.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height, deadline: deadline) })
+                }
+                timings.store += clock.millisecondsElapsed
+                // Should the budget end during a transcode, the poster is the best attempt.
+                if let posterFile = image ?? small { progress.withLock { $0.thumbnail = posterFile } }
+                /// The poster instead of the video: the platform's image, or (where video plays) a best attempt.
+                func posterResult(_ image: StoredFile, why: String) async throws -> JobResult {
+                    var entry = CacheEntry(status: "processed", attachment: image, thumbnail: small, sourceMIME: sniff.format.mime,
                                            sourceBytes: bytes, pipeline: PushMediaVersion.pipeline)
                     if policy.maxVideoBytes > 0 {
-                        // The platform plays video, just not this one: the poster is a best attempt.
                         entry.status = OutcomeStatus.bestAttempt.rawValue
                         entry.reason = "video_poster_fallback"
-                        entry.message = message + "; its poster frame is delivered instead"
+                        entry.message = why + "; its poster frame is delivered instead"
                     }
                     return try await finishJob(fresh(entry), key: key, deadline: deadline, result: result)
                 }
-                clock = .now
-                let (stored, small) = try await cpu.run { [store] () throws -> (StoredFile, StoredFile?) in
-                    (try store.adopt(temporary, format: sniff.format, sha256: sourceHash, deadline: deadline),
-                     try poster?.thumbnail.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height, deadline: deadline) })
+                switch decision {
+                case let .reject(reason, message):
+                    guard let image else { throw Failure(reason: reason, message: message) }
+                    return try await posterResult(image, why: message)
+                case let .transcode(why):
+                    guard tools else {
+                        throw Failure(reason: "unsupported_type", message: "\(why), and FFmpeg (ffmpeg, ffprobe) is not installed to transcode it")
+                    }
+                    let output = temporary + (sniff.format.kind == .video ? ".out.mp4" : ".out.m4a")
+                    defer { unlink(output) }
+                    let av = AVTranscoder(config: config)
+                    let cap = policy.maxBytes(for: sniff.format.kind)
+                    let frames = VideoFrames(maxPixels: config.maxPixels)
+                    clock = .now
+                    let made: AVTranscoder.Output
+                    do {
+                        if sniff.format.kind == .video {
+                            made = try await io.run { () throws -> AVTranscoder.Output in
+                                try av.video(temporary, info: try frames.probe(temporary, deadline: deadline), maxBytes: cap, to: output, deadline: deadline)
+                            }
+                        } else {
+                            made = try await io.run { () throws -> AVTranscoder.Output in
+                                try av.audio(temporary, info: try frames.probe(temporary, audioOnly: true, deadline: deadline), maxBytes: cap,
+                                             to: output, deadline: deadline)
+                            }
+                        }
+                    } catch let error as VideoError {
+                        timings.transcode += clock.millisecondsElapsed
+                        if error == .deadlineExceeded { return result(.budgetExceeded) }
+                        if let image { return try await posterResult(image, why: "\(why), and transcoding failed (\(error))") }
+                        throw Failure(reason: error.reason, message: "\(why); transcoding failed: \(error)")
+                    }
+                    timings.transcode += clock.millisecondsElapsed
+                    clock = .now
+                    let format: MediaFormat = sniff.format.kind == .video ? .mp4 : .m4a
+                    let stored = try await cpu.run { [store] () throws -> StoredFile in
+                        try store.adopt(output, format: format, deadline: deadline)
+                    }
+                    timings.store += clock.millisecondsElapsed
+                    var entry = CacheEntry(status: "processed", attachment: stored, thumbnail: small, sourceMIME: sniff.format.mime,
+                                           sourceBytes: bytes, pipeline: PushMediaVersion.pipeline)
+                    if made.trimmed { entry.message = "cut to its first \(Int(made.seconds)) s to fit \(cap) bytes" }
+                    return try await finishJob(fresh(entry), key: key, deadline: deadline, result: result)
+                case .passthrough:
+                    clock = .now
+                    let stored = try await cpu.run { [store] () throws -> StoredFile in
+                        try store.adopt(temporary, format: sniff.format, sha256: sourceHash, deadline: deadline)
+                    }
+                    timings.store += clock.millisecondsElapsed
+                    return try await finishJob(fresh(CacheEntry(status: "passthrough", attachment: stored, thumbnail: small, sourceMIME: sniff.format.mime,
+                                                          sourceBytes: bytes, pipeline: PushMediaVersion.pipeline)), key: key, deadline: deadline, result: result)
                 }
-                timings.store = clock.millisecondsElapsed
-                return try await finishJob(fresh(CacheEntry(status: "passthrough", attachment: stored, thumbnail: small, sourceMIME: sniff.format.mime,
-                                                      sourceBytes: bytes, pipeline: PushMediaVersion.pipeline)), key: key, deadline: deadline, result: result)
             }
             if case let .reject(reason, message) = policy.decide(sniff, bytes: bytes) { throw Failure(reason: reason, message: message) }
 

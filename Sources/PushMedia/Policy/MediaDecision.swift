@@ -22,11 +22,11 @@ extension AttachmentPolicy {
                 return .reject(reason: "unsupported_type", message: "\(source) notifications show no \(format.kind.rawValue) (\(format.mime)); only images")
             }
             guard acceptedFormats.contains(format) else {
-                return .reject(reason: "unsupported_type", message: "\(format.mime) \(format.kind.rawValue) is not an attachment type iOS shows (audio: AIFF, WAV, MP3, M4A; video: MPEG, MPEG-2, MPEG-4, AVI) and is not transcoded")
+                return .transcode(why: "\(format.mime) is not a \(format.kind.rawValue) type \(source) attachments take (audio: AIFF, WAV, MP3, M4A; video: MPEG, MPEG-2, MPEG-4, AVI)")
             }
             let cap = maxBytes(for: format.kind)
             guard bytes <= cap else {
-                return .reject(reason: "too_large", message: "\(format.kind.rawValue) is \(bytes) bytes, over \(source) \(cap)-byte cap for \(format.kind.rawValue) attachments (\(format.kind.rawValue) is not transcoded)")
+                return .transcode(why: "\(format.kind.rawValue) is \(bytes) bytes, over \(source) \(cap)-byte cap for \(format.kind.rawValue) attachments")
             }
             return .passthrough
         case .image:

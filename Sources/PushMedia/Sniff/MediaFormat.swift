@@ -32,6 +32,10 @@ public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
     public static let m4a = MediaFormat(id: "m4a", mime: "audio/mp4", uti: "public.mpeg-4-audio", fileExtension: "m4a", kind: .audio, decodable: false)
     public static let wav = MediaFormat(id: "wav", mime: "audio/wav", uti: "com.microsoft.waveform-audio", fileExtension: "wav", kind: .audio, decodable: false)
     public static let aiff = MediaFormat(id: "aiff", mime: "audio/aiff", uti: "public.aiff-audio", fileExtension: "aiff", kind: .audio, decodable: false)
+    /// Audio iOS does not play: transcoded to AAC in M4A.
+    public static let flac = MediaFormat(id: "flac", mime: "audio/flac", uti: "org.xiph.flac", fileExtension: "flac", kind: .audio, decodable: false)
+    public static let ogg = MediaFormat(id: "ogg", mime: "audio/ogg", uti: "org.xiph.ogg-audio", fileExtension: "ogg", kind: .audio, decodable: false)
+    public static let aac = MediaFormat(id: "aac", mime: "audio/aac", uti: "public.aac-audio", fileExtension: "aac", kind: .audio, decodable: false)
     public static let mpeg = MediaFormat(id: "mpeg", mime: "video/mpeg", uti: "public.mpeg", fileExtension: "mpg", kind: .video, decodable: false)
     public static let mp4 = MediaFormat(id: "mp4", mime: "video/mp4", uti: "public.mpeg-4", fileExtension: "mp4", kind: .video, decodable: false)
     public static let avi = MediaFormat(id: "avi", mime: "video/x-msvideo", uti: "public.avi", fileExtension: "avi", kind: .video, decodable: false)
@@ -54,6 +58,9 @@ public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
         "audio/x-m4a": .m4a, "audio/mp4": .m4a, "audio/m4a": .m4a,
         "audio/x-wav": .wav, "audio/wav": .wav, "audio/vnd.wave": .wav, "audio/x-wave": .wav,
         "audio/x-aiff": .aiff, "audio/aiff": .aiff,
+        "audio/flac": .flac, "audio/x-flac": .flac,
+        "audio/ogg": .ogg, "audio/vorbis": .ogg, "audio/opus": .ogg, "application/ogg": .ogg,
+        "audio/aac": .aac, "audio/x-hx-aac-adts": .aac, "audio/x-aac": .aac,
         "video/mpeg": .mpeg, "video/mp2p": .mpeg, "video/mp2t": .mpeg,
         "video/mp4": .mp4,
         "video/x-msvideo": .avi, "video/avi": .avi,

@@ -14,7 +14,7 @@ public struct VideoInfo: Sendable, Equatable {
 }
 
 /// Why a video's frames could not be read.
-public enum VideoError: Error, Sendable, CustomStringConvertible, ReasonedError {
+public enum VideoError: Error, Sendable, Equatable, CustomStringConvertible, ReasonedError {
     /// `ffmpeg`/`ffprobe` are not installed.
     case toolMissing(String)
     /// The file is no video FFmpeg may read (not an allowed container, or no video stream).
@@ -53,10 +53,12 @@ public struct VideoFrames: Sendable {
     public static let ffmpeg = "/usr/bin/ffmpeg"
     public static let ffprobe = "/usr/bin/ffprobe"
     /// Demuxers FFmpeg may use (its names; `mov` covers MP4/M4A/3GP).
-    public static let allowedDemuxers = ["mov", "matroska", "webm", "avi", "mpegts", "mpeg", "ogg"]
-    /// Video decoders FFmpeg may use.
+    public static let allowedDemuxers = ["mov", "matroska", "webm", "avi", "mpegts", "mpeg", "ogg", "flac", "aac", "mp3", "wav", "aiff"]
+    /// Decoders FFmpeg may use: video, then audio.
     public static let allowedDecoders = ["h264", "hevc", "vp8", "vp9", "av1", "libdav1d", "mpeg4", "mpeg1video", "mpeg2video",
-                                         "mjpeg", "theora", "msmpeg4v3", "h263", "prores"]
+                                         "mjpeg", "theora", "msmpeg4v3", "h263", "prores",
+                                         "aac", "mp3", "mp3float", "mp2", "opus", "libopus", "vorbis", "flac", "alac", "ac3",
+                                         "pcm_s16le", "pcm_s16be", "pcm_s24le", "pcm_s32le", "pcm_f32le", "pcm_u8"]
 
     /// Frames whose `deviation(ofImage:)` is below this are blank.
     public static let blankDeviation = 8.0
@@ -75,13 +77,14 @@ public struct VideoFrames: Sendable {
         FileManager.default.isExecutableFile(atPath: ffmpeg) && FileManager.default.isExecutableFile(atPath: ffprobe)
     }
 
-    private static var inputOptions: [String] {
+    static var inputOptions: [String] {
         ["-protocol_whitelist", "file", "-format_whitelist", allowedDemuxers.joined(separator: ","),
          "-codec_whitelist", allowedDecoders.joined(separator: ",")]
     }
 
-    /// The container, duration, size and codecs of the video at `path`.
-    public func probe(_ path: String, deadline: ContinuousClock.Instant) throws(VideoError) -> VideoInfo {
+    /// The container, duration, size and codecs of the video at `path` (`audioOnly`: of an audio
+    /// file, whose frame size is 0).
+    public func probe(_ path: String, audioOnly: Bool = false, deadline: ContinuousClock.Instant) throws(VideoError) -> VideoInfo {
         let result = try Self.run(Self.ffprobe, ["-v", "error"] + Self.inputOptions
                                   + ["-show_entries", "format=format_name,duration:stream=codec_type,codec_name,width,height",
                                      "-of", "json", "file:" + path], deadline: deadline, memoryLimit: memoryLimit)
@@ -89,16 +92,22 @@ public struct VideoFrames: Sendable {
             throw .unreadable(Self.firstLine(result.stderr) ?? "ffprobe exited with \(result.status)")
         }
         let streams = object["streams"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        let format = object["format"]?.objectValue
+        let audio = streams.first(where: { $0["codec_type"]?.stringValue == "audio" })?["codec_name"]?.stringValue
+        if audioOnly {
+            guard let audio else { throw .unreadable("no audio stream") }
+            return VideoInfo(container: format?["format_name"]?.stringValue ?? "", duration: format?["duration"]?.stringValue.flatMap(Double.init),
+                             width: 0, height: 0, videoCodec: "", audioCodec: audio)
+        }
         guard let video = streams.first(where: { $0["codec_type"]?.stringValue == "video" }),
               let codec = video["codec_name"]?.stringValue,
               let width = video["width"]?.intValue, let height = video["height"]?.intValue, width > 0, height > 0 else {
             throw .unreadable("no video stream")
         }
         guard Int64(width) * Int64(height) <= maxPixels else { throw .tooManyPixels(width: width, height: height, limit: maxPixels) }
-        let format = object["format"]?.objectValue
         return VideoInfo(container: format?["format_name"]?.stringValue ?? "", duration: format?["duration"]?.stringValue.flatMap(Double.init),
                          width: width, height: height, videoCodec: codec,
-                         audioCodec: streams.first(where: { $0["codec_type"]?.stringValue == "audio" })?["codec_name"]?.stringValue)
+                         audioCodec: audio)
     }
 
     /// Writes one frame as PNG to `output`, at most `longEdge` pixels on its long side: the one
