@@ -164,9 +164,8 @@ void pm_sha256_buffer(const void *buffer, size_t length, char out_hex[65]);
 /* ---------------------------------------------------------------- child processes */
 
 /** Starts `path` with `argv` (NULL-terminated) in a new process group: stdin from /dev/null,
- *  stdout and stderr into the given descriptors, every other descriptor closed, address space
- *  limited to `memory_limit` bytes (0: no limit), no core dumps. 0 and the child's pid in
- *  `pid_out`, or an errno. */
-int pm_spawn(const char *path, char *const argv[], int stdout_fd, int stderr_fd, int64_t memory_limit, int *pid_out);
+ *  stdout and stderr into the given descriptors (-1: /dev/null), every other descriptor closed.
+ *  0 and the child's pid in `pid_out`, or an error number. */
+int pm_spawn(const char *path, char *const argv[], int stdout_fd, int stderr_fd, int *pid_out);
 
 #endif

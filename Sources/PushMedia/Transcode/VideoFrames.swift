@@ -46,12 +46,14 @@ public enum VideoError: Error, Sendable, Equatable, CustomStringConvertible, Rea
 /// Frames of videos, with FFmpeg's programs run as supervised child processes (not its
 /// libraries in this process): a hostile file that crashes a demuxer or decoder takes down a
 /// child, not the service; a child is killed (its whole process group) at the deadline; its
-/// address space is capped (`memoryLimit`). FFmpeg reads only the local file (`file` protocol
+/// address space is capped (`memoryLimit`, through util-linux's `prlimit`) and it dumps no core. FFmpeg reads only the local file (`file` protocol
 /// only, no network), only through the demuxers and decoders listed here, on one thread.
 /// Every method blocks: call from a `BlockingExecutor`.
 public struct VideoFrames: Sendable {
     public static let ffmpeg = "/usr/bin/ffmpeg"
     public static let ffprobe = "/usr/bin/ffprobe"
+    /// Sets a child's address-space and core-size limits before it runs the tool.
+    static let prlimit = "/usr/bin/prlimit"
     /// Demuxers FFmpeg may use (its names; `mov` covers MP4/M4A/3GP).
     public static let allowedDemuxers = ["mov", "matroska", "webm", "avi", "mpegts", "mpeg", "ogg", "flac", "aac", "mp3", "wav", "aiff"]
     /// Decoders FFmpeg may use: video, then audio.
@@ -177,9 +179,12 @@ public struct VideoFrames: Sendable {
         }
         guard out >= 0, err >= 0 else { throw .unreadable("cannot create a temporary file: \(String(cString: strerror(errno)))") }
         var pid: Int32 = 0
-        let argv = ([tool] + arguments).map { strdup($0) } + [nil]
+        // prlimit (util-linux) sets the limits and becomes the tool (same pid, same group).
+        let limited = memoryLimit > 0 && FileManager.default.isExecutableFile(atPath: prlimit)
+        let command = limited ? [prlimit, "--as=\(memoryLimit)", "--core=0", "--", tool] : [tool]
+        let argv = (command + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
-        let started = argv.withUnsafeBufferPointer { pm_spawn(tool, $0.baseAddress, out, err, memoryLimit, &pid) }
+        let started = argv.withUnsafeBufferPointer { pm_spawn(command[0], $0.baseAddress, out, err, &pid) }
         guard started == 0 else { throw .unreadable("cannot start \(tool): \(String(cString: strerror(started)))") }
         var status: Int32 = 0
         while true {
