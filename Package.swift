@@ -64,7 +64,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/pushmedia"),
-        // Fuzzing: the entry points (also replayed by the tests) and two libFuzzer executables,
+        // Fuzzing: the entry points (also replayed by the tests) and three libFuzzer executables,
         // built with -sanitize=fuzzer by scripts/fuzz.sh (plain builds replay files instead).
         .target(
             name: "PushMediaFuzzTargets",
@@ -78,6 +78,10 @@ let package = Package(
             name: "fuzz-media",
             dependencies: ["PushMediaFuzzTargets"],
             path: "Sources/fuzz-media"),
+        .executableTarget(
+            name: "fuzz-video",
+            dependencies: ["PushMediaFuzzTargets"],
+            path: "Sources/fuzz-video"),
         // Shared by the test targets: a real HTTP origin on 127.0.0.1, samples, temp dirs.
         .target(
             name: "PushMediaTestSupport",

@@ -31,6 +31,13 @@ struct FuzzRegressionTests {
         for file in files { FuzzTargets.media(FuzzReplay.read(file)) }
     }
 
+    @Test("video seeds and reproducers: ffprobe's answer read within its limits, children supervised")
+    func video() {
+        let files = Self.inputs("video")
+        #expect(files.count > 0, "no inputs under \(Self.fuzzDirectory)/corpus/video")
+        for file in files { FuzzTargets.video(FuzzReplay.read(file)) }
+    }
+
     @Test("the replay helper finds files recursively, in order, skipping hidden ones")
     func replayFindsFiles() throws {
         let directory = TemporaryDirectory()

@@ -30,7 +30,7 @@ public struct AVTranscoder: Sendable {
     }
 
     /// Seconds to keep and the total bitrate (bits/s) that fits `maxBytes` (8 % kept for the container).
-    static func plan(duration: Double, maxBytes: Int64, minimumRate: Double, maximumRate: Double, clipSeconds: Int) -> (seconds: Double, rate: Double, trimmed: Bool) {
+    public static func plan(duration: Double, maxBytes: Int64, minimumRate: Double, maximumRate: Double, clipSeconds: Int) -> (seconds: Double, rate: Double, trimmed: Bool) {
         let bits = Double(maxBytes) * 8 * 0.92
         let whole = max(duration, 0.1)
         if bits / whole >= minimumRate { return (whole, min(maximumRate, bits / whole), false) }

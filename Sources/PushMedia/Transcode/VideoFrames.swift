@@ -90,26 +90,32 @@ public struct VideoFrames: Sendable {
         let result = try Self.run(Self.ffprobe, ["-v", "error"] + Self.inputOptions
                                   + ["-show_entries", "format=format_name,duration:stream=codec_type,codec_name,width,height",
                                      "-of", "json", "file:" + path], deadline: deadline, memoryLimit: memoryLimit)
-        guard result.status == 0, let object = try? JSONValue.parse(result.stdout).objectValue else {
-            throw .unreadable(Self.firstLine(result.stderr) ?? "ffprobe exited with \(result.status)")
-        }
+        guard result.status == 0 else { throw .unreadable(Self.firstLine(result.stderr) ?? "ffprobe exited with \(result.status)") }
+        return try Self.info(probeOutput: result.stdout, audioOnly: audioOnly, maxPixels: maxPixels)
+    }
+
+    /// Reads ffprobe's JSON answer (`-show_entries format=format_name,duration:stream=codec_type,
+    /// codec_name,width,height -of json`), which repeats what the file claims: untrusted.
+    public static func info(probeOutput: [UInt8], audioOnly: Bool, maxPixels: Int64) throws(VideoError) -> VideoInfo {
+        guard let object = try? JSONValue.parse(probeOutput).objectValue else { throw .unreadable("ffprobe gave no JSON answer") }
         let streams = object["streams"]?.arrayValue?.compactMap(\.objectValue) ?? []
         let format = object["format"]?.objectValue
+        let container = format?["format_name"]?.stringValue ?? ""
+        let duration = format?["duration"]?.stringValue.flatMap(Double.init).flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
         let audio = streams.first(where: { $0["codec_type"]?.stringValue == "audio" })?["codec_name"]?.stringValue
         if audioOnly {
             guard let audio else { throw .unreadable("no audio stream") }
-            return VideoInfo(container: format?["format_name"]?.stringValue ?? "", duration: format?["duration"]?.stringValue.flatMap(Double.init),
-                             width: 0, height: 0, videoCodec: "", audioCodec: audio)
+            return VideoInfo(container: container, duration: duration, width: 0, height: 0, videoCodec: "", audioCodec: audio)
         }
         guard let video = streams.first(where: { $0["codec_type"]?.stringValue == "video" }),
               let codec = video["codec_name"]?.stringValue,
               let width = video["width"]?.intValue, let height = video["height"]?.intValue, width > 0, height > 0 else {
             throw .unreadable("no video stream")
         }
-        guard Int64(width) * Int64(height) <= maxPixels else { throw .tooManyPixels(width: width, height: height, limit: maxPixels) }
-        return VideoInfo(container: format?["format_name"]?.stringValue ?? "", duration: format?["duration"]?.stringValue.flatMap(Double.init),
-                         width: width, height: height, videoCodec: codec,
-                         audioCodec: audio)
+        guard width.multipliedReportingOverflow(by: height).overflow == false, Int64(width) * Int64(height) <= maxPixels else {
+            throw .tooManyPixels(width: width, height: height, limit: maxPixels)
+        }
+        return VideoInfo(container: container, duration: duration, width: width, height: height, videoCodec: codec, audioCodec: audio)
     }
 
     /// Writes one frame as PNG to `output`, at most `longEdge` pixels on its long side: the one
