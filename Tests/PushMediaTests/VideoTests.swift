@@ -99,6 +99,14 @@ struct VideoTests {
         #expect(info.audioCodec == "aac" && abs((info.duration ?? 0) - 3) < 0.3)
     }
 
+    @Test func aWebMOfSoundOnlyBecomesM4AForIOS() async throws {
+        let body = try clip("sound.webm", "sine=f=330:d=2", ["-c:a", "libopus", "-f", "webm"])
+        let (result, _) = try await process(body, as: "/sound.webm")
+        #expect(result.outcome.status == .processed, "\(result.outcome.message ?? "")")
+        #expect(result.outcome.sourceMIME == "video/webm")
+        #expect(result.outcome.attachment?.mime == "audio/mp4" && result.outcome.attachment?.url.hasSuffix(".m4a") == true)
+    }
+
     @Test func transcodePlans() {
         // Fits whole: the bitrate that fills the cap, at most the maximum.
         let short = AVTranscoder.plan(duration: 10, maxBytes: 50_000_000, minimumRate: 400_000, maximumRate: 4_096_000, clipSeconds: 30)

@@ -546,11 +546,22 @@ public final class Pipeline: Sendable {
                     let frames = VideoFrames(maxPixels: config.maxPixels)
                     clock = .now
                     let made: AVTranscoder.Output
+                    var format: MediaFormat = sniff.format.kind == .video ? .mp4 : .m4a
                     do {
                         if sniff.format.kind == .video {
-                            made = try await io.run { () throws -> AVTranscoder.Output in
-                                try av.video(temporary, info: try frames.probe(temporary, deadline: deadline), maxBytes: cap, to: output, deadline: deadline)
+                            let audioCap = policy.maxAudioBytes
+                            let (output, isVideo) = try await io.run { () throws -> (AVTranscoder.Output, Bool) in
+                                do {
+                                    return (try av.video(temporary, info: try frames.probe(temporary, deadline: deadline), maxBytes: cap, to: output,
+                                                         deadline: deadline), true)
+                                } catch VideoError.unreadable("no video stream") where audioCap > 0 {
+                                    // A WebM (or Matroska) of sound only: audio, then.
+                                    let info = try frames.probe(temporary, audioOnly: true, deadline: deadline)
+                                    return (try av.audio(temporary, info: info, maxBytes: audioCap, to: output, deadline: deadline), false)
+                                }
                             }
+                            made = output
+                            if !isVideo { format = .m4a }
                         } else {
                             made = try await io.run { () throws -> AVTranscoder.Output in
                                 try av.audio(temporary, info: try frames.probe(temporary, audioOnly: true, deadline: deadline), maxBytes: cap,
@@ -565,8 +576,7 @@ public final class Pipeline: Sendable {
                     }
                     timings.transcode += clock.millisecondsElapsed
                     clock = .now
-                    let format: MediaFormat = sniff.format.kind == .video ? .mp4 : .m4a
-                    let stored = try await cpu.run { [store] () throws -> StoredFile in
+                    let stored = try await cpu.run { [store, format] () throws -> StoredFile in
                         try store.adopt(output, format: format, deadline: deadline)
                     }
                     timings.store += clock.millisecondsElapsed
