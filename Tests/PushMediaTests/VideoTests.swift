@@ -53,6 +53,26 @@ struct VideoTests {
         #expect(leftovers(store).isEmpty)
     }
 
+    @Test func airshipsTimePicksThePosterFrame() async throws {
+        let body = try clip("black-then.mp4", "color=c=black:s=320x240:d=2:r=10[b];testsrc=s=320x240:d=4:r=10[t];[b][t]concat=n=2:v=1:a=0",
+                            Self.h264)
+        origin.route("/airship.mp4", .file(body: body, contentType: "video/mp4"))
+        let pipeline = try Pipeline(config: testConfig(store: store))
+        func poster(time: Double?) async throws -> Double {
+            var options = JSONObject()
+            if let time { options["time"] = .number(String(time)) }
+            let attachment = JSONObject([("url", .array([.string(origin.url("/airship.mp4"))])), ("options", .object(options))])
+            let result = await pipeline.process(JSONObject([("aps", .object(JSONObject([("alert", .string("Clip")), ("mutable-content", .number("1"))]))),
+                                                            ("com.urbanairship.media_attachment", .object(attachment))]))
+            #expect(result.outcome.status == .passthrough, "\(result.outcome.message ?? "")")
+            return try #require(VideoFrames.deviation(ofImage: try stored(result.outcome.thumbnail?.url)))
+        }
+        // At 0.5 s the clip is black: the given time is honoured even so; without one, a later frame.
+        #expect(try await poster(time: 0.5) < VideoFrames.blankDeviation)
+        #expect(try await poster(time: 3) >= VideoFrames.blankDeviation)
+        #expect(try await poster(time: nil) >= VideoFrames.blankDeviation)
+    }
+
     @Test func androidGetsThePosterAsItsImage() async throws {
         let body = try clip("wide.mp4", "testsrc=s=640x480:d=2:r=10", Self.h264)
         let (result, _) = try await process(body, as: "/android.mp4") { $0.policy = .android }

@@ -222,7 +222,11 @@ public final class Pipeline: Sendable {
         case let .failure(failure): return answer.rejected(failure.reason, message: failure.message)
         }
         let profile = answer.slot.platform
-        let key = MediaStore.cacheKey(source: source.identity, options: fingerprints[profile.id] ?? optionsFingerprint)
+        // A thumbnail time given with the media (Airship's `time`) picks a video's poster frame:
+        // part of the key, so results for other times are not shared.
+        let posterTime = answer.slot.givenHints?.time.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
+        let options = (fingerprints[profile.id] ?? optionsFingerprint) + (posterTime.map { ";poster=\($0)" } ?? "")
+        let key = MediaStore.cacheKey(source: source.identity, options: options)
         let remote = source.isRemote
         // A fresh entry in memory answers at once; a stale one is looked up again in the index,
         // where another node may have renewed it.
@@ -248,7 +252,8 @@ public final class Pipeline: Sendable {
         answer.outcome.cacheHit = false
 
         // Race the (possibly shared) job against the deadline; the first to finish answers.
-        guard let job = sharedJob(key: key, source: source, profile: profile, previous: stale, deadline: deadline + config.backgroundLimit) else {
+        guard let job = sharedJob(key: key, source: source, profile: profile, posterTime: posterTime, previous: stale,
+                                  deadline: deadline + config.backgroundLimit) else {
             if let stale { return answer.stale(stale, why: "\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued") }
             return answer.overloaded("\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued")
         }
@@ -408,7 +413,7 @@ public final class Pipeline: Sendable {
     }
 
     /// The running job for `key`, or a new one; nil when the gate refuses a new one.
-    private func sharedJob(key: String, source: Source, profile: AttachmentPolicy, previous: CacheEntry?,
+    private func sharedJob(key: String, source: Source, profile: AttachmentPolicy, posterTime: Double?, previous: CacheEntry?,
                            deadline: ContinuousClock.Instant) -> SharedJob? {
         inFlight.withLock { jobs in
             if let job = jobs[key] { return job }
@@ -421,8 +426,8 @@ public final class Pipeline: Sendable {
                     return JobResult(kind: .budgetExceeded, timings: StageTimings())
                 }
                 progress.withLock { $0.started = true }
-                let result = await self.runJob(source: source, key: key, profile: profile, previous: previous, deadline: deadline,
-                                               progress: progress)
+                let result = await self.runJob(source: source, key: key, profile: profile, posterTime: posterTime, previous: previous,
+                                               deadline: deadline, progress: progress)
                 self.gate?.release()
                 return result
             }
@@ -435,7 +440,8 @@ public final class Pipeline: Sendable {
     /// Fetches, checks, transcodes and stores one source, and records the cache entry. With
     /// `previous` (a stale entry), the fetch is conditional: a 304, or the same bytes again,
     /// renew that entry without transcoding.
-    private func runJob(source: Source, key: String, profile: AttachmentPolicy, previous: CacheEntry?, deadline: ContinuousClock.Instant,
+    private func runJob(source: Source, key: String, profile: AttachmentPolicy, posterTime: Double?, previous: CacheEntry?,
+                        deadline: ContinuousClock.Instant,
                         progress: Locked<JobProgress>) async -> JobResult {
         var timings = StageTimings()
         let jobStart = ContinuousClock.now
@@ -504,14 +510,14 @@ public final class Pipeline: Sendable {
                 let tools = VideoFrames.available
                 // A video gets a poster frame: its thumbnail when it passes through or is
                 // transcoded, the image that goes out when it cannot be played.
-                var made: (image: EncodedImage?, thumbnail: EncodedImage?)?
+                var posterMade: (image: EncodedImage?, thumbnail: EncodedImage?)?
                 if sniff.format.kind == .video, tools, policy.thumbnail || decision != .passthrough {
                     clock = .now
-                    made = try? await posterImage(temporary, transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
-                                                  full: decision != .passthrough, deadline: deadline)
+                    posterMade = try? await posterImage(temporary, transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
+                                                        full: decision != .passthrough, time: posterTime, deadline: deadline)
                     timings.transcode += clock.millisecondsElapsed
                 }
-                let poster = made
+                let poster = posterMade
                 clock = .now
                 let (image, small) = try await cpu.run { [store] () throws -> (StoredFile?, StoredFile?) in
                     (try poster?.image.map { try store.put($0.bytes, format: $0.format, width: $0.width, height: $0.height, deadline: deadline) },
@@ -702,14 +708,16 @@ public final class Pipeline: Sendable {
 
     /// A video's poster frame through the image path: the profile's image (`full`) and the
     /// thumbnail (when the profile has thumbnails). Nil parts when not asked for.
-    private func posterImage(_ video: String, transcoder: Transcoder, full: Bool,
+    private func posterImage(_ video: String, transcoder: Transcoder, full: Bool, time: Double?,
                              deadline: ContinuousClock.Instant) async throws -> (image: EncodedImage?, thumbnail: EncodedImage?) {
         let frames = VideoFrames(maxPixels: config.maxPixels)
         let frame = video + ".poster.png"
         defer { unlink(frame) }
         // FFmpeg works in a child process; these threads only wait for it.
         let info = try await io.run { () throws -> VideoInfo in try frames.probe(video, deadline: deadline) }
-        try await io.run { () throws in try frames.poster(video, info: info, longEdge: transcoder.longEdge, to: frame, deadline: deadline) }
+        try await io.run { () throws in
+            try frames.poster(video, info: info, time: time, longEdge: transcoder.longEdge, to: frame, deadline: deadline)
+        }
         let header = try await cpu.run { () throws -> ImageHeader in try transcoder.header(path: frame) }
         guard let held = await decodeBudget.reserve(transcoder.decodeMemory(header), until: deadline) else { throw VideoError.deadlineExceeded }
         defer { decodeBudget.release(held) }

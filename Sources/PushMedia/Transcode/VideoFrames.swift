@@ -126,7 +126,8 @@ public struct VideoFrames: Sendable {
     public func poster(_ path: String, info: VideoInfo, time: Double? = nil, longEdge: Int, to output: String,
                        deadline: ContinuousClock.Instant) throws(VideoError) -> Double {
         let duration = info.duration ?? 0
-        let candidates: [Double] = time.map { [max(0, $0)] }
+        // A given time past the end means the last frames.
+        let candidates: [Double] = time.map { [duration > 0 ? min(max(0, $0), max(0, duration - 0.1)) : max(0, $0)] }
             ?? (duration > 0 ? [min(1, duration / 10), duration / 3, duration / 2] : [0, 1, 3])
         var best: (time: Double, deviation: Double)?
         for (index, candidate) in candidates.enumerated() {
