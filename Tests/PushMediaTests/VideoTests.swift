@@ -151,6 +151,24 @@ struct VideoTests {
         #expect(nonFinalStoreFiles(store).isEmpty)
     }
 
+    @Test func an8KClipEndsInADefinedStatusWithinItsBudget() async throws {
+        // 7680×4320 (33 MP, under the 50 MP cap): probed, posted and transcoded down to 1280 px, or
+        // cut off by the budget with the poster; never a hang, never a partial file.
+        let body = try clip("8k.mkv", "testsrc=s=7680x4320:d=2:r=5", Self.h264 + ["-f", "matroska"])
+        let (result, elapsed) = try await process(body, as: "/8k.mkv", budget: .seconds(3))
+        #expect([.processed, .bestAttempt].contains(result.outcome.status), "\(result.outcome.status): \(result.outcome.message ?? "")")
+        #expect(elapsed < .seconds(3) + .milliseconds(100), "took \(elapsed)")
+        if result.outcome.status == .processed {
+            let info = try VideoFrames(maxPixels: 50_000_000).probe(try stored(result.outcome.attachment?.url), deadline: .now + .seconds(10))
+            #expect(info.width == 1280 && info.height == 720)
+        } else {
+            // The poster when it was ready in time (on a slow machine, the original reference).
+            #expect(result.outcome.reason == "budget_exceeded")
+            #expect(result.outcome.attachment.map { $0.mime == "image/jpeg" } ?? (result.payload["media_url"] == .string(origin.url("/8k.mkv"))))
+        }
+        #expect(nonFinalStoreFiles(store).isEmpty)
+    }
+
     @Test func framesOverThePixelCapAreNotDecoded() async throws {
         let body = try clip("big.mkv", "testsrc=s=640x480:d=1:r=5", Self.h264 + ["-f", "matroska"])
         let frames = VideoFrames(maxPixels: 100_000)
