@@ -6,7 +6,9 @@ import PushMedia
 /// `limit` bytes. Stored files never change under their name (it is their content's hash), but
 /// one can be removed, truncated or replaced behind the store's back: every answer checks the
 /// file's identity on disk (device, inode, size, modification time, from the `stat` the route
-/// makes anyway) and a cached copy that no longer matches is dropped. Thread-safe.
+/// makes anyway) and a cached copy that no longer matches is dropped. Each version of a file is
+/// hashed once before it is first served (kept files when they are read, larger ones apart), so
+/// bytes that are not what the name says are never served. Thread-safe.
 final class MediaMemory: Sendable {
     /// What identifies one version of a file on disk.
     struct Identity: Equatable {
@@ -35,6 +37,8 @@ final class MediaMemory: Sendable {
         var slots: [String: Slot] = [:]
         var total = 0
         var clock: UInt64 = 0
+        /// Files too large to keep whose content was found to match their name, by version.
+        var verified: [String: Identity] = [:]
     }
 
     /// Files larger than this are always read from disk in chunks.
@@ -79,6 +83,19 @@ final class MediaMemory: Sendable {
                 state.total -= slot.bytes.readableBytes
                 state.slots[victim] = nil
             }
+        }
+    }
+
+    /// Whether this version of a file too large to keep was already found to hold what its name says.
+    func isVerified(_ name: String, identity: Identity) -> Bool {
+        state.withLock { $0.verified[name] == identity }
+    }
+
+    /// Records that this version of `name` holds what its name says (at most 10,000 remembered).
+    func markVerified(_ name: String, identity: Identity) {
+        state.withLock { state in
+            if state.verified.count >= 10_000 { state.verified.removeAll(keepingCapacity: true) }
+            state.verified[name] = identity
         }
     }
 

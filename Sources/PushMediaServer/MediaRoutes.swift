@@ -85,15 +85,28 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
             return Response(status: status, headers: headers, body: ResponseBody(contentLength: length) { writer in try await writer.finish(nil) })
         }
         if let local, let identity {
+            // A file is only served while its content is what its name (its SHA-256) says: one
+            // truncated, cut or altered behind the store's back is not (the next cache hit
+            // notices too, and makes it again).
+            let expected = String(name.prefix(64))
+            let corrupt = APIError(.notFound, code: "not_found", message: "no such media (the stored file no longer matches its name)")
             if memory.keeps(size: size) {
                 var bytes = memory.bytes(name, identity: identity)
                 if bytes == nil {
                     bytes = await reads.run { Self.readWhole(local, identity: identity) }
-                    if let bytes { memory.keep(name, identity: identity, bytes: bytes) }
+                    if let read = bytes {
+                        guard read.withUnsafeReadableBytes({ MediaStore.sha256($0) }) == expected else { throw corrupt }
+                        memory.keep(name, identity: identity, bytes: read)
+                    }
                 }
                 if let bytes, let slice = bytes.getSlice(at: range.lowerBound, length: length) {
                     return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: slice))
                 }
+            }
+            if !memory.isVerified(name, identity: identity) {
+                let hash = await reads.run { try? MediaStore.sha256(file: local) }
+                guard hash == expected else { throw corrupt }
+                memory.markVerified(name, identity: identity)
             }
             let body = try await fileIO.loadFile(path: local, range: range, context: context)
             return Response(status: status, headers: headers, body: body)

@@ -292,7 +292,15 @@ public final class MediaStore: Sendable {
     }
 
     /// SHA-256 of the file at `path`, lowercase hex. Blocking.
-    static func sha256(file path: String) throws(StoreError) -> String {
+    /// SHA-256 (lowercase hex) of bytes in memory.
+    public static func sha256(_ bytes: UnsafeRawBufferPointer) -> String {
+        var hex = [CChar](repeating: 0, count: 65)
+        pm_sha256_buffer(bytes.baseAddress, bytes.count, &hex)
+        return String(cBuffer: hex)
+    }
+
+    /// SHA-256 (lowercase hex) of a file's content, read in blocks.
+    public static func sha256(file path: String) throws(StoreError) -> String {
         var hex = [CChar](repeating: 0, count: 65)
         let status = pm_sha256_file(path, &hex)
         guard status == 0 else { throw .io(path: path, reason: String(cString: strerror(status))) }
