@@ -534,8 +534,8 @@ hook_other = [(n, r["machine_busy_cpu_s"] - r["server_cpu_s"] - r.get("wrk_cpu_s
 w("- All contenders, the origin (nginx), wrk and the measuring run on the same 2 CPUs. wrk competes with the hook "
   "for CPU in the HTTP passes" + (", and so did other processes: " + ", ".join(f"{n} {o:.0f} CPU-s in {d:.0f} s" for n, o, d in hook_other)
   + " (the soak's includes its miss-stream client)" if hook_other else "") + ".")
-w("- PushMedia cannot skip its 512 px thumbnail yet (`--thumb-edge` can't be 0), so it does more image work per item "
-  "than the floor; the *curl + vipsthumbnail ×2* row and the per-format table show how much.")
+w("- PushMedia also makes its 512 px thumbnail (a resize of the decoded attachment), so it does more image work per "
+  "item than the floor; `bench/batch.sh` measures it with and without (`--thumb-edge 0`).")
 w("- vipsthumbnail runs with `VIPS_CONCURRENCY=1` (PushMedia's setting: one libvips thread per image, parallelism "
   "from 2 items at once); thumbor is set to the same output as the others (baseline JPEG q 82, EXIF auto-rotate, "
   "no original storage); the Python script uses Pillow's `thumbnail()` (which uses JPEG draft mode) with LANCZOS.")
