@@ -119,6 +119,20 @@ struct VideoTests {
         #expect(info.audioCodec == "aac" && abs((info.duration ?? 0) - 3) < 0.3)
     }
 
+    @Test(arguments: [("ts", ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-f", "mpegts"], "video/mp2t"),
+                      ("av1.mp4", ["-c:v", "libaom-av1", "-cpu-used", "8", "-b:v", "200k", "-f", "mp4"], "video/mp4"),
+                      ("mov", ["-c:v", "mjpeg", "-f", "mov"], "video/quicktime")])
+    func otherContainersAndCodecsAreTranscodedForIOS(_ name: String, _ codec: [String], _ sniffed: String) async throws {
+        let body = try clip("other." + name, "testsrc=s=320x240:d=1:r=10", codec)
+        let (result, _) = try await process(body, as: "/other." + name)
+        #expect(result.outcome.sourceMIME == sniffed)
+        #expect(result.outcome.status == .processed, "\(name): \(result.outcome.message ?? "")")
+        let attachment = try #require(result.outcome.attachment)
+        #expect(attachment.mime == "video/mp4")
+        let info = try VideoFrames(maxPixels: 50_000_000).probe(try stored(attachment.url), deadline: .now + .seconds(10))
+        #expect(info.videoCodec == "h264" && info.width == 320 && info.height == 240)
+    }
+
     @Test func aWebMOfSoundOnlyBecomesM4AForIOS() async throws {
         let body = try clip("sound.webm", "sine=f=330:d=2", ["-c:a", "libopus", "-f", "webm"])
         let (result, _) = try await process(body, as: "/sound.webm")

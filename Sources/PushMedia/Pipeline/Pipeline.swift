@@ -506,8 +506,17 @@ public final class Pipeline: Sendable {
             // Policy, transcode, store
             let policy = profile
             if sniff.format.kind != .image {
-                let decision = policy.decide(sniff, bytes: bytes)
+                var decision = policy.decide(sniff, bytes: bytes)
                 let tools = VideoFrames.available
+                // A container the platform takes can still hold a codec it cannot play (AV1 or
+                // VP9 in MP4): the streams decide.
+                if decision == .passthrough, sniff.format.kind == .video, tools {
+                    let frames = VideoFrames(maxPixels: config.maxPixels)
+                    if let info = try? await io.run({ () throws -> VideoInfo in try frames.probe(temporary, deadline: deadline) }),
+                       !AVTranscoder.playableVideoCodecs.contains(info.videoCodec) {
+                        decision = .transcode(why: "\(info.videoCodec) video (in \(sniff.format.mime)) is not a codec \(policy.source) attachments play")
+                    }
+                }
                 // A video gets a poster frame: its thumbnail when it passes through or is
                 // transcoded, the image that goes out when it cannot be played.
                 var posterMade: (image: EncodedImage?, thumbnail: EncodedImage?)?

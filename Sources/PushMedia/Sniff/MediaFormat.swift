@@ -40,6 +40,8 @@ public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
     public static let mp4 = MediaFormat(id: "mp4", mime: "video/mp4", uti: "public.mpeg-4", fileExtension: "mp4", kind: .video, decodable: false)
     public static let avi = MediaFormat(id: "avi", mime: "video/x-msvideo", uti: "public.avi", fileExtension: "avi", kind: .video, decodable: false)
     public static let webm = MediaFormat(id: "webm", mime: "video/webm", uti: "org.webmproject.webm", fileExtension: "webm", kind: .video, decodable: false)
+    /// MPEG transport stream (broadcast, HLS segments): not an attachment type; transcoded.
+    public static let mpegts = MediaFormat(id: "mpegts", mime: "video/mp2t", uti: "public.mpeg-2-transport-stream", fileExtension: "ts", kind: .video, decodable: false)
     public static let matroska = MediaFormat(id: "matroska", mime: "video/x-matroska", uti: "org.matroska.mkv", fileExtension: "mkv", kind: .video, decodable: false)
     public static let quicktime = MediaFormat(id: "quicktime", mime: "video/quicktime", uti: "com.apple.quicktime-movie", fileExtension: "mov", kind: .video, decodable: false)
 
@@ -61,7 +63,7 @@ public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
         "audio/flac": .flac, "audio/x-flac": .flac,
         "audio/ogg": .ogg, "audio/vorbis": .ogg, "audio/opus": .ogg, "application/ogg": .ogg,
         "audio/aac": .aac, "audio/x-hx-aac-adts": .aac, "audio/x-aac": .aac,
-        "video/mpeg": .mpeg, "video/mp2p": .mpeg, "video/mp2t": .mpeg,
+        "video/mpeg": .mpeg, "video/mp2p": .mpeg, "video/mp2t": .mpegts,
         "video/mp4": .mp4,
         "video/x-msvideo": .avi, "video/avi": .avi,
         "video/webm": .webm,

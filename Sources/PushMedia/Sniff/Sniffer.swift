@@ -40,7 +40,18 @@ public enum Sniffer {
         let description = bytes.withUnsafeBytes { raw in
             pm_magic_describe(raw.baseAddress, raw.count, &out, out.count) == 0 ? String(cBuffer: out) : mime
         }
+        if mime == "application/octet-stream", isTransportStream(bytes) {
+            return SniffResult(format: .mpegts, magicMIME: MediaFormat.mpegts.mime, description: "MPEG transport stream")
+        }
         let format = MediaFormat.byMagicMIME[mime.lowercased()] ?? .unsupported(mime: mime)
         return SniffResult(format: format, magicMIME: mime, description: description)
+    }
+
+    /// An MPEG transport stream, which libmagic does not name: 188-byte packets, each starting
+    /// with the sync byte 0x47 (at least 5 packets in a row).
+    static func isTransportStream(_ bytes: ArraySlice<UInt8>) -> Bool {
+        let start = bytes.startIndex
+        guard bytes.count >= 188 * 5 else { return false }
+        return (0..<5).allSatisfy { bytes[start + $0 * 188] == 0x47 }
     }
 }

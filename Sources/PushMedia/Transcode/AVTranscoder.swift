@@ -10,6 +10,8 @@ public struct AVTranscoder: Sendable {
     public var videoEdge: Int
     public var clipSeconds: Int
     public var memoryLimit: Int64 = 1 << 30
+    /// Video codecs iOS plays in the containers it takes (MP4, MPEG, AVI); others are transcoded.
+    public static let playableVideoCodecs: Set<String> = ["h264", "hevc", "mpeg4", "mpeg1video", "mpeg2video", "mjpeg"]
     /// Lowest video bitrate (bits/s) worth sending; below it the clip is cut instead.
     static let minimumVideoRate = 300_000.0
     static let maximumVideoRate = 4_000_000.0
