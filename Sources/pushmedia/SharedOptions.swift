@@ -43,7 +43,7 @@ struct SharedOptions: ParsableArguments {
     var maxPixels: String?
     @Option(name: .customLong("max-frames"), help: "Frames kept in an animation (env PUSHMEDIA_MAX_FRAMES; default 100).")
     var maxFrames: String?
-    @Option(name: .customLong("max-source-bytes"), help: "Largest download in bytes (env PUSHMEDIA_MAX_SOURCE_BYTES; default 50000000).")
+    @Option(name: .customLong("max-source-bytes"), help: "Largest download in bytes (env PUSHMEDIA_MAX_SOURCE_BYTES; default 200000000).")
     var maxSourceBytes: String?
 
     @Option(name: .customLong("video-edge"), help: "Longest side of a transcoded video in px (env PUSHMEDIA_VIDEO_EDGE; default 1280).")

@@ -10,7 +10,7 @@ struct ConfigTests {
         #expect(config.longEdge == 2048)
         #expect(config.thumbnailEdge == 512)
         #expect(config.maxPixels == 50_000_000)
-        #expect(config.maxSourceBytes == 50_000_000)
+        #expect(config.maxSourceBytes == 200_000_000)
         #expect(config.policy.maxImageBytes == 10_000_000)
         #expect(config.policy.maxAudioBytes == 5_000_000)
         #expect(config.policy.maxVideoBytes == 50_000_000)

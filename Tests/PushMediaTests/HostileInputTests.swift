@@ -148,14 +148,18 @@ struct HostileInputTests {
 
     @Test func audioAndVideoOverApplesCaps() async throws {
         origin.route("/big.mp3", .file(body: HostileFixtures.padded(try sampleMedia("chime.mp3"), to: 6_000_000), contentType: "audio/mpeg"))
-        origin.route("/big.mp4", .file(body: HostileFixtures.padded(try sampleMedia("clip.mp4"), to: 51_000_000), contentType: "video/mp4"))
+        origin.route("/big.mp4", .file(body: HostileFixtures.padded(try sampleMedia("clip.mp4"), to: 55_000_000), contentType: "video/mp4"))
         // Over Apple's 5 MB: transcoded to fit (the padding is no audio).
         let result = try await pipeline().process(payload([("media_url", .string(origin.url("/big.mp3")))]))
         #expect(result.outcome.status == .processed, "\(result.outcome.message ?? "")")
         #expect(result.outcome.attachment?.mime == "audio/mp4")
         #expect((result.outcome.attachment?.bytes ?? .max) <= 5_000_000)
-        // Over the 50 MB download cap: never fetched whole.
-        try await expect(origin.url("/big.mp4"), .rejected, "too_large")
+        // A 55 MB MP4, over Apple's 50 MB: transcoded to fit.
+        let video = try await pipeline().process(payload([("media_url", .string(origin.url("/big.mp4")))]))
+        #expect(video.outcome.status == .processed, "\(video.outcome.message ?? "")")
+        #expect(video.outcome.attachment?.mime == "video/mp4" && (video.outcome.attachment?.bytes ?? .max) <= 50_000_000)
+        // Over the download cap: never fetched whole.
+        try await expect(origin.url("/big.mp4"), .rejected, "too_large", pipeline: try pipeline { $0.maxSourceBytes = 40_000_000 })
     }
 
     // MARK: payload tricks

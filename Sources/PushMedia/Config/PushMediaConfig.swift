@@ -59,9 +59,9 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// `--clip-seconds`, `PUSHMEDIA_CLIP_SECONDS`: a transcoded video or audio that cannot fit
     /// its cap whole at a watchable bitrate is cut to its first this many seconds: 30.
     public var clipSeconds = 30
-    /// `--max-source-bytes`, `PUSHMEDIA_MAX_SOURCE_BYTES`: largest download. Images may exceed
-    /// Apple's 10 MB because they are shrunk; audio and video must meet Apple's caps as fetched.
-    public var maxSourceBytes: Int64 = 50_000_000
+    /// `--max-source-bytes`, `PUSHMEDIA_MAX_SOURCE_BYTES`: largest download: 200 MB. Sources may
+    /// exceed Apple's caps (10 MB image, 5 MB audio, 50 MB video) because they are made to fit.
+    public var maxSourceBytes: Int64 = 200_000_000
     /// `--jpeg-quality`, `PUSHMEDIA_JPEG_QUALITY`: first JPEG quality tried; lowered step by step
     /// until the image fits the cap.
     public var jpegQuality = 82
