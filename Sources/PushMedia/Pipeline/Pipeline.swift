@@ -508,21 +508,22 @@ public final class Pipeline: Sendable {
             if sniff.format.kind != .image {
                 var decision = policy.decide(sniff, bytes: bytes)
                 let tools = VideoFrames.available
+                let frames = VideoFrames(maxPixels: config.maxPixels)
+                // A video's streams, read once (ffprobe, in a child process these threads only
+                // wait for): for the codec check, the poster frame and the transcode.
+                let probed: Result<VideoInfo, VideoError>? = sniff.format.kind == .video && tools
+                    ? await io.run { Result { () throws(VideoError) -> VideoInfo in try frames.probe(temporary, deadline: deadline) } } : nil
                 // A container the platform takes can still hold a codec it cannot play (AV1 or
                 // VP9 in MP4): the streams decide.
-                if decision == .passthrough, sniff.format.kind == .video, tools {
-                    let frames = VideoFrames(maxPixels: config.maxPixels)
-                    if let info = try? await io.run({ () throws -> VideoInfo in try frames.probe(temporary, deadline: deadline) }),
-                       !AVTranscoder.playableVideoCodecs.contains(info.videoCodec) {
-                        decision = .transcode(why: "\(info.videoCodec) video (in \(sniff.format.mime)) is not a codec \(policy.source) attachments play")
-                    }
+                if decision == .passthrough, case let .success(info)? = probed, !AVTranscoder.playableVideoCodecs.contains(info.videoCodec) {
+                    decision = .transcode(why: "\(info.videoCodec) video (in \(sniff.format.mime)) is not a codec \(policy.source) attachments play")
                 }
                 // A video gets a poster frame: its thumbnail when it passes through or is
                 // transcoded, the image that goes out when it cannot be played.
                 var posterMade: (image: EncodedImage?, thumbnail: EncodedImage?)?
-                if sniff.format.kind == .video, tools, policy.thumbnail || decision != .passthrough {
+                if case let .success(info)? = probed, policy.thumbnail || decision != .passthrough {
                     clock = .now
-                    posterMade = try? await posterImage(temporary, transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
+                    posterMade = try? await posterImage(temporary, info: info, transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
                                                         full: decision != .passthrough, time: posterTime, deadline: deadline)
                     timings.transcode += clock.millisecondsElapsed
                 }
@@ -558,7 +559,7 @@ public final class Pipeline: Sendable {
                     defer { unlink(output) }
                     let av = AVTranscoder(config: config)
                     let cap = policy.maxBytes(for: sniff.format.kind)
-                    let frames = VideoFrames(maxPixels: config.maxPixels)
+                    let video = probed ?? .failure(.unreadable("not probed"))
                     clock = .now
                     let made: AVTranscoder.Output
                     var format: MediaFormat = sniff.format.kind == .video ? .mp4 : .m4a
@@ -567,8 +568,7 @@ public final class Pipeline: Sendable {
                             let audioCap = policy.maxAudioBytes
                             let (output, isVideo) = try await io.run { () throws -> (AVTranscoder.Output, Bool) in
                                 do {
-                                    return (try av.video(temporary, info: try frames.probe(temporary, deadline: deadline), maxBytes: cap, to: output,
-                                                         deadline: deadline), true)
+                                    return (try av.video(temporary, info: try video.get(), maxBytes: cap, to: output, deadline: deadline), true)
                                 } catch VideoError.unreadable("no video stream") where audioCap > 0 {
                                     // A WebM (or Matroska) of sound only: audio, then.
                                     let info = try frames.probe(temporary, audioOnly: true, deadline: deadline)
@@ -717,13 +717,12 @@ public final class Pipeline: Sendable {
 
     /// A video's poster frame through the image path: the profile's image (`full`) and the
     /// thumbnail (when the profile has thumbnails). Nil parts when not asked for.
-    private func posterImage(_ video: String, transcoder: Transcoder, full: Bool, time: Double?,
+    private func posterImage(_ video: String, info: VideoInfo, transcoder: Transcoder, full: Bool, time: Double?,
                              deadline: ContinuousClock.Instant) async throws -> (image: EncodedImage?, thumbnail: EncodedImage?) {
         let frames = VideoFrames(maxPixels: config.maxPixels)
         let frame = video + ".poster.png"
         defer { unlink(frame) }
         // FFmpeg works in a child process; these threads only wait for it.
-        let info = try await io.run { () throws -> VideoInfo in try frames.probe(video, deadline: deadline) }
         try await io.run { () throws in
             try frames.poster(video, info: info, time: time, longEdge: transcoder.longEdge, to: frame, deadline: deadline)
         }

@@ -56,7 +56,7 @@ public struct AVTranscoder: Sendable {
             if audio > 0 { arguments += ["-c:a", "aac", "-b:a", "\(Int(audio))", "-ac", "2"] }
             arguments += ["-movflags", "+faststart", "-map_metadata", "-1", "-f", "mp4", "-y", "file:" + output]
             let result = try VideoFrames.run(VideoFrames.ffmpeg, arguments, deadline: deadline, memoryLimit: memoryLimit)
-            guard result.status == 0 else { throw .unreadable(Self.firstLine(result.stderr) ?? "ffmpeg exited with \(result.status)") }
+            guard result.status == 0 else { throw .unreadable(VideoFrames.firstLine(result.stderr) ?? "ffmpeg exited with \(result.status)") }
             let bytes = Self.size(output)
             if bytes > 0 && bytes <= maxBytes { return Output(bytes: bytes, seconds: plan.seconds, trimmed: plan.trimmed) }
             plan.rate = max(audio + 100_000, plan.rate * 0.7)  // the encoder overshot: once more, lower
@@ -74,7 +74,7 @@ public struct AVTranscoder: Sendable {
                "-c:a", "aac", "-b:a", "\(Int(Self.audioRate))", "-ac", "2", "-movflags", "+faststart", "-map_metadata", "-1",
                "-f", "ipod", "-y", "file:" + output]
         let result = try VideoFrames.run(VideoFrames.ffmpeg, arguments, deadline: deadline, memoryLimit: memoryLimit)
-        guard result.status == 0 else { throw .unreadable(Self.firstLine(result.stderr) ?? "ffmpeg exited with \(result.status)") }
+        guard result.status == 0 else { throw .unreadable(VideoFrames.firstLine(result.stderr) ?? "ffmpeg exited with \(result.status)") }
         let bytes = Self.size(output)
         guard bytes > 0 && bytes <= maxBytes else { throw .unreadable("the transcoded audio does not fit \(maxBytes) bytes") }
         return Output(bytes: bytes, seconds: plan.seconds, trimmed: plan.trimmed)
@@ -83,10 +83,5 @@ public struct AVTranscoder: Sendable {
     static func size(_ path: String) -> Int64 {
         var info = stat()
         return stat(path, &info) == 0 ? Int64(info.st_size) : 0
-    }
-
-    static func firstLine(_ bytes: [UInt8]) -> String? {
-        let text = String(decoding: bytes.prefix(2000), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        return text.split(separator: "\n").first.map(String.init)
     }
 }

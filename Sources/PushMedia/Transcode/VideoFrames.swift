@@ -164,7 +164,8 @@ public struct VideoFrames: Sendable {
         return deviation
     }
 
-    private static func firstLine(_ bytes: [UInt8]) -> String? {
+    /// The first line of a child's error output.
+    static func firstLine(_ bytes: [UInt8]) -> String? {
         let text = String(decoding: bytes.prefix(2000), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return text.split(separator: "\n").first.map(String.init)
     }
