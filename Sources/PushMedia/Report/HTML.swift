@@ -121,10 +121,7 @@ public enum HTML {
 
     /// `'sha256-…'` of `imagesLoadedScript`, so the Content-Security-Policy allows that script only.
     public static let imagesLoadedScriptHash: String = {
-        var hex = [CChar](repeating: 0, count: 65)
-        let bytes = Array(imagesLoadedScript.utf8)
-        bytes.withUnsafeBytes { pm_sha256_buffer($0.baseAddress, $0.count, &hex) }
-        let text = String(cString: hex)
+        let text = Array(imagesLoadedScript.utf8).withUnsafeBytes { MediaStore.sha256($0) }
         var digest = [UInt8]()
         var index = text.startIndex
         while index < text.endIndex {

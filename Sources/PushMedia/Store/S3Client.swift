@@ -245,9 +245,7 @@ public final class S3Client: Sendable {
     }
 
     static func sha256(_ bytes: [UInt8]) -> String {
-        var hex = [CChar](repeating: 0, count: 65)
-        bytes.withUnsafeBytes { pm_sha256_buffer($0.baseAddress, $0.count, &hex) }
-        return String(cBuffer: hex)
+        bytes.withUnsafeBytes { MediaStore.sha256($0) }
     }
 
     // MARK: Operations
