@@ -1,0 +1,59 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `pushmedia serve` as a real process on an ephemeral loopback port (`--port 0`; the port is
+/// read from its first line of output). The environment's `PUSHMEDIA_*` and `AWS_*` settings are
+/// not passed on.
+public final class ServeProcess: @unchecked Sendable {
+    public let process = Process()
+    public let port: Int
+    public let stderr = Pipe()
+
+    public init(arguments: [String], environment: [String: String] = [:]) throws {
+        process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
+        process.arguments = ["serve", "--port", "0"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_") }
+            .merging(environment) { _, given in given }
+        let stdout = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        try process.run()
+        // "PushMedia listening on http://127.0.0.1:<port>"
+        var text = ""
+        let reader = stdout.fileHandleForReading
+        let give_up = Date().addingTimeInterval(20)
+        while !text.contains("\n"), Date() < give_up {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let port = text.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+            process.terminate()
+            process.waitUntilExit()
+            let errors = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "server did not start: \(text) \(errors)"])
+        }
+        self.port = port
+    }
+
+    public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    /// SIGTERM, then the exit status; -1 (after a SIGKILL) when the graceful stop takes
+    /// over 15 s, so that a hang fails the test instead of stalling the suite.
+    public func stop() -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        let giveUp = Date().addingTimeInterval(15)
+        while process.isRunning, Date() < giveUp { usleep(20_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return -1
+        }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
+}
