@@ -3,9 +3,11 @@ import PackageDescription
 
 let package = Package(
     name: "PushMedia",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v14), .iOS(.v15)],
     products: [
         .library(name: "PushMedia", targets: ["PushMedia"]),
+        // For the app's Notification Service Extension: Foundation only, no system libraries.
+        .library(name: "PushMediaNSE", targets: ["PushMediaNSE"]),
         .executable(name: "pushmedia", targets: ["pushmedia"]),
     ],
     dependencies: [
@@ -41,6 +43,11 @@ let package = Package(
             name: "PushMedia",
             dependencies: ["CPushMediaShim"],
             path: "Sources/PushMedia"),
+        // The phone side: reads the descriptor, downloads the attachment within the extension's
+        // time, calls the content handler once. Apple glue behind canImport(UserNotifications).
+        .target(
+            name: "PushMediaNSE",
+            path: "Sources/PushMediaNSE"),
         // The HTTP hook: thin Hummingbird routes over the library.
         .target(
             name: "PushMediaServer",
@@ -91,6 +98,10 @@ let package = Package(
             name: "PushMediaTests",
             dependencies: ["PushMedia", "PushMediaTestSupport", "PushMediaFuzzTargets"],
             path: "Tests/PushMediaTests"),
+        .testTarget(
+            name: "PushMediaNSETests",
+            dependencies: ["PushMediaNSE", "PushMedia", "PushMediaTestSupport"],
+            path: "Tests/PushMediaNSETests"),
         .testTarget(
             name: "PushMediaServerTests",
             dependencies: [
