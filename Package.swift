@@ -71,7 +71,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/pushmedia"),
-        // Fuzzing: the entry points (also replayed by the tests) and three libFuzzer executables,
+        // Fuzzing: the entry points (also replayed by the tests) and four libFuzzer executables,
         // built with -sanitize=fuzzer by scripts/fuzz.sh (plain builds replay files instead).
         .target(
             name: "PushMediaFuzzTargets",
@@ -85,6 +85,10 @@ let package = Package(
             name: "fuzz-media",
             dependencies: ["PushMediaFuzzTargets"],
             path: "Sources/fuzz-media"),
+        .executableTarget(
+            name: "fuzz-bmp",
+            dependencies: ["PushMediaFuzzTargets"],
+            path: "Sources/fuzz-bmp"),
         .executableTarget(
             name: "fuzz-video",
             dependencies: ["PushMediaFuzzTargets"],

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs a libFuzzer target for a while: scripts/fuzz.sh payload|media|video|all [SECONDS] [--merge]
+# Runs a libFuzzer target for a while: scripts/fuzz.sh payload|media|bmp|video|all [SECONDS] [--merge]
 #
 #   payload  JSON parse + media locate + payload rewrite over arbitrary bytes (fuzz-payload)
 #   media    libmagic sniff + libvips header probe + BMP decode over arbitrary bytes (fuzz-media)
+#   bmp      the BMP decoder and the conversion of what it decodes (fuzz-bmp)
 #   video    ffprobe's answer parsed + the real ffprobe/ffmpeg children on small files (fuzz-video)
-#   all      all three, one after the other, SECONDS each (default 60)
+#   all      all four, one after the other, SECONDS each (default 60)
 #
 # The committed seeds (fuzz/corpus/TARGET) are copied into a working corpus,
 # fuzz/artifacts/corpus-TARGET/, which keeps what libFuzzer finds between runs; --merge adds the
@@ -14,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: scripts/fuzz.sh payload|media|video|all [SECONDS] [--merge]" >&2; exit 64; }
+usage() { echo "usage: scripts/fuzz.sh payload|media|bmp|video|all [SECONDS] [--merge]" >&2; exit 64; }
 [ $# -ge 1 ] || usage
 TARGET=$1; shift
 SECONDS_EACH=60
@@ -26,7 +27,7 @@ for arg in "$@"; do
     *) SECONDS_EACH=$arg ;;
   esac
 done
-case $TARGET in payload|media|video) TARGETS=$TARGET ;; all) TARGETS="payload media video" ;; *) usage ;; esac
+case $TARGET in payload|media|bmp|video) TARGETS=$TARGET ;; all) TARGETS="payload media bmp video" ;; *) usage ;; esac
 
 # The Swift toolchain (it ships clang's libFuzzer and ASan runtimes) and the system libraries.
 if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then PATH=/opt/swift/usr/bin:$PATH; fi
@@ -70,6 +71,7 @@ for target in $TARGETS; do
   case $target in
     payload) max_len=5000 ;;   # a little over APNs' 4096 bytes
     media) max_len=8192 ;;     # file heads: the sniffer and the header readers look at the start
+    bmp) max_len=8192 ;;       # small bitmaps: every header, palette and RLE path fits
     video) max_len=16384 ;;    # probe answers, and small files for the real children
   esac
   before=$(ls fuzz/artifacts | grep -c "^$target-\(crash\|leak\|timeout\|oom\|slow-unit\)-" || true)

@@ -31,6 +31,13 @@ struct FuzzRegressionTests {
         for file in files { FuzzTargets.media(FuzzReplay.read(file)) }
     }
 
+    @Test("BMP seeds and reproducers: the decoder keeps its invariants, what it decodes converts")
+    func bmp() {
+        let files = Self.inputs("bmp")
+        #expect(files.count > 0, "no inputs under \(Self.fuzzDirectory)/corpus/bmp")
+        for file in files { FuzzTargets.bmp(FuzzReplay.read(file)) }
+    }
+
     @Test("video seeds and reproducers: ffprobe's answer read within its limits, children supervised")
     func video() {
         let files = Self.inputs("video")
