@@ -284,6 +284,12 @@ int pm_vips_header(const char *filename, pm_header *header) {
     else
         header->orientation = 1;
     header->has_icc = vips_image_get_typeof(image, VIPS_META_ICC_NAME) != 0;
+    if (header->has_icc) {
+        const void *profile = NULL;
+        size_t length = 0;
+        header->icc_usable = vips_image_get_blob(image, VIPS_META_ICC_NAME, &profile, &length) == 0 &&
+                             vips_icc_is_compatible_profile(image, profile, length);
+    }
     VipsObjectClass *class = VIPS_OBJECT_CLASS(g_type_class_peek(g_type_from_name(loader)));
     g_strlcpy(header->loader, class ? class->nickname : loader, sizeof header->loader);
     g_object_unref(image);

@@ -95,6 +95,7 @@ typedef struct pm_header {
     int page_height;     /* height of one frame */
     int orientation;     /* EXIF orientation 1..8 (1 when absent) */
     int has_icc;         /* an embedded ICC profile */
+    int icc_usable;      /* ... that lcms reads and that fits the image's colour space */
     char loader[64];     /* libvips loader nickname, e.g. "jpegload" */
 } pm_header;
 

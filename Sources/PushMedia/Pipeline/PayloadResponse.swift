@@ -110,6 +110,10 @@ struct SlotAnswer: Sendable {
             outcome.message = entry.message.map(placed)
             descriptor?.status = .bestAttempt
             descriptor?.reason = entry.reason
+        } else if let message = entry.message {
+            // Delivered, with something given up on the way (a cut video, an unusable colour
+            // profile, an animation frame that does not decode): a warning of the outcome.
+            outcome.message = placed(message)
         }
     }
 
@@ -242,6 +246,10 @@ struct PayloadResponse {
         outcome.revalidated = media.revalidated
         if let timings = primary.timings { outcome.timingsMs = timings }
         outcome.media = answers.map(\.outcome)
+        // What a delivered reference gave up on the way is a warning, not the outcome's message.
+        let notes = answers.filter { [.processed, .passthrough].contains($0.outcome.status) }.compactMap(\.outcome.message)
+        if [.processed, .passthrough].contains(media.status) { outcome.message = nil }
+        if !notes.isEmpty { outcome.warnings = (outcome.warnings ?? []) + notes }
         let failed = answers.filter { $0.outcome.status == .rejected && $0.slot != primary.slot }
         if !failed.isEmpty {
             let list = failed.map { "\($0.outcome.path) (\($0.outcome.reason ?? "rejected"))" }.joined(separator: ", ")

@@ -628,6 +628,16 @@ public final class Pipeline: Sendable {
             if case let .reject(reason, message) = decision { throw Failure(reason: reason, message: message) }
             let passthrough = decision == .passthrough
             let wantsThumbnail = transcoder.thumbnailEdge > 0
+            /// What was overlooked to deliver the image, for the outcome's message.
+            var notes: [String] = []
+            if header.unusableProfile {
+                notes.append("its embedded ICC colour profile is unusable (corrupt, or for another colour space): ignored, the colours are taken as sRGB as browsers do")
+            }
+            func noted(_ entry: CacheEntry) -> CacheEntry {
+                var entry = entry
+                if !notes.isEmpty { entry.message = notes.joined(separator: "; ") }
+                return entry
+            }
             // Wait until this decode's memory fits beside the others running.
             guard let held = await decodeBudget.reserve(transcoder.decodeMemory(header), until: deadline) else {
                 return result(.budgetExceeded)
@@ -668,15 +678,16 @@ public final class Pipeline: Sendable {
                                     deadline: deadline)
                 }
                 timings.store += clock.millisecondsElapsed
-                return try await finishJob(fresh(CacheEntry(status: "passthrough", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
+                return try await finishJob(fresh(noted(CacheEntry(status: "passthrough", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
                                                       sourceBytes: bytes, pipeline: PushMediaVersion.pipeline, icon: extras.icon,
-                                                      clip: extras.clip, frame: extras.frame)), key: key, deadline: deadline, result: result)
+                                                      clip: extras.clip, frame: extras.frame))), key: key, deadline: deadline, result: result)
             }
             let encoded: EncodedImage
             let small: EncodedImage?
             if transcoder.keepsAnimation(header) {
                 // An animation's attachment decodes every frame; the thumbnail is its first frame.
                 encoded = try await cpu.run { () throws -> EncodedImage in try transcoder.attachment(path: image, header: header) }
+                if let note = encoded.note { notes.append(note) }
                 small = wantsThumbnail ? try await cpu.run { () throws -> EncodedImage in try transcoder.thumbnail(encoded: encoded.bytes) } : nil
             } else {
                 // A still image is decoded once: the thumbnail (stored first, as the best attempt)
@@ -702,9 +713,9 @@ public final class Pipeline: Sendable {
                  try small.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height, deadline: deadline) })
             }
             timings.store += clock.millisecondsElapsed
-            return try await finishJob(fresh(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail ?? smallStored,
+            return try await finishJob(fresh(noted(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail ?? smallStored,
                                                   sourceMIME: sniff.format.mime, sourceBytes: bytes, pipeline: PushMediaVersion.pipeline,
-                                                  icon: extras.icon, clip: extras.clip, frame: extras.frame)),
+                                                  icon: extras.icon, clip: extras.clip, frame: extras.frame))),
                                        key: key, deadline: deadline, result: result)
         } catch let error as StoreError {
             return result(.storeUnavailable(Self.withoutWorkPaths(error.description, temporary)))
@@ -774,7 +785,9 @@ public final class Pipeline: Sendable {
             extras.clip = try transcoder.clipRect(encoded: attachment, aspect: aspect)
         }
         if frames > 1 && transcoder.profile.animation {
-            extras.frame = try transcoder.representativeFrame(encoded: attachment)
+            // A passed-through animation with a frame that does not decode is still shown by
+            // the phone up to that frame; it only goes without the frame hint.
+            extras.frame = try? transcoder.representativeFrame(encoded: attachment)
         }
         return extras
     }

@@ -3,7 +3,7 @@ public enum PushMediaVersion {
     public static let string = "0.1.0"
     /// Bumped whenever the pipeline's output for the same input and options changes; part of
     /// every cache key, so a new version never serves a stale result.
-    public static let pipeline = 3
+    public static let pipeline = 4
 }
 
 extension String {

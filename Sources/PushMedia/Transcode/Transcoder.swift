@@ -14,6 +14,9 @@ public struct ImageHeader: Sendable, Equatable {
     public var loader: String
     /// It carries an ICC profile, so its colours go through an sRGB transform.
     public var hasProfile = true
+    /// It carries an ICC profile that is broken or does not fit its colour space: ignored, the
+    /// pixels are taken as sRGB (what browsers do).
+    public var unusableProfile = false
 
     public var pixels: Int64 { Int64(width) * Int64(height) }
     /// Width and height as the phone shows them (after EXIF rotation).
@@ -27,6 +30,8 @@ public struct EncodedImage: Sendable {
     public var width: Int
     public var height: Int
     public var frames: Int
+    /// What was given up to deliver it (e.g. an animation frame that does not decode).
+    public var note: String? = nil
 }
 
 /// An image decoded once into memory at its attachment size (sRGB, upright, cropped to the
@@ -78,6 +83,8 @@ public struct Transcoder: Sendable {
     /// Loaders that decode a reduced image for much less than a full decode (JPEG's DCT scaling);
     /// the others decode whole frames (`decodeMemory`).
     public static let shrinkOnLoadLoaders: Set<String> = ["jpegload"]
+    /// Loaders whose pages are an animation's frames.
+    public static let animationLoaders: Set<String> = ["gifload", "webpload"]
     /// JPEG qualities tried in order after the configured one.
     static let qualityLadder = [72, 62, 52, 42]
 
@@ -126,10 +133,14 @@ public struct Transcoder: Sendable {
         guard pm_vips_header(path, &raw) == 0 else { throw .decodeFailed(takeVipsError()) }
         let loader = withUnsafeBytes(of: raw.loader) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         guard Self.allowedLoaders.contains(loader) else { throw .loaderNotAllowed(loader) }
-        let frames = max(1, Int(raw.n_pages))
-        let pageHeight = raw.page_height > 0 ? Int(raw.page_height) : Int(raw.height)
-        let header = ImageHeader(width: Int(raw.width), height: pageHeight, frames: frames, hasAlpha: raw.has_alpha != 0,
-                                 orientation: Int(raw.orientation), loader: loader, hasProfile: raw.has_icc != 0)
+        // Pages of other formats (a TIFF's scans, a HEIF's images) are not frames: only the
+        // first is read.
+        let animation = Self.animationLoaders.contains(loader)
+        let frames = animation ? max(1, Int(raw.n_pages)) : 1
+        let pageHeight = animation && raw.page_height > 0 ? Int(raw.page_height) : Int(raw.height)
+        var header = ImageHeader(width: Int(raw.width), height: pageHeight, frames: frames, hasAlpha: raw.has_alpha != 0,
+                                 orientation: Int(raw.orientation), loader: loader, hasProfile: raw.has_icc != 0 && raw.icc_usable != 0)
+        header.unusableProfile = raw.has_icc != 0 && raw.icc_usable == 0
         guard header.pixels <= maxPixels, header.width > 0, header.height > 0 else {
             throw .tooManyPixels(width: header.width, height: header.height, limit: maxPixels)
         }
@@ -297,9 +308,17 @@ public struct Transcoder: Sendable {
 
     /// The attachment: animated GIF when the animation is kept and fits, otherwise the still
     /// attachment of the first frame (`attachment(of:)`).
+    /// An animation with a frame that does not decode keeps its first frame, as a still (a
+    /// browser shows the frames it can).
     public func attachment(path: String, header: ImageHeader) throws(TranscodeError) -> EncodedImage {
-        if keepsAnimation(header), let gif = try encodeAnimated(path, edge: longEdge, profile: header.hasProfile), gif.bytes.count <= maxBytes {
-            return gif
+        if keepsAnimation(header) {
+            do {
+                if let gif = try encodeAnimated(path, edge: longEdge, profile: header.hasProfile), gif.bytes.count <= maxBytes { return gif }
+            } catch {
+                var still = try attachment(of: decode(path: path, header: header))
+                still.note = "a frame of the animation does not decode (\(error.description)): its first frame is delivered as a still"
+                return still
+            }
         }
         return try attachment(of: decode(path: path, header: header))
     }
