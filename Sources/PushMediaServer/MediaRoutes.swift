@@ -50,6 +50,29 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
             guard let found else { throw APIError(.notFound, code: "not_found", message: "no such media") }
             size = Int(found)
         }
+        // A local file is only answered for (GET, HEAD, conditional or ranged) while its content
+        // is what its name (its SHA-256) says: one truncated, cut or altered behind the store's
+        // back is not (the next cache hit notices too, and makes it again). Each version of a
+        // file (device, inode, size, mtime) is hashed once: as it is read into memory when it is
+        // small enough to keep there, apart otherwise.
+        var kept: ByteBuffer?
+        if let local, let identity {
+            let expected = String(name.prefix(64))
+            let corrupt = APIError(.notFound, code: "not_found", message: "no such media (the stored file no longer matches its name)")
+            if memory.keeps(size: size) {
+                kept = memory.bytes(name, identity: identity)
+                if kept == nil, let read = await reads.run({ Self.readWhole(local, identity: identity) }) {
+                    guard read.withUnsafeReadableBytes({ MediaStore.sha256($0) }) == expected else { throw corrupt }
+                    memory.keep(name, identity: identity, bytes: read)
+                    kept = read
+                }
+            }
+            if kept == nil, !memory.isVerified(name, identity: identity) {
+                let hash = await reads.run { try? MediaStore.sha256(file: local) }
+                guard hash == expected else { throw corrupt }
+                memory.markVerified(name, identity: identity)
+            }
+        }
         let etag = "\"\(name.split(separator: ".")[0])\""
         var headers: HTTPFields = [
             .contentType: contentType,
@@ -84,29 +107,9 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
             // the connection busy, and a graceful stop would wait for it forever.
             return Response(status: status, headers: headers, body: ResponseBody(contentLength: length) { writer in try await writer.finish(nil) })
         }
-        if let local, let identity {
-            // A file is only served while its content is what its name (its SHA-256) says: one
-            // truncated, cut or altered behind the store's back is not (the next cache hit
-            // notices too, and makes it again).
-            let expected = String(name.prefix(64))
-            let corrupt = APIError(.notFound, code: "not_found", message: "no such media (the stored file no longer matches its name)")
-            if memory.keeps(size: size) {
-                var bytes = memory.bytes(name, identity: identity)
-                if bytes == nil {
-                    bytes = await reads.run { Self.readWhole(local, identity: identity) }
-                    if let read = bytes {
-                        guard read.withUnsafeReadableBytes({ MediaStore.sha256($0) }) == expected else { throw corrupt }
-                        memory.keep(name, identity: identity, bytes: read)
-                    }
-                }
-                if let bytes, let slice = bytes.getSlice(at: range.lowerBound, length: length) {
-                    return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: slice))
-                }
-            }
-            if !memory.isVerified(name, identity: identity) {
-                let hash = await reads.run { try? MediaStore.sha256(file: local) }
-                guard hash == expected else { throw corrupt }
-                memory.markVerified(name, identity: identity)
+        if let local {
+            if let kept, let slice = kept.getSlice(at: range.lowerBound, length: length) {
+                return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: slice))
             }
             let body = try await fileIO.loadFile(path: local, range: range, context: context)
             return Response(status: status, headers: headers, body: body)

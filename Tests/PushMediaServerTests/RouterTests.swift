@@ -307,6 +307,11 @@ struct RouterTests {
             #expect(truncate(path, 1000) == 0)
             try await client.execute(uri: "/media/\(name)", method: .get) { #expect($0.status == .notFound) }
             try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=0-9"]) { #expect($0.status == .notFound) }
+            // Nor answered for: a HEAD, a conditional GET or an unsatisfiable range.
+            try await client.execute(uri: "/media/\(name)", method: .head) { #expect($0.status == .notFound) }
+            let etag = "\"\(name.prefix(64))\""
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.ifNoneMatch: etag]) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=5000-"]) { #expect($0.status == .notFound) }
             unlink(path)
             try await client.execute(uri: "/media/\(name)", method: .get) { #expect($0.status == .notFound) }
         }
