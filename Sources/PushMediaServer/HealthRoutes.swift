@@ -28,16 +28,22 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
     }
 
     /// Ready when the store works (a local store takes a write; an object store answers with its
-    /// bucket within 2 s) and libvips encodes an image. The answer names what failed.
+    /// bucket within 2 s), the download disk has `--min-free-space` free, and libvips encodes
+    /// an image. The answer names what failed.
     @Sendable func ready(_ request: Request, context: Context) async throws -> Response {
         let store = pipeline.store
-        let (storeProblem, vipsWorks) = await executor.run { () -> (String?, Bool) in
+        let minimum = pipeline.config.minFreeSpace
+        let (storeProblem, vipsWorks, free) = await executor.run { () -> (String?, Bool, Int64?) in
             var problem: String?
             do { try store.checkReady(deadline: .now + .seconds(2)) } catch { problem = "\(error)" }
-            return (problem, Transcoder.selfTest())
+            return (problem, Transcoder.selfTest(), store.freeWorkSpace)
         }
-        let ready = storeProblem == nil && vipsWorks
-        let checks = JSONObject([("store", .string(storeProblem ?? "ok")),
+        var diskProblem: String?
+        if minimum > 0, let free, free < minimum {
+            diskProblem = "\(free) bytes free on the download disk, under --min-free-space \(minimum)"
+        }
+        let ready = storeProblem == nil && diskProblem == nil && vipsWorks
+        let checks = JSONObject([("store", .string(storeProblem ?? "ok")), ("disk", .string(diskProblem ?? "ok")),
                                  ("libvips", .string(vipsWorks ? "ok" : "failed to encode a test image"))])
         return Response.json(.object(JSONObject([("status", .string(ready ? "ready" : "unavailable")), ("checks", .object(checks))])),
                              status: ready ? .ok : .serviceUnavailable)

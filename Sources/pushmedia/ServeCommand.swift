@@ -45,6 +45,8 @@ struct ServeCommand: AsyncParsableCommand {
     var maxBytes: String?
     @Option(name: .customLong("media-memory"), help: "Bytes of recently served media /media keeps in memory, local store (env PUSHMEDIA_MEDIA_MEMORY; default 64000000, 0 = off).")
     var mediaMemory: String?
+    @Option(name: .customLong("min-free-space"), help: "/readyz is not ready while the download disk has less free space, in bytes (env PUSHMEDIA_MIN_FREE_SPACE; default 256000000, 0 = off).")
+    var minFreeSpace: String?
     @OptionGroup var options: SharedOptions
 
     func run() async throws {
@@ -55,7 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
         let flags: [(String, String?)] = [("host", host), ("port", port), ("hmac-secret", hmacSecret), ("log-format", logFormat),
                                           ("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit),
                                           ("gc-every", gcEvery), ("older-than", olderThan), ("max-bytes", maxBytes),
-                                          ("media-memory", mediaMemory)]
+                                          ("media-memory", mediaMemory), ("min-free-space", minFreeSpace)]
         do { try config.apply(flags + tokens.map { ("token", $0) }) } catch { throw ValidationError(error.description) }
         if insecureNoAuth { config.insecureNoAuth = true }
         if preview { config.preview = true }

@@ -37,6 +37,21 @@ struct RouterTests {
         }
     }
 
+    /// Not ready while the download disk has less than `--min-free-space` free (a threshold
+    /// over any real disk's free space stands in for a full disk).
+    @Test func notReadyWhenTheDiskIsNearlyFull() async throws {
+        for (minimum, expected) in [(Int64(1) << 60, HTTPResponse.Status.serviceUnavailable), (1, .ok), (0, .ok)] {
+            let server = try TestServer { $0.minFreeSpace = minimum }
+            try await server.test { client in
+                try await client.execute(uri: "/readyz", method: .get) { response in
+                    #expect(response.status == expected, "min-free-space \(minimum)")
+                    let disk = response.body.object?["checks"]?.objectValue?["disk"]?.stringValue
+                    #expect(expected == .ok ? disk == "ok" : disk?.contains("under --min-free-space") == true, "\(disk ?? "no disk check")")
+                }
+            }
+        }
+    }
+
     @Test func processReturnsThePayloadAndTheOutcome() async throws {
         let server = try TestServer()
         let url = origin.url("/photo")

@@ -16,14 +16,16 @@ struct CommandLineTests {
     /// cooperative pool that the other tests' deadlines depend on.
     static let runner = BlockingExecutor(name: "test-cli", maxThreads: 4)
 
-    func pushmedia(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]) async throws -> Run {
-        try await Self.runner.run { try Self.launch(arguments, stdin: stdin, environment: environment) }
+    /// Runs `pushmedia` with `arguments`; `wrapper` (e.g. `["/usr/bin/prlimit", "--fsize=…"]`)
+    /// is a command that runs it.
+    func pushmedia(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], wrapper: [String] = []) async throws -> Run {
+        try await Self.runner.run { try Self.launch(arguments, stdin: stdin, environment: environment, wrapper: wrapper) }
     }
 
-    static func launch(_ arguments: [String], stdin: Data?, environment: [String: String]) throws -> Run {
+    static func launch(_ arguments: [String], stdin: Data?, environment: [String: String], wrapper: [String] = []) throws -> Run {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
-        process.arguments = arguments
+        process.executableURL = URL(fileURLWithPath: wrapper.first ?? pushmediaExecutable)
+        process.arguments = wrapper.isEmpty ? arguments : Array(wrapper.dropFirst()) + [pushmediaExecutable] + arguments
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }.merging(environment) { $1 }
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out
@@ -217,6 +219,36 @@ struct CommandLineTests {
         #expect(partial.isEmpty, "\(partial)")
         let report = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
         #expect(report["summary"]?.objectValue?["by_status"]?.objectValue?["processed"] == .number("40"))
+    }
+
+    /// The disk fills up during the download (a file size limit stands in for a full disk): the
+    /// payload keeps its original URL as the best attempt, the text goes out, and no partial
+    /// file stays behind.
+    @Test func aFullDiskKeepsTheOriginalURL() async throws {
+        let origin = try TestOrigin()
+        origin.route("/photo.jpg", .file(body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg"))
+        let work = TemporaryDirectory()
+        let url = origin.url("/photo.jpg")
+        let payload = #"{"aps":{"alert":{"title":"Sale","body":"Today only"},"mutable-content":1},"media_url":"\#(url)"}"#
+        let store = work.file("store")
+        let run = try await pushmedia(["process", "-", "--store", store, "--allow-private-networks"], stdin: Data(payload.utf8),
+                                      wrapper: ["/usr/bin/prlimit", "--fsize=100000"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let out = try #require(try JSONValue.parse(run.stdout).objectValue)
+        #expect(out["media_url"] == .string(url), "the original URL is kept")
+        #expect(out["aps"]?.objectValue?["alert"]?.objectValue?["body"] == .string("Today only"))
+        // Nothing was learnt about the media: the payload goes out as it came.
+        #expect(out == (try JSONValue.parse(Data(payload.utf8)).objectValue))
+        #expect(run.stderr.contains("best_attempt (store_unavailable)") && run.stderr.contains("local disk"), "\(run.stderr)")
+        let partial = (FileManager.default.subpaths(atPath: store + "/.incoming") ?? []).filter { path in
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: store + "/.incoming/" + path, isDirectory: &isDirectory) && !isDirectory.boolValue
+        }
+        #expect(partial.isEmpty, "partial files: \(partial)")
+
+        // With room on the disk the same payload is processed.
+        let again = try await pushmedia(["process", "-", "--store", store, "--allow-private-networks"], stdin: Data(payload.utf8))
+        #expect(try JSONValue.parse(again.stdout).objectValue?["pushmedia"]?.objectValue?["status"] == .string("processed"))
     }
 
     @Test func aHostileBatchStaysWithinMemoryAndFinishes() async throws {

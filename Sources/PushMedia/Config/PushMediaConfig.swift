@@ -126,6 +126,11 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// `--media-memory`, `PUSHMEDIA_MEDIA_MEMORY`: bytes of a local store's recently served media
     /// that `GET /media` keeps in memory (files up to 4 MB; 0 = read every answer from disk): 64 MB.
     public var mediaMemory: Int64 = 64_000_000
+    /// `--min-free-space`, `PUSHMEDIA_MIN_FREE_SPACE`: `/readyz` answers not ready while the
+    /// local disk that downloads are written to (a local store's folder, or `--work-dir`) has
+    /// less free space than this: 256 MB (0 = no check). A full disk would make every job a
+    /// best attempt (`store_unavailable`); a load balancer then sends the work elsewhere.
+    public var minFreeSpace: Int64 = 256_000_000
 
     // Freshness of remote sources.
 
@@ -199,7 +204,7 @@ public struct PushMediaConfig: Sendable, Equatable {
         "s3-endpoint": "PUSHMEDIA_S3_ENDPOINT", "s3-region": "PUSHMEDIA_S3_REGION", "s3-access-key-id": "PUSHMEDIA_S3_ACCESS_KEY_ID",
         "s3-secret-access-key": "PUSHMEDIA_S3_SECRET_ACCESS_KEY", "s3-session-token": "PUSHMEDIA_S3_SESSION_TOKEN",
         "work-dir": "PUSHMEDIA_WORK_DIR", "index-cache": "PUSHMEDIA_INDEX_CACHE", "index-cache-ttl": "PUSHMEDIA_INDEX_CACHE_TTL",
-        "media-memory": "PUSHMEDIA_MEDIA_MEMORY",
+        "media-memory": "PUSHMEDIA_MEDIA_MEMORY", "min-free-space": "PUSHMEDIA_MIN_FREE_SPACE",
         "min-ttl": "PUSHMEDIA_MIN_TTL", "max-ttl": "PUSHMEDIA_MAX_TTL",
         "gc-every": "PUSHMEDIA_GC_EVERY", "older-than": "PUSHMEDIA_GC_OLDER_THAN", "max-bytes": "PUSHMEDIA_GC_MAX_BYTES",
     ]
@@ -266,6 +271,7 @@ public struct PushMediaConfig: Sendable, Equatable {
             workDirectory = text
         case "index-cache": indexCacheEntries = Int(try int(1...100_000_000))
         case "media-memory": mediaMemory = try int(0...1_000_000_000_000)
+        case "min-free-space": minFreeSpace = try int(0...1_000_000_000_000_000)
         case "index-cache-ttl", "min-ttl", "max-ttl":
             guard let value = Self.parseAge(text), value >= .seconds(1) else {
                 throw ConfigError.invalidValue(name: name, value: text, expected: "a duration of at least a second such as 30s, 10m, 12h or 7d")

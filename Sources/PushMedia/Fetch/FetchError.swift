@@ -22,6 +22,9 @@ public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
     case pathOutsideRoot(path: String, root: String)
     case notFound(String)
     case io(String)
+    /// The fetched bytes could not be written to local disk (full, or over a file size limit):
+    /// the store's fault, not the media's.
+    case localWrite(String)
     case transfer(code: Int, message: String)
 
     /// Machine-readable reason for reports and the payload descriptor.
@@ -41,6 +44,7 @@ public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
         case .pathOutsideRoot: "path_outside_root"
         case .notFound: "not_found"
         case .io: "io_error"
+        case .localWrite: "store_unavailable"
         case .transfer: "fetch_failed"
         }
     }
@@ -61,6 +65,7 @@ public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .pathOutsideRoot(path, root): "local path \"\(path)\" resolves outside the media root \(root)"
         case let .notFound(path): "no such file: \(path)"
         case let .io(why): "I/O error: \(why)"
+        case let .localWrite(why): "cannot write the download to local disk: \(why)"
         case let .transfer(code, message): "transfer failed (libcurl \(code)): \(message)"
         }
     }

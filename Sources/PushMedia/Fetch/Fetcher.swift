@@ -80,7 +80,7 @@ public final class Fetcher: Sendable {
         let remaining = deadline - .now
         guard remaining > .milliseconds(1) else { return .failure(.deadlineExceeded) }
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return .failure(.io("cannot create \(path): \(String(cString: strerror(errno)))")) }
+        guard fd >= 0 else { return .failure(.localWrite("cannot create \(path): \(String(cString: strerror(errno)))")) }
         defer { close(fd) }
         guard let handle = pm_curl_thread_handle(limits.policyTag) else { return .failure(.io("libcurl could not create a handle")) }
 
@@ -144,7 +144,7 @@ public final class Fetcher: Sendable {
         if t.pointee.deadline_passed != 0 || (code == CURLE_OPERATION_TIMEDOUT && pm_monotonic_ns() >= t.pointee.deadline_ns - 5_000_000) {
             return .failure(.deadlineExceeded)
         }
-        if t.pointee.write_failed != 0 { return .failure(.io("writing \(path): \(String(cString: strerror(t.pointee.write_failed)))")) }
+        if t.pointee.write_failed != 0 { return .failure(.localWrite("writing \(path): \(String(cString: strerror(t.pointee.write_failed)))")) }
         switch code {
         case CURLE_OK:
             guard (200..<300).contains(status) || (status == 304 && conditions != nil) else { return .failure(.httpStatus(status)) }

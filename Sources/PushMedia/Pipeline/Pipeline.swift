@@ -463,6 +463,7 @@ public final class Pipeline: Sendable {
                 do { response = try await fetcher.fetch(url, to: temporary, limits: FetchLimits(config: config), deadline: deadline,
                                                         revalidating: conditions) } catch {
                     if error == .deadlineExceeded { return result(.budgetExceeded) }
+                    if case .localWrite = error { return result(.storeUnavailable(Self.withoutWorkPaths(error.description, temporary))) }
                     throw Failure(reason: error.reason, message: error.description)
                 }
                 timings.fetch = clock.millisecondsElapsed
@@ -473,7 +474,12 @@ public final class Pipeline: Sendable {
                 validators = response.validators
             case let .local(path, _):
                 let maxBytes = config.maxSourceBytes
-                bytes = try await io.run { try LocalSource.copy(path, to: temporary, maxBytes: maxBytes) }
+                do { bytes = try await io.run { try LocalSource.copy(path, to: temporary, maxBytes: maxBytes) } } catch {
+                    if let fetch = error as? FetchError, case .localWrite = fetch {
+                        return result(.storeUnavailable(Self.withoutWorkPaths(fetch.description, temporary)))
+                    }
+                    throw error
+                }
             }
             timings.fetch = clock.millisecondsElapsed
             if ContinuousClock.now >= deadline { return result(.budgetExceeded) }

@@ -105,6 +105,14 @@ public final class MediaStore: Sendable {
     private let incoming: String
     /// This process's work folder under `.incoming/`.
     private let workspace: String
+
+    /// Free bytes on the disk that downloads and intermediates are written to (nil when it
+    /// cannot be read). Cheap.
+    public var freeWorkSpace: Int64? {
+        var info = statvfs()
+        guard statvfs(workspace, &info) == 0 else { return nil }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
     private let entries: EntryCache
     /// How often the use of an entry is written down for retention (per entry, per process).
     let useInterval: Duration
