@@ -19,6 +19,8 @@ struct GCCommand: AsyncParsableCommand {
     var olderThan: String?
     @Option(name: .customLong("max-bytes"), help: "Then remove least recently used entries until the media the rest reference take at most this many bytes (env PUSHMEDIA_GC_MAX_BYTES).")
     var maxBytes: String?
+    @Flag(help: "Then read every media file again and remove those whose content no longer matches their name (truncated, altered, a bad copy).")
+    var verify = false
     @Flag(name: .customLong("dry-run"), help: "Report what would be removed; remove nothing.")
     var dryRun = false
     @Flag(help: "Print the report as JSON on stdout.")
@@ -38,19 +40,42 @@ struct GCCommand: AsyncParsableCommand {
             throw Exit.ioError
         }
         let executor = BlockingExecutor(name: "pushmedia-gc", maxThreads: 1)
-        let result = await executor.run { () -> Result<RetentionReport, StoreError> in
-            do throws(StoreError) { return .success(try store.collectGarbage(policy)) } catch { return .failure(error) }
+        let (dryRun, verify) = (dryRun, verify)
+        let result = await executor.run { () -> Result<(RetentionReport, VerifyReport?), StoreError> in
+            do throws(StoreError) {
+                let retention = try store.collectGarbage(policy)
+                return .success((retention, verify ? try store.verifyMedia(dryRun: dryRun) : nil))
+            } catch { return .failure(error) }
         }
         let report: RetentionReport
+        let verified: VerifyReport?
         switch result {
-        case let .success(value): report = value
+        case let .success(value): (report, verified) = value
         case let .failure(error):
             FileHandle.writeError("pushmedia: gc: \(error)")
             throw Exit.ioError
         }
-        if json { FileHandle.standardOutput.write(try reportJSON(report)) }
+        if json { FileHandle.standardOutput.write(try reportJSON(GCReport(retention: report, verify: verified))) }
         let verb = dryRun ? "would remove" : "removed"
         FileHandle.writeError("pushmedia gc \(store.location): \(verb) \(report.entriesRemoved) entries and \(report.mediaRemoved) files "
             + "(\(formatBytes(report.bytesRemoved))); kept \(report.entriesKept) entries and \(report.mediaKept) files (\(formatBytes(report.bytesKept)))")
+        if let verified {
+            FileHandle.writeError("pushmedia gc \(store.location): verified \(verified.checked) files; \(verified.corrupt.count) no longer match their name"
+                + (verified.corrupt.isEmpty ? "" : " (\(dryRun ? "would remove" : "removed") \(verified.corrupt.joined(separator: ", ")))"))
+        }
+    }
+}
+
+/// The JSON report: the retention pass's fields, and `verify` with `--verify`.
+private struct GCReport: Encodable {
+    let retention: RetentionReport
+    let verify: VerifyReport?
+
+    enum CodingKeys: String, CodingKey { case verify }
+
+    func encode(to encoder: any Encoder) throws {
+        try retention.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(verify, forKey: .verify)
     }
 }

@@ -3,7 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import PushMedia
+@testable import PushMedia
 import PushMediaTestSupport
 import Testing
 
@@ -293,6 +293,23 @@ struct FleetTests {
             process.waitUntilExit()
             return (process.terminationStatus, try? JSONValue.parse(data).objectValue)
         }
+        // --verify reads every object again: one overwritten with other bytes under its name is
+        // reported (dry run), then removed; the others stay.
+        let client = S3Client(settings: TestObjectStore.s3Settings(bucket: bucket))
+        let objects = try client.list(prefix: "media/").filter { !$0.name.contains("/") }
+        let victim = try #require(objects.first?.name)
+        try client.putObject("media/" + victim, body: .bytes(Array("not the picture".utf8)), contentType: "image/jpeg", cacheControl: nil)
+        let (checkStatus, check) = try gc(["--older-than", "1d", "--verify", "--dry-run"])
+        #expect(checkStatus == 0)
+        #expect(check?["verify"]?.objectValue?["checked"] == .number(String(objects.count)))
+        #expect(check?["verify"]?.objectValue?["corrupt"] == .array([.string(victim)]))
+        #expect(check?["verify"]?.objectValue?["removed"] == .number("0"))
+        #expect(try client.headObject("media/" + victim) != nil)
+        let (_, healed) = try gc(["--older-than", "1d", "--verify"])
+        #expect(healed?["verify"]?.objectValue?["removed"] == .number("1"))
+        #expect(try client.headObject("media/" + victim) == nil)
+        #expect(try client.list(prefix: "media/").filter { !$0.name.contains("/") }.count == objects.count - 1)
+
         // Fresh entries stay.
         let (status, kept) = try gc(["--older-than", "1d"])
         #expect(status == 0)
@@ -300,7 +317,6 @@ struct FleetTests {
         // --max-bytes 0 removes the entry; its files are younger than the grace period and stay for now.
         let (dryStatus, dry) = try gc(["--max-bytes", "0", "--dry-run"])
         #expect(dryStatus == 0 && dry?["dry_run"] == .bool(true) && dry?["entries_removed"] == .number("1"))
-        let client = S3Client(settings: TestObjectStore.s3Settings(bucket: bucket))
         #expect(try client.list(prefix: "media/index/").count == 1)
         let (_, real) = try gc(["--max-bytes", "0"])
         #expect(real?["entries_removed"] == .number("1") && real?["media_removed"] == .number("0"))

@@ -251,6 +251,38 @@ struct CommandLineTests {
         #expect(try JSONValue.parse(again.stdout).objectValue?["pushmedia"]?.objectValue?["status"] == .string("processed"))
     }
 
+    /// A store file cut short behind PushMedia's back: `gc --verify` finds and removes it, and
+    /// the next job for the same media makes it again.
+    @Test func gcVerifyRemovesAFileThatNoLongerMatchesItsName() async throws {
+        let work = TemporaryDirectory()
+        let store = work.file("store")
+        try FileManager.default.createDirectory(atPath: work.file("media"), withIntermediateDirectories: true)
+        try Data(try sampleMedia("photo-exif.jpg")).write(to: URL(fileURLWithPath: work.file("media/photo.jpg")))
+        let payload = #"{"aps":{"alert":"Sale","mutable-content":1},"media_url":"media/photo.jpg"}"#
+        try Data(payload.utf8).write(to: URL(fileURLWithPath: work.file("p.json")))
+        let first = try await pushmedia(["process", work.file("p.json"), "--store", store])
+        let url = try #require(try JSONValue.parse(first.stdout).objectValue?["media_url"]?.stringValue)
+        let name = String(url.split(separator: "/").last!)
+        let files = try FileManager.default.contentsOfDirectory(atPath: store).filter { MediaStore.isValidName($0) }
+        #expect(files.count == 2, "the attachment and its thumbnail: \(files)")
+        #expect(truncate(store + "/" + name, 1000) == 0)
+
+        let dry = try await pushmedia(["gc", "--store", store, "--verify", "--dry-run", "--json"])
+        let report = try #require(try JSONValue.parse(dry.stdout).objectValue?["verify"]?.objectValue, "\(dry.stderr)")
+        #expect(report["checked"] == .number("2") && report["corrupt"] == .array([.string(name)]) && report["removed"] == .number("0"))
+        #expect(FileManager.default.fileExists(atPath: store + "/" + name))
+        let real = try await pushmedia(["gc", "--store", store, "--verify", "--json"])
+        #expect(real.status == 0 && real.stderr.contains("1 no longer match their name"), "\(real.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store + "/" + name))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store).filter { MediaStore.isValidName($0) }.count == 1)
+
+        // The cache entry still names the file: the next job notices it is gone and makes it again.
+        let again = try await pushmedia(["process", work.file("p.json"), "--store", store])
+        #expect(try JSONValue.parse(again.stdout).objectValue?["media_url"]?.stringValue == url)
+        let restored = try Data(contentsOf: URL(fileURLWithPath: store + "/" + name))
+        #expect(try restored.count > 1000 && MediaStore.sha256(file: store + "/" + name) == String(name.prefix(64)))
+    }
+
     @Test func aHostileBatchStaysWithinMemoryAndFinishes() async throws {
         let origin = try TestOrigin()
         origin.route("/bomb.png", .file(body: HostileFixtures.pngClaiming(width: 30_000, height: 30_000), contentType: "image/png"))

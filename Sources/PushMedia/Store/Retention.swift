@@ -38,7 +38,60 @@ public struct RetentionReport: Codable, Sendable, Equatable {
     }
 }
 
+/// What `pushmedia gc --verify` found: files whose content no longer hashes to their name.
+public struct VerifyReport: Codable, Sendable, Equatable {
+    public var checked = 0
+    public var corrupt: [String] = []
+    /// Removed (none on a dry run).
+    public var removed = 0
+    public var bytesRemoved: Int64 = 0
+
+    enum CodingKeys: String, CodingKey {
+        case checked, corrupt, removed, bytesRemoved = "bytes_removed"
+    }
+}
+
 extension MediaStore {
+    /// Reads every media file again and removes those whose content no longer hashes to their
+    /// name (truncated, altered, a bad copy). The cache entries that reference one make it again
+    /// on their next hit. A file stored again while the pass runs (its time changed) is kept.
+    /// Object-store files are downloaded to the work folder one at a time to be hashed.
+    /// Blocking.
+    public func verifyMedia(dryRun: Bool) throws(StoreError) -> VerifyReport {
+        var report = VerifyReport()
+        for file in try backend.list(.media) where Self.isValidName(file.name) {
+            let expected = String(file.name.prefix(64))
+            let actual: String?
+            if let local = localPath(of: file.name) {
+                actual = try? Self.sha256(file: local)
+            } else {
+                let temporary = temporaryPath()
+                defer { unlink(temporary) }
+                let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { throw .io(path: temporary, reason: String(cString: strerror(errno))) }
+                do {
+                    try read(file.name, range: nil, to: fd)
+                    close(fd)
+                } catch {
+                    close(fd)
+                    throw error
+                }
+                actual = try? Self.sha256(file: temporary)
+            }
+            guard let actual else { continue }  // gone since the listing
+            report.checked += 1
+            guard actual != expected else { continue }
+            report.corrupt.append(file.name)
+            if !dryRun {
+                guard let current = try backend.mediaInfo(file.name, deadline: nil), current.modified == file.modified else { continue }
+                try backend.delete(.media, file.name)
+                report.removed += 1
+                report.bytesRemoved += file.bytes
+            }
+        }
+        return report
+    }
+
     /// Removes cache entries not used within `policy.olderThan` (and, with `maxBytes`, the least
     /// recently used ones beyond it), then media that no remaining entry references. Safe while
     /// other processes use the same store:
