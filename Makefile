@@ -11,9 +11,11 @@ run: setup release
 ## S3-compatible object store the store and fleet tests use (scripts/object-store.sh: OpenStack
 ## Swift on 127.0.0.1, installed from Debian's packages when missing), and run the whole test
 ## suite. Tests run one at a time: several check answers against deadlines, which needs cores
-## that other tests are not saturating.
+## that other tests are not saturating. Then Schemathesis checks the HTTP hook's answers
+## against its OpenAPI document (scripts/api-conformance.sh).
 test: setup-test
 	$(SWIFT) test --no-parallel
+	scripts/api-conformance.sh
 
 ## The test suite under AddressSanitizer / ThreadSanitizer (separate build folders).
 ## Leak checking is off: the Swift runtime's, Foundation's and SwiftNIO's process-wide singletons

@@ -3,7 +3,8 @@
 # libvips, libcurl and libmagic (Debian/Ubuntu, through apt-get), and FFmpeg's programs
 # (`ffmpeg`, `ffprobe`), which PushMedia runs as child processes for video poster frames.
 # --test also installs what the test suite needs besides: Chromium (headless, for the tests
-# that render report.html and /preview) and a font for it, when `chromium` is not on the PATH.
+# that render report.html and /preview) and a font for it, when `chromium` is not on the PATH,
+# and Python's venv (for Schemathesis, which scripts/api-conformance.sh installs from PyPI).
 set -euo pipefail
 
 TEST=0
@@ -25,6 +26,8 @@ PACKAGES=()
 if missing; then PACKAGES+=(pkg-config libvips-dev libmagic-dev libcurl4-openssl-dev); fi
 if [ ! -x /usr/bin/ffmpeg ] || [ ! -x /usr/bin/ffprobe ]; then PACKAGES+=(ffmpeg); fi
 if [ "$TEST" = 1 ] && ! command -v chromium >/dev/null 2>&1; then PACKAGES+=(chromium fonts-dejavu-core); fi
+# Python's venv, for Schemathesis (scripts/api-conformance.sh installs it from PyPI).
+if [ "$TEST" = 1 ] && ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then PACKAGES+=(python3 python3-venv); fi
 
 if [ "${#PACKAGES[@]}" -gt 0 ]; then
   echo "setup: installing ${PACKAGES[*]}" >&2

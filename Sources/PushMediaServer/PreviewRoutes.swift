@@ -45,16 +45,22 @@ struct PreviewRoutes<Context: RequestContext>: Sendable {
         let appName = fields["app"].flatMap { $0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty ? nil : String($0.prefix(64)) }
             ?? PreviewPage.defaultAppName
         var page = PreviewPage(payload: fields["payload"] ?? "", appName: appName)
-        guard let text = fields["payload"], !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
-            page.error = "Paste a payload into the text box: the form field \"payload\" is empty or missing."
+        guard let text = fields["payload"] else {
+            page.error = "The form has no \"payload\" field: send the payload's JSON text in it."
             return Self.page(page, status: .badRequest)
+        }
+        // A form that was read answers 200 whatever its text: the page shows what is wrong with
+        // it, next to the text to correct (the request itself was well formed).
+        guard !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            page.error = "Paste a payload into the text box: the form field \"payload\" is empty."
+            return Self.page(page)
         }
         let result: PipelineResult
         do {
             result = try await pipeline.process(Array(text.utf8), context: PayloadContext(label: "preview", baseURL: baseURL()))
         } catch {
             page.error = "Not a payload: \(error.description)"
-            return Self.page(page, status: .badRequest)
+            return Self.page(page)
         }
         metrics.record(result.outcome)
         page.result = PreviewPage.Result(payload: result.payload, bytes: result.bytes.count, outcome: result.outcome)

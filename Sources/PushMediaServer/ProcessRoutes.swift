@@ -55,7 +55,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         }
         let limit = pipeline.config.maxBatchPayloads
         guard items.count <= limit else {
-            throw APIError(.contentTooLarge, code: "too_many_payloads", message: "\(items.count) payloads; at most \(limit) per batch")
+            throw APIError(.badRequest, code: "too_many_payloads", message: "\(items.count) payloads; at most \(limit) per batch")
         }
         // One budget for the whole batch; items naming the same media share one job.
         let deadline = ContinuousClock.now + (options.budget ?? pipeline.config.budget)
@@ -128,9 +128,11 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
            control.split(separator: ",").contains(where: { ["no-cache", "max-age=0"].contains($0.trimmingCharacters(in: .whitespaces)) }) {
             options.refresh = true
         }
-        if let text = request.uri.queryParameters.get("budget_ms") ?? request.headers[.pushMediaBudget] {
+        // Both are checked when both are given; the query parameter wins.
+        for (name, given) in [("X-PushMedia-Budget-Ms", request.headers[.pushMediaBudget]), ("budget_ms", request.uri.queryParameters.get("budget_ms").map { String($0) })] {
+            guard let text = given else { continue }
             guard let milliseconds = Int64(text), (1...600_000).contains(milliseconds) else {
-                throw APIError(.badRequest, code: "invalid_parameter", message: "budget_ms must be an integer from 1 to 600000, got \"\(text)\"")
+                throw APIError(.badRequest, code: "invalid_parameter", message: "\(name) must be an integer from 1 to 600000, got \"\(text)\"")
             }
             options.budget = .milliseconds(milliseconds)
         }

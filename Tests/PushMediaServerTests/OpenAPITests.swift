@@ -82,7 +82,7 @@ struct OpenAPITests {
             "GET /preview 200": (open, .get, "/preview", [:], nil, nil),
             "GET /preview 404": (locked, .get, "/preview", [:], nil, nil),
             "POST /preview 200": (open, .post, "/preview", form, previewBody, nil),
-            "POST /preview 400": (open, .post, "/preview", form, ByteBuffer(string: "payload=%7B"), nil),
+            "POST /preview 400": (open, .post, "/preview", form, ByteBuffer(string: "app=x"), nil),
             "POST /preview 404": (locked, .post, "/preview", form, previewBody, nil),
             "POST /preview 413": (open, .post, "/preview", form, big, nil),
         ]
