@@ -212,7 +212,8 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         let timer = self.timer
         lock.unlock()
         timer?.cancel()
-        // Not from inside the session's own callbacks: cancelling there can stall its queue.
+        // Not on this thread: from inside a session callback, a cancel can wait for the
+        // session's queue while that queue waits for the callback.
         if let task { DispatchQueue.global().async { task.cancel() } }
         return true
     }

@@ -100,15 +100,16 @@ struct AttachmentLoaderTests {
         #expect(strayFiles(directory, except: outcome).isEmpty)
     }
 
-    @Test func moreBytesThanTheDescriptorSaysAreRefusedWhileStreaming() async throws {
-        origin.route("/endless.jpg", .endless(contentType: "image/jpeg"))
+    @Test func moreBytesThanTheDescriptorSaysAreRefused() async throws {
+        // Announced too large: refused before the body.
         let directory = TemporaryDirectory()
+        let (announced, _) = await load(try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(bytes: 1000))), configuration(directory))
+        #expect(announced == .textOnly(.tooLarge(url: origin.url("/photo.jpg"), limit: 1000)))
+        // Not announced (an endless body): refused while streaming, as soon as it passes the size.
+        origin.route("/endless.jpg", .endless(contentType: "image/jpeg"))
         let (outcome, seconds) = await load(try userInfo(payload(media: origin.url("/endless.jpg"), descriptor: descriptorJSON(bytes: 200_000))), configuration(directory))
         #expect(outcome == .textOnly(.tooLarge(url: origin.url("/endless.jpg"), limit: 200_000)))
         #expect(seconds < 5)
-        // Announced too large: refused before the body.
-        let (announced, _) = await load(try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(bytes: 1000))), configuration(directory))
-        #expect(announced == .textOnly(.tooLarge(url: origin.url("/photo.jpg"), limit: 1000)))
         #expect(strayFiles(directory, except: outcome).isEmpty)
     }
 
