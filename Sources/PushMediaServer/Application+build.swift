@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import PushMedia
+import ServiceLifecycle
 
 /// Why the server refuses to start.
 public enum ServerError: Error, CustomStringConvertible {
@@ -44,7 +45,8 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
                                                    bodyLimit: max(config.maxPayloadBodyBytes, config.maxBatchBodyBytes), now: now)
     let v1 = router.group("v1").add(middleware: auth)
     // Metrics tell about campaigns and load: they need the same credentials as /v1 once any are set.
-    let scrape = router.group("metrics").add(middleware: auth)
+    // With a listener of its own (--metrics-port), /metrics is served there and not here.
+    let scrape = parts.pipeline.config.metricsPort == nil ? router.group("metrics").add(middleware: auth) : nil
     let baseURL = parts.baseURL
     ProcessRoutes(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }, memo: parts.memo).add(to: v1)
     MediaRoutes<BasicRequestContext>(store: parts.pipeline.store, memoryLimit: parts.pipeline.config.mediaMemory).add(to: router)
@@ -59,6 +61,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
 /// unless `--base-url` was given, runs retention every `gcEvery` when set, and calls `onRunning`
 /// with the port.
 public func buildApplication(config: PushMediaConfig, baseURLGiven: Bool, logger: Logger,
+                             onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
                              onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws -> some ApplicationProtocol {
     let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(config.host) || config.host.hasPrefix("127.")
     if !loopback && config.tokens.isEmpty && config.hmacSecret == nil && !config.insecureNoAuth {
@@ -73,10 +76,27 @@ public func buildApplication(config: PushMediaConfig, baseURLGiven: Bool, logger
         RetentionService(store: parts.pipeline.store, every: $0,
                          policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes), logger: logger)
     }
+    var services: [any Service] = retention.map { [$0] } ?? []
+    if let metricsPort = config.metricsPort {
+        // /metrics alone, without auth, on its own address (as image proxies do): for a
+        // Prometheus on the internal network, with the hook's own port public.
+        let scrapeRouter = Router()
+        scrapeRouter.get("metrics") { [metrics = parts.metrics] _, _ in HealthRoutes<BasicRequestContext>.exposition(metrics) }
+        let metricsHost = config.metricsHost
+        services.append(Application(
+            router: scrapeRouter,
+            configuration: .init(address: .hostname(metricsHost, port: metricsPort), serverName: "PushMedia/\(PushMediaVersion.string)"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? metricsPort
+                logger.info("metrics listening", metadata: ["address": "\(metricsHost):\(port)"])
+                await onMetricsRunning(port)
+            },
+            logger: logger))
+    }
     return Application(
         router: router,
         configuration: .init(address: .hostname(host, port: config.port), serverName: "PushMedia/\(PushMediaVersion.string)"),
-        services: retention.map { [$0] } ?? [],
+        services: services,
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? config.port
             if !baseURLGiven {

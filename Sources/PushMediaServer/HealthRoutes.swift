@@ -9,15 +9,12 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
     let metrics: ServerMetrics
     let executor: BlockingExecutor
 
-    /// `metrics` is the `/metrics` group (behind the auth middleware).
-    func add(to router: Router<Context>, metrics scrape: RouterGroup<Context>) {
+    /// `scrape` is the `/metrics` group (behind the auth middleware); nil when `/metrics` has a
+    /// listener of its own (`--metrics-port`).
+    func add(to router: Router<Context>, metrics scrape: RouterGroup<Context>?) {
         router.get("healthz") { _, _ in Response.json(.object(JSONObject([("status", .string("ok"))]))) }
         router.get("readyz", use: ready)
-        scrape.get { _, _ in
-            let text = metrics.render()
-            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .contentLength: String(text.count)],
-                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
-        }
+        scrape?.get { [metrics] _, _ in Self.exposition(metrics) }
         router.get("openapi.yaml") { _, _ in
             guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"), let data = try? Data(contentsOf: url) else {
                 throw APIError(.internalServerError, code: "missing_document", message: "openapi.yaml is not bundled")
@@ -25,6 +22,13 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
             return Response(status: .ok, headers: [.contentType: "application/yaml; charset=utf-8", .contentLength: String(data.count)],
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
         }
+    }
+
+    /// The Prometheus text exposition of `metrics`.
+    static func exposition(_ metrics: ServerMetrics) -> Response {
+        let text = metrics.render()
+        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .contentLength: String(text.count)],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
     }
 
     /// Ready when the store works (a local store takes a write; an object store answers with its

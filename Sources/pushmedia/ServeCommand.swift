@@ -21,6 +21,10 @@ struct ServeCommand: AsyncParsableCommand {
     var host: String?
     @Option(help: "Port to listen on, 0 for any free one (env PUSHMEDIA_PORT; default 8080).")
     var port: String?
+    @Option(name: .customLong("metrics-port"), help: "Serve /metrics on this port instead, without auth; 0 for any free one (env PUSHMEDIA_METRICS_PORT; default: beside /v1, with its auth).")
+    var metricsPort: String?
+    @Option(name: .customLong("metrics-host"), help: "Address of the --metrics-port listener; keep it internal (env PUSHMEDIA_METRICS_HOST; default 127.0.0.1).")
+    var metricsHost: String?
     @Option(name: .customLong("token"), help: "Bearer token accepted on /v1/*; repeatable (env PUSHMEDIA_TOKENS, comma-separated).")
     var tokens: [String] = []
     @Option(name: .customLong("hmac-secret"), help: "Accept requests signed with this secret (env PUSHMEDIA_HMAC_SECRET).")
@@ -54,7 +58,7 @@ struct ServeCommand: AsyncParsableCommand {
         var config = try options.config(environment: environment)
         config.maxJobs = config.maxJobs ?? ProcessInfo.processInfo.activeProcessorCount * 2
         if environment["PUSHMEDIA_BACKGROUND_LIMIT"] == nil { config.backgroundLimit = .seconds(60) }
-        let flags: [(String, String?)] = [("host", host), ("port", port), ("hmac-secret", hmacSecret), ("log-format", logFormat),
+        let flags: [(String, String?)] = [("host", host), ("port", port), ("metrics-host", metricsHost), ("metrics-port", metricsPort), ("hmac-secret", hmacSecret), ("log-format", logFormat),
                                           ("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit),
                                           ("gc-every", gcEvery), ("older-than", olderThan), ("max-bytes", maxBytes),
                                           ("media-memory", mediaMemory), ("min-free-space", minFreeSpace)]
@@ -71,7 +75,10 @@ struct ServeCommand: AsyncParsableCommand {
         let app: any Service
         do {
             let host = config.host
-            app = try await buildApplication(config: config, baseURLGiven: baseURLGiven, logger: logger) { port in
+            let metricsHost = config.metricsHost
+            app = try await buildApplication(config: config, baseURLGiven: baseURLGiven, logger: logger, onMetricsRunning: { port in
+                FileHandle.standardOutput.write(Data("PushMedia metrics on http://\(metricsHost):\(port)/metrics\n".utf8))
+            }) { port in
                 FileHandle.standardOutput.write(Data("PushMedia listening on http://\(host):\(port)\n".utf8))
             } as any Service
         } catch let error as ServerError {

@@ -64,6 +64,31 @@ struct ServeEndToEndTests {
         #expect(server.stop() == 0)
     }
 
+    /// `--metrics-port`: /metrics on a listener of its own, without auth; the hook's port no
+    /// longer serves it.
+    @Test func metricsOnTheirOwnListener() async throws {
+        let store = TemporaryDirectory()
+        let server = try Server(arguments: ["--store", store.path, "--token", "campaign-token", "--metrics-port", "0"])
+        let line = try #require(server.line(containing: "PushMedia metrics on"), "\(server.output)")
+        let address = try #require(line.split(separator: " ").last.map(String.init))
+        #expect(address.hasPrefix("http://127.0.0.1:") && address.hasSuffix("/metrics"))
+        // A request to the hook shows up on the metrics listener.
+        let (processed, _) = try await Self.request(server.url("/v1/process"), method: "POST", body: #"{"aps":{"alert":"Hi"}}"#,
+                                                    headers: ["Authorization": "Bearer campaign-token"])
+        #expect(processed.statusCode == 200)
+        let (response, text) = try await Self.request(try #require(URL(string: address)))
+        #expect(response.statusCode == 200)
+        #expect(String(decoding: text, as: UTF8.self).contains("pushmedia_outcomes_total{status=\"skipped\",reason=\"no_media\"} 1"),
+                "\(String(decoding: text, as: UTF8.self))")
+        let (elsewhere, _) = try await Self.request(URL(string: address.replacingOccurrences(of: "/metrics", with: "/v1/process"))!, method: "POST", body: "{}")
+        #expect(elsewhere.statusCode == 404, "the metrics listener serves /metrics only")
+        let (moved, _) = try await Self.request(server.url("/metrics"), headers: ["Authorization": "Bearer campaign-token"])
+        #expect(moved.statusCode == 404)
+        let (health, _) = try await Self.request(server.url("/healthz"))
+        #expect(health.statusCode == 200)
+        #expect(server.stop() == 0)
+    }
+
     @Test func finishesARequestInFlightOnSIGTERM() async throws {
         let origin = try TestOrigin()
         origin.route("/slow", .delayed(.milliseconds(1200), body: try sampleMedia("banner.webp"), contentType: "image/webp"))

@@ -4,12 +4,15 @@ import Glibc
 #endif
 
 /// `pushmedia serve` as a real process on an ephemeral loopback port (`--port 0`; the port is
-/// read from its first line of output). The environment's `PUSHMEDIA_*` and `AWS_*` settings are
+/// read from its "listening on" line). The environment's `PUSHMEDIA_*` and `AWS_*` settings are
 /// not passed on.
 public final class ServeProcess: @unchecked Sendable {
     public let process = Process()
     public let port: Int
     public let stderr = Pipe()
+    private let reader: FileHandle
+    /// Standard output read so far.
+    public private(set) var output = ""
 
     public init(arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
@@ -20,22 +23,36 @@ public final class ServeProcess: @unchecked Sendable {
         process.standardOutput = stdout
         process.standardError = stderr
         try process.run()
-        // "PushMedia listening on http://127.0.0.1:<port>"
+        // "PushMedia listening on http://127.0.0.1:<port>" (other lines may come first).
+        reader = stdout.fileHandleForReading
         var text = ""
-        let reader = stdout.fileHandleForReading
-        let give_up = Date().addingTimeInterval(20)
-        while !text.contains("\n"), Date() < give_up {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
-        guard let port = text.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+        guard let line = Self.line(containing: "PushMedia listening on", from: reader, into: &text, timeout: 20),
+              let port = line.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
             process.terminate()
             process.waitUntilExit()
             let errors = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "server did not start: \(text) \(errors)"])
         }
         self.port = port
+        output = text
+    }
+
+    /// The first line of standard output that contains `text` (read further when needed).
+    public func line(containing text: String, timeout: TimeInterval = 20) -> String? {
+        Self.line(containing: text, from: reader, into: &output, timeout: timeout)
+    }
+
+    private static func line(containing text: String, from reader: FileHandle, into output: inout String, timeout: TimeInterval) -> String? {
+        let giveUp = Date().addingTimeInterval(timeout)
+        while true {
+            if let line = output.split(separator: "\n").first(where: { $0.contains(text) }), output.contains(line + "\n") {
+                return String(line)
+            }
+            guard Date() < giveUp else { return nil }
+            let chunk = reader.availableData
+            if chunk.isEmpty { return nil }
+            output += String(decoding: chunk, as: UTF8.self)
+        }
     }
 
     public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }

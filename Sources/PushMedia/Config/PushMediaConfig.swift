@@ -160,6 +160,13 @@ public struct PushMediaConfig: Sendable, Equatable {
     public var host = "127.0.0.1"
     /// `--port`, `PUSHMEDIA_PORT`: port of the HTTP hook (0 picks a free one).
     public var port = 8080
+    /// `--metrics-port`, `PUSHMEDIA_METRICS_PORT`: serve `/metrics` on its own listener, without
+    /// auth, instead of beside `/v1` (0 picks a free one); nil (the default): beside `/v1`, with
+    /// the same credentials.
+    public var metricsPort: Int?
+    /// `--metrics-host`, `PUSHMEDIA_METRICS_HOST`: address of that listener: 127.0.0.1. Give it an
+    /// internal address only: it takes no credentials.
+    public var metricsHost = "127.0.0.1"
     /// `--token` (repeatable), `PUSHMEDIA_TOKENS` (comma-separated): bearer tokens accepted on `/v1/*`.
     public var tokens: [String] = []
     /// `--hmac-secret`, `PUSHMEDIA_HMAC_SECRET`: accept requests signed with
@@ -197,7 +204,7 @@ public struct PushMediaConfig: Sendable, Equatable {
         "connect-timeout": "PUSHMEDIA_CONNECT_TIMEOUT", "low-speed-time": "PUSHMEDIA_LOW_SPEED_TIME",
         "max-redirects": "PUSHMEDIA_MAX_REDIRECTS", "background-limit": "PUSHMEDIA_BACKGROUND_LIMIT",
         "max-jobs": "PUSHMEDIA_MAX_JOBS", "max-queue": "PUSHMEDIA_MAX_QUEUE",
-        "host": "PUSHMEDIA_HOST", "port": "PUSHMEDIA_PORT", "token": "PUSHMEDIA_TOKENS", "hmac-secret": "PUSHMEDIA_HMAC_SECRET",
+        "host": "PUSHMEDIA_HOST", "port": "PUSHMEDIA_PORT", "metrics-host": "PUSHMEDIA_METRICS_HOST", "metrics-port": "PUSHMEDIA_METRICS_PORT", "token": "PUSHMEDIA_TOKENS", "hmac-secret": "PUSHMEDIA_HMAC_SECRET",
         "insecure-no-auth": "PUSHMEDIA_INSECURE_NO_AUTH", "log-format": "PUSHMEDIA_LOG_FORMAT", "preview": "PUSHMEDIA_PREVIEW",
         "decode-memory": "PUSHMEDIA_DECODE_MEMORY", "profile": "PUSHMEDIA_PROFILE", "vendor": "PUSHMEDIA_VENDOR", "crop": "PUSHMEDIA_CROP",
         "thumb-aspect": "PUSHMEDIA_THUMB_ASPECT", "thumb-hidden": "PUSHMEDIA_THUMB_HIDDEN",
@@ -301,6 +308,10 @@ public struct PushMediaConfig: Sendable, Equatable {
             guard !text.isEmpty else { throw ConfigError.invalidValue(name: name, value: text, expected: "an address such as 127.0.0.1 or 0.0.0.0") }
             host = text
         case "port": port = Int(try int(0...65535))
+        case "metrics-port": metricsPort = Int(try int(0...65535))
+        case "metrics-host":
+            guard !text.isEmpty else { throw ConfigError.invalidValue(name: name, value: text, expected: "an address such as 127.0.0.1 or 10.0.0.5") }
+            metricsHost = text
         case "token":
             tokens += text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         case "hmac-secret":
