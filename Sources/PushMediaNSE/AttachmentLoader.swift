@@ -121,6 +121,12 @@ public final class AttachmentLoader: @unchecked Sendable {
         lock.lock()
         guard !started else { return lock.unlock() }
         started = true
+        if resolved {
+            // expire() came first: the time is up before anything started.
+            lock.unlock()
+            deliver(.textOnly(.expired))
+            return
+        }
         self.deliver = deliver
         deadline = now.addingTimeInterval(max(0, configuration.timeLimit - configuration.reserve))
         lock.unlock()

@@ -188,6 +188,17 @@ struct AttachmentLoaderTests {
         #expect(strayFiles(directory, except: second.value!).isEmpty)
     }
 
+    @Test func expireBeforeStartStillReportsOnce() async throws {
+        let directory = TemporaryDirectory()
+        let loader = AttachmentLoader(userInfo: try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON())),
+                                      configuration: configuration(directory))
+        loader.expire()
+        let box = Box()
+        loader.start { box.set($0) }
+        #expect(box.value == .textOnly(.expired) && box.count == 1)
+        #expect(origin.hits("/photo.jpg") == 0, "nothing is downloaded")
+    }
+
     @Test func nothingToDownloadIsReportedAtOnce() async throws {
         let directory = TemporaryDirectory()
         let cases: [(String, AttachmentLoader.Outcome)] = [
