@@ -52,8 +52,7 @@ RES="$OUT/results"
 RUN="$OUT/run"
 LISTS="$OUT/lists"
 
-log() { printf '\n== %s  [%s, load %s]\n' "$*" "$(date +%H:%M:%S)" "$(cut -d' ' -f1-3 /proc/loadavg)" >&2; }
-die() { echo "run.sh: $*" >&2; exit 1; }
+source "$BENCH/lib.sh"  # log, die, free_port, wait_http, busy, start_nginx
 
 # Processes this script started; stopped on exit, by pid.
 PIDS=()
@@ -95,7 +94,6 @@ if ((${#need_apt[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 if [[ ! -x $PY ]]; then
   python3 -m venv "$VENV"
 fi
@@ -126,50 +124,13 @@ VIPS_CONCURRENCY=1 "$PY" "$BENCH/gen_corpus.py" "$CORPUS" --count "$ITEMS" --job
 echo $(( $(date +%s) - t0 )) > "$RES/corpus-seconds.txt"
 
 # ---------------------------------------------------------------------------------------------
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { # URL [tries]
-  local i
-  for ((i = 0; i < ${2:-200}; i++)); do
-    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  die "no answer from $1"
-}
 ORIGIN_PORT=$(free_port)
 THUMBOR_PORT=$(free_port)
 HOOK_PORT=$(free_port)
 ORIGIN="http://127.0.0.1:$ORIGIN_PORT"
 
 log "4. origin: nginx on 127.0.0.1:$ORIGIN_PORT"
-NG="$OUT/nginx"
-rm -rf "$NG"; mkdir -p "$NG/tmp"
-cat > "$NG/nginx.conf" <<EOF
-user root;
-worker_processes 1;
-daemon off;
-pid $NG/nginx.pid;
-error_log $NG/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  keepalive_requests 100000;
-  client_body_temp_path $NG/tmp/body;
-  proxy_temp_path $NG/tmp/proxy;
-  fastcgi_temp_path $NG/tmp/fastcgi;
-  uwsgi_temp_path $NG/tmp/uwsgi;
-  scgi_temp_path $NG/tmp/scgi;
-  types { }
-  default_type application/octet-stream;
-  server {
-    listen 127.0.0.1:$ORIGIN_PORT;
-    root $CORPUS;
-  }
-}
-EOF
-"$NGINX" -c "$NG/nginx.conf" -p "$NG" 2>>"$NG/error.log" &
-ORIGIN_PID=$!
+ORIGIN_PID=$(start_nginx "$OUT/nginx" "$CORPUS" "$ORIGIN_PORT")
 PIDS+=("$ORIGIN_PID")
 wait_http "$ORIGIN/manifest.json"
 
@@ -292,7 +253,6 @@ PIDS+=("$HOOK_PID")
 wait_http "$HOOK/healthz"
 python3 "$BENCH/measure.py" rss "$HOOK_PID" > "$RES/serve_rss_idle.json"
 
-busy() { awk '/^cpu /{print ($2+$3+$4+$7+$8)/100}' /proc/stat; }  # all CPUs, seconds (USER_HZ 100)
 wait_idle() { # until no job is running or queued
   local i
   for ((i = 0; i < 1200; i++)); do

@@ -27,8 +27,7 @@ BIN="$ROOT/.build-bench/release/pushmedia"
 VENV="$BENCH/.venv"
 PY="$VENV/bin/python"
 
-log() { printf '\n== %s  [%s, load %s]\n' "$*" "$(date +%H:%M:%S)" "$(cut -d' ' -f1-3 /proc/loadavg)" >&2; }
-die() { echo "s3.sh: $*" >&2; exit 1; }
+source "$BENCH/lib.sh"  # log, die, free_port, wait_http, busy, start_nginx
 PIDS=()
 cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT
@@ -43,7 +42,6 @@ if ((${#need_apt[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [[ -x $PY ]] || python3 -m venv "$VENV"
 "$PY" -c "import pyvips, PIL, pillow_heif" 2>/dev/null || "$VENV/bin/pip" install -q pyvips Pillow pillow-heif
 "$ROOT/scripts/object-store.sh" start
@@ -60,26 +58,8 @@ git -C "$ROOT" rev-parse --short HEAD > "$RES/commit.txt" 2>/dev/null || true
 log "corpus ($ITEMS items) and origin"
 CORPUS="$BENCH/out/corpus"
 VIPS_CONCURRENCY=1 "$PY" "$BENCH/gen_corpus.py" "$CORPUS" --count "$ITEMS" --jobs 2
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 200); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; die "no answer from $1"; }
 ORIGIN_PORT=$(free_port)
-NG="$OUT/nginx"; rm -rf "$NG"; mkdir -p "$NG/tmp"
-cat > "$NG/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $NG/nginx.pid;
-error_log $NG/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off; sendfile on; keepalive_requests 100000;
-  client_body_temp_path $NG/tmp/body; proxy_temp_path $NG/tmp/proxy; fastcgi_temp_path $NG/tmp/fastcgi;
-  uwsgi_temp_path $NG/tmp/uwsgi; scgi_temp_path $NG/tmp/scgi;
-  types { } default_type application/octet-stream;
-  server { listen 127.0.0.1:$ORIGIN_PORT; root $CORPUS; }
-}
-EOF
-"$NGINX" -c "$NG/nginx.conf" -p "$NG" 2>>"$NG/error.log" &
-PIDS+=($!)
+PIDS+=("$(start_nginx "$OUT/nginx" "$CORPUS" "$ORIGIN_PORT")")
 ORIGIN="http://127.0.0.1:$ORIGIN_PORT"
 wait_http "$ORIGIN/manifest.json"
 "$PY" - "$CORPUS" "$ORIGIN" "$OUT" "$ITEMS" "$HIT_SET" <<'EOF'
