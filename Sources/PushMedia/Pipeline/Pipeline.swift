@@ -634,7 +634,7 @@ public final class Pipeline: Sendable {
             if case let .reject(reason, message) = decision { throw Failure(reason: reason, message: message) }
             let passthrough = decision == .passthrough
             let wantsThumbnail = transcoder.thumbnailEdge > 0
-            /// What was overlooked to deliver the image, for the outcome's message.
+            /// What was overlooked to deliver the image, for the outcome's warnings.
             var notes: [String] = []
             if header.unusableProfile {
                 notes.append("its embedded ICC colour profile is unusable (corrupt, or for another colour space): ignored, the colours are taken as sRGB as browsers do")
