@@ -27,6 +27,12 @@ public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
     case localWrite(String)
     case transfer(code: Int, message: String)
 
+    /// The bytes could not be written locally (`localWrite`).
+    public var isLocalWrite: Bool {
+        if case .localWrite = self { return true }
+        return false
+    }
+
     /// Machine-readable reason for reports and the payload descriptor.
     public var reason: String {
         switch self {

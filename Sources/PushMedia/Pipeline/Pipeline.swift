@@ -463,8 +463,7 @@ public final class Pipeline: Sendable {
                 do { response = try await fetcher.fetch(url, to: temporary, limits: FetchLimits(config: config), deadline: deadline,
                                                         revalidating: conditions) } catch {
                     if error == .deadlineExceeded { return result(.budgetExceeded) }
-                    if case .localWrite = error { return result(.storeUnavailable(Self.withoutWorkPaths(error.description, temporary))) }
-                    throw Failure(reason: error.reason, message: error.description)
+                    throw error
                 }
                 timings.fetch = clock.millisecondsElapsed
                 if response.notModified, let previous {
@@ -474,12 +473,7 @@ public final class Pipeline: Sendable {
                 validators = response.validators
             case let .local(path, _):
                 let maxBytes = config.maxSourceBytes
-                do { bytes = try await io.run { try LocalSource.copy(path, to: temporary, maxBytes: maxBytes) } } catch {
-                    if let fetch = error as? FetchError, case .localWrite = fetch {
-                        return result(.storeUnavailable(Self.withoutWorkPaths(fetch.description, temporary)))
-                    }
-                    throw error
-                }
+                bytes = try await io.run { try LocalSource.copy(path, to: temporary, maxBytes: maxBytes) }
             }
             timings.fetch = clock.millisecondsElapsed
             if ContinuousClock.now >= deadline { return result(.budgetExceeded) }
@@ -724,6 +718,9 @@ public final class Pipeline: Sendable {
                                                   icon: extras.icon, clip: extras.clip, frame: extras.frame))),
                                        key: key, deadline: deadline, result: result)
         } catch let error as StoreError {
+            return result(.storeUnavailable(Self.withoutWorkPaths(error.description, temporary)))
+        } catch let error as FetchError where error.isLocalWrite {
+            // The download could not be written to local disk: the store's fault, not the media's.
             return result(.storeUnavailable(Self.withoutWorkPaths(error.description, temporary)))
         } catch let error as ReasonedError {
             return result(.failed(reason: error.reason, message: Self.withoutWorkPaths(error.description, temporary)))
