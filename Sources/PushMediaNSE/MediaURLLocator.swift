@@ -38,13 +38,7 @@ public enum MediaURLLocator {
     static func references(in userInfo: [AnyHashable: Any]) -> [(path: String, value: String)] {
         var found: [(path: String, value: String)] = []
         func add(_ path: String, _ value: Any?) { if let text = value as? String { found.append((path, text)) } }
-        func object(_ value: Any?) -> [String: Any]? {
-            if let object = value as? [String: Any] { return object }
-            guard let dictionary = value as? [AnyHashable: Any] else { return nil }
-            var result: [String: Any] = [:]
-            for (key, value) in dictionary { if let key = key.base as? String { result[key] = value } }
-            return result
-        }
+        let object = UserInfoValue.object
         let root = object(userInfo) ?? [:]
         // Firebase
         add("fcm_options.image", object(root["fcm_options"])?["image"])

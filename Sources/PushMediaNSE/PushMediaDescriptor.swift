@@ -62,7 +62,7 @@ public struct PushMediaDescriptor: Sendable, Equatable {
     /// when it is malformed.
     public static func read(from userInfo: [AnyHashable: Any]) throws(NSEError) -> PushMediaDescriptor? {
         guard let value = userInfo[key] else { return nil }
-        guard let object = value as? [String: Any] ?? (value as? [AnyHashable: Any]).map(Self.stringKeys) else {
+        guard let object = UserInfoValue.object(value) else {
             throw .invalidDescriptor(field: key, problem: "is not an object")
         }
         return try PushMediaDescriptor(object)
@@ -70,7 +70,7 @@ public struct PushMediaDescriptor: Sendable, Equatable {
 
     /// Reads a descriptor object (`[String: Any]` as JSONSerialization or `userInfo` give it).
     public init(_ object: [String: Any]) throws(NSEError) {
-        guard let version = JSONNumber.int(object["v"]), version >= 1 else {
+        guard let version = UserInfoValue.int(object["v"]), version >= 1 else {
             throw .invalidDescriptor(field: "v", problem: "must be a version number ≥ 1")
         }
         self.version = version
@@ -81,7 +81,7 @@ public struct PushMediaDescriptor: Sendable, Equatable {
             self.type = type
         }
         if let raw = object["bytes"] {
-            guard let bytes = JSONNumber.int64(raw), bytes > 0 else {
+            guard let bytes = UserInfoValue.int64(raw), bytes > 0 else {
                 throw .invalidDescriptor(field: "bytes", problem: "must be a positive whole number")
             }
             let cap = type?.maxBytes ?? AttachmentType.maxBytes(for: .video)
@@ -100,17 +100,17 @@ public struct PushMediaDescriptor: Sendable, Equatable {
             clip = try Self.clip(raw)
         }
         if let raw = object["hidden"] {
-            guard let hidden = JSONNumber.bool(raw) else { throw .invalidDescriptor(field: "hidden", problem: "must be true or false") }
+            guard let hidden = UserInfoValue.bool(raw) else { throw .invalidDescriptor(field: "hidden", problem: "must be true or false") }
             self.hidden = hidden
         }
         if let raw = object["frame"] {
-            guard let frame = JSONNumber.int(raw), frame >= 0 else {
+            guard let frame = UserInfoValue.int(raw), frame >= 0 else {
                 throw .invalidDescriptor(field: "frame", problem: "must be a frame number ≥ 0")
             }
             self.frame = frame
         }
         if let raw = object["time"] {
-            guard let time = JSONNumber.double(raw), time >= 0, time.isFinite else {
+            guard let time = UserInfoValue.double(raw), time >= 0, time.isFinite else {
                 throw .invalidDescriptor(field: "time", problem: "must be a number of seconds ≥ 0")
             }
             self.time = time
@@ -120,7 +120,7 @@ public struct PushMediaDescriptor: Sendable, Equatable {
             guard let entries = raw as? [Any] else { throw .invalidDescriptor(field: "items", problem: "is not an array") }
             for (index, entry) in entries.enumerated() {
                 let field = "items[\(index)]"
-                guard let entry = entry as? [String: Any] ?? (entry as? [AnyHashable: Any]).map(Self.stringKeys),
+                guard let entry = UserInfoValue.object(entry),
                       let path = entry["path"] as? String else {
                     throw .invalidDescriptor(field: field, problem: "needs a path")
                 }
@@ -143,12 +143,6 @@ public struct PushMediaDescriptor: Sendable, Equatable {
         AttachmentOptions(typeHint: AttachmentType.jpeg.uti, clip: clip, thumbnailHidden: hidden, thumbnailTime: nil)
     }
 
-    private static func stringKeys(_ dictionary: [AnyHashable: Any]) -> [String: Any] {
-        var result: [String: Any] = [:]
-        for (key, value) in dictionary { if let key = key.base as? String { result[key] = value } }
-        return result
-    }
-
     private static func string(_ value: Any?, field: String) throws(NSEError) -> String? {
         guard let value else { return nil }
         guard let text = value as? String else { throw .invalidDescriptor(field: field, problem: "is not a string") }
@@ -165,16 +159,16 @@ public struct PushMediaDescriptor: Sendable, Equatable {
 
     private static func count(_ value: Any?, field: String) throws(NSEError) -> Int? {
         guard let value else { return nil }
-        guard let number = JSONNumber.int(value), number > 0 else {
+        guard let number = UserInfoValue.int(value), number > 0 else {
             throw .invalidDescriptor(field: field, problem: "must be a positive whole number")
         }
         return number
     }
 
     private static func clip(_ value: Any) throws(NSEError) -> ClipRect {
-        guard let object = value as? [String: Any] ?? (value as? [AnyHashable: Any]).map(Self.stringKeys),
-              let x = JSONNumber.double(object["X"]), let y = JSONNumber.double(object["Y"]),
-              let width = JSONNumber.double(object["Width"]), let height = JSONNumber.double(object["Height"]) else {
+        guard let object = UserInfoValue.object(value),
+              let x = UserInfoValue.double(object["X"]), let y = UserInfoValue.double(object["Y"]),
+              let width = UserInfoValue.double(object["Width"]), let height = UserInfoValue.double(object["Height"]) else {
             throw .invalidDescriptor(field: "clip", problem: "needs numbers X, Y, Width and Height")
         }
         let epsilon = 1e-9
@@ -185,9 +179,19 @@ public struct PushMediaDescriptor: Sendable, Equatable {
     }
 }
 
-/// JSON numbers as `userInfo` and JSONSerialization hand them over: Int, Double or NSNumber
-/// (where a Boolean is an NSNumber too, and must not pass as a number).
-enum JSONNumber {
+/// Values as `userInfo` and JSONSerialization hand them over: objects as `[String: Any]` or
+/// `[AnyHashable: Any]`; numbers as Int, Double or NSNumber (where a Boolean is an NSNumber
+/// too, and must not pass as a number).
+enum UserInfoValue {
+    /// An object, with its string keys.
+    static func object(_ value: Any?) -> [String: Any]? {
+        if let object = value as? [String: Any] { return object }
+        guard let dictionary = value as? [AnyHashable: Any] else { return nil }
+        var result: [String: Any] = [:]
+        for (key, value) in dictionary { if let key = key.base as? String { result[key] = value } }
+        return result
+    }
+
     static func isBoolean(_ value: Any) -> Bool {
         if type(of: value) == Bool.self { return true }
         guard let number = value as? NSNumber else { return false }
