@@ -160,12 +160,12 @@ struct AttachmentLoaderTests {
         // Without a thumbnail: the text.
         let plain = AttachmentLoader(userInfo: try userInfo(payload(media: origin.url("/slow.jpg"), descriptor: descriptorJSON())),
                                      configuration: configuration(directory, timeLimit: 30))
-        let first = Box()
-        plain.start { first.set($0) }
+        let first = Recorder<AttachmentLoader.Outcome>()
+        plain.start { first.add($0) }
         try await Task.sleep(for: .milliseconds(300))
-        #expect(first.value == nil)
+        #expect(first.first == nil)
         plain.expire()
-        #expect(first.value == .textOnly(.expired), "the outcome is delivered before expire() returns")
+        #expect(first.first == .textOnly(.expired), "the outcome is delivered before expire() returns")
         plain.expire()
         #expect(first.count == 1)
 
@@ -176,16 +176,16 @@ struct AttachmentLoaderTests {
         settings.firstByteAllowance = 0.2
         let hedged = AttachmentLoader(userInfo: try userInfo(payload(media: origin.url("/slow.jpg"), descriptor: descriptorJSON(bytes: 400_000, thumb: origin.url("/thumb.jpg")))),
                                       configuration: settings)
-        let second = Box()
-        hedged.start { second.set($0) }
+        let second = Recorder<AttachmentLoader.Outcome>()
+        hedged.start { second.add($0) }
         let giveUp = Date().addingTimeInterval(5)
         while origin.hits("/thumb.jpg") == 0, Date() < giveUp { try await Task.sleep(for: .milliseconds(20)) }
         try await Task.sleep(for: .milliseconds(200))
         hedged.expire()
-        guard case let .thumbnail(_, because)? = second.value else { Issue.record("expected the thumbnail, got \(String(describing: second.value))"); return }
+        guard case let .thumbnail(_, because)? = second.first else { Issue.record("expected the thumbnail, got \(String(describing: second.first))"); return }
         #expect(because == .expired)
         #expect(second.count == 1)
-        #expect(strayFiles(directory, except: second.value!).isEmpty)
+        #expect(strayFiles(directory, except: second.first!).isEmpty)
     }
 
     @Test func expireBeforeStartStillReportsOnce() async throws {
@@ -193,9 +193,9 @@ struct AttachmentLoaderTests {
         let loader = AttachmentLoader(userInfo: try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON())),
                                       configuration: configuration(directory))
         loader.expire()
-        let box = Box()
-        loader.start { box.set($0) }
-        #expect(box.value == .textOnly(.expired) && box.count == 1)
+        let box = Recorder<AttachmentLoader.Outcome>()
+        loader.start { box.add($0) }
+        #expect(box.first == .textOnly(.expired) && box.count == 1)
         #expect(origin.hits("/photo.jpg") == 0, "nothing is downloaded")
     }
 
@@ -214,9 +214,9 @@ struct AttachmentLoaderTests {
         let before = origin.hits("/photo.jpg")
         for (json, expected) in cases {
             let loader = AttachmentLoader(userInfo: try userInfo(json), configuration: configuration(directory))
-            let box = Box()
-            loader.start { box.set($0) }
-            #expect(box.value == expected, "synchronously: \(json)")
+            let box = Recorder<AttachmentLoader.Outcome>()
+            loader.start { box.add($0) }
+            #expect(box.first == expected, "synchronously: \(json)")
         }
         #expect(origin.hits("/photo.jpg") == before)
     }
@@ -229,8 +229,8 @@ struct AttachmentLoaderTests {
         var delivered: [AttachmentLoader.Outcome] = []
         for round in 0..<40 {
             let loader = AttachmentLoader(userInfo: info, configuration: configuration(directory))
-            let box = Box()
-            loader.start { box.set($0) }
+            let box = Recorder<AttachmentLoader.Outcome>()
+            loader.start { box.add($0) }
             let delay = UInt32(round % 8) * 400
             DispatchQueue.concurrentPerform(iterations: 4) { _ in
                 usleep(delay)
@@ -241,7 +241,7 @@ struct AttachmentLoaderTests {
             while box.count == 0, Date() < giveUp { usleep(1000) }
             usleep(20_000)
             #expect(box.count == 1)
-            delivered.append(try #require(box.value))
+            delivered.append(try #require(box.first))
         }
         try await Task.sleep(for: .milliseconds(500))
         let kept = Set(delivered.compactMap { $0.attachment?.file.fileURL.lastPathComponent })
@@ -250,29 +250,5 @@ struct AttachmentLoaderTests {
         for outcome in delivered {
             if let attachment = outcome.attachment { #expect(FileManager.default.fileExists(atPath: attachment.file.fileURL.path)) }
         }
-    }
-}
-
-/// Collects a loader's reports (the count must stay 1).
-final class Box: @unchecked Sendable {
-    private let lock = NSLock()
-    private var outcomes: [AttachmentLoader.Outcome] = []
-
-    func set(_ outcome: AttachmentLoader.Outcome) {
-        lock.lock()
-        outcomes.append(outcome)
-        lock.unlock()
-    }
-
-    var value: AttachmentLoader.Outcome? {
-        lock.lock()
-        defer { lock.unlock() }
-        return outcomes.first
-    }
-
-    var count: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return outcomes.count
     }
 }

@@ -8,9 +8,9 @@ struct DeliverOnceTests {
     /// with one of the values offered.
     @Test func oneCallUnderConcurrency() {
         for _ in 0..<1000 {
-            let calls = Counter()
+            let calls = Recorder<Int>()
             let once = DeliverOnce<Int> { calls.add($0) }
-            let accepted = Counter()
+            let accepted = Recorder<Int>()
             DispatchQueue.concurrentPerform(iterations: 8) { index in
                 if once(index) { accepted.add(index) }
             }
@@ -21,7 +21,7 @@ struct DeliverOnceTests {
     }
 
     @Test func discardedGuardCallsNothing() {
-        let calls = Counter()
+        let calls = Recorder<Int>()
         let once = DeliverOnce<Int> { calls.add($0) }
         once.discard()
         #expect(once(1) == false)
@@ -31,7 +31,7 @@ struct DeliverOnceTests {
     @Test func theHandlerMayCallBackIn() {
         // A handler that delivers again (as a content handler reached twice would) does not
         // deadlock and is not called twice.
-        let calls = Counter()
+        let calls = Recorder<Int>()
         var once: DeliverOnce<Int>!
         once = DeliverOnce<Int> { value in
             calls.add(value)
@@ -39,22 +39,5 @@ struct DeliverOnceTests {
         }
         #expect(once(1))
         #expect(calls.values == [1])
-    }
-}
-
-final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: [Int] = []
-
-    func add(_ value: Int) {
-        lock.lock()
-        stored.append(value)
-        lock.unlock()
-    }
-
-    var values: [Int] {
-        lock.lock()
-        defer { lock.unlock() }
-        return stored
     }
 }

@@ -55,3 +55,25 @@ func payload(media url: String, descriptor: String? = nil) -> String {
     #"{"aps":{"alert":{"title":"Deals","body":"Up to 40% off"},"mutable-content":1},"media_url":"\#(url)""#
         + (descriptor.map { #","pushmedia":\#($0)"# } ?? "") + "}"
 }
+
+/// Collects what handlers are given, from any thread (a loader's reports: their count must
+/// stay 1).
+final class Recorder<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [Value] = []
+
+    func add(_ value: Value) {
+        lock.lock()
+        stored.append(value)
+        lock.unlock()
+    }
+
+    var values: [Value] {
+        lock.lock()
+        defer { lock.unlock() }
+        return stored
+    }
+
+    var first: Value? { values.first }
+    var count: Int { values.count }
+}

@@ -24,13 +24,9 @@ struct ServeToPhoneTests {
     }
 
     static func process(_ server: ServeProcess, _ json: String) async throws -> JSONObject {
-        var request = URLRequest(url: server.url("/v1/process"))
-        request.httpMethod = "POST"
-        request.httpBody = Data(json.utf8)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.timeoutInterval = 30
-        let (data, response) = try await URLSession.shared.data(for: request)
-        #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: data, as: UTF8.self))")
+        let (response, data) = try await ServeProcess.request(server.url("/v1/process"), method: "POST", body: json,
+                                                              headers: ["Content-Type": "application/json"])
+        #expect(response.statusCode == 200, "\(String(decoding: data, as: UTF8.self))")
         return try #require(try JSONValue.parse(data).objectValue?["payload"]?.objectValue)
     }
 

@@ -20,7 +20,7 @@ struct FleetTests {
     }
 
     static func process(_ server: Server, _ payload: String, budgetMs: Int = 10_000) async throws -> (outcome: JSONObject, payload: JSONObject) {
-        let (response, data) = try await ServeEndToEndTests.request(server.url("/v1/process?budget_ms=\(budgetMs)"), method: "POST", body: payload,
+        let (response, data) = try await ServeProcess.request(server.url("/v1/process?budget_ms=\(budgetMs)"), method: "POST", body: payload,
                                                                     headers: ["Content-Type": "application/json"])
         #expect(response.statusCode == 200)
         let body = try #require(try JSONValue.parse(data).objectValue)
@@ -75,7 +75,7 @@ struct FleetTests {
         #expect(second.payload["aps"] == (try JSONValue.parse(Array(payload.utf8)).objectValue?["aps"]))
 
         // Phones get the object from the bucket's public URL: right type, bytes and caching.
-        let (public_, bytes) = try await ServeEndToEndTests.request(URL(string: url)!)
+        let (public_, bytes) = try await ServeProcess.request(URL(string: url)!)
         #expect(public_.statusCode == 200)
         #expect(public_.value(forHTTPHeaderField: "Content-Type") == "image/jpeg")
         #expect(public_.value(forHTTPHeaderField: "Cache-Control") == "public, max-age=31536000, immutable")
@@ -83,22 +83,22 @@ struct FleetTests {
         #expect(Self.hex(bytes) + ".jpg" == name)
         #expect(Array(bytes.prefix(3)) == [0xFF, 0xD8, 0xFF])
         if let thumb = (second.payload["pushmedia"]?.objectValue?["thumb"]?.stringValue).flatMap(URL.init(string:)) {
-            let (response, _) = try await ServeEndToEndTests.request(thumb)
+            let (response, _) = try await ServeProcess.request(thumb)
             #expect(response.statusCode == 200)
         } else {
             Issue.record("no thumbnail in the descriptor")
         }
 
         // The hook's own /media streams the same object from the bucket, ranges included.
-        let (whole, streamed) = try await ServeEndToEndTests.request(b.url("/media/" + name))
+        let (whole, streamed) = try await ServeProcess.request(b.url("/media/" + name))
         #expect(whole.statusCode == 200 && streamed == bytes)
         #expect(whole.value(forHTTPHeaderField: "Content-Length") == String(bytes.count))
-        let (partial, slice) = try await ServeEndToEndTests.request(b.url("/media/" + name), headers: ["Range": "bytes=100-1099"])
+        let (partial, slice) = try await ServeProcess.request(b.url("/media/" + name), headers: ["Range": "bytes=100-1099"])
         #expect(partial.statusCode == 206 && slice == bytes[100..<1100])
         #expect(partial.value(forHTTPHeaderField: "Content-Range") == "bytes 100-1099/\(bytes.count)")
-        let (head, empty) = try await ServeEndToEndTests.request(b.url("/media/" + name), method: "HEAD")
+        let (head, empty) = try await ServeProcess.request(b.url("/media/" + name), method: "HEAD")
         #expect(head.statusCode == 200 && empty.isEmpty && head.value(forHTTPHeaderField: "Content-Length") == String(bytes.count))
-        let (missing, _) = try await ServeEndToEndTests.request(b.url("/media/" + String(repeating: "0", count: 64) + ".jpg"))
+        let (missing, _) = try await ServeProcess.request(b.url("/media/" + String(repeating: "0", count: 64) + ".jpg"))
         #expect(missing.statusCode == 404)
 
         try Self.expectWholeBucket(bucket)
@@ -142,7 +142,7 @@ struct FleetTests {
         defer { try? TestObjectStore.start() }
         let before = try await Self.process(node, Self.payload(origin.url("/a.jpg")))
         #expect(before.outcome["status"] == .string("processed"))
-        let (ready, _) = try await ServeEndToEndTests.request(node.url("/readyz"))
+        let (ready, _) = try await ServeProcess.request(node.url("/readyz"))
         #expect(ready.statusCode == 200)
 
         try TestObjectStore.stop()
@@ -157,7 +157,7 @@ struct FleetTests {
         // What this node processed before is still answered from its memory.
         let remembered = try await Self.process(node, Self.payload(origin.url("/a.jpg")), budgetMs: 3000)
         #expect(remembered.outcome["status"] == .string("processed"))
-        let (down, detail) = try await ServeEndToEndTests.request(node.url("/readyz"))
+        let (down, detail) = try await ServeProcess.request(node.url("/readyz"))
         #expect(down.statusCode == 503)
         let text = String(decoding: detail, as: UTF8.self)
         #expect(text.contains(TestObjectStore.endpoint) && text.contains("unreachable"), "\(text)")
@@ -165,7 +165,7 @@ struct FleetTests {
         try TestObjectStore.start()
         var recovered = false
         for _ in 0..<100 where !recovered {
-            recovered = try await ServeEndToEndTests.request(node.url("/readyz")).0.statusCode == 200
+            recovered = try await ServeProcess.request(node.url("/readyz")).0.statusCode == 200
             if !recovered { try await Task.sleep(for: .milliseconds(200)) }
         }
         #expect(recovered)

@@ -14,11 +14,11 @@ struct PreviewBrowserTests {
         let title = "Spring deals & more"
         let payload = #"{"aps":{"alert":{"title":"\#(title)","body":"Up to 40% off"},"mutable-content":1},"image_url":"\#(origin.url("/campaign/hero"))"}"#
 
-        let (form, formHTML) = try await ServeEndToEndTests.request(server.url("/preview"))
+        let (form, formHTML) = try await ServeProcess.request(server.url("/preview"))
         #expect(form.statusCode == 200)
         #expect(String(decoding: formHTML, as: UTF8.self).contains("<textarea"))
 
-        let (response, data) = try await ServeEndToEndTests.request(server.url("/preview"), method: "POST", body: PreviewTests.formText(payload),
+        let (response, data) = try await ServeProcess.request(server.url("/preview"), method: "POST", body: PreviewTests.formText(payload),
                                                                    headers: ["Content-Type": "application/x-www-form-urlencoded"])
         #expect(response.statusCode == 200)
         #expect(response.value(forHTTPHeaderField: "X-PushMedia-Outcome") == "processed")

@@ -11,16 +11,6 @@ import Testing
 struct ServeEndToEndTests {
     typealias Server = ServeProcess
 
-    static func request(_ url: URL, method: String = "GET", body: String? = nil, headers: [String: String] = [:]) async throws -> (HTTPURLResponse, Data) {
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        request.httpBody = body.map { Data($0.utf8) }
-        request.timeoutInterval = 20
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        return (response as! HTTPURLResponse, data)
-    }
-
     @Test func processesAPayloadAndServesItsAttachment() async throws {
         let origin = try TestOrigin()
         let photo = try sampleMedia("photo-exif.jpg")
@@ -29,10 +19,10 @@ struct ServeEndToEndTests {
         let server = try Server(arguments: ["--store", store.path, "--allow-private-networks", "--token", "campaign-token"])
         let payload = #"{"aps":{"alert":{"title":"Spring","body":"Deals"},"mutable-content":1},"image_url":"\#(origin.url("/campaign/hero"))"}"#
 
-        let (denied, _) = try await Self.request(server.url("/v1/process"), method: "POST", body: payload)
+        let (denied, _) = try await ServeProcess.request(server.url("/v1/process"), method: "POST", body: payload)
         #expect(denied.statusCode == 401)
 
-        let (response, data) = try await Self.request(server.url("/v1/process"), method: "POST", body: payload,
+        let (response, data) = try await ServeProcess.request(server.url("/v1/process"), method: "POST", body: payload,
                                                       headers: ["Authorization": "Bearer campaign-token", "Content-Type": "application/json"])
         #expect(response.statusCode == 200)
         let body = try #require(try JSONValue.parse(data).objectValue)
@@ -40,7 +30,7 @@ struct ServeEndToEndTests {
         let attachment = try #require(body["payload"]?.objectValue?["image_url"]?.stringValue)
         #expect(attachment.hasPrefix("http://127.0.0.1:\(server.port)/media/") && attachment.hasSuffix(".jpg"))
 
-        let (media, bytes) = try await Self.request(URL(string: attachment)!)
+        let (media, bytes) = try await ServeProcess.request(URL(string: attachment)!)
         #expect(media.statusCode == 200)
         #expect(media.value(forHTTPHeaderField: "Content-Type") == "image/jpeg")
         #expect(media.value(forHTTPHeaderField: "Content-Length") == String(bytes.count))
@@ -52,13 +42,13 @@ struct ServeEndToEndTests {
         #expect(bytes.count < photo.count)
 
         // A HEAD on a kept-alive connection must not hold up the graceful stop below.
-        let (head, empty) = try await Self.request(URL(string: attachment)!, method: "HEAD")
+        let (head, empty) = try await ServeProcess.request(URL(string: attachment)!, method: "HEAD")
         #expect(head.statusCode == 200 && empty.isEmpty && head.value(forHTTPHeaderField: "Content-Length") == String(bytes.count))
 
         // With auth configured, /metrics needs it too.
-        let (refused, _) = try await Self.request(server.url("/metrics"))
+        let (refused, _) = try await ServeProcess.request(server.url("/metrics"))
         #expect(refused.statusCode == 401)
-        let (metrics, text) = try await Self.request(server.url("/metrics"), headers: ["Authorization": "Bearer campaign-token"])
+        let (metrics, text) = try await ServeProcess.request(server.url("/metrics"), headers: ["Authorization": "Bearer campaign-token"])
         #expect(metrics.statusCode == 200)
         #expect(String(decoding: text, as: UTF8.self).contains("pushmedia_outcomes_total"))
         #expect(server.stop() == 0)
@@ -73,18 +63,18 @@ struct ServeEndToEndTests {
         let address = try #require(line.split(separator: " ").last.map(String.init))
         #expect(address.hasPrefix("http://127.0.0.1:") && address.hasSuffix("/metrics"))
         // A request to the hook shows up on the metrics listener.
-        let (processed, _) = try await Self.request(server.url("/v1/process"), method: "POST", body: #"{"aps":{"alert":"Hi"}}"#,
+        let (processed, _) = try await ServeProcess.request(server.url("/v1/process"), method: "POST", body: #"{"aps":{"alert":"Hi"}}"#,
                                                     headers: ["Authorization": "Bearer campaign-token"])
         #expect(processed.statusCode == 200)
-        let (response, text) = try await Self.request(try #require(URL(string: address)))
+        let (response, text) = try await ServeProcess.request(try #require(URL(string: address)))
         #expect(response.statusCode == 200)
         #expect(String(decoding: text, as: UTF8.self).contains("pushmedia_outcomes_total{status=\"skipped\",reason=\"no_media\"} 1"),
                 "\(String(decoding: text, as: UTF8.self))")
-        let (elsewhere, _) = try await Self.request(URL(string: address.replacingOccurrences(of: "/metrics", with: "/v1/process"))!, method: "POST", body: "{}")
+        let (elsewhere, _) = try await ServeProcess.request(URL(string: address.replacingOccurrences(of: "/metrics", with: "/v1/process"))!, method: "POST", body: "{}")
         #expect(elsewhere.statusCode == 404, "the metrics listener serves /metrics only")
-        let (moved, _) = try await Self.request(server.url("/metrics"), headers: ["Authorization": "Bearer campaign-token"])
+        let (moved, _) = try await ServeProcess.request(server.url("/metrics"), headers: ["Authorization": "Bearer campaign-token"])
         #expect(moved.statusCode == 404)
-        let (health, _) = try await Self.request(server.url("/healthz"))
+        let (health, _) = try await ServeProcess.request(server.url("/healthz"))
         #expect(health.statusCode == 200)
         #expect(server.stop() == 0)
     }
@@ -95,13 +85,13 @@ struct ServeEndToEndTests {
         let store = TemporaryDirectory()
         let server = try Server(arguments: ["--store", store.path, "--allow-private-networks"])
         let payload = #"{"aps":{"alert":"Hi","mutable-content":1},"media_url":"\#(origin.url("/slow"))"}"#
-        async let answer = Self.request(server.url("/v1/process?budget_ms=5000"), method: "POST", body: payload)
+        async let answer = ServeProcess.request(server.url("/v1/process?budget_ms=5000"), method: "POST", body: payload)
         try await Task.sleep(for: .milliseconds(400))
         kill(server.process.processIdentifier, SIGTERM)
         let (response, data) = try await answer
         #expect(response.statusCode == 200)
         #expect(try JSONValue.parse(data).objectValue?["outcome"]?.objectValue?["status"] == .string("processed"))
         #expect(server.stop() == 0)
-        await #expect(throws: (any Error).self) { _ = try await Self.request(server.url("/healthz")) }
+        await #expect(throws: (any Error).self) { _ = try await ServeProcess.request(server.url("/healthz")) }
     }
 }

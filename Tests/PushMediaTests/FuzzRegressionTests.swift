@@ -17,32 +17,20 @@ struct FuzzRegressionTests {
         FuzzReplay.files(["corpus", "crashes"].map { "\(fuzzDirectory)/\($0)/\(target)" })
     }
 
-    @Test("payload seeds and reproducers: parse, locate and rewrite keep their invariants")
-    func payload() {
-        let files = Self.inputs("payload")
-        #expect(files.count > 0, "no inputs under \(Self.fuzzDirectory)/corpus/payload")
-        for file in files { FuzzTargets.payload(FuzzReplay.read(file)) }
-    }
+    /// Each target's entry point, by its folder name under fuzz/corpus and fuzz/crashes.
+    static let targets: [String: @Sendable ([UInt8]) -> Void] = [
+        "payload": FuzzTargets.payload,  // parse, locate and rewrite
+        "media": FuzzTargets.media,  // sniff, header probe and BMP decode
+        "bmp": FuzzTargets.bmp,  // the BMP decoder, and the conversion of what it decodes
+        "video": FuzzTargets.video,  // ffprobe's answer within its limits, children supervised
+    ]
 
-    @Test("media seeds and reproducers: sniff, header probe and BMP decode keep their invariants")
-    func media() {
-        let files = Self.inputs("media")
-        #expect(files.count > 0, "no inputs under \(Self.fuzzDirectory)/corpus/media")
-        for file in files { FuzzTargets.media(FuzzReplay.read(file)) }
-    }
-
-    @Test("BMP seeds and reproducers: the decoder keeps its invariants, what it decodes converts")
-    func bmp() {
-        let files = Self.inputs("bmp")
-        #expect(files.count > 0, "no inputs under \(Self.fuzzDirectory)/corpus/bmp")
-        for file in files { FuzzTargets.bmp(FuzzReplay.read(file)) }
-    }
-
-    @Test("video seeds and reproducers: ffprobe's answer read within its limits, children supervised")
-    func video() {
-        let files = Self.inputs("video")
-        #expect(files.count > 0, "no inputs under \(Self.fuzzDirectory)/corpus/video")
-        for file in files { FuzzTargets.video(FuzzReplay.read(file)) }
+    @Test("seeds and reproducers keep their target's invariants", arguments: ["payload", "media", "bmp", "video"])
+    func replay(_ target: String) throws {
+        let run = try #require(Self.targets[target])
+        let files = Self.inputs(target)
+        #expect(files.count > 0, "no inputs under \(Self.fuzzDirectory)/corpus/\(target)")
+        for file in files { run(FuzzReplay.read(file)) }
     }
 
     @Test("the replay helper finds files recursively, in order, skipping hidden ones")

@@ -43,12 +43,16 @@ public enum ImageFixtures {
         }
     }
 
+    // Byte orders: little-endian (BMP, TIFF "II") and big-endian (MPF's "MM" TIFF).
+    private static func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8((v >> 8) & 0xFF)] }
+    private static func le32(_ v: Int) -> [UInt8] { (0..<4).map { UInt8((v >> (8 * $0)) & 0xFF) } }
+    private static func le32(_ v: UInt32) -> [UInt8] { le32(Int(v)) }
+    private static func be16(_ v: Int) -> [UInt8] { [UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)] }
+    private static func be32(_ v: Int) -> [UInt8] { (0..<4).reversed().map { UInt8((v >> (8 * $0)) & 0xFF) } }
+
     /// `picture` as a BMP of `variant`, written field by field.
     public static func bmp(_ picture: Picture, _ variant: BMPVariant) -> [UInt8] {
         let w = picture.width, h = picture.height
-        func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8((v >> 8) & 0xFF)] }
-        func le32(_ v: Int) -> [UInt8] { (0..<4).map { UInt8((v >> (8 * $0)) & 0xFF) } }
-        func le32(_ v: UInt32) -> [UInt8] { le32(Int(v)) }
 
         var bits = 24, compression = 0, headerSize = 40, topDown = false, os2 = false
         var paletteCount = 0
@@ -149,8 +153,6 @@ public enum ImageFixtures {
 
     /// A little-endian TIFF with one uncompressed RGB page per size, each filled with its colour.
     public static func multiPageTIFF(pages: [(width: Int, height: Int, rgb: (UInt8, UInt8, UInt8))]) -> [UInt8] {
-        func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8((v >> 8) & 0xFF)] }
-        func le32(_ v: Int) -> [UInt8] { (0..<4).map { UInt8((v >> (8 * $0)) & 0xFF) } }
         var file: [UInt8] = Array("II".utf8) + le16(42) + le32(8)
         for (index, page) in pages.enumerated() {
             let entries = 10
@@ -225,8 +227,6 @@ public enum ImageFixtures {
     /// An Ultra HDR-style JPEG: `primary` with an APP2 MPF segment (a Multi-Picture index of
     /// two images) after SOI, followed by `secondary` (the gain map) after the primary's EOI.
     public static func ultraHDR(primary: [UInt8], secondary: [UInt8]) -> [UInt8] {
-        func be16(_ v: Int) -> [UInt8] { [UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)] }
-        func be32(_ v: Int) -> [UInt8] { (0..<4).reversed().map { UInt8((v >> (8 * $0)) & 0xFF) } }
         // MPF: "MPF\0", a big-endian TIFF header, an IFD with version, count and the MP entry.
         let entryCount = 3
         let ifdSize = 2 + entryCount * 12 + 4

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -53,6 +56,17 @@ public final class ServeProcess: @unchecked Sendable {
             if chunk.isEmpty { return nil }
             output += String(decoding: chunk, as: UTF8.self)
         }
+    }
+
+    /// One HTTP request with URLSession (20 s timeout); the response and its body.
+    public static func request(_ url: URL, method: String = "GET", body: String? = nil, headers: [String: String] = [:]) async throws -> (HTTPURLResponse, Data) {
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.httpBody = body.map { Data($0.utf8) }
+        request.timeoutInterval = 20
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return (response as! HTTPURLResponse, data)
     }
 
     public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
