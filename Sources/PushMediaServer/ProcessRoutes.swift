@@ -110,7 +110,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         var budget: Duration?
         var onReject: OnReject?
         var vendor: Vendor?
-        var profile: AttachmentPolicy?
+        var profile: PlatformProfile?
     }
 
     /// `budget_ms` (query or `X-PushMedia-Budget-Ms`), `on_reject`, `vendor`, `profile` and
@@ -150,9 +150,9 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
             options.vendor = value
         }
         if let text = request.uri.queryParameters.get("profile") {
-            guard let value = AttachmentPolicy.profiles[text] else {
+            guard let value = PlatformProfile.profiles[text] else {
                 throw APIError(.badRequest, code: "invalid_parameter",
-                               message: "profile must be one of \(AttachmentPolicy.profiles.keys.sorted().joined(separator: ", ")), got \"\(text)\"")
+                               message: "profile must be one of \(PlatformProfile.profiles.keys.sorted().joined(separator: ", ")), got \"\(text)\"")
             }
             options.profile = value
         }

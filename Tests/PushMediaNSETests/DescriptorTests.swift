@@ -59,12 +59,12 @@ struct DescriptorTests {
     /// The phone's table of attachment types agrees with the server's iOS profile: the same
     /// UTIs, extensions, MIME types and caps.
     @Test func typesAgreeWithTheServersIOSProfile() throws {
-        for format in AttachmentPolicy.ios.acceptedFormats {
+        for format in PlatformProfile.ios.acceptedFormats {
             let uti = try #require(format.uti)
             let type = try #require(AttachmentType.withUTI(uti), "\(uti) is missing on the phone side")
             #expect(type.fileExtension == format.fileExtension, "\(uti)")
             #expect(type.mime == format.mime, "\(uti)")
-            #expect(type.maxBytes == AttachmentPolicy.ios.maxBytes(for: format.kind), "\(uti)")
+            #expect(type.maxBytes == PlatformProfile.ios.maxBytes(for: format.kind), "\(uti)")
         }
         for format in [MediaFormat.webp, .heic, .avif, .tiff, .bmp, .webm, .quicktime, .matroska, .flac, .ogg] {
             #expect(AttachmentType.withUTI(format.uti ?? "") == nil, "\(format.id) is not an attachment type")

@@ -11,9 +11,9 @@ struct ConfigTests {
         #expect(config.thumbnailEdge == 512)
         #expect(config.maxPixels == 50_000_000)
         #expect(config.maxSourceBytes == 200_000_000)
-        #expect(config.policy.maxImageBytes == 10_000_000)
-        #expect(config.policy.maxAudioBytes == 5_000_000)
-        #expect(config.policy.maxVideoBytes == 50_000_000)
+        #expect(config.profile.maxImageBytes == 10_000_000)
+        #expect(config.profile.maxAudioBytes == 5_000_000)
+        #expect(config.profile.maxVideoBytes == 50_000_000)
         #expect(config.onReject == .drop)
         #expect(!config.allowPrivateNetworks)
     }
@@ -25,7 +25,7 @@ struct ConfigTests {
             "PUSHMEDIA_BASE_URL": "https://cdn.example.com/push/", "PUSHMEDIA_LONG_EDGE": "1024", "UNRELATED": "1",
         ])
         #expect(config.budget == .milliseconds(2500))
-        #expect(config.storeDirectory == "/tmp/x")
+        #expect(config.storeLocation == "/tmp/x")
         #expect(config.onReject == .keep)
         #expect(config.allowPrivateNetworks)
         #expect(config.extraMediaKeys == ["posterImageURL", "hero"])
@@ -46,19 +46,19 @@ struct ConfigTests {
     }
 
     @Test func profileVendorCropAndThumbnailHints() throws {
-        #expect(PushMediaConfig().policy == .ios && PushMediaConfig().vendor == nil && PushMediaConfig().crop == .attention)
+        #expect(PushMediaConfig().profile == .ios && PushMediaConfig().vendor == nil && PushMediaConfig().crop == .attention)
         let config = try PushMediaConfig.fromEnvironment([
             "PUSHMEDIA_PROFILE": "huawei", "PUSHMEDIA_VENDOR": "OneSignal", "PUSHMEDIA_CROP": "center",
             "PUSHMEDIA_THUMB_ASPECT": "16:9", "PUSHMEDIA_THUMB_HIDDEN": "yes",
         ])
-        #expect(config.policy == .huawei && config.policy.maxImageBytes == 511_999)
+        #expect(config.profile == .huawei && config.profile.maxImageBytes == 511_999)
         #expect(config.vendor == .onesignal)
         #expect(config.crop == .centre)
         #expect(abs((config.thumbnailAspect ?? 0) - 16.0 / 9.0) < 1e-9)
         #expect(config.thumbnailHidden)
         var back = config
         try back.apply([("vendor", "auto"), ("thumb-aspect", "none"), ("profile", "web")])
-        #expect(back.vendor == nil && back.thumbnailAspect == nil && back.policy.iconEdge == 192)
+        #expect(back.vendor == nil && back.thumbnailAspect == nil && back.profile.iconEdge == 192)
         for (name, value) in [("profile", "windows"), ("vendor", "sendgrid"), ("crop", "smart"), ("thumb-aspect", "1:0"), ("thumb-aspect", "square")] {
             #expect { try back.set(name, to: value) } throws: { "\($0)".contains("--\(name)") && "\($0)".contains(value) }
         }

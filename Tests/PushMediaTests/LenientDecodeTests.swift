@@ -86,7 +86,7 @@ struct LenientDecodeTests {
         #expect(ios.status == .passthrough, "\(ios.reason ?? "") \(ios.message ?? "")")
         #expect(ios.media?.first?.hints?.frame == nil, "no frame hint from frames that do not decode")
 
-        let web = try await process(gif, at: "/spinner-web.gif") { $0.policy = .web }
+        let web = try await process(gif, at: "/spinner-web.gif") { $0.profile = .web }
         #expect(web.status == .processed, "\(web.reason ?? "") \(web.message ?? "")")
 
         // Converted with the animation kept (an over-cap GIF): the first frame, with a warning.

@@ -212,7 +212,7 @@ struct PipelineTests {
 
     @Test func audioOnAPlatformWithoutAudioIsRejectedWithItsReason() async throws {
         origin.route("/chime.mp3", .file(body: try sampleMedia("chime.mp3"), contentType: "audio/mpeg"))
-        let outcome = await (try pipeline { $0.policy = .android }).process(payload([("media_url", .string(origin.url("/chime.mp3")))])).outcome
+        let outcome = await (try pipeline { $0.profile = .android }).process(payload([("media_url", .string(origin.url("/chime.mp3")))])).outcome
         #expect(outcome.status == .rejected && outcome.reason == "unsupported_type")
         #expect(outcome.message?.contains("show no audio") == true)
     }

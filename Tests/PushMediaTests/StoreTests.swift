@@ -239,7 +239,7 @@ struct StoreTests {
                                        accessKey: "aws-key", secretKey: "own-secret"))
         #expect(config.gcOlderThan == .seconds(14 * 86_400))
         var missing = PushMediaConfig()
-        missing.storeDirectory = "s3://media-bucket"
+        missing.storeLocation = "s3://media-bucket"
         let error = #expect(throws: StoreError.self) { _ = try MediaStore(config: missing) }
         #expect("\(error.map { "\($0)" } ?? "")".contains("--s3-endpoint"))
         #expect(throws: ConfigError.self) { try PushMediaConfig.fromEnvironment(["PUSHMEDIA_S3_ENDPOINT": "http://host/path"]) }

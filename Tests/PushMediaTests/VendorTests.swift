@@ -222,7 +222,7 @@ struct VendorTests {
     // MARK: profiles
 
     @Test func huaweiProfileMakesA2To1JPEGUnder512KB() async throws {
-        let result = await try pipeline { $0.policy = .huawei }.process(try sample("01-photo-exif.json"))
+        let result = await try pipeline { $0.profile = .huawei }.process(try sample("01-photo-exif.json"))
         let attachment = try #require(result.outcome.attachment)
         #expect(result.outcome.media?.first?.platform == "huawei")
         #expect(attachment.width == 1024 && attachment.height == 512 && attachment.bytes < 512_000)
@@ -233,7 +233,7 @@ struct VendorTests {
     }
 
     @Test func androidProfileFlattensNothingButRejectsAudio() async throws {
-        let pipeline = try pipeline { $0.policy = .android }
+        let pipeline = try pipeline { $0.profile = .android }
         let logo = await pipeline.process(try sample("02-logo-alpha.json"))
         let attachment = try #require(logo.outcome.attachment)
         #expect(attachment.width == 2 * (attachment.height ?? 0))
@@ -245,7 +245,7 @@ struct VendorTests {
 
     @Test func androidPassesThroughA2To1JPEGUnder1MB() async throws {
         var config = testConfig(store: store)
-        config.policy = .android
+        config.profile = .android
         config.mediaRoot = samplesDirectory
         let first = await try Pipeline(config: config).process(try sample("01-photo-exif.json"))
         let made = try #require(first.outcome.attachment)

@@ -75,7 +75,7 @@ struct VideoTests {
 
     @Test func androidGetsThePosterAsItsImage() async throws {
         let body = try clip("wide.mp4", "testsrc=s=640x480:d=2:r=10", Self.h264)
-        let (result, _) = try await process(body, as: "/android.mp4") { $0.policy = .android }
+        let (result, _) = try await process(body, as: "/android.mp4") { $0.profile = .android }
         let outcome = result.outcome
         #expect(outcome.status == .processed, "\(outcome.message ?? "")")
         let attachment = try #require(outcome.attachment)

@@ -93,7 +93,7 @@ public enum TestObjectStore {
     public static func config(bucket: String, prefix: String = "media", work: TemporaryDirectory,
                               budget: Duration = .seconds(10)) -> PushMediaConfig {
         var config = PushMediaConfig()
-        config.storeDirectory = "s3://\(bucket)" + (prefix.isEmpty ? "" : "/" + prefix)
+        config.storeLocation = "s3://\(bucket)" + (prefix.isEmpty ? "" : "/" + prefix)
         config.s3Endpoint = endpoint
         config.s3AccessKey = accessKey
         config.s3SecretKey = secretKey

@@ -26,7 +26,7 @@ public final class TemporaryDirectory: @unchecked Sendable {
 /// A configuration for tests: its own store, loopback allowed (the test origin is on 127.0.0.1).
 public func testConfig(store: TemporaryDirectory, budget: Duration = .seconds(10), allowPrivate: Bool = true) -> PushMediaConfig {
     var config = PushMediaConfig()
-    config.storeDirectory = store.path
+    config.storeLocation = store.path
     config.baseURL = "https://cdn.example.com/m"
     config.budget = budget
     config.allowPrivateNetworks = allowPrivate

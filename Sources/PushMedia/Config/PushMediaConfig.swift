@@ -14,7 +14,7 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// `--store`, `PUSHMEDIA_STORE`: where attachments and the cache index live: a directory
     /// (the default, `pushmedia-store`), or `s3://BUCKET[/PREFIX]` for an S3-compatible object
     /// store shared by several nodes (see the `s3*` settings).
-    public var storeDirectory = "pushmedia-store"
+    public var storeLocation = "pushmedia-store"
     /// `--base-url`, `PUSHMEDIA_BASE_URL`: public URL under which the store's files are served;
     /// an attachment URL is `<base-url>/<sha256>.<ext>`. The default matches `pushmedia serve`.
     public var baseURL = "http://127.0.0.1:8080/media"
@@ -86,9 +86,9 @@ public struct PushMediaConfig: Sendable, Equatable {
     /// payload is answered at once with `best_attempt` / `overloaded`.
     public var maxQueuedJobs = 64
     /// `--profile`, `PUSHMEDIA_PROFILE`: the platform attachments are made for, one of
-    /// `AttachmentPolicy.profiles`: `ios` (default: Apple's caps and formats), `android`, `huawei`,
+    /// `PlatformProfile.profiles`: `ios` (default: Apple's caps and formats), `android`, `huawei`,
     /// `web`. An FCM message's platform parts each get their own platform's variant whatever this says.
-    public var policy = AttachmentPolicy.ios
+    public var profile = PlatformProfile.ios
     /// `--vendor`, `PUSHMEDIA_VENDOR`: the payload convention to read and write (`auto`, the
     /// default, detects it by shape; or one of `Vendor`'s names, e.g. `fcm`, `onesignal`).
     public var vendor: Vendor?
@@ -258,7 +258,7 @@ public struct PushMediaConfig: Sendable, Equatable {
         switch name {
         case "store":
             do { _ = try StoreLocation(text) } catch { throw ConfigError.invalidValue(name: name, value: text, expected: "a directory or s3://BUCKET[/PREFIX]") }
-            storeDirectory = text
+            storeLocation = text
         case "s3-endpoint":
             guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil,
                   url.query == nil, url.path.isEmpty || url.path == "/" else {
@@ -329,10 +329,10 @@ public struct PushMediaConfig: Sendable, Equatable {
             onReject = value
         case "media-root": mediaRoot = text
         case "profile":
-            guard let profile = AttachmentPolicy.profiles[text.lowercased()] else {
-                throw ConfigError.invalidValue(name: name, value: text, expected: AttachmentPolicy.profiles.keys.sorted().joined(separator: ", "))
+            guard let profile = PlatformProfile.profiles[text.lowercased()] else {
+                throw ConfigError.invalidValue(name: name, value: text, expected: PlatformProfile.profiles.keys.sorted().joined(separator: ", "))
             }
-            policy = profile
+            self.profile = profile
         case "vendor":
             if text.lowercased() == "auto" { vendor = nil; break }
             guard let value = Vendor(rawValue: text.lowercased()) else {

@@ -7,7 +7,7 @@ public struct MediaSlot: Sendable, Equatable {
     /// Where the attachment URL is written.
     public var target: JSONPath
     /// The platform profile the attachment is made for.
-    public var platform: AttachmentPolicy
+    public var platform: PlatformProfile
     /// A vendor field describing the type, filled from the sniffed bytes (never copied from the input).
     public var typeField: TypeField?
     /// What is removed when the media is rejected (in this order).
@@ -104,8 +104,8 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
 
     /// Every media reference of `payload` in this vendor's shape, in payload order. `profile` is
     /// the platform of references whose platform the payload does not say (all but FCM's parts).
-    public func slots(in payload: JSONObject, extraKeys: [String], profile: AttachmentPolicy) -> [MediaSlot] {
-        func slot(_ path: JSONPath, platform: AttachmentPolicy = profile, typeField: MediaSlot.TypeField? = nil,
+    public func slots(in payload: JSONObject, extraKeys: [String], profile: PlatformProfile) -> [MediaSlot] {
+        func slot(_ path: JSONPath, platform: PlatformProfile = profile, typeField: MediaSlot.TypeField? = nil,
                   removals: [JSONPath]? = nil) -> MediaSlot? {
             guard let value = payload[path: path] else { return nil }
             return MediaSlot(source: path, target: path, platform: platform, typeField: typeField, removals: removals ?? [path],
@@ -170,7 +170,7 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
     /// when that is the profile, `webpush` → web), each taking its own image or the message's
     /// common `notification.image`, and written into its own part. A message without platform
     /// parts has its common image made for `profile`.
-    private func fcmSlots(_ payload: JSONObject, profile: AttachmentPolicy) -> [MediaSlot] {
+    private func fcmSlots(_ payload: JSONObject, profile: PlatformProfile) -> [MediaSlot] {
         if payload["aps"] != nil, Self.fcmMessageRoot(payload) == nil {
             let path = JSONPath(keys: "fcm_options", "image")
             guard let value = payload[path: path] else { return [] }
@@ -180,7 +180,7 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
         guard let root = Self.fcmMessageRoot(payload) else { return [] }
         let message = payload[path: root]?.objectValue ?? JSONObject()
         let common = root.appending(key: "notification").appending(key: "image")
-        let parts: [(part: String, own: [String], platform: AttachmentPolicy, icon: [String]?)] = [
+        let parts: [(part: String, own: [String], platform: PlatformProfile, icon: [String]?)] = [
             ("apns", ["fcm_options", "image"], .ios, nil),
             ("android", ["notification", "image"], profile.id == "huawei" ? .huawei : .android, nil),
             ("webpush", ["notification", "image"], .web, ["notification", "icon"]),

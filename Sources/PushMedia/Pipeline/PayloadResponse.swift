@@ -39,7 +39,7 @@ struct SlotAnswer: Sendable {
     }
 
     var edit: PayloadRewriter.Edit { PayloadRewriter.Edit(slot: slot, media: media, typeValue: typeValue, icon: icon, clip: clip) }
-    var isIOS: Bool { slot.platform.id == AttachmentPolicy.ios.id }
+    var isIOS: Bool { slot.platform.id == PlatformProfile.ios.id }
 
     /// "file: url", prefixed to messages.
     private var place: String {

@@ -18,14 +18,14 @@ public struct PayloadContext: Sendable {
     /// Overrides the configured vendor (nil: the configured one, or detection).
     public var vendor: Vendor?
     /// Overrides the configured platform profile.
-    public var profile: AttachmentPolicy?
+    public var profile: PlatformProfile?
     /// Revalidate remote media with their origins even when the cached result is fresh (a
     /// conditional request: an unchanged source still costs no transcode).
     public var refresh = false
 
     public init(mediaRoot: String? = nil, label: String? = nil, budget: Duration? = nil, onReject: OnReject? = nil,
                 baseURL: String? = nil, deadline: ContinuousClock.Instant? = nil, vendor: Vendor? = nil,
-                profile: AttachmentPolicy? = nil, refresh: Bool = false) {
+                profile: PlatformProfile? = nil, refresh: Bool = false) {
         self.refresh = refresh
         self.mediaRoot = mediaRoot
         self.label = label
@@ -102,8 +102,8 @@ public final class Pipeline: Sendable {
         io = Self.sharedIO
         cpu = Self.sharedCPU
         fetcher = Fetcher(executor: io)
-        var profiles = AttachmentPolicy.profiles
-        profiles[config.policy.id] = config.policy
+        var profiles = PlatformProfile.profiles
+        profiles[config.profile.id] = config.profile
         transcoders = profiles.mapValues { Transcoder(config: config, profile: $0) }
         fingerprints = profiles.mapValues { Self.optionsFingerprint(config, profile: $0) }
         gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
@@ -164,7 +164,7 @@ public final class Pipeline: Sendable {
         var response = PayloadResponse(payload: payload, vendor: vendor, label: context.label)
         let deadline = context.deadline ?? response.start + (context.budget ?? config.budget)
 
-        let slots = vendor.slots(in: payload, extraKeys: config.extraMediaKeys, profile: context.profile ?? config.policy)
+        let slots = vendor.slots(in: payload, extraKeys: config.extraMediaKeys, profile: context.profile ?? config.profile)
         guard !slots.isEmpty else {
             let keys = vendor == .generic ? (MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ") : vendor.keysDescription
             return response.unchanged(.skipped, reason: "no_media", message: "no media reference (\(vendor.rawValue) keys: \(keys))")
@@ -383,8 +383,8 @@ public final class Pipeline: Sendable {
     }
 
     /// Everything that changes the output for the same source, made for `profile`.
-    static func optionsFingerprint(_ config: PushMediaConfig, profile: AttachmentPolicy? = nil) -> String {
-        let p = profile ?? config.policy
+    static func optionsFingerprint(_ config: PushMediaConfig, profile: PlatformProfile? = nil) -> String {
+        let p = profile ?? config.profile
         return "profile=\(p.id);edge=\(config.longEdge);video=\(config.videoEdge),\(config.clipSeconds);thumb=\(config.thumbnailEdge);px=\(config.maxPixels);frames=\(config.maxFrames);"
             + "q=\(config.jpegQuality);src=\(config.maxSourceBytes);caps=\(p.maxImageBytes)/\(p.maxAudioBytes)/\(p.maxVideoBytes);"
             + "crop=\(config.crop.rawValue);clip=\(config.thumbnailAspect.map { String($0) } ?? "none");"
@@ -413,7 +413,7 @@ public final class Pipeline: Sendable {
     }
 
     /// The running job for `key`, or a new one; nil when the gate refuses a new one.
-    private func sharedJob(key: String, source: Source, profile: AttachmentPolicy, posterTime: Double?, previous: CacheEntry?,
+    private func sharedJob(key: String, source: Source, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
                            deadline: ContinuousClock.Instant) -> SharedJob? {
         inFlight.withLock { jobs in
             if let job = jobs[key] { return job }
@@ -440,7 +440,7 @@ public final class Pipeline: Sendable {
     /// Fetches, checks, transcodes and stores one source, and records the cache entry. With
     /// `previous` (a stale entry), the fetch is conditional: a 304, or the same bytes again,
     /// renew that entry without transcoding.
-    private func runJob(source: Source, key: String, profile: AttachmentPolicy, posterTime: Double?, previous: CacheEntry?,
+    private func runJob(source: Source, key: String, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
                         deadline: ContinuousClock.Instant,
                         progress: Locked<JobProgress>) async -> JobResult {
         var timings = StageTimings()

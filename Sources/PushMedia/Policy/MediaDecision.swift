@@ -8,7 +8,7 @@ public enum MediaDecision: Sendable, Equatable {
     case reject(reason: String, message: String)
 }
 
-extension AttachmentPolicy {
+extension PlatformProfile {
     /// Decides from the sniffed format, the byte size and, for images, the header.
     /// Audio and video are never transcoded: compliant ones pass, others are rejected.
     public func decide(_ sniff: SniffResult, bytes: Int64, header: ImageHeader? = nil, longEdge: Int = 2048,

@@ -182,7 +182,7 @@ public enum PayloadRewriter {
 
         let aps = vendor.apsPath(in: payload)
         let iosReplaced = edits.contains { edit in
-            if case .replace = edit.media { return edit.slot.platform.id == AttachmentPolicy.ios.id }
+            if case .replace = edit.media { return edit.slot.platform.id == PlatformProfile.ios.id }
             return false
         }
         if iosReplaced, base[path: aps]?.objectValue != nil || vendor == .fcm {

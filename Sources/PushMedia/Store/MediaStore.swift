@@ -129,7 +129,7 @@ public final class MediaStore: Sendable {
     /// Opens the store `config` names (`--store`): a directory, or `s3://bucket[/prefix]` with
     /// the `--s3-*` settings. Opening an S3 store makes no request; see `verify`.
     public convenience init(config: PushMediaConfig) throws(StoreError) {
-        switch try StoreLocation(config.storeDirectory) {
+        switch try StoreLocation(config.storeLocation) {
         case let .directory(path):
             try self.init(backend: LocalBackend(directory: path), entryCapacity: config.indexCacheEntries, memoryTTL: config.indexCacheTTL)
         case let .s3(bucket, prefix):

@@ -95,14 +95,14 @@ public struct Transcoder: Sendable {
     public var jpegQuality: Int
     public var maxBytes: Int64
     /// The platform profile the attachment is made for (shape, animation, alpha, icon).
-    public var profile: AttachmentPolicy
+    public var profile: PlatformProfile
     /// How a crop to the profile's shape or to a clipping rectangle picks its part.
     public var crop: CropMode
 
     /// A transcoder for `profile` (default: the configured one).
-    public init(config: PushMediaConfig, profile: AttachmentPolicy? = nil) {
+    public init(config: PushMediaConfig, profile: PlatformProfile? = nil) {
         Self.startVips
-        let profile = profile ?? config.policy
+        let profile = profile ?? config.profile
         self.profile = profile
         longEdge = profile.longEdge.map { min($0, config.longEdge) } ?? config.longEdge
         thumbnailEdge = profile.thumbnail ? config.thumbnailEdge : 0

@@ -4,7 +4,7 @@
 ///
 /// "MB" / "KB" in vendors' documentation are read as 10^6 / 10^3 bytes, the smaller (safe)
 /// reading: a file at 10,000,000 bytes fits whether Apple means 10^6 or 2^20.
-public struct AttachmentPolicy: Sendable, Equatable {
+public struct PlatformProfile: Sendable, Equatable {
     /// `ios`, `android`, `huawei` or `web`.
     public var id: String
     /// Largest image attachment.
@@ -32,30 +32,30 @@ public struct AttachmentPolicy: Sendable, Equatable {
 
     /// Apple's `UNNotificationAttachment` rules: JPEG, GIF, PNG up to 10 MB; AIFF, WAV, MP3, M4A up
     /// to 5 MB; MPEG, MPEG-2, MPEG-4, AVI up to 50 MB.
-    public static let ios = AttachmentPolicy(
+    public static let ios = PlatformProfile(
         id: "ios", maxImageBytes: 10_000_000, maxAudioBytes: 5_000_000, maxVideoBytes: 50_000_000,
         acceptedFormats: [.jpeg, .png, .gif, .mp3, .m4a, .wav, .aiff, .mpeg, .mp4, .avi],
         longEdge: nil, aspect: nil, animation: true, alpha: true, thumbnail: true, iconEdge: nil, source: "Apple's")
     /// FCM on Android: JPEG, PNG and BMP images up to 1 MB, shown as a 2:1 expanded image
     /// (made 1440×720 at most); no audio or video.
-    public static let android = AttachmentPolicy(
+    public static let android = PlatformProfile(
         id: "android", maxImageBytes: 1_000_000, maxAudioBytes: 0, maxVideoBytes: 0,
         acceptedFormats: [.jpeg, .png, .bmp],
         longEdge: 1440, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: nil, source: "FCM's Android")
     /// Huawei Push Kit: JPEG or PNG under 512 KB (made 1024×512 at most, 2:1); no audio or video.
-    public static let huawei = AttachmentPolicy(
+    public static let huawei = PlatformProfile(
         id: "huawei", maxImageBytes: 511_999, maxAudioBytes: 0, maxVideoBytes: 0,
         acceptedFormats: [.jpeg, .png],
         longEdge: 1024, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: nil, source: "Huawei Push Kit's")
     /// Web Push: a 2:1 image (1440×720 at most, JPEG/PNG/GIF first frame) and a 192×192 icon; no
     /// audio or video. 1 MB keeps the image quick to load in a browser notification.
-    public static let web = AttachmentPolicy(
+    public static let web = PlatformProfile(
         id: "web", maxImageBytes: 1_000_000, maxAudioBytes: 0, maxVideoBytes: 0,
         acceptedFormats: [.jpeg, .png, .gif],
         longEdge: 1440, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: 192, source: "Web Push")
 
     /// Every profile, by `--profile` name.
-    public static let profiles: [String: AttachmentPolicy] = [ios.id: ios, android.id: android, huawei.id: huawei, web.id: web]
+    public static let profiles: [String: PlatformProfile] = [ios.id: ios, android.id: android, huawei.id: huawei, web.id: web]
 
     /// Byte cap for an attachment of `kind`.
     public func maxBytes(for kind: MediaKind) -> Int64 {
