@@ -23,10 +23,15 @@ public struct ServerParts: Sendable {
     public let metrics: ServerMetrics
     /// The public base URL of `/media`, known once the port is.
     public let baseURL: Locked<String>
+    /// The server's own settings.
+    public let server: ServerConfig
     /// Ready answers to repeated `/v1/process` bodies.
     let memo: ResponseMemo
 
-    public init(config: PushMediaConfig) throws {
+    /// The pipeline runs with `serve`'s defaults (`ServerConfig.served`) for the settings not given.
+    public init(config: PushMediaConfig, server: ServerConfig = ServerConfig()) throws {
+        let config = ServerConfig.served(config)
+        self.server = server
         pipeline = try Pipeline(config: config)
         memo = ResponseMemo(memoryTTL: config.indexCacheTTL)
         metrics = ServerMetrics(gate: pipeline.gate)
@@ -35,54 +40,58 @@ public struct ServerParts: Sendable {
 }
 
 /// The router: `/v1/process`, `/v1/batch`, `/metrics` (authenticated when tokens or a secret are set),
-/// `/media/<name>`, `/preview` (see `PushMediaConfig.previewEnabled`), `/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`.
+/// `/media/<name>`, `/preview` (see `ServerConfig.previewEnabled`), `/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`.
 public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<BasicRequestContext> {
-    let config = parts.pipeline.config
+    let server = parts.server
     let router = Router(context: BasicRequestContext.self)
     router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
     router.add(middleware: MethodGuardMiddleware())
-    let auth = AuthMiddleware<BasicRequestContext>(tokens: config.tokens, hmacSecret: config.hmacSecret,
-                                                   bodyLimit: max(config.maxPayloadBodyBytes, config.maxBatchBodyBytes), now: now)
+    let bodyLimit = max(server.maxPayloadBodyBytes, server.maxBatchBodyBytes)
+    let auth = AuthMiddleware<BasicRequestContext>(tokens: server.tokens, hmacSecret: server.hmacSecret, bodyLimit: bodyLimit, now: now)
     let v1 = router.group("v1").add(middleware: auth)
     // Metrics tell about campaigns and load: they need the same credentials as /v1 once any are set.
     // With a listener of its own (--metrics-port), /metrics is served there and not here.
-    let scrape = parts.pipeline.config.metricsPort == nil ? router.group("metrics").add(middleware: auth) : nil
+    let scrape = server.metricsPort == nil ? router.group("metrics").add(middleware: auth) : nil
     let baseURL = parts.baseURL
-    ProcessRoutes(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }, memo: parts.memo).add(to: v1)
-    MediaRoutes<BasicRequestContext>(store: parts.pipeline.store, memoryLimit: parts.pipeline.config.mediaMemory).add(to: router)
-    PreviewRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }).add(to: router)
-    HealthRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics,
-                                      executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1)).add(to: router, metrics: scrape)
+    ProcessRoutes(pipeline: parts.pipeline, server: server, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } },
+                  memo: parts.memo).add(to: v1)
+    MediaRoutes<BasicRequestContext>(store: parts.pipeline.store, memoryLimit: server.mediaMemory).add(to: router)
+    PreviewRoutes<BasicRequestContext>(pipeline: parts.pipeline, server: server, metrics: parts.metrics,
+                                       baseURL: { baseURL.withLock { $0 } }).add(to: router)
+    HealthRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, minFreeSpace: server.minFreeSpace,
+                                      executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1))
+        .add(to: router, metrics: scrape)
     return router
 }
 
 /// The application: checks that a public listener has auth and that the store answers (an
 /// object store: endpoint, credentials, bucket), derives the base URL from the bound address
 /// unless `--base-url` was given, runs retention every `gcEvery` when set, and calls `onRunning`
-/// with the port.
-public func buildApplication(config: PushMediaConfig, baseURLGiven: Bool, logger: Logger,
+/// with the port. The pipeline runs with `serve`'s defaults for `max-jobs` and `background-limit`
+/// unless `config` gives them (see `ServerParts.init`).
+public func buildApplication(config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger,
                              onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
                              onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws -> some ApplicationProtocol {
-    let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(config.host) || config.host.hasPrefix("127.")
-    if !loopback && config.tokens.isEmpty && config.hmacSecret == nil && !config.insecureNoAuth {
-        throw ServerError.unauthenticatedPublicListener(config.host)
+    let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(server.host) || server.host.hasPrefix("127.")
+    if !loopback && server.tokens.isEmpty && server.hmacSecret == nil && !server.insecureNoAuth {
+        throw ServerError.unauthenticatedPublicListener(server.host)
     }
     let config = { var served = config; served.mediaRoot = nil; return served }()  // the hook never reads local files
-    let parts = try ServerParts(config: config)
+    let parts = try ServerParts(config: config, server: server)
     try await parts.pipeline.verifyStore()
     let router = buildRouter(parts)
-    let host = config.host
-    let retention = config.gcEvery.map {
+    let host = server.host
+    let retention = server.gcEvery.map {
         RetentionService(store: parts.pipeline.store, every: $0,
                          policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes), logger: logger)
     }
     var services: [any Service] = retention.map { [$0] } ?? []
-    if let metricsPort = config.metricsPort {
+    if let metricsPort = server.metricsPort {
         // /metrics alone, without auth, on its own address (as image proxies do): for a
         // Prometheus on the internal network, with the hook's own port public.
         let scrapeRouter = Router()
         scrapeRouter.get("metrics") { [metrics = parts.metrics] _, _ in HealthRoutes<BasicRequestContext>.exposition(metrics) }
-        let metricsHost = config.metricsHost
+        let metricsHost = server.metricsHost
         services.append(Application(
             router: scrapeRouter,
             configuration: .init(address: .hostname(metricsHost, port: metricsPort), serverName: "PushMedia/\(PushMediaVersion.string)"),
@@ -95,17 +104,17 @@ public func buildApplication(config: PushMediaConfig, baseURLGiven: Bool, logger
     }
     return Application(
         router: router,
-        configuration: .init(address: .hostname(host, port: config.port), serverName: "PushMedia/\(PushMediaVersion.string)"),
+        configuration: .init(address: .hostname(host, port: server.port), serverName: "PushMedia/\(PushMediaVersion.string)"),
         services: services,
         onServerRunning: { channel in
-            let port = channel.localAddress?.port ?? config.port
+            let port = channel.localAddress?.port ?? server.port
             if !baseURLGiven {
                 let shown = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
                 parts.baseURL.withLock { $0 = "http://\(shown.contains(":") ? "[\(shown)]" : shown):\(port)/media" }
             }
             logger.info("listening", metadata: ["address": "\(host):\(port)", "media": "\(parts.baseURL.withLock { $0 })",
                                                 "store": "\(parts.pipeline.store.location)",
-                                                "auth": "\(config.tokens.isEmpty && config.hmacSecret == nil ? "none" : "required")"])
+                                                "auth": "\(server.tokens.isEmpty && server.hmacSecret == nil ? "none" : "required")"])
             await onRunning(port)
         },
         logger: logger

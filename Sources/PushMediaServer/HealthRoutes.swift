@@ -7,6 +7,8 @@ import PushMedia
 struct HealthRoutes<Context: RequestContext>: Sendable {
     let pipeline: Pipeline
     let metrics: ServerMetrics
+    /// `--min-free-space`: the download disk's free bytes below which `/readyz` is not ready.
+    let minFreeSpace: Int64
     let executor: BlockingExecutor
 
     /// `scrape` is the `/metrics` group (behind the auth middleware); nil when `/metrics` has a
@@ -36,7 +38,7 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
     /// an image. The answer names what failed.
     @Sendable func ready(_ request: Request, context: Context) async throws -> Response {
         let store = pipeline.store
-        let minimum = pipeline.config.minFreeSpace
+        let minimum = minFreeSpace
         let (storeProblem, vipsWorks, free) = await executor.run { () -> (String?, Bool, Int64?) in
             var problem: String?
             do { try store.checkReady(deadline: .now + .seconds(2)) } catch { problem = "\(error)" }

@@ -13,6 +13,8 @@ import PushMedia
 /// HMAC secret are configured they answer 404 unless the server was started with `--preview`.
 struct PreviewRoutes<Context: RequestContext>: Sendable {
     let pipeline: Pipeline
+    /// Whether the page is on, and the body limit.
+    let server: ServerConfig
     let metrics: ServerMetrics
     let baseURL: @Sendable () -> String
 
@@ -21,7 +23,7 @@ struct PreviewRoutes<Context: RequestContext>: Sendable {
         router.post("preview", use: preview)
     }
 
-    var enabled: Bool { pipeline.config.previewEnabled }
+    var enabled: Bool { server.previewEnabled }
 
     @Sendable func form(_ request: Request, context: Context) async throws -> Response {
         guard enabled else { return Self.disabled() }
@@ -30,7 +32,7 @@ struct PreviewRoutes<Context: RequestContext>: Sendable {
 
     @Sendable func preview(_ request: Request, context: Context) async throws -> Response {
         guard enabled else { return Self.disabled() }
-        let limit = pipeline.config.maxPayloadBodyBytes
+        let limit = server.maxPayloadBodyBytes
         let body: [UInt8]
         do { body = try await ProcessRoutes<Context>.collect(request, limit: limit) } catch let error as APIError {
             var page = PreviewPage(payload: "", appName: PreviewPage.defaultAppName)

@@ -6,6 +6,8 @@ import PushMedia
 /// `POST /v1/process` and `POST /v1/batch`.
 struct ProcessRoutes<Context: RequestContext>: Sendable {
     let pipeline: Pipeline
+    /// The request limits.
+    let server: ServerConfig
     let metrics: ServerMetrics
     let baseURL: @Sendable () -> String
     /// Ready answers to repeated bodies whose media came from the cache.
@@ -19,7 +21,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
     @Sendable func process(_ request: Request, context: Context) async throws -> Response {
         let start = ContinuousClock.now
         let options = try Self.options(request, default: pipeline.config)
-        let body = try await Self.collect(request, limit: pipeline.config.maxPayloadBodyBytes)
+        let body = try await Self.collect(request, limit: server.maxPayloadBodyBytes)
         let base = baseURL()
         let key = ResponseMemo.Key(options: "\(options.onReject?.rawValue ?? "-")|\(options.vendor?.rawValue ?? "-")|\(options.profile?.id ?? "-")|\(base)",
                                    body: body)
@@ -45,7 +47,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
 
     @Sendable func batch(_ request: Request, context: Context) async throws -> Response {
         let options = try Self.options(request, default: pipeline.config)
-        let body = try await Self.collect(request, limit: pipeline.config.maxBatchBodyBytes)
+        let body = try await Self.collect(request, limit: server.maxBatchBodyBytes)
         let document: JSONValue
         do { document = try JSONValue.parse(body, maxDepth: 130) } catch {
             throw APIError(.badRequest, code: "invalid_json", message: "invalid JSON: \(error)")
@@ -53,7 +55,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         guard let items = document.objectValue?["payloads"]?.arrayValue else {
             throw APIError(.badRequest, code: "invalid_batch", message: "the body must be an object with a \"payloads\" array")
         }
-        let limit = pipeline.config.maxBatchPayloads
+        let limit = server.maxBatchPayloads
         guard items.count <= limit else {
             throw APIError(.badRequest, code: "too_many_payloads", message: "\(items.count) payloads; at most \(limit) per batch")
         }

@@ -41,7 +41,11 @@ public struct JSONLogHandler: LogHandler {
     public var logLevel: Logger.Level = .info
     private let label: String
 
-    public init(label: String) { self.label = label }
+    /// A handler for `label` that logs `logLevel` and more severe levels.
+    public init(label: String, logLevel: Logger.Level = .info) {
+        self.label = label
+        self.logLevel = logLevel
+    }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }

@@ -15,9 +15,9 @@ struct GCCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .customLong("older-than"), help: "Remove cache entries unused this long, e.g. 30d, 12h (env PUSHMEDIA_GC_OLDER_THAN; default 30d).")
+    @Option(name: .customLong("older-than"), help: .setting("older-than"))
     var olderThan: String?
-    @Option(name: .customLong("max-bytes"), help: "Then remove least recently used entries until the media the rest reference take at most this many bytes (env PUSHMEDIA_GC_MAX_BYTES).")
+    @Option(name: .customLong("max-bytes"), help: .setting("max-bytes"))
     var maxBytes: String?
     @Flag(help: "Then read every media file again and remove those whose content no longer matches their name (truncated, altered, a bad copy).")
     var verify = false

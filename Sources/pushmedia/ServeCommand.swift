@@ -17,68 +17,88 @@ struct ServeCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Address to listen on (env PUSHMEDIA_HOST; default 127.0.0.1).")
+    @Option(help: .setting("host"))
     var host: String?
-    @Option(help: "Port to listen on, 0 for any free one (env PUSHMEDIA_PORT; default 8080).")
+    @Option(help: .setting("port"))
     var port: String?
-    @Option(name: .customLong("metrics-port"), help: "Serve /metrics on this port instead, without auth; 0 for any free one (env PUSHMEDIA_METRICS_PORT; default: beside /v1, with its auth).")
+    @Option(name: .customLong("metrics-port"), help: .setting("metrics-port"))
     var metricsPort: String?
-    @Option(name: .customLong("metrics-host"), help: "Address of the --metrics-port listener; keep it internal (env PUSHMEDIA_METRICS_HOST; default 127.0.0.1).")
+    @Option(name: .customLong("metrics-host"), help: .setting("metrics-host"))
     var metricsHost: String?
-    @Option(name: .customLong("token"), help: "Bearer token accepted on /v1/*; repeatable (env PUSHMEDIA_TOKENS, comma-separated).")
+    @Option(name: .customLong("token"), help: .setting("token"))
     var tokens: [String] = []
-    @Option(name: .customLong("hmac-secret"), help: "Accept requests signed with this secret (env PUSHMEDIA_HMAC_SECRET).")
+    @Option(name: .customLong("hmac-secret"), help: .setting("hmac-secret"))
     var hmacSecret: String?
-    @Flag(name: .customLong("insecure-no-auth"), help: "Allow a non-loopback address without auth (env PUSHMEDIA_INSECURE_NO_AUTH).")
+    @Flag(name: .customLong("insecure-no-auth"), help: .setting("insecure-no-auth"))
     var insecureNoAuth = false
-    @Flag(name: .customLong("preview"), help: "Serve the /preview page although --token or --hmac-secret is set; it takes no auth (env PUSHMEDIA_PREVIEW).")
+    @Flag(name: .customLong("preview"), help: .setting("preview"))
     var preview = false
-    @Option(name: .customLong("log-format"), help: "text or json (env PUSHMEDIA_LOG_FORMAT; default text).")
+    @Option(name: .customLong("log-format"), help: .setting("log-format"))
     var logFormat: String?
-    @Option(name: .customLong("max-jobs"), help: "Jobs running at once (env PUSHMEDIA_MAX_JOBS; default 2 per core).")
+    @Option(name: .customLong("log-level"), help: .setting("log-level"))
+    var logLevel: String?
+    @Option(name: .customLong("max-jobs"), help: .setting("max-jobs"))
     var maxJobs: String?
-    @Option(name: .customLong("max-queue"), help: "Jobs waiting for a slot before answers are 'overloaded' (env PUSHMEDIA_MAX_QUEUE; default 64).")
+    @Option(name: .customLong("max-queue"), help: .setting("max-queue"))
     var maxQueue: String?
-    @Option(name: .customLong("background-limit"), help: "How long a job may go on after its budget to fill the cache (env PUSHMEDIA_BACKGROUND_LIMIT; default 60s).")
+    @Option(name: .customLong("background-limit"), help: .setting("background-limit"))
     var backgroundLimit: String?
-    @Option(name: .customLong("gc-every"), help: "Run retention (as `pushmedia gc`) this often, e.g. 1h (env PUSHMEDIA_GC_EVERY; default never).")
+    @Option(name: .customLong("gc-every"), help: .setting("gc-every"))
     var gcEvery: String?
-    @Option(name: .customLong("older-than"), help: "With --gc-every: remove cache entries unused this long (env PUSHMEDIA_GC_OLDER_THAN; default 30d).")
+    @Option(name: .customLong("older-than"), help: .setting("older-than"))
     var olderThan: String?
-    @Option(name: .customLong("max-bytes"), help: "With --gc-every: keep the store's media under this many bytes, least recently used out first (env PUSHMEDIA_GC_MAX_BYTES).")
+    @Option(name: .customLong("max-bytes"), help: .setting("max-bytes"))
     var maxBytes: String?
-    @Option(name: .customLong("media-memory"), help: "Bytes of recently served media /media keeps in memory, local store (env PUSHMEDIA_MEDIA_MEMORY; default 64000000, 0 = off).")
+    @Option(name: .customLong("media-memory"), help: .setting("media-memory"))
     var mediaMemory: String?
-    @Option(name: .customLong("min-free-space"), help: "/readyz is not ready while the download disk has less free space, in bytes (env PUSHMEDIA_MIN_FREE_SPACE; default 256000000, 0 = off).")
+    @Option(name: .customLong("min-free-space"), help: .setting("min-free-space"))
     var minFreeSpace: String?
     @OptionGroup var options: SharedOptions
+
+    /// The flags of `serve`'s library settings (`PushMediaConfig.settings` scoped to `serve`).
+    var givenLibrarySettings: [(String, String?)] {
+        [("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit),
+         ("older-than", olderThan), ("max-bytes", maxBytes)]
+    }
+
+    /// The flags of the server's settings (`ServerConfig.settings`); a flag without a value gives `true`.
+    var givenServerSettings: [(String, String?)] {
+        [("host", host), ("port", port), ("metrics-host", metricsHost), ("metrics-port", metricsPort),
+         ("hmac-secret", hmacSecret), ("insecure-no-auth", insecureNoAuth ? "true" : nil),
+         ("preview", preview ? "true" : nil), ("log-format", logFormat), ("log-level", logLevel), ("gc-every", gcEvery),
+         ("media-memory", mediaMemory), ("min-free-space", minFreeSpace)] + tokens.map { ("token", $0) }
+    }
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         var config = try options.config(environment: environment)
-        config.maxJobs = config.maxJobs ?? ProcessInfo.processInfo.activeProcessorCount * 2
-        if environment["PUSHMEDIA_BACKGROUND_LIMIT"] == nil { config.backgroundLimit = .seconds(60) }
-        let flags: [(String, String?)] = [("host", host), ("port", port), ("metrics-host", metricsHost), ("metrics-port", metricsPort), ("hmac-secret", hmacSecret), ("log-format", logFormat),
-                                          ("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit),
-                                          ("gc-every", gcEvery), ("older-than", olderThan), ("max-bytes", maxBytes),
-                                          ("media-memory", mediaMemory), ("min-free-space", minFreeSpace)]
-        do { try config.apply(flags + tokens.map { ("token", $0) }) } catch { throw ValidationError(error.description) }
-        if insecureNoAuth { config.insecureNoAuth = true }
-        if preview { config.preview = true }
+        var server: ServerConfig
+        do {
+            try config.apply(givenLibrarySettings)
+            server = try ServerConfig.fromEnvironment(environment)
+            try server.apply(givenServerSettings)
+        } catch { throw ValidationError(error.description) }
 
-        let format = config.logFormat
+        let (format, level) = (server.logFormat, server.logLevel)
         LoggingSystem.bootstrap { label in
-            format == "json" ? JSONLogHandler(label: label) as any LogHandler : StreamLogHandler.standardError(label: label)
+            var handler: any LogHandler = format == "json" ? JSONLogHandler(label: label, logLevel: level)
+                : StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
         }
         let logger = Logger(label: "pushmedia")
         let baseURLGiven = options.baseURL != nil || environment["PUSHMEDIA_BASE_URL"] != nil
         let app: any Service
         do {
-            let host = config.host
-            let metricsHost = config.metricsHost
-            app = try await buildApplication(config: config, baseURLGiven: baseURLGiven, logger: logger, onMetricsRunning: { port in
-                FileHandle.standardOutput.write(Data("PushMedia metrics on http://\(metricsHost):\(port)/metrics\n".utf8))
-            }) { port in
+            let host = server.host
+            let metricsHost = server.metricsHost
+            app = try await buildApplication(
+                config: config, server: server, baseURLGiven: baseURLGiven, logger: logger,
+                onMetricsRunning: { port in
+                    let line = "PushMedia metrics on http://\(metricsHost):\(port)/metrics\n"
+                    FileHandle.standardOutput.write(Data(line.utf8))
+                }
+            ) { port in
                 FileHandle.standardOutput.write(Data("PushMedia listening on http://\(host):\(port)\n".utf8))
             } as any Service
         } catch let error as ServerError {

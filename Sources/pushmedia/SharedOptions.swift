@@ -2,85 +2,96 @@ import ArgumentParser
 import Foundation
 import PushMedia
 
-/// Flags shared by every command. Each falls back to its `PUSHMEDIA_*` variable, then to the
-/// default documented in `PushMediaConfig`.
+/// Flags shared by every command: the settings of `PushMediaConfig.settings` that every command
+/// takes. Each falls back to its `PUSHMEDIA_*` variable, then to the table's default.
 struct SharedOptions: ParsableArguments {
-    @Option(help: "Media store: a directory, or s3://BUCKET[/PREFIX] (env PUSHMEDIA_STORE; default ./pushmedia-store).")
+    @Option(help: .setting("store"))
     var store: String?
-    @Option(name: .customLong("s3-endpoint"), help: "S3-compatible endpoint for an s3:// store, path-style (env PUSHMEDIA_S3_ENDPOINT). Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or PUSHMEDIA_S3_*.")
+    @Option(name: .customLong("s3-endpoint"), help: .setting("s3-endpoint"))
     var s3Endpoint: String?
-    @Option(name: .customLong("s3-region"), help: "Region S3 requests are signed for (env PUSHMEDIA_S3_REGION; default us-east-1).")
+    @Option(name: .customLong("s3-region"), help: .setting("s3-region"))
     var s3Region: String?
-    @Option(name: .customLong("work-dir"), help: "Local folder for downloads with an s3:// store (env PUSHMEDIA_WORK_DIR; default $TMPDIR/pushmedia-work).")
+    @Option(name: .customLong("work-dir"), help: .setting("work-dir"))
     var workDir: String?
-    @Option(name: .customLong("index-cache"), help: "Cache entries kept in memory in front of the store's index (env PUSHMEDIA_INDEX_CACHE; default 100000).")
+    @Option(name: .customLong("index-cache"), help: .setting("index-cache"))
     var indexCache: String?
-    @Option(name: .customLong("index-cache-ttl"), help: "How long an entry held in memory is used before the index is read again (env PUSHMEDIA_INDEX_CACHE_TTL; default 60s).")
+    @Option(name: .customLong("index-cache-ttl"), help: .setting("index-cache-ttl"))
     var indexCacheTTL: String?
-    @Option(name: .customLong("min-ttl"), help: "A fetched URL is reused at least this long before it is revalidated with its origin (env PUSHMEDIA_MIN_TTL; default 1m).")
+    @Option(name: .customLong("min-ttl"), help: .setting("min-ttl"))
     var minTTL: String?
-    @Option(name: .customLong("max-ttl"), help: "...and at most this long, whatever the origin's Cache-Control or Expires (env PUSHMEDIA_MAX_TTL; default 1d).")
+    @Option(name: .customLong("max-ttl"), help: .setting("max-ttl"))
     var maxTTL: String?
-    @Option(name: .customLong("base-url"), help: "Public URL the store is served under (env PUSHMEDIA_BASE_URL; default http://127.0.0.1:8080/media).")
+    @Option(name: .customLong("base-url"), help: .setting("base-url"))
     var baseURL: String?
-    @Option(help: "Time budget per payload, e.g. 10, 2.5s, 800ms (env PUSHMEDIA_BUDGET; default 10s).")
+    @Option(help: .setting("budget"))
     var budget: String?
-    @Flag(name: .customLong("allow-private-networks"), help: "Allow fetching from loopback/private/link-local addresses (env PUSHMEDIA_ALLOW_PRIVATE_NETWORKS).")
+    @Flag(name: .customLong("allow-private-networks"), help: .setting("allow-private-networks"))
     var allowPrivateNetworks = false
-    @Option(name: .customLong("media-key"), help: "Extra top-level key holding a media URL; repeatable (env PUSHMEDIA_MEDIA_KEYS, comma-separated).")
+    @Option(name: .customLong("media-key"), help: .setting("media-key"))
     var mediaKeys: [String] = []
-    @Option(name: .customLong("trust-peer"), help: "An internal address:port that may be fetched from anyway; repeatable (env PUSHMEDIA_TRUSTED_PEERS).")
+    @Option(name: .customLong("trust-peer"), help: .setting("trust-peer"))
     var trustedPeers: [String] = []
-    @Option(name: .customLong("on-reject"), help: "drop or keep the media key of rejected media (env PUSHMEDIA_ON_REJECT; default drop).")
+    @Option(name: .customLong("on-reject"), help: .setting("on-reject"))
     var onReject: String?
-    @Option(name: .customLong("media-root"), help: "Directory local media paths must resolve inside (env PUSHMEDIA_MEDIA_ROOT; default: the input's directory).")
+    @Option(name: .customLong("media-root"), help: .setting("media-root"))
     var mediaRoot: String?
-    @Option(name: .customLong("long-edge"), help: "Longest side of a transcoded image in px (env PUSHMEDIA_LONG_EDGE; default 2048).")
+    @Option(name: .customLong("long-edge"), help: .setting("long-edge"))
     var longEdge: String?
-    @Option(name: .customLong("thumb-edge"), help: "Longest side of the thumbnail in px (env PUSHMEDIA_THUMB_EDGE; default 512).")
+    @Option(name: .customLong("thumb-edge"), help: .setting("thumb-edge"))
     var thumbEdge: String?
-    @Option(name: .customLong("max-pixels"), help: "Largest source image in pixels, read from the header (env PUSHMEDIA_MAX_PIXELS; default 50000000).")
+    @Option(name: .customLong("max-pixels"), help: .setting("max-pixels"))
     var maxPixels: String?
-    @Option(name: .customLong("max-frames"), help: "Frames kept in an animation (env PUSHMEDIA_MAX_FRAMES; default 100).")
+    @Option(name: .customLong("max-frames"), help: .setting("max-frames"))
     var maxFrames: String?
-    @Option(name: .customLong("max-source-bytes"), help: "Largest download in bytes (env PUSHMEDIA_MAX_SOURCE_BYTES; default 200000000).")
+    @Option(name: .customLong("max-source-bytes"), help: .setting("max-source-bytes"))
     var maxSourceBytes: String?
-
-    @Option(name: .customLong("video-edge"), help: "Longest side of a transcoded video in px (env PUSHMEDIA_VIDEO_EDGE; default 1280).")
+    @Option(name: .customLong("video-edge"), help: .setting("video-edge"))
     var videoEdge: String?
-    @Option(name: .customLong("clip-seconds"), help: "Cut a transcoded video or audio that cannot fit its cap whole to this many seconds (env PUSHMEDIA_CLIP_SECONDS; default 30).")
+    @Option(name: .customLong("clip-seconds"), help: .setting("clip-seconds"))
     var clipSeconds: String?
-    @Option(name: .customLong("decode-memory"), help: "Estimated bytes of image decodes running at once (env PUSHMEDIA_DECODE_MEMORY; default 256000000).")
+    @Option(name: .customLong("decode-memory"), help: .setting("decode-memory"))
     var decodeMemory: String?
-    @Option(help: "Platform the attachment is made for: ios, android, huawei, web (env PUSHMEDIA_PROFILE; default ios).")
+    @Option(name: .customLong("jpeg-quality"), help: .setting("jpeg-quality"))
+    var jpegQuality: String?
+    @Option(name: .customLong("connect-timeout"), help: .setting("connect-timeout"))
+    var connectTimeout: String?
+    @Option(name: .customLong("low-speed-time"), help: .setting("low-speed-time"))
+    var lowSpeedTime: String?
+    @Option(name: .customLong("max-redirects"), help: .setting("max-redirects"))
+    var maxRedirects: String?
+    @Option(help: .setting("profile"))
     var profile: String?
-    @Option(help: "Payload convention: auto, generic, fcm, onesignal, airship, braze, clevertap, iterable, customerio (env PUSHMEDIA_VENDOR; default auto).")
+    @Option(help: .setting("vendor"))
     var vendor: String?
-    @Option(help: "Crop to a profile's 2:1 shape and place clipping rectangles by: attention, centre, none (env PUSHMEDIA_CROP; default attention).")
+    @Option(help: .setting("crop"))
     var crop: String?
-    @Option(name: .customLong("thumb-aspect"), help: "Emit a thumbnail clipping rectangle of this width:height, e.g. 1:1 (env PUSHMEDIA_THUMB_ASPECT; default none).")
+    @Option(name: .customLong("thumb-aspect"), help: .setting("thumb-aspect"))
     var thumbAspect: String?
-    @Flag(name: .customLong("thumb-hidden"), help: "Tell the phone to hide the thumbnail (env PUSHMEDIA_THUMB_HIDDEN).")
+    @Flag(name: .customLong("thumb-hidden"), help: .setting("thumb-hidden"))
     var thumbHidden = false
+
+    /// The flags given, as (setting name, text) pairs; a flag without a value gives `true`.
+    var given: [(String, String?)] {
+        [
+            ("store", store), ("s3-endpoint", s3Endpoint), ("s3-region", s3Region), ("work-dir", workDir),
+            ("index-cache", indexCache), ("index-cache-ttl", indexCacheTTL), ("min-ttl", minTTL), ("max-ttl", maxTTL),
+            ("base-url", baseURL), ("budget", budget), ("allow-private-networks", allowPrivateNetworks ? "true" : nil),
+            ("on-reject", onReject), ("media-root", mediaRoot), ("long-edge", longEdge), ("thumb-edge", thumbEdge),
+            ("max-pixels", maxPixels), ("max-frames", maxFrames), ("max-source-bytes", maxSourceBytes),
+            ("video-edge", videoEdge), ("clip-seconds", clipSeconds), ("decode-memory", decodeMemory),
+            ("jpeg-quality", jpegQuality), ("connect-timeout", connectTimeout), ("low-speed-time", lowSpeedTime),
+            ("max-redirects", maxRedirects), ("profile", profile), ("vendor", vendor), ("crop", crop),
+            ("thumb-aspect", thumbAspect), ("thumb-hidden", thumbHidden ? "true" : nil),
+        ] + mediaKeys.map { ("media-key", $0) } + trustedPeers.map { ("trust-peer", $0) }
+    }
 
     /// Defaults, then environment, then flags.
     func config(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PushMediaConfig {
-        var config: PushMediaConfig
-        do { config = try PushMediaConfig.fromEnvironment(environment) } catch { throw ValidationError(error.description) }
-        let flags: [(String, String?)] = [
-            ("store", store), ("base-url", baseURL), ("budget", budget), ("on-reject", onReject), ("media-root", mediaRoot),
-            ("long-edge", longEdge), ("thumb-edge", thumbEdge), ("max-pixels", maxPixels), ("max-frames", maxFrames),
-            ("max-source-bytes", maxSourceBytes), ("decode-memory", decodeMemory), ("profile", profile), ("vendor", vendor), ("crop", crop),
-            ("thumb-aspect", thumbAspect), ("s3-endpoint", s3Endpoint), ("s3-region", s3Region), ("work-dir", workDir), ("index-cache", indexCache),
-            ("index-cache-ttl", indexCacheTTL), ("min-ttl", minTTL), ("max-ttl", maxTTL), ("video-edge", videoEdge),
-            ("clip-seconds", clipSeconds),
-        ]
         do {
-            try config.apply(flags + mediaKeys.map { ("media-key", $0) } + trustedPeers.map { ("trust-peer", $0) })
+            var config = try PushMediaConfig.fromEnvironment(environment)
+            try config.apply(given)
+            return config
         } catch { throw ValidationError(error.description) }
-        if allowPrivateNetworks { config.allowPrivateNetworks = true }
-        if thumbHidden { config.thumbnailHidden = true }
-        return config
     }
 }
 

@@ -34,7 +34,7 @@ struct OpenAPITests {
         let origin = try TestOrigin()
         origin.route("/img", .file(body: try sampleMedia("banner.webp"), contentType: "image/webp"))
         let open = try TestServer()
-        let locked = try TestServer { $0.tokens = ["token"] }
+        let locked = try TestServer(server: { $0.tokens = ["token"] })
         let payload = ByteBuffer(json: payloadJSON(origin.url("/img")))
         let big = ByteBuffer(repeating: UInt8(ascii: " "), count: 5 * 1024 * 1024)
 

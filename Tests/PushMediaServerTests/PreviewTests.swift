@@ -120,9 +120,9 @@ struct PreviewTests {
     }
 
     @Test func offWhenAuthIsConfiguredUnlessPreviewIsGiven() async throws {
-        for adjust in [{ (config: inout PushMediaConfig) in config.tokens = ["t"] },
-                       { (config: inout PushMediaConfig) in config.hmacSecret = String(repeating: "s", count: 32) }] {
-            let locked = try TestServer(adjust)
+        for adjust in [{ (server: inout ServerConfig) in server.tokens = ["t"] },
+                       { (server: inout ServerConfig) in server.hmacSecret = String(repeating: "s", count: 32) }] {
+            let locked = try TestServer(server: adjust)
             try await locked.test { client in
                 try await client.execute(uri: "/preview", method: .get) { response in
                     #expect(response.status == .notFound)
@@ -133,16 +133,16 @@ struct PreviewTests {
                 }
             }
         }
-        let opened = try TestServer { $0.tokens = ["t"]; $0.preview = true }
+        let opened = try TestServer(server: { $0.tokens = ["t"]; $0.preview = true })
         try await opened.test { client in
             try await client.execute(uri: "/preview", method: .get) { #expect($0.status == .ok) }
             try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(string: "{}")) { #expect($0.status == .unauthorized) }
         }
-        #expect(PushMediaConfig().previewEnabled)
-        var config = PushMediaConfig()
+        #expect(ServerConfig().previewEnabled)
+        var config = ServerConfig()
         try config.set("token", to: "abc")
         #expect(!config.previewEnabled)
-        config = try PushMediaConfig.fromEnvironment(["PUSHMEDIA_TOKENS": "abc", "PUSHMEDIA_PREVIEW": "1"])
+        config = try ServerConfig.fromEnvironment(["PUSHMEDIA_TOKENS": "abc", "PUSHMEDIA_PREVIEW": "1"])
         #expect(config.previewEnabled)
     }
 

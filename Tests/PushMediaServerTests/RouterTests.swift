@@ -41,7 +41,7 @@ struct RouterTests {
     /// over any real disk's free space stands in for a full disk).
     @Test func notReadyWhenTheDiskIsNearlyFull() async throws {
         for (minimum, expected) in [(Int64(1) << 60, HTTPResponse.Status.serviceUnavailable), (1, .ok), (0, .ok)] {
-            let server = try TestServer { $0.minFreeSpace = minimum }
+            let server = try TestServer(server: { $0.minFreeSpace = minimum })
             try await server.test { client in
                 try await client.execute(uri: "/readyz", method: .get) { response in
                     #expect(response.status == expected, "min-free-space \(minimum)")
@@ -295,7 +295,7 @@ struct RouterTests {
 
     @Test(arguments: [64_000_000, 0] as [Int64])
     func mediaIsServedOnlyWhileItsContentMatchesItsName(memory: Int64) async throws {
-        let server = try TestServer { $0.mediaMemory = memory }
+        let server = try TestServer(server: { $0.mediaMemory = memory })
         let url = origin.url("/banner")
         try await server.test { client in
             let name = try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))) { response in
@@ -386,7 +386,7 @@ struct RouterTests {
     // MARK: auth
 
     @Test func bearerTokens() async throws {
-        let server = try TestServer { $0.tokens = ["s3cret-token", "second"] }
+        let server = try TestServer(server: { $0.tokens = ["s3cret-token", "second"] })
         try await server.test { client in
             for headers: HTTPFields in [[:], [.authorization: "Bearer wrong"], [.authorization: "Basic czNjcmV0"]] {
                 try await client.execute(uri: "/v1/process", method: .post, headers: headers, body: ByteBuffer(json: "{}")) { response in
@@ -412,7 +412,7 @@ struct RouterTests {
     @Test func signedRequests() async throws {
         let secret = "a-shared-secret-of-32-bytes-long"
         let fixedNow = Date(timeIntervalSince1970: 1_790_000_000)
-        let server = try TestServer({ $0.hmacSecret = secret }, now: { fixedNow })
+        let server = try TestServer(server: { $0.hmacSecret = secret }, now: { fixedNow })
         let body = #"{"aps":{"alert":"hello"}}"#
         let now = Int(fixedNow.timeIntervalSince1970)
         let signature = HTTPField.Name("X-PushMedia-Signature")!
@@ -439,14 +439,17 @@ struct RouterTests {
 
     @Test func refusesAPublicListenerWithoutAuth() async throws {
         let store = TemporaryDirectory()
-        var config = testConfig(store: store)
-        config.host = "0.0.0.0"
-        await #expect(throws: ServerError.self) { _ = try await buildApplication(config: config, baseURLGiven: true, logger: .init(label: "test")) }
-        config.tokens = ["t"]
-        _ = try await buildApplication(config: config, baseURLGiven: true, logger: .init(label: "test"))
-        config.tokens = []
-        config.insecureNoAuth = true
-        _ = try await buildApplication(config: config, baseURLGiven: true, logger: .init(label: "test"))
+        let config = testConfig(store: store)
+        var server = ServerConfig()
+        server.host = "0.0.0.0"
+        await #expect(throws: ServerError.self) {
+            _ = try await buildApplication(config: config, server: server, baseURLGiven: true, logger: .init(label: "test"))
+        }
+        server.tokens = ["t"]
+        _ = try await buildApplication(config: config, server: server, baseURLGiven: true, logger: .init(label: "test"))
+        server.tokens = []
+        server.insecureNoAuth = true
+        _ = try await buildApplication(config: config, server: server, baseURLGiven: true, logger: .init(label: "test"))
     }
 
     // MARK: behaviour under load and time

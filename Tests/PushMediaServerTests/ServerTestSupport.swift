@@ -6,17 +6,22 @@ import PushMedia
 import PushMediaTestSupport
 @testable import PushMediaServer
 
-/// A router over a fresh store, with loopback origins allowed (the test origin is on 127.0.0.1).
+/// A router over a fresh store, with loopback origins allowed (the test origin is on 127.0.0.1):
+/// `adjust` changes the library's settings, `server` the server's.
 final class TestServer: @unchecked Sendable {
     let store = TemporaryDirectory()
     let parts: ServerParts
     let router: Router<BasicRequestContext>
 
-    init(_ adjust: (inout PushMediaConfig) -> Void = { _ in }, now: @escaping @Sendable () -> Date = Date.init) throws {
+    init(_ adjust: (inout PushMediaConfig) -> Void = { _ in },
+         server adjustServer: (inout ServerConfig) -> Void = { _ in },
+         now: @escaping @Sendable () -> Date = Date.init) throws {
         var config = testConfig(store: store)
         config.baseURL = "https://media.example.com/media"
         adjust(&config)
-        parts = try ServerParts(config: config)
+        var server = ServerConfig()
+        adjustServer(&server)
+        parts = try ServerParts(config: config, server: server)
         router = buildRouter(parts, now: now)
     }
 

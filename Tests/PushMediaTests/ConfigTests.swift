@@ -64,6 +64,36 @@ struct ConfigTests {
         }
     }
 
+    @Test func fetchAndEncoderSettings() throws {
+        var config = PushMediaConfig()
+        try config.apply([("jpeg-quality", "70"), ("connect-timeout", "500ms"), ("low-speed-time", "2s"),
+                          ("max-redirects", "0")])
+        #expect(config.jpegQuality == 70 && config.maxRedirects == 0)
+        #expect(config.connectTimeout == .milliseconds(500) && config.lowSpeedTime == .seconds(2))
+        for (name, value) in [("jpeg-quality", "5"), ("connect-timeout", "soon"), ("max-redirects", "21")] {
+            #expect { try config.set(name, to: value) } throws: {
+                "\($0)".contains("--\(name)") && "\($0)".contains(value)
+            }
+        }
+    }
+
+    /// The server's settings are `ServerConfig`'s (in PushMediaServer), not the library's.
+    @Test func serverSettingsAreNotTheLibrarys() {
+        var config = PushMediaConfig()
+        #expect { try config.set("host", to: "0.0.0.0") } throws: { "\($0)" == "unknown setting --host" }
+        #expect(PushMediaConfig.setting(named: "max-jobs")?.commands == [.serve])
+    }
+
+    /// `pushmedia serve` replaces a background limit that was not given by its own default.
+    @Test func backgroundLimitKnowsWhetherItWasGiven() throws {
+        var config = PushMediaConfig()
+        #expect(config.backgroundLimit == .zero && config.givenBackgroundLimit == nil)
+        try config.set("background-limit", to: "0")
+        #expect(config.backgroundLimit == .zero && config.givenBackgroundLimit == .zero)
+        config = try PushMediaConfig.fromEnvironment(["PUSHMEDIA_BACKGROUND_LIMIT": "5s"])
+        #expect(config.givenBackgroundLimit == .seconds(5))
+    }
+
     @Test("durations", arguments: [("10", 10_000), ("2.5", 2_500), ("800ms", 800), ("1.5s", 1_500), ("2m", 120_000)])
     func parsesDurations(_ text: String, _ milliseconds: Int64) {
         #expect(PushMediaConfig.parseDuration(text) == .milliseconds(milliseconds))

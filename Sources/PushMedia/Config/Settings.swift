@@ -1,0 +1,235 @@
+import Foundation
+
+/// A command of `pushmedia` that can take a setting's flag.
+public enum SettingCommand: String, Sendable, CaseIterable {
+    case process, batch, serve, gc, purge
+}
+
+extension Set where Element == SettingCommand {
+    /// Every command: a shared flag.
+    public static var every: Self { Set(SettingCommand.allCases) }
+}
+
+/// How a setting is given on the command line.
+public enum SettingKind: Sendable {
+    /// `--name VALUE`.
+    case option
+    /// `--name VALUE`, repeatable; the environment variable is comma-separated.
+    case list
+    /// `--name` alone turns it on; the environment variable is true or false.
+    case flag
+    /// No flag: the environment only (credentials).
+    case environmentOnly
+}
+
+/// One setting: its flag, environment variable, default and help, and how its text is read
+/// into a `Config`. A configuration's table of these (`PushMediaConfig.settings`, the server's
+/// `ServerConfig.settings`) is the one place a setting is declared: it drives the environment,
+/// the command line's flags and `--help`, and the check of the README's settings tables.
+public struct Setting<Config>: Sendable {
+    public typealias Kind = SettingKind
+
+    /// The flag's name without dashes, e.g. `budget`; errors name the setting `--<name>`.
+    public let name: String
+    /// The `PUSHMEDIA_*` variable.
+    public let environment: String
+    /// Read when `environment` is absent, e.g. `AWS_ACCESS_KEY_ID`.
+    public let fallbackEnvironment: String?
+    public let kind: Kind
+    /// The commands whose command line takes the flag. The environment variable is read by all.
+    public let commands: Set<SettingCommand>
+    /// The default as the README's settings tables write it (Markdown: values in backticks).
+    public let documentedDefault: String
+    /// What the setting does, for `--help` (`help` adds the variable and the default).
+    public let summary: String
+    /// Validates the text and applies it, throwing `ConfigError.invalidValue` naming the setting.
+    let read: @Sendable (inout Config, SettingText) throws(ConfigError) -> Void
+
+    /// A setting read by `read`.
+    public init(_ name: String, _ environment: String, fallback: String? = nil, _ kind: Kind = .option,
+                commands: Set<SettingCommand> = .every, default documentedDefault: String, help summary: String,
+                read: @escaping @Sendable (inout Config, SettingText) throws(ConfigError) -> Void) {
+        self.name = name
+        self.environment = environment
+        self.fallbackEnvironment = fallback
+        self.kind = kind
+        self.commands = commands
+        self.documentedDefault = documentedDefault
+        self.summary = summary
+        self.read = read
+    }
+
+    /// `--name`, or nil for an environment-only setting.
+    public var flag: String? { kind == .environmentOnly ? nil : "--" + name }
+
+    /// The `--help` text: the summary, the variable and the default (unless none or off).
+    public var help: String {
+        let shown = documentedDefault.replacingOccurrences(of: "`", with: "")
+        let variable = environment + (kind == .list ? ", comma-separated" : "")
+        let noDefault = shown == "off" || shown.hasPrefix("none")
+        return "\(summary) (env \(variable)\(noDefault ? "" : "; default \(shown)"))."
+    }
+
+    /// Applies `text` to `config`.
+    public func apply(_ text: String, to config: inout Config) throws(ConfigError) {
+        try read(&config, SettingText(name: name, text: text))
+    }
+}
+
+extension Setting {
+    /// An integer in `range` (underscores allowed: `50_000_000`).
+    public static func integer<Value: FixedWidthInteger>(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Value> & Sendable,
+        in range: ClosedRange<Int64>, commands: Set<SettingCommand> = .every, default documentedDefault: String,
+        help summary: String
+    ) -> Setting {
+        Setting(name, environment, commands: commands, default: documentedDefault, help: summary) {
+            config, value throws(ConfigError) in
+            config[keyPath: keyPath] = Value(try value.integer(in: range))
+        }
+    }
+
+    /// An integer in `range` for a setting that is nil until given.
+    public static func integer<Value: FixedWidthInteger>(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Value?> & Sendable,
+        in range: ClosedRange<Int64>, commands: Set<SettingCommand> = .every, default documentedDefault: String,
+        help summary: String
+    ) -> Setting {
+        Setting(name, environment, commands: commands, default: documentedDefault, help: summary) {
+            config, value throws(ConfigError) in
+            config[keyPath: keyPath] = Value(try value.integer(in: range))
+        }
+    }
+
+    /// A duration such as `10`, `2.5s` or `800ms` (see `SettingText.duration()`).
+    public static func duration(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Duration> & Sendable,
+        commands: Set<SettingCommand> = .every, default documentedDefault: String, help summary: String
+    ) -> Setting {
+        Setting(name, environment, commands: commands, default: documentedDefault, help: summary) {
+            config, value throws(ConfigError) in
+            config[keyPath: keyPath] = try value.duration()
+        }
+    }
+
+    /// A flag that turns something on (`off` by default); its variable is true or false.
+    public static func flag(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Bool> & Sendable,
+        commands: Set<SettingCommand> = .every, help summary: String
+    ) -> Setting {
+        Setting(name, environment, .flag, commands: commands, default: "off", help: summary) {
+            config, value throws(ConfigError) in
+            config[keyPath: keyPath] = try value.bool()
+        }
+    }
+}
+
+/// The text of one setting, with the readers the tables use; each throws
+/// `ConfigError.invalidValue` naming the setting and what was expected.
+public struct SettingText: Sendable {
+    /// The setting's name (its flag without dashes).
+    public let name: String
+    /// The text given.
+    public let text: String
+
+    /// The error for this text: `expected` says what would have been accepted; `shown`
+    /// replaces the text in the message (for secrets).
+    public func invalid(expected: String, shown: String? = nil) -> ConfigError {
+        .invalidValue(name: name, value: shown ?? text, expected: expected)
+    }
+
+    /// An integer in `range`; underscores are ignored.
+    public func integer(in range: ClosedRange<Int64>) throws(ConfigError) -> Int64 {
+        guard let value = Int64(text.replacingOccurrences(of: "_", with: "")), range.contains(value) else {
+            throw invalid(expected: "an integer in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return value
+    }
+
+    /// `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off`, empty.
+    public func bool() throws(ConfigError) -> Bool {
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off", "": return false
+        default: throw invalid(expected: "true or false")
+        }
+    }
+
+    /// A duration up to a day (see `PushMediaConfig.parseDuration`).
+    public func duration() throws(ConfigError) -> Duration {
+        guard let value = PushMediaConfig.parseDuration(text) else {
+            throw invalid(expected: "a duration such as 10, 2.5s or 800ms")
+        }
+        return value
+    }
+
+    /// An age of at least a second (see `PushMediaConfig.parseAge`).
+    public func ageOfSeconds() throws(ConfigError) -> Duration {
+        guard let value = PushMediaConfig.parseAge(text), value >= .seconds(1) else {
+            throw invalid(expected: "a duration of at least a second such as 30s, 10m, 12h or 7d")
+        }
+        return value
+    }
+
+    /// An age of at least a minute (see `PushMediaConfig.parseAge`).
+    public func ageOfMinutes() throws(ConfigError) -> Duration {
+        guard let value = PushMediaConfig.parseAge(text), value >= .seconds(60) else {
+            throw invalid(expected: "a duration of at least a minute such as 90m, 12h, 30d or 2w")
+        }
+        return value
+    }
+
+    /// The comma-separated items, trimmed, empty ones left out.
+    public var items: [String] {
+        text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+}
+
+/// A configuration read from a table of settings: defaults, then the environment, then flags.
+public protocol Configurable: Sendable {
+    /// The defaults.
+    init()
+    /// Every setting, in the order `--help` lists them.
+    static var settings: [Setting<Self>] { get }
+}
+
+extension Configurable {
+    /// The table's entry for `name` (a flag name without dashes).
+    public static func setting(named name: String) -> Setting<Self>? {
+        settings.first { $0.name == name }
+    }
+
+    /// The environment variable behind each setting, by name.
+    public static var environmentKeys: [String: String] {
+        Dictionary(uniqueKeysWithValues: settings.map { ($0.name, $0.environment) })
+    }
+
+    /// Applies one setting given as text (from a flag or an environment variable).
+    /// - Parameter name: the flag name without dashes, e.g. `budget`.
+    public mutating func set(_ name: String, to text: String) throws(ConfigError) {
+        guard let setting = Self.setting(named: name) else { throw ConfigError.unknownSetting(name) }
+        try setting.apply(text, to: &self)
+    }
+
+    /// Applies settings given as (flag name, text) pairs in order, skipping nil values; repeat a
+    /// name for list settings such as `media-key` or `token`.
+    public mutating func apply(_ settings: [(String, String?)]) throws(ConfigError) {
+        for case let (name, text?) in settings { try set(name, to: text) }
+    }
+
+    /// Reads every variable of the table present in `environment` on top of the defaults, in the
+    /// order of the settings' names; a setting's fallback variable is read when its own is absent.
+    public static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigError) -> Self {
+        var config = Self()
+        for setting in settings.sorted(by: { $0.name < $1.name }) {
+            let variable = environment[setting.environment] != nil ? setting.environment : setting.fallbackEnvironment
+            guard let variable, let text = environment[variable] else { continue }
+            do { try setting.apply(text, to: &config) } catch {
+                throw ConfigError.inEnvironment(variable: variable, error)
+            }
+        }
+        return config
+    }
+}
