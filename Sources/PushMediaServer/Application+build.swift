@@ -36,12 +36,12 @@ public struct ServerParts: Sendable {
 
 /// The router: `/v1/process`, `/v1/batch`, `/metrics` (authenticated when tokens or a secret are set),
 /// `/media/<name>`, `/preview` (see `PushMediaConfig.previewEnabled`), `/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`.
-public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<BasicRequestContext> {
+public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<AppRequestContext> {
     let config = parts.pipeline.config
-    let router = Router(context: BasicRequestContext.self)
+    let router = Router(context: AppRequestContext.self)
     router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
     router.add(middleware: MethodGuardMiddleware())
-    let auth = AuthMiddleware<BasicRequestContext>(tokens: config.tokens, hmacSecret: config.hmacSecret,
+    let auth = AuthMiddleware<AppRequestContext>(tokens: config.tokens, hmacSecret: config.hmacSecret,
                                                    bodyLimit: max(config.maxPayloadBodyBytes, config.maxBatchBodyBytes), now: now)
     let v1 = router.group("v1").add(middleware: auth)
     // Metrics tell about campaigns and load: they need the same credentials as /v1 once any are set.
@@ -49,9 +49,9 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     let scrape = parts.pipeline.config.metricsPort == nil ? router.group("metrics").add(middleware: auth) : nil
     let baseURL = parts.baseURL
     ProcessRoutes(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }, memo: parts.memo).add(to: v1)
-    MediaRoutes<BasicRequestContext>(store: parts.pipeline.store, memoryLimit: parts.pipeline.config.mediaMemory).add(to: router)
-    PreviewRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }).add(to: router)
-    HealthRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics,
+    MediaRoutes<AppRequestContext>(store: parts.pipeline.store, memoryLimit: parts.pipeline.config.mediaMemory).add(to: router)
+    PreviewRoutes<AppRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } }).add(to: router)
+    HealthRoutes<AppRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics,
                                       executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1)).add(to: router, metrics: scrape)
     return router
 }
@@ -81,7 +81,7 @@ public func buildApplication(config: PushMediaConfig, baseURLGiven: Bool, logger
         // /metrics alone, without auth, on its own address (as image proxies do): for a
         // Prometheus on the internal network, with the hook's own port public.
         let scrapeRouter = Router()
-        scrapeRouter.get("metrics") { [metrics = parts.metrics] _, _ in HealthRoutes<BasicRequestContext>.exposition(metrics) }
+        scrapeRouter.get("metrics") { [metrics = parts.metrics] _, _ in HealthRoutes<AppRequestContext>.exposition(metrics) }
         let metricsHost = config.metricsHost
         services.append(Application(
             router: scrapeRouter,

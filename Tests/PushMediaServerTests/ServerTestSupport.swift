@@ -10,7 +10,7 @@ import PushMediaTestSupport
 final class TestServer: @unchecked Sendable {
     let store = TemporaryDirectory()
     let parts: ServerParts
-    let router: Router<BasicRequestContext>
+    let router: Router<AppRequestContext>
 
     init(_ adjust: (inout PushMediaConfig) -> Void = { _ in }, now: @escaping @Sendable () -> Date = Date.init) throws {
         var config = testConfig(store: store)
