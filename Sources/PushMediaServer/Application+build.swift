@@ -41,13 +41,13 @@ public struct ServerParts: Sendable {
 
 /// The router: `/v1/process`, `/v1/batch`, `/metrics` (authenticated when tokens or a secret are set),
 /// `/media/<name>`, `/preview` (see `ServerConfig.previewEnabled`), `/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`.
-public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<BasicRequestContext> {
+public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<AppRequestContext> {
     let server = parts.server
-    let router = Router(context: BasicRequestContext.self)
+    let router = Router(context: AppRequestContext.self)
     router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
     router.add(middleware: MethodGuardMiddleware())
     let bodyLimit = max(server.maxPayloadBodyBytes, server.maxBatchBodyBytes)
-    let auth = AuthMiddleware<BasicRequestContext>(tokens: server.tokens, hmacSecret: server.hmacSecret, bodyLimit: bodyLimit, now: now)
+    let auth = AuthMiddleware<AppRequestContext>(tokens: server.tokens, hmacSecret: server.hmacSecret, bodyLimit: bodyLimit, now: now)
     let v1 = router.group("v1").add(middleware: auth)
     // Metrics tell about campaigns and load: they need the same credentials as /v1 once any are set.
     // With a listener of its own (--metrics-port), /metrics is served there and not here.
@@ -55,10 +55,10 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     let baseURL = parts.baseURL
     ProcessRoutes(pipeline: parts.pipeline, server: server, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } },
                   memo: parts.memo).add(to: v1)
-    MediaRoutes<BasicRequestContext>(store: parts.pipeline.store, memoryLimit: server.mediaMemory).add(to: router)
-    PreviewRoutes<BasicRequestContext>(pipeline: parts.pipeline, server: server, metrics: parts.metrics,
+    MediaRoutes<AppRequestContext>(store: parts.pipeline.store, memoryLimit: server.mediaMemory).add(to: router)
+    PreviewRoutes<AppRequestContext>(pipeline: parts.pipeline, server: server, metrics: parts.metrics,
                                        baseURL: { baseURL.withLock { $0 } }).add(to: router)
-    HealthRoutes<BasicRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, minFreeSpace: server.minFreeSpace,
+    HealthRoutes<AppRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, minFreeSpace: server.minFreeSpace,
                                       executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1))
         .add(to: router, metrics: scrape)
     return router
@@ -90,7 +90,7 @@ public func buildApplication(config: PushMediaConfig, server: ServerConfig, base
         // /metrics alone, without auth, on its own address (as image proxies do): for a
         // Prometheus on the internal network, with the hook's own port public.
         let scrapeRouter = Router()
-        scrapeRouter.get("metrics") { [metrics = parts.metrics] _, _ in HealthRoutes<BasicRequestContext>.exposition(metrics) }
+        scrapeRouter.get("metrics") { [metrics = parts.metrics] _, _ in HealthRoutes<AppRequestContext>.exposition(metrics) }
         let metricsHost = server.metricsHost
         services.append(Application(
             router: scrapeRouter,

@@ -30,24 +30,25 @@ final class MediaMemory: Sendable {
     private struct Slot {
         var identity: Identity
         var bytes: ByteBuffer
-        var used: UInt64
     }
 
     private struct State {
-        var slots: [String: Slot] = [:]
-        var total = 0
-        var clock: UInt64 = 0
+        /// Kept files by name, their sizes counted against `limit`.
+        var files: LRUCache<String, Slot>
         /// Files too large to keep whose content was found to match their name, by version.
-        var verified: [String: Identity] = [:]
+        var verified = LRUCache<String, Identity>(budget: MediaMemory.maxVerified)
     }
 
     /// Files larger than this are always read from disk in chunks.
     static let maxFileBytes = 4 << 20
+    /// Versions of files too large to keep remembered as verified.
+    static let maxVerified = 10_000
     let limit: Int
-    private let state = Locked(State())
+    private let state: Locked<State>
 
     init(limit: Int64) {
         self.limit = Int(clamping: max(0, limit))
+        state = Locked(State(files: LRUCache(budget: self.limit)))
     }
 
     /// Whether a file of this size is kept.
@@ -56,14 +57,11 @@ final class MediaMemory: Sendable {
     /// The cached bytes of `name` when they are those of the file `identity` describes.
     func bytes(_ name: String, identity: Identity) -> ByteBuffer? {
         state.withLock { state in
-            guard let slot = state.slots[name] else { return nil }
+            guard let slot = state.files.value(forKey: name) else { return nil }
             guard slot.identity == identity else {
-                state.total -= slot.bytes.readableBytes
-                state.slots[name] = nil
+                state.files.removeValue(forKey: name)
                 return nil
             }
-            state.clock += 1
-            state.slots[name]?.used = state.clock
             return slot.bytes
         }
     }
@@ -72,33 +70,21 @@ final class MediaMemory: Sendable {
     func keep(_ name: String, identity: Identity, bytes: ByteBuffer) {
         guard keeps(size: bytes.readableBytes) else { return }
         state.withLock { state in
-            if let old = state.slots[name] { state.total -= old.bytes.readableBytes }
-            state.clock += 1
-            state.slots[name] = Slot(identity: identity, bytes: bytes, used: state.clock)
-            state.total += bytes.readableBytes
-            guard state.total > limit else { return }
-            // Evict down to 90 % of the limit at once, so that eviction (a sort) is rare.
-            for (victim, slot) in state.slots.sorted(by: { $0.value.used < $1.value.used }) {
-                guard state.total > limit * 9 / 10 else { break }
-                state.total -= slot.bytes.readableBytes
-                state.slots[victim] = nil
-            }
+            _ = state.files.setValue(Slot(identity: identity, bytes: bytes), forKey: name, cost: bytes.readableBytes)
         }
     }
 
     /// Whether this version of a file too large to keep was already found to hold what its name says.
     func isVerified(_ name: String, identity: Identity) -> Bool {
-        state.withLock { $0.verified[name] == identity }
+        state.withLock { $0.verified.value(forKey: name) == identity }
     }
 
-    /// Records that this version of `name` holds what its name says (at most 10,000 remembered).
+    /// Records that this version of `name` holds what its name says (the 10,000 most recently
+    /// used remembered).
     func markVerified(_ name: String, identity: Identity) {
-        state.withLock { state in
-            if state.verified.count >= 10_000 { state.verified.removeAll(keepingCapacity: true) }
-            state.verified[name] = identity
-        }
+        state.withLock { _ = $0.verified.setValue(identity, forKey: name) }
     }
 
     /// Bytes held now.
-    var total: Int { state.withLock { $0.total } }
+    var total: Int { state.withLock { $0.files.cost } }
 }

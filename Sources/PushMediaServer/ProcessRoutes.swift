@@ -64,23 +64,8 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         let context = PayloadContext(onReject: options.onReject, baseURL: baseURL(), deadline: deadline, vendor: options.vendor,
                                      profile: options.profile, refresh: options.refresh)
         let width = max(1, pipeline.gate?.limit ?? 8)
-        var results = [[UInt8]](repeating: [], count: items.count)
-        await withTaskGroup(of: (Int, [UInt8]).self) { group in
-            var next = 0
-            func schedule() {
-                guard next < items.count else { return }
-                let index = next
-                next += 1
-                group.addTask {
-                    let result = await self.processItem(items[index], index: index, context: context)
-                    return (index, result)
-                }
-            }
-            for _ in 0..<width { schedule() }
-            while let (index, bytes) = await group.next() {
-                results[index] = bytes
-                schedule()
-            }
+        let results = await items.mapConcurrently(width: width) { index, item in
+            await self.processItem(item, index: index, context: context)
         }
         var bytes = Array(#"{"results":["#.utf8)
         for (index, item) in results.enumerated() {

@@ -28,12 +28,12 @@ final class ResponseMemo: Sendable {
         var size: Int { head.count + tail.count + 2 * 1024 }
     }
 
-    /// Bytes of answers and bodies kept at most; past that the memo starts again empty.
+    /// Bytes of answers and bodies kept at most; past that the least recently used answers go.
     let byteLimit: Int
-    private let state = Locked<(entries: [Key: Entry], bytes: Int)>(([:], 0))
+    private let entries: Locked<LRUCache<Key, Entry>>
     private let answered = Locked(0)
-    /// Hashes of bodies answered once from the cache (forgotten past 65,536).
-    private let seen = Locked(Set<Int>())
+    /// Hashes of bodies answered once from the cache (the 65,536 most recently seen).
+    private let seen = Locked(LRUCache<Int, Bool>(budget: 65_536))
 
     /// Answers given from the memo so far.
     var answers: Int { answered.withLock { $0 } }
@@ -44,15 +44,14 @@ final class ResponseMemo: Sendable {
     init(byteLimit: Int = 32 * 1024 * 1024, memoryTTL: Duration = .seconds(60)) {
         self.byteLimit = byteLimit
         self.memoryTTL = memoryTTL
+        entries = Locked(LRUCache(budget: byteLimit))
     }
 
     /// The kept answer for `key` with `total` milliseconds, if its files are all in `store`.
     func answer(_ key: Key, total: Double, store: MediaStore) -> (bytes: [UInt8], outcome: Outcome)? {
-        guard let entry = state.withLock({ $0.entries[key] }) else { return nil }
+        guard let entry = entries.withLock({ $0.value(forKey: key) }) else { return nil }
         guard ContinuousClock.now < entry.expires, entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) }) else {
-            state.withLock { state in
-                if let removed = state.entries.removeValue(forKey: key) { state.bytes -= removed.size + key.body.count }
-            }
+            entries.withLock { _ = $0.removeValue(forKey: key) }
             return nil
         }
         answered.withLock { $0 += 1 }
@@ -71,9 +70,8 @@ final class ResponseMemo: Sendable {
               media.allSatisfy({ $0.cacheHit == true && ($0.status == .processed || $0.status == .passthrough) }) else { return nil }
         let fingerprint = key.hashValue
         let repeated = seen.withLock { seen in
-            if seen.contains(fingerprint) { return true }
-            if seen.count >= 65_536 { seen.removeAll(keepingCapacity: true) }
-            seen.insert(fingerprint)
+            if seen.value(forKey: fingerprint) != nil { return true }
+            seen.setValue(true, forKey: fingerprint)
             return false
         }
         guard repeated else { return nil }
@@ -91,14 +89,7 @@ final class ResponseMemo: Sendable {
         }
         let entry = Entry(outcome: template, head: Array(encoded[..<range.lowerBound]), tail: Array(encoded[range.upperBound...]), files: files,
                           expires: .now + lifetime)
-        state.withLock { state in
-            if state.bytes + entry.size + key.body.count > byteLimit {
-                state.entries.removeAll(keepingCapacity: true)
-                state.bytes = 0
-            }
-            if let old = state.entries.updateValue(entry, forKey: key) { state.bytes -= old.size + key.body.count }
-            state.bytes += entry.size + key.body.count
-        }
+        entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.count) }
         return entry.head + JSONValue.number(total).serialized() + entry.tail
     }
 

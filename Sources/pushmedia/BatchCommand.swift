@@ -52,26 +52,13 @@ struct BatchCommand: AsyncParsableCommand {
         var items = [BatchItem?](repeating: nil, count: files.count)
         var failedWrites = 0
         let refresh = self.refresh
-        await withTaskGroup(of: (Int, BatchItem).self) { group in
-            var next = 0
-            func schedule() {
-                guard next < files.count else { return }
-                let index = next
-                next += 1
-                let relative = files[index]
-                group.addTask {
-                    let item = await Self.processFile(relative, root: root, outRoot: outRoot, pipeline: pipeline, mediaRoot: mediaRoot,
-                                                      refresh: refresh)
-                    return (index, item)
-                }
-            }
-            for _ in 0..<(concurrency + (prefetch ?? concurrency)) { schedule() }
-            while let (index, item) = await group.next() {
-                items[index] = item
-                if item.writeError != nil { failedWrites += 1 }
-                progress.advance(item)
-                schedule()
-            }
+        await files.forEachConcurrently(width: concurrency + (prefetch ?? concurrency)) { _, relative in
+            await Self.processFile(relative, root: root, outRoot: outRoot, pipeline: pipeline, mediaRoot: mediaRoot,
+                                   refresh: refresh)
+        } onResult: { index, item in
+            items[index] = item
+            if item.writeError != nil { failedWrites += 1 }
+            progress.advance(item)
         }
         progress.finish()
 

@@ -11,7 +11,7 @@ import PushMediaTestSupport
 final class TestServer: @unchecked Sendable {
     let store = TemporaryDirectory()
     let parts: ServerParts
-    let router: Router<BasicRequestContext>
+    let router: Router<AppRequestContext>
 
     init(_ adjust: (inout PushMediaConfig) -> Void = { _ in },
          server adjustServer: (inout ServerConfig) -> Void = { _ in },

@@ -2,7 +2,8 @@
  * The C shim: every variadic libvips/libcurl call PushMedia makes is wrapped here in a
  * fixed-signature function, together with the libcurl callbacks and the libmagic/GLib
  * helpers. Swift sees plain integers, pointers and small structs; libvips and libmagic
- * types stay opaque.
+ * types stay opaque. One source file per library: curl.c, vips.c, magic.c, hash.c (GLib
+ * checksums) and spawn.c (child processes).
  */
 #ifndef PUSHMEDIA_SHIM_H
 #define PUSHMEDIA_SHIM_H

@@ -1,0 +1,148 @@
+import Foundation
+
+/// A weighted semaphore whose waiters queue in arrival order and give up at a deadline.
+///
+/// At most `limit` units are held at once. A request that does not fit waits behind those that
+/// came before it: nobody overtakes the head of the queue, even one that would fit. Weights are
+/// clamped to `1...limit`, so a request larger than the whole limit runs alone. At most
+/// `queueLimit` requests hold a place in the queue; past that `reserve` refuses at once.
+///
+/// `JobGate` (jobs, weight 1) and `DecodeBudget` (bytes) are built on it.
+public final class DeadlineSemaphore: Sendable {
+    /// What `reserve` decided.
+    public enum Admission: Sendable, Equatable {
+        /// The units are held; `release` them when done.
+        case acquired
+        /// A queue place is held: `wait` before running.
+        case queued
+        /// The queue is full.
+        case refused
+    }
+
+    private typealias Continuation = CheckedContinuation<Bool, Never>
+
+    private struct Waiter {
+        var id: UInt64
+        var weight: Int64
+        var continuation: Continuation
+    }
+
+    private struct State {
+        var used: Int64 = 0
+        /// Queue places held: requests told `.queued` that were neither admitted nor expired yet.
+        var queued = 0
+        /// The queued requests already waiting, oldest first.
+        var waiters: [Waiter] = []
+        var nextID: UInt64 = 0
+
+        /// Admits the waiters that now fit, in order, and returns them to resume (after unlocking).
+        mutating func admitWaiters(limit: Int64) -> [Continuation] {
+            var admitted: [Continuation] = []
+            while let first = waiters.first, used + first.weight <= limit {
+                used += first.weight
+                queued -= 1
+                admitted.append(waiters.removeFirst().continuation)
+            }
+            return admitted
+        }
+    }
+
+    /// Units that may be held at once.
+    public let limit: Int64
+    /// Requests that may wait at once.
+    public let queueLimit: Int
+    private let state = Locked(State())
+
+    public init(limit: Int64, queueLimit: Int = .max) {
+        self.limit = max(1, limit)
+        self.queueLimit = max(0, queueLimit)
+    }
+
+    /// Units held now.
+    public var used: Int64 { state.withLock { $0.used } }
+    /// Queue places held now.
+    public var queued: Int { state.withLock { $0.queued } }
+
+    /// `weight` as it is counted: at least 1, at most `limit`.
+    public func clamped(_ weight: Int64) -> Int64 { min(max(weight, 1), limit) }
+
+    /// Takes `weight` units when they fit and nobody is queued, else a queue place when one is
+    /// free, else neither — without waiting.
+    public func reserve(_ weight: Int64 = 1) -> Admission {
+        let weight = clamped(weight)
+        return state.withLock { state in
+            if state.queued == 0 && state.used + weight <= limit {
+                state.used += weight
+                return .acquired
+            }
+            if state.queued < queueLimit {
+                state.queued += 1
+                return .queued
+            }
+            return .refused
+        }
+    }
+
+    /// For a `.queued` reservation: waits in arrival order until `weight` units fit, or until
+    /// `deadline`. Returns whether the units are held; the queue place is given back either way.
+    public func wait(for weight: Int64 = 1, until deadline: ContinuousClock.Instant) async -> Bool {
+        let weight = clamped(weight)
+        let id: UInt64 = state.withLock { $0.nextID += 1; return $0.nextID }
+        let timer = Task {
+            try? await Task.sleep(until: deadline, clock: .continuous)
+            self.expire(id)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { continuation in
+            let admitted: Bool? = state.withLock { state in
+                if state.waiters.isEmpty && state.used + weight <= limit {
+                    state.used += weight
+                    state.queued -= 1
+                    return true
+                }
+                if ContinuousClock.now >= deadline {
+                    state.queued -= 1
+                    return false
+                }
+                state.waiters.append(Waiter(id: id, weight: weight, continuation: continuation))
+                return nil
+            }
+            if let admitted { continuation.resume(returning: admitted) }
+        }
+    }
+
+    /// Takes `weight` units, waiting in the queue until `deadline` if they do not fit at once.
+    /// Returns the units held (`clamped(weight)`), to `release` later, or nil when the deadline
+    /// passed first or the queue was full.
+    public func acquire(_ weight: Int64 = 1, until deadline: ContinuousClock.Instant) async -> Int64? {
+        let weight = clamped(weight)
+        switch reserve(weight) {
+        case .acquired: return weight
+        case .refused: return nil
+        case .queued: return await wait(for: weight, until: deadline) ? weight : nil
+        }
+    }
+
+    /// Gives `weight` units back (clamped as when they were taken) and admits the waiters that
+    /// now fit, in order.
+    public func release(_ weight: Int64 = 1) {
+        let weight = clamped(weight)
+        let admitted = state.withLock { state in
+            state.used -= weight
+            return state.admitWaiters(limit: limit)
+        }
+        for continuation in admitted { continuation.resume(returning: true) }
+    }
+
+    private func expire(_ id: UInt64) {
+        let (expired, admitted) = state.withLock { state -> (Continuation?, [Continuation]) in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return (nil, []) }
+            let waiter = state.waiters.remove(at: index)
+            state.queued -= 1
+            // The head leaving may let the next ones in.
+            return (waiter.continuation, state.admitWaiters(limit: limit))
+        }
+        expired?.resume(returning: false)
+        for continuation in admitted { continuation.resume(returning: true) }
+    }
+}
