@@ -12,16 +12,6 @@ public enum OutcomeStatus: String, Codable, Sendable, CaseIterable {
     case skipped
 }
 
-/// A produced file as the outcome reports it.
-public struct AttachmentInfo: Codable, Sendable, Equatable {
-    public var url: String
-    public var mime: String
-    public var uti: String?
-    public var bytes: Int64
-    public var width: Int?
-    public var height: Int?
-}
-
 /// Milliseconds spent in each stage.
 public struct StageTimings: Codable, Sendable, Equatable {
     public var fetch: Double = 0
@@ -33,116 +23,144 @@ public struct StageTimings: Codable, Sendable, Equatable {
     public init() {}
 }
 
-/// A normalized rectangle (0...1 of the attachment's width and height), as
-/// `UNNotificationAttachmentOptionsThumbnailClippingRectKey` takes it.
-public struct ClipRect: Codable, Sendable, Equatable {
-    public var x: Double
-    public var y: Double
-    public var width: Double
-    public var height: Double
-
-    public init(x: Double, y: Double, width: Double, height: Double) {
-        self.x = x
-        self.y = y
-        self.width = width
-        self.height = height
-    }
-}
-
-/// What the phone's service extension passes as `UNNotificationAttachment` options.
-public struct ThumbnailHints: Codable, Sendable, Equatable {
-    /// Part of the attachment shown as the thumbnail (`…ThumbnailClippingRectKey`).
-    public var clip: ClipRect?
-    /// Hide the thumbnail (`…ThumbnailHiddenKey`).
-    public var hidden: Bool?
-    /// For an animation, the frame shown as the thumbnail (`…ThumbnailTimeKey`).
-    public var frame: Int?
-    /// For video, the time in seconds shown as the thumbnail (`…ThumbnailTimeKey`), when the payload gave one.
-    public var time: Double?
-
-    public init(clip: ClipRect? = nil, hidden: Bool? = nil, frame: Int? = nil, time: Double? = nil) {
-        self.clip = clip
-        self.hidden = hidden
-        self.frame = frame
-        self.time = time
-    }
-
-    public var isEmpty: Bool { clip == nil && hidden == nil && frame == nil && time == nil }
-}
-
-/// One media reference of a payload and what became of it. A payload may hold several (OneSignal's
-/// `att`, Airship's `urls`, an FCM message with an APNs and an Android part).
-public struct MediaOutcome: Codable, Sendable, Equatable {
-    /// Where the URL sits in the payload, dotted, e.g. `ab.att.url`, `message.android.notification.image`.
-    public var path: String
-    /// The platform profile the attachment was made for: `ios`, `android`, `huawei` or `web`.
-    public var platform: String
-    public var status: OutcomeStatus
-    public var reason: String?
-    public var message: String?
-    public var sourceURL: String?
-    public var sourceMIME: String?
-    public var sourceBytes: Int64?
-    public var attachment: AttachmentInfo?
-    public var thumbnail: AttachmentInfo?
-    /// The 192 px icon of the `web` profile.
-    public var icon: AttachmentInfo?
-    public var hints: ThumbnailHints?
-    public var cacheHit: Bool?
-    /// The cached result was past its freshness lifetime and the origin confirmed it (a 304, or
-    /// the same bytes): renewed without transcoding again.
-    public var revalidated: Bool?
-
-    public init(path: String, platform: String, status: OutcomeStatus) {
-        self.path = path
-        self.platform = platform
-        self.status = status
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case path, platform, status, reason, message, attachment, thumbnail, icon, hints
-        case sourceURL = "source_url", sourceMIME = "source_mime", sourceBytes = "source_bytes", cacheHit = "cache_hit", revalidated
-    }
-}
-
 /// The report of one payload (`process --report`, `batch`'s `report.json`, the HTTP hook).
-public struct Outcome: Codable, Sendable, Equatable {
-    public var status: OutcomeStatus
-    /// Machine-readable cause for `rejected`, `best_attempt` and `skipped`, e.g. `http_404`.
-    public var reason: String?
-    /// A sentence a person can act on: what failed, where, and which rule.
-    public var message: String?
-    public var mediaKey: String?
-    public var sourceURL: String?
-    /// libmagic's type of the source and its size, when fetched.
-    public var sourceMIME: String?
-    public var sourceBytes: Int64?
-    public var attachment: AttachmentInfo?
-    public var thumbnail: AttachmentInfo?
+///
+/// Its JSON is one flat object: the fields of `primary` (`status`, `reason`, `message`, `media_key`,
+/// `source_url`, `source_mime`, `source_bytes`, `attachment`, `thumbnail`, `cache_hit`, `revalidated`)
+/// beside the payload's own (`payload_bytes`, `warnings`, `timings_ms`, `vendor`, `media`).
+public struct Outcome: Sendable, Equatable {
+    /// The payload's status, reason and message, with its primary media reference (the first iOS
+    /// one, else the first): where it is (`path`, written as `media_key`; empty when the payload
+    /// has none), its source, attachment and thumbnail, and whether the cache answered. Its
+    /// `platform`, `icon` and `hints` are not written at the top level: `media` has them.
+    public var primary: MediaOutcome
     /// Size of the emitted payload in bytes (compact JSON, as sent to APNs).
     public var payloadBytes: Int = 0
-    /// Whether the result came from the cache.
-    public var cacheHit: Bool?
-    /// The cached result was renewed by its origin (304 or the same bytes) without a new transcode.
-    public var revalidated: Bool?
     public var warnings: [String]?
     public var timingsMs = StageTimings()
     /// The payload convention read and written: `generic`, `fcm`, `onesignal`, `airship`, `braze`,
     /// `clevertap`, `iterable` or `customerio`.
     public var vendor: String?
-    /// Every media reference of the payload, in payload order. The top-level fields above
-    /// (`media_key`, `source_url`, `attachment`, …) repeat the first one.
+    /// Every media reference of the payload, in payload order (`primary` is one of them).
     public var media: [MediaOutcome]?
 
     public init(status: OutcomeStatus, reason: String? = nil, message: String? = nil) {
-        self.status = status
-        self.reason = reason
-        self.message = message
+        primary = MediaOutcome(path: "", platform: "", status: status)
+        primary.reason = reason
+        primary.message = message
+    }
+}
+
+// The primary reference's fields, read and written on the outcome itself.
+extension Outcome {
+    public var status: OutcomeStatus {
+        get { primary.status }
+        set { primary.status = newValue }
     }
 
+    /// Machine-readable cause for `rejected`, `best_attempt` and `skipped`, e.g. `http_404`.
+    public var reason: String? {
+        get { primary.reason }
+        set { primary.reason = newValue }
+    }
+
+    /// A sentence a person can act on: what failed, where, and which rule.
+    public var message: String? {
+        get { primary.message }
+        set { primary.message = newValue }
+    }
+
+    /// The primary reference's `path`; nil when the payload has no media reference.
+    public var mediaKey: String? {
+        get { primary.path.isEmpty ? nil : primary.path }
+        set { primary.path = newValue ?? "" }
+    }
+
+    public var sourceURL: String? {
+        get { primary.sourceURL }
+        set { primary.sourceURL = newValue }
+    }
+
+    /// libmagic's type of the source, when fetched.
+    public var sourceMIME: String? {
+        get { primary.sourceMIME }
+        set { primary.sourceMIME = newValue }
+    }
+
+    public var sourceBytes: Int64? {
+        get { primary.sourceBytes }
+        set { primary.sourceBytes = newValue }
+    }
+
+    public var attachment: AttachmentInfo? {
+        get { primary.attachment }
+        set { primary.attachment = newValue }
+    }
+
+    public var thumbnail: AttachmentInfo? {
+        get { primary.thumbnail }
+        set { primary.thumbnail = newValue }
+    }
+
+    /// Whether the result came from the cache.
+    public var cacheHit: Bool? {
+        get { primary.cacheHit }
+        set { primary.cacheHit = newValue }
+    }
+
+    /// The cached result was renewed by its origin (304 or the same bytes) without a new transcode.
+    public var revalidated: Bool? {
+        get { primary.revalidated }
+        set { primary.revalidated = newValue }
+    }
+}
+
+// Flat JSON, as the struct had when it held every field itself: same keys, same order, absent
+// optionals omitted.
+extension Outcome: Codable {
     enum CodingKeys: String, CodingKey {
         case status, reason, message, attachment, thumbnail, warnings, vendor, media, revalidated
         case mediaKey = "media_key", sourceURL = "source_url", sourceMIME = "source_mime", sourceBytes = "source_bytes"
         case payloadBytes = "payload_bytes", cacheHit = "cache_hit", timingsMs = "timings_ms"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(status: try container.decode(OutcomeStatus.self, forKey: .status),
+                  reason: try container.decodeIfPresent(String.self, forKey: .reason),
+                  message: try container.decodeIfPresent(String.self, forKey: .message))
+        mediaKey = try container.decodeIfPresent(String.self, forKey: .mediaKey)
+        sourceURL = try container.decodeIfPresent(String.self, forKey: .sourceURL)
+        sourceMIME = try container.decodeIfPresent(String.self, forKey: .sourceMIME)
+        sourceBytes = try container.decodeIfPresent(Int64.self, forKey: .sourceBytes)
+        attachment = try container.decodeIfPresent(AttachmentInfo.self, forKey: .attachment)
+        thumbnail = try container.decodeIfPresent(AttachmentInfo.self, forKey: .thumbnail)
+        payloadBytes = try container.decode(Int.self, forKey: .payloadBytes)
+        cacheHit = try container.decodeIfPresent(Bool.self, forKey: .cacheHit)
+        revalidated = try container.decodeIfPresent(Bool.self, forKey: .revalidated)
+        warnings = try container.decodeIfPresent([String].self, forKey: .warnings)
+        timingsMs = try container.decode(StageTimings.self, forKey: .timingsMs)
+        vendor = try container.decodeIfPresent(String.self, forKey: .vendor)
+        media = try container.decodeIfPresent([MediaOutcome].self, forKey: .media)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(status, forKey: .status)
+        try container.encodeIfPresent(reason, forKey: .reason)
+        try container.encodeIfPresent(message, forKey: .message)
+        try container.encodeIfPresent(mediaKey, forKey: .mediaKey)
+        try container.encodeIfPresent(sourceURL, forKey: .sourceURL)
+        try container.encodeIfPresent(sourceMIME, forKey: .sourceMIME)
+        try container.encodeIfPresent(sourceBytes, forKey: .sourceBytes)
+        try container.encodeIfPresent(attachment, forKey: .attachment)
+        try container.encodeIfPresent(thumbnail, forKey: .thumbnail)
+        try container.encode(payloadBytes, forKey: .payloadBytes)
+        try container.encodeIfPresent(cacheHit, forKey: .cacheHit)
+        try container.encodeIfPresent(revalidated, forKey: .revalidated)
+        try container.encodeIfPresent(warnings, forKey: .warnings)
+        try container.encode(timingsMs, forKey: .timingsMs)
+        try container.encodeIfPresent(vendor, forKey: .vendor)
+        try container.encodeIfPresent(media, forKey: .media)
     }
 }
