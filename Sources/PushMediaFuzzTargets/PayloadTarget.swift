@@ -1,7 +1,8 @@
 import Foundation
 import PushMedia
 
-// payload: JSON parse + media locate and rewrite, and every vendor's shape, over arbitrary JSON.
+// payload: JSON parse + the generic shape's locate and rewrite, and every vendor's shape, over
+// arbitrary JSON.
 extension FuzzTargets {
     /// Keys searched after the built-in ones (the `--media-key` option).
     static let extraKeys = ["media", "attachment_url", "rich-media"]
@@ -13,8 +14,9 @@ extension FuzzTargets {
     static let attachmentURL =
         "https://media.shop.example/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.jpg"
 
-    /// Parses `data`; for an object, locates the media reference and rewrites it every way the
-    /// pipeline does, checking the rewriter's promises.
+    /// Parses `data`; for an object, locates the generic shape's media reference and rewrites it
+    /// every way the pipeline does (`Vendor.generic.slots`, `hasAlert`, `PayloadRewriter.rewrite`
+    /// with edits), checking the rewriter's promises; then every vendor's shape (`checkVendors`).
     public static func payload(_ data: [UInt8]) {
         let value: JSONValue
         do {
@@ -28,17 +30,26 @@ extension FuzzTargets {
         checkRoundTrip(value)
         guard case .object(let object) = value else { return }
 
-        // Locate: the first of the built-in keys, then the extra keys, that is present.
-        // The last key too (unless it is the descriptor's), as if named by `--media-key`.
+        // Locate: the generic shape's reference is the first of the built-in keys, then the extra
+        // keys, that is present. The last key too (unless it is the descriptor's), as if named by
+        // `--media-key`.
         let extra = extraKeys + object.keys.suffix(1).filter { $0 != PayloadRewriter.descriptorKey }
-        let reference = MediaLocator.locate(in: object, extraKeys: extra)
-        if let reference {
-            precondition(object[reference.key] == reference.value, "located value differs from the payload's")
-            let order = MediaLocator.builtInKeys + extra
-            let first = order.first { object[$0] != nil }
-            precondition(first == reference.key, "located \(reference.key), first present key is \(first ?? "none")")
+        let keys = MediaLocator.builtInKeys + extra
+        let slots = Vendor.generic.slots(in: object, extraKeys: extra, profile: .ios)
+        precondition(slots.count <= 1, "the generic shape has \(slots.count) references")
+        let slot = slots.first
+        var mediaKey = "media_url"
+        if let slot {
+            guard slot.target.steps.count == 1, case let .key(key)? = slot.target.steps.first,
+                  slot.source == slot.target else {
+                preconditionFailure("generic reference at \(slot.target), not a top-level key")
+            }
+            precondition(object[key] == slot.value, "located value differs from the payload's")
+            let first = keys.first { object[$0] != nil }
+            precondition(first == key, "located \(key), first present key is \(first ?? "none")")
+            mediaKey = key
         } else {
-            precondition((MediaLocator.builtInKeys + extra).allSatisfy { object[$0] == nil }, "a media key is present but not located")
+            precondition(keys.allSatisfy { object[$0] == nil }, "a media key is present but not located")
         }
         let expectedAlert: Bool
         switch object["aps"]?.objectValue?["alert"] {
@@ -46,12 +57,11 @@ extension FuzzTargets {
         case .object(let alert)?: expectedAlert = alert.count > 0
         default: expectedAlert = false
         }
-        precondition(MediaLocator.hasAlert(object) == expectedAlert, "hasAlert is not \(expectedAlert)")
+        precondition(Vendor.generic.hasAlert(object) == expectedAlert, "hasAlert is not \(expectedAlert)")
 
-        let mediaKey = reference?.key ?? "media_url"
         var medias: [PayloadRewriter.Media] = [.replace(with: attachmentURL), .remove, .keep]
-        if let original = reference?.value.stringValue { medias.append(.replace(with: original)) }
-        let cases = descriptors(for: reference)
+        if let original = slot?.value.stringValue { medias.append(.replace(with: original)) }
+        let cases = descriptors(for: slot?.value)
         // The pipeline's two main rewrites (accepted: new URL and a full descriptor; rejected:
         // media removed), then one more chosen by the input's bytes, sometimes under a limit taken
         // from the input's own size so that trimming the descriptor is exercised.
@@ -60,11 +70,16 @@ extension FuzzTargets {
         let runs: [(PayloadRewriter.Media, DescriptorCase, Int)] = [
             (medias[0], cases[min(1, cases.count - 1)], PayloadRewriter.apnsLimit),
             (.remove, cases[min(2, cases.count - 1)], PayloadRewriter.apnsLimit),
-            (medias[pick % medias.count], cases[(pick / 8) % cases.count], (pick / 64) % 2 == 0 ? tight : PayloadRewriter.apnsLimit),
+            (medias[pick % medias.count], cases[(pick / 8) % cases.count],
+             (pick / 64) % 2 == 0 ? tight : PayloadRewriter.apnsLimit),
         ]
         for (media, descriptor, limit) in runs {
-            let result = PayloadRewriter.rewrite(object, mediaKey: mediaKey, media: media, descriptor: descriptor.value, limit: limit)
-            checkRewrite(result, of: object, mediaKey: mediaKey, media: media, descriptor: descriptor, limit: limit)
+            let edits = slots.map { PayloadRewriter.Edit(slot: $0, media: media) }
+            let result = PayloadRewriter.rewrite(object, edits: edits, vendor: .generic, descriptor: descriptor.value,
+                                                 limit: limit)
+            // Without a reference there is nothing to edit: the payload keeps its media key as it is.
+            checkRewrite(result, of: object, mediaKey: mediaKey, media: slot == nil ? .keep : media,
+                         descriptor: descriptor, limit: limit)
         }
         checkVendors(object, extraKeys: extra)
     }
@@ -144,14 +159,16 @@ extension FuzzTargets {
         var fields: [String]
     }
 
-    static func descriptors(for reference: MediaReference?) -> [DescriptorCase] {
+    /// No descriptor, then a processed, a rejected and a best-attempt one; `reference` is the value
+    /// at the media key, if any.
+    static func descriptors(for reference: JSONValue?) -> [DescriptorCase] {
         var cases = [DescriptorCase(value: nil, status: nil, fields: [])]
         let full = Descriptor(status: .processed, reason: nil, type: "public.jpeg", mime: "image/jpeg", bytes: 182_365,
                               width: 2048, height: 1536,
                               thumb: "https://media.shop.example/6f1177852cd8c0e4fa5ae7a8cc1bd1cba0e0c3b2ac2f7d40a0ddd09b2bca95df.jpg")
         cases.append(DescriptorCase(value: full, status: "processed", fields: ["type", "mime", "bytes", "width", "height", "thumb"]))
         // A reason taken from the payload, so it carries the input's escapes and unicode.
-        let reason = reference?.value.stringValue ?? "unsupported_type"
+        let reason = reference?.stringValue ?? "unsupported_type"
         let rejected = Descriptor(status: .rejected, reason: reason, type: "org.webmproject.webp", mime: "image/webp",
                                   bytes: Int64.max, width: Int.min, height: 0, thumb: nil)
         cases.append(DescriptorCase(value: rejected, status: "rejected", fields: ["reason", "type", "mime", "bytes", "width", "height"]))

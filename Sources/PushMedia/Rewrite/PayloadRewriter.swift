@@ -44,16 +44,6 @@ public enum PayloadRewriter {
         public var droppedFields: [String]
     }
 
-    /// Rewrites one top-level media key (the `generic` shape). Returns nil when even the smallest
-    /// form (no descriptor) exceeds `limit`.
-    public static func rewrite(_ payload: JSONObject, mediaKey: String, media: Media, descriptor: Descriptor?,
-                               limit: Int = apnsLimit) -> Rewritten? {
-        let path = JSONPath(keys: mediaKey)
-        let slot = MediaSlot(source: path, target: path, platform: .ios, typeField: nil, removals: [path], givenHints: nil,
-                             hintsPath: nil, iconTarget: nil, value: payload[mediaKey] ?? .null)
-        return rewrite(payload, edits: [Edit(slot: slot, media: media)], vendor: .generic, descriptor: descriptor, limit: limit)
-    }
-
     /// Applies `edits` in the shape of `vendor`. The descriptor goes into the APNs payload (the
     /// top level, or `message.apns.payload` of an FCM message). Returns nil when even the smallest
     /// form (no descriptor) exceeds `limit`.
