@@ -80,19 +80,19 @@ let package = Package(
         .executableTarget(
             name: "fuzz-payload",
             dependencies: ["PushMediaFuzzTargets"],
-            path: "Sources/fuzz-payload"),
+            path: "Sources/Fuzz/fuzz-payload"),
         .executableTarget(
             name: "fuzz-media",
             dependencies: ["PushMediaFuzzTargets"],
-            path: "Sources/fuzz-media"),
+            path: "Sources/Fuzz/fuzz-media"),
         .executableTarget(
             name: "fuzz-bmp",
             dependencies: ["PushMediaFuzzTargets"],
-            path: "Sources/fuzz-bmp"),
+            path: "Sources/Fuzz/fuzz-bmp"),
         .executableTarget(
             name: "fuzz-video",
             dependencies: ["PushMediaFuzzTargets"],
-            path: "Sources/fuzz-video"),
+            path: "Sources/Fuzz/fuzz-video"),
         // Shared by the test targets: a real HTTP origin on 127.0.0.1, samples, temp dirs.
         .target(
             name: "PushMediaTestSupport",

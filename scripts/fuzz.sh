@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a libFuzzer target for a while: scripts/fuzz.sh payload|media|bmp|video|all [SECONDS] [--merge]
 #
-#   payload  JSON parse + media locate + payload rewrite over arbitrary bytes (fuzz-payload)
+#   payload  JSON parse + media locate (every vendor's shape) + payload rewrite over arbitrary bytes (fuzz-payload)
 #   media    libmagic sniff + libvips header probe + BMP decode over arbitrary bytes (fuzz-media)
 #   bmp      the BMP decoder and the conversion of what it decodes (fuzz-bmp)
 #   video    ffprobe's answer parsed + the real ffprobe/ffmpeg children on small files (fuzz-video)

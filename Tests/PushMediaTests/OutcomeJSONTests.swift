@@ -43,6 +43,39 @@ struct OutcomeJSONTests {
         let written = outcome.jsonValue.serialized()
         #expect(try JSONValue.parse(written) == expected.numbersNormalized)
         #expect(outcome.jsonValue == expected.numbersNormalized)
+        // And it reads back as the same outcome.
+        #expect(try JSONDecoder().decode(Outcome.self, from: try encoder.encode(outcome)) == outcome)
+    }
+
+    /// The primary reference is written flat at the top level: its path as `media_key`, beside the
+    /// payload's own fields; its platform, icon and hints only in `media`.
+    @Test func thePrimaryReferenceIsWrittenFlat() throws {
+        var primary = MediaOutcome(path: "message.apns.fcm_options.image", platform: "ios", status: .processed)
+        primary.sourceURL = "https://x.example/a.heic"
+        primary.sourceMIME = "image/heic"
+        primary.sourceBytes = 300_000
+        primary.attachment = AttachmentInfo(url: "https://cdn/m/a.jpg", mime: "image/jpeg", uti: "public.jpeg",
+                                            bytes: 42, width: 2048, height: 1536)
+        primary.icon = primary.attachment
+        primary.hints = ThumbnailHints(hidden: true)
+        primary.cacheHit = true
+        primary.revalidated = true
+        var outcome = Outcome(status: .skipped)
+        #expect(outcome.mediaKey == nil)
+        outcome.primary = primary
+        outcome.vendor = "fcm"
+        outcome.media = [primary]
+        let object = try #require(outcome.jsonValue.objectValue)
+        #expect(object.keys == ["attachment", "cache_hit", "media", "media_key", "payload_bytes", "revalidated",
+                                "source_bytes", "source_mime", "source_url", "status", "timings_ms", "vendor"])
+        #expect(object["media_key"] == .string("message.apns.fcm_options.image"))
+        #expect(object["status"] == .string("processed"))
+        #expect(outcome.mediaKey == primary.path && outcome.attachment == primary.attachment)
+        #expect(outcome.cacheHit == true && outcome.revalidated == true)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let encoded = try JSONValue.parse(Array(try encoder.encode(outcome)))
+        #expect(outcome.jsonValue == encoded.numbersNormalized)
     }
 }
 

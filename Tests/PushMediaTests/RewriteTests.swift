@@ -4,22 +4,44 @@ import PushMediaTestSupport
 
 @Suite("Locate and rewrite")
 struct RewriteTests {
+    /// The top-level key of the generic shape's media reference, as the pipeline finds it.
+    func located(_ payload: JSONObject, extraKeys: [String] = []) -> String? {
+        let slots = Vendor.generic.slots(in: payload, extraKeys: extraKeys, profile: .ios)
+        #expect(slots.count <= 1)
+        guard let slot = slots.first, case let .key(key)? = slot.target.steps.first, slot.target.steps.count == 1 else {
+            return nil
+        }
+        #expect(slot.value == payload[key])
+        return key
+    }
+
+    /// Rewrites the generic shape's media reference (`media_url` in these payloads) as the pipeline does.
+    func rewrite(_ payload: JSONObject, media: PayloadRewriter.Media,
+                 descriptor: Descriptor?) -> PayloadRewriter.Rewritten? {
+        let slots = Vendor.generic.slots(in: payload, extraKeys: [], profile: .ios)
+        #expect(slots.map(\.target) == [JSONPath(keys: "media_url")])
+        let edits = slots.map { PayloadRewriter.Edit(slot: $0, media: media) }
+        return PayloadRewriter.rewrite(payload, edits: edits, vendor: .generic, descriptor: descriptor)
+    }
+
     @Test func firstBuiltInKeyWinsThenExtraKeys() {
         let both = payload([("image_url", .string("b")), ("media_url", .string("a"))])
-        #expect(MediaLocator.locate(in: both)?.key == "media_url")
+        #expect(located(both) == "media_url")
         // posterImageURL (a common NSE tutorial's key) is built in; other keys need --media-key.
-        #expect(MediaLocator.locate(in: payload([("posterImageURL", .string("p"))]))?.key == "posterImageURL")
-        #expect(MediaLocator.locate(in: payload([("posterImageURL", .string("p")), ("attachment-url", .string("a"))]))?.key == "attachment-url")
+        #expect(located(payload([("posterImageURL", .string("p"))])) == "posterImageURL")
+        let posterAndAttachment = payload([("posterImageURL", .string("p")), ("attachment-url", .string("a"))])
+        #expect(located(posterAndAttachment) == "attachment-url")
         let extra = payload([("heroImage", .string("p"))])
-        #expect(MediaLocator.locate(in: extra) == nil)
-        #expect(MediaLocator.locate(in: extra, extraKeys: ["heroImage"])?.key == "heroImage")
+        #expect(located(extra) == nil)
+        #expect(located(extra, extraKeys: ["heroImage"]) == "heroImage")
     }
 
     @Test func alertDetection() {
-        #expect(MediaLocator.hasAlert(payload([])))
-        #expect(!MediaLocator.hasAlert(payload([], alert: false)))
-        #expect(MediaLocator.hasAlert(JSONObject([("aps", .object(JSONObject([("alert", .string("Hi"))])))])))
-        #expect(!MediaLocator.hasAlert(JSONObject([("aps", .object(JSONObject([("alert", .string(""))])))])))
+        let generic = Vendor.generic
+        #expect(generic.hasAlert(payload([])))
+        #expect(!generic.hasAlert(payload([], alert: false)))
+        #expect(generic.hasAlert(JSONObject([("aps", .object(JSONObject([("alert", .string("Hi"))])))])))
+        #expect(!generic.hasAlert(JSONObject([("aps", .object(JSONObject([("alert", .string(""))])))])))
     }
 
     @Test func replacesURLSetsMutableContentAndKeepsEverythingElse() throws {
@@ -29,7 +51,7 @@ struct RewriteTests {
         let input = JSONObject([("aps", .object(aps)), ("media_url", .string("http://x/y")), ("n", .number("1.50")),
                                 ("nested", .object(JSONObject([("k", .array([.null, .bool(true)]))])))])
         let descriptor = Descriptor(status: .processed, type: "public.jpeg", mime: "image/jpeg", bytes: 10, width: 4, height: 3, thumb: "https://t/x.jpg")
-        let out = try #require(PayloadRewriter.rewrite(input, mediaKey: "media_url", media: .replace(with: "https://cdn/a.jpg"), descriptor: descriptor))
+        let out = try #require(rewrite(input, media: .replace(with: "https://cdn/a.jpg"), descriptor: descriptor))
         #expect(out.payload["media_url"] == .string("https://cdn/a.jpg"))
         #expect(out.payload["aps"]?.objectValue?["mutable-content"] == .number("1"))
         #expect(out.payload["aps"]?.objectValue?["sound"] == .string("default"))
@@ -48,7 +70,7 @@ struct RewriteTests {
         let input = payload([("media_url", .string("http://x/y")), ("pad", .string(String(repeating: "x", count: 3_800)))])
         let descriptor = Descriptor(status: .processed, type: "public.jpeg", mime: "image/jpeg", bytes: 123456, width: 2048, height: 1536,
                                     thumb: "https://cdn.example.com/" + String(repeating: "a", count: 64) + ".jpg")
-        let out = try #require(PayloadRewriter.rewrite(input, mediaKey: "media_url", media: .replace(with: "https://cdn/a.jpg"), descriptor: descriptor))
+        let out = try #require(rewrite(input, media: .replace(with: "https://cdn/a.jpg"), descriptor: descriptor))
         #expect(out.bytes.count <= PayloadRewriter.apnsLimit)
         #expect(out.droppedFields.first == "thumb")
         #expect(out.payload["pad"] == input["pad"])
@@ -57,16 +79,17 @@ struct RewriteTests {
 
     @Test func returnsNilWhenEvenThePlainPayloadIsTooLarge() {
         let input = payload([("media_url", .string("http://x/y")), ("pad", .string(String(repeating: "é", count: 2_100)))])
-        #expect(PayloadRewriter.rewrite(input, mediaKey: "media_url", media: .replace(with: "https://cdn/a.jpg"),
-                                        descriptor: Descriptor(status: .processed)) == nil)
+        let descriptor = Descriptor(status: .processed)
+        #expect(rewrite(input, media: .replace(with: "https://cdn/a.jpg"), descriptor: descriptor) == nil)
     }
 
     @Test func removeAndKeepTheMediaKey() throws {
         let input = payload([("media_url", .string("http://x/y"))])
-        let removed = try #require(PayloadRewriter.rewrite(input, mediaKey: "media_url", media: .remove, descriptor: Descriptor(status: .rejected, reason: "http_404")))
+        let rejected = Descriptor(status: .rejected, reason: "http_404")
+        let removed = try #require(rewrite(input, media: .remove, descriptor: rejected))
         #expect(removed.payload["media_url"] == nil)
         #expect(removed.payload["pushmedia"]?.objectValue?["reason"] == .string("http_404"))
-        let kept = try #require(PayloadRewriter.rewrite(input, mediaKey: "media_url", media: .keep, descriptor: nil))
+        let kept = try #require(rewrite(input, media: .keep, descriptor: nil))
         #expect(kept.payload == input)
     }
 
@@ -74,8 +97,8 @@ struct RewriteTests {
         var input = payload([("media_url", .string("http://x/y")), ("pushmedia", .number("1"))])
         let room = PayloadRewriter.apnsLimit - JSONValue.object(input).serialized().count - #","pad":"""#.count - 10
         input["pad"] = .string(String(repeating: "x", count: room))
-        let out = try #require(PayloadRewriter.rewrite(input, mediaKey: "media_url", media: .replace(with: "https://cdn/a.jpg"),
-                                                       descriptor: Descriptor(status: .processed, type: "public.jpeg")))
+        let out = try #require(rewrite(input, media: .replace(with: "https://cdn/a.jpg"),
+                                       descriptor: Descriptor(status: .processed, type: "public.jpeg")))
         #expect(out.droppedFields.last == "pushmedia")
         #expect(out.payload["pushmedia"] == nil)
     }

@@ -1,30 +1,11 @@
-/// Where a payload keeps its media reference.
-public struct MediaReference: Sendable, Equatable {
-    /// The top-level key, e.g. `media_url`.
-    public var key: String
-    /// The value as found (may be a non-string: that is rejected later with a clear reason).
-    public var value: JSONValue
-}
-
-/// Locate: finds the media reference and checks that the phone's service extension will run.
+/// The generic media keys: the one list of the top-level keys a payload without a vendor's shape
+/// keeps its media URL at. `Vendor.generic` reads them (the first present wins, then the
+/// `--media-key`s); finding references and the alert check are `Vendor.slots` and `Vendor.hasAlert`.
+///
+/// The phone's side has its own copy (`MediaURLLocator.genericKeys` in PushMediaNSE, which cannot
+/// depend on this library); a test keeps the two equal.
 public enum MediaLocator {
-    /// Top-level keys searched in order; the first one present wins.
+    /// Top-level keys searched in order; the first one present wins. `posterImageURL` (a common
+    /// service-extension tutorial's key) is one; other keys need `--media-key`.
     public static let builtInKeys = ["media_url", "image_url", "imageUrl", "mediaUrl", "attachment-url", "posterImageURL"]
-
-    /// The media reference of `payload`, searching `builtInKeys` then `extraKeys`.
-    public static func locate(in payload: JSONObject, extraKeys: [String] = []) -> MediaReference? {
-        for key in builtInKeys + extraKeys {
-            if let value = payload[key] { return MediaReference(key: key, value: value) }
-        }
-        return nil
-    }
-
-    /// Whether `aps.alert` is present and non-empty. The service extension runs only for alerts.
-    public static func hasAlert(_ payload: JSONObject) -> Bool {
-        switch payload["aps"]?.objectValue?["alert"] {
-        case let .string(text)?: !text.isEmpty
-        case let .object(alert)?: alert.count > 0
-        default: false
-        }
-    }
 }

@@ -232,23 +232,12 @@ struct PayloadResponse {
         }
         freshUntil = answers.compactMap(\.freshUntil).min()
         guard let primary = answers.first(where: \.isIOS) ?? answers.first else { return result(rewritten) }
-        let media = primary.outcome
-        outcome.status = media.status
-        outcome.reason = media.reason
-        outcome.message = media.message
-        outcome.mediaKey = media.path
-        outcome.sourceURL = media.sourceURL
-        outcome.sourceMIME = media.sourceMIME
-        outcome.sourceBytes = media.sourceBytes
-        outcome.attachment = media.attachment
-        outcome.thumbnail = media.thumbnail
-        outcome.cacheHit = media.cacheHit
-        outcome.revalidated = media.revalidated
+        outcome.primary = primary.outcome
         if let timings = primary.timings { outcome.timingsMs = timings }
         outcome.media = answers.map(\.outcome)
         // What a delivered reference gave up on the way is a warning, not the outcome's message.
         let notes = answers.filter { [.processed, .passthrough].contains($0.outcome.status) }.compactMap(\.outcome.message)
-        if [.processed, .passthrough].contains(media.status) { outcome.message = nil }
+        if [.processed, .passthrough].contains(outcome.status) { outcome.message = nil }
         if !notes.isEmpty { outcome.warnings = (outcome.warnings ?? []) + notes }
         let failed = answers.filter { $0.outcome.status == .rejected && $0.slot != primary.slot }
         if !failed.isEmpty {

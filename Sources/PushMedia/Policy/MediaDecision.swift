@@ -9,8 +9,11 @@ public enum MediaDecision: Sendable, Equatable {
 }
 
 extension PlatformProfile {
-    /// Decides from the sniffed format, the byte size and, for images, the header.
-    /// Audio and video are never transcoded: compliant ones pass, others are rejected.
+    /// Decides from the sniffed format, the byte size and, for images, the header (without one, a
+    /// decodable image is `transcode`: the pipeline reads the header and asks again). Audio and
+    /// video pass when the platform takes their type at their size, are transcoded otherwise, and
+    /// are rejected (`unsupported_type`) by a platform that shows none. Images: the rules below,
+    /// in order (type, byte cap, shape, long edge, animation); the first that fails says why.
     public func decide(_ sniff: SniffResult, bytes: Int64, header: ImageHeader? = nil, longEdge: Int = 2048,
                        keepsAnimation: Bool = false) -> MediaDecision {
         let format = sniff.format

@@ -4,15 +4,8 @@ extension Outcome {
     public var mediaEntries: [MediaOutcome] {
         if let media, !media.isEmpty { return media }
         guard mediaKey != nil || sourceURL != nil || attachment != nil else { return [] }
-        var entry = MediaOutcome(path: mediaKey ?? "", platform: "ios", status: status)
-        entry.reason = reason
-        entry.message = message
-        entry.sourceURL = sourceURL
-        entry.sourceMIME = sourceMIME
-        entry.sourceBytes = sourceBytes
-        entry.attachment = attachment
-        entry.thumbnail = thumbnail
-        entry.cacheHit = cacheHit
+        var entry = primary
+        entry.platform = "ios"
         return [entry]
     }
 }

@@ -4,7 +4,8 @@
 // order, absent optionals omitted); a test compares the two.
 
 extension Outcome {
-    /// The outcome as a JSON object with sorted keys, as its `Codable` form.
+    /// The outcome as a JSON object with sorted keys, as its `Codable` form: `primary`'s fields
+    /// flattened beside the payload's own.
     public var jsonValue: JSONValue {
         var members: [(String, JSONValue)] = []
         members.append(optional: "attachment", attachment?.jsonValue)
@@ -71,8 +72,9 @@ extension ThumbnailHints {
     var jsonValue: JSONValue {
         var members: [(String, JSONValue)] = []
         if let clip {
-            members.append(("clip", .object(JSONObject([("height", .number(clip.height)), ("width", .number(clip.width)),
-                                                        ("x", .number(clip.x)), ("y", .number(clip.y))]))))
+            let rect = JSONObject([("height", .number(clip.height)), ("width", .number(clip.width)),
+                                   ("x", .number(clip.x)), ("y", .number(clip.y))])
+            members.append(("clip", .object(rect)))
         }
         members.append(optional: "frame", frame.map { .number(String($0)) })
         members.append(optional: "hidden", hidden.map(JSONValue.bool))

@@ -1,0 +1,88 @@
+/// One media reference of a payload and what became of it. A payload may hold several (OneSignal's
+/// `att`, Airship's `urls`, an FCM message with an APNs and an Android part).
+public struct MediaOutcome: Codable, Sendable, Equatable {
+    /// Where the URL sits in the payload, dotted, e.g. `ab.att.url`,
+    /// `message.android.notification.image`.
+    public var path: String
+    /// The platform profile the attachment was made for: `ios`, `android`, `huawei` or `web`.
+    public var platform: String
+    public var status: OutcomeStatus
+    /// Machine-readable cause for `rejected`, `best_attempt` and `skipped`, e.g. `http_404`.
+    public var reason: String?
+    /// A sentence a person can act on: what failed, where, and which rule.
+    public var message: String?
+    public var sourceURL: String?
+    /// libmagic's type of the source and its size, when fetched.
+    public var sourceMIME: String?
+    public var sourceBytes: Int64?
+    public var attachment: AttachmentInfo?
+    public var thumbnail: AttachmentInfo?
+    /// The 192 px icon of the `web` profile.
+    public var icon: AttachmentInfo?
+    public var hints: ThumbnailHints?
+    /// Whether the result came from the cache.
+    public var cacheHit: Bool?
+    /// The cached result was past its freshness lifetime and the origin confirmed it (a 304, or
+    /// the same bytes): renewed without transcoding again.
+    public var revalidated: Bool?
+
+    public init(path: String, platform: String, status: OutcomeStatus) {
+        self.path = path
+        self.platform = platform
+        self.status = status
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case path, platform, status, reason, message, attachment, thumbnail, icon, hints
+        case sourceURL = "source_url", sourceMIME = "source_mime", sourceBytes = "source_bytes"
+        case cacheHit = "cache_hit", revalidated
+    }
+}
+
+
+/// A produced file as the outcome reports it.
+public struct AttachmentInfo: Codable, Sendable, Equatable {
+    public var url: String
+    public var mime: String
+    public var uti: String?
+    public var bytes: Int64
+    public var width: Int?
+    public var height: Int?
+}
+
+/// A normalized rectangle (0...1 of the attachment's width and height), as
+/// `UNNotificationAttachmentOptionsThumbnailClippingRectKey` takes it.
+public struct ClipRect: Codable, Sendable, Equatable {
+    public var x: Double
+    public var y: Double
+    public var width: Double
+    public var height: Double
+
+    public init(x: Double, y: Double, width: Double, height: Double) {
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+    }
+}
+
+/// What the phone's service extension passes as `UNNotificationAttachment` options.
+public struct ThumbnailHints: Codable, Sendable, Equatable {
+    /// Part of the attachment shown as the thumbnail (`…ThumbnailClippingRectKey`).
+    public var clip: ClipRect?
+    /// Hide the thumbnail (`…ThumbnailHiddenKey`).
+    public var hidden: Bool?
+    /// For an animation, the frame shown as the thumbnail (`…ThumbnailTimeKey`).
+    public var frame: Int?
+    /// For video, the time in seconds shown as the thumbnail (`…ThumbnailTimeKey`), when the payload gave one.
+    public var time: Double?
+
+    public init(clip: ClipRect? = nil, hidden: Bool? = nil, frame: Int? = nil, time: Double? = nil) {
+        self.clip = clip
+        self.hidden = hidden
+        self.frame = frame
+        self.time = time
+    }
+
+    public var isEmpty: Bool { clip == nil && hidden == nil && frame == nil && time == nil }
+}
