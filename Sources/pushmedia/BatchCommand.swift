@@ -84,7 +84,7 @@ struct BatchCommand: AsyncParsableCommand {
             throw Exit.ioError
         }
         let html = HTMLReport(items: finished.map { HTMLReport.Item(file: $0.file, output: $0.output, outcome: $0.outcome, writeError: $0.writeError) },
-                              summary: summary.forHTML, reportDirectory: outRoot.path, storeLocation: pipeline.store.directory, storeLocation: pipeline.store.location,
+                              summary: summary.forHTML, reportDirectory: outRoot.path, storeDirectory: pipeline.store.directory, storeLocation: pipeline.store.location,
                               mediaRoot: mediaRoot, input: root.path)
         do { try writeAtomically(Data(html.render().utf8), to: outRoot.appendingPathComponent("report.html").path) } catch {
             FileHandle.writeError("pushmedia: \(out)/report.html: cannot write: \(error.localizedDescription)")

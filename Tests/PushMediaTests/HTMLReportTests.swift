@@ -87,7 +87,7 @@ struct HTMLReportTests {
         let items = [HTMLReport.Item(file: "<script>evil</script>.json", output: nil, outcome: outcome),
                      HTMLReport.Item(file: "remote.json", output: "remote.json", outcome: remote)]
         let html = HTMLReport(items: items, summary: .init(outcomes: items.map(\.outcome)), reportDirectory: layout.out,
-                              storeLocation: layout.store, mediaRoot: layout.input).render()
+                              storeDirectory: layout.store, mediaRoot: layout.input).render()
         #expect(html.components(separatedBy: "<script").count == 2, "only the page's own script")
         #expect(!html.contains("<img src=x"))
         #expect(!html.contains("<b>vendor"))
@@ -123,7 +123,7 @@ struct HTMLReportTests {
                      HTMLReport.Item(file: "single.json", output: "single.json", outcome: single),
                      HTMLReport.Item(file: "nested/no media.json", output: "nested/no media.json", outcome: skipped)]
         let html = HTMLReport(items: items, summary: .init(outcomes: items.map(\.outcome)), reportDirectory: layout.out,
-                              storeLocation: layout.store, mediaRoot: layout.input).render()
+                              storeDirectory: layout.store, mediaRoot: layout.input).render()
         let tags = HTMLTags.scan(html)
         let rows = tags.filter { $0.name == "tr" && $0.attributes["data-file"] != nil }
         #expect(rows.map { $0.attributes["data-file"] } == items.map(\.file))
@@ -168,7 +168,7 @@ struct HTMLReportTests {
             HTMLReport.Item(file: "p\($0.offset).json", output: nil, outcome: $0.element)
         }
         let html = HTMLReport(items: items, summary: .init(outcomes: items.map(\.outcome)), reportDirectory: layout.out,
-                              storeLocation: layout.store, mediaRoot: layout.input).render()
+                              storeDirectory: layout.store, mediaRoot: layout.input).render()
         let tags = HTMLTags.scan(html)
         var checked = 0
         for tag in tags where ["img", "audio", "video", "a"].contains(tag.name) {

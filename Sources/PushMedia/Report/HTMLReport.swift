@@ -66,21 +66,21 @@ public struct HTMLReport: Sendable {
     public var reportDirectory: String
     /// The store's folder (`pipeline.store.directory`): "after" previews link into it. An object
     /// store has none (nil): previews then load the attachment URLs themselves.
-    public var storeLocation: String?
-    /// Where the store is, shown in the header (default: `storeLocation`).
+    public var storeDirectory: String?
+    /// Where the store is, shown in the header (default: `storeDirectory`).
     public var storeLocation: String?
     /// Where local media references resolve (the batch's media root); nil never links a source.
     public var mediaRoot: String?
     /// The batch's input directory, shown in the header.
     public var input: String?
 
-    public init(items: [Item], summary: Summary, reportDirectory: String, storeLocation: String?, storeLocation: String? = nil,
+    public init(items: [Item], summary: Summary, reportDirectory: String, storeDirectory: String?, storeLocation: String? = nil,
                 mediaRoot: String?, input: String? = nil) {
         self.items = items
         self.summary = summary
         self.reportDirectory = reportDirectory
-        self.storeLocation = storeLocation
-        self.storeLocation = storeLocation ?? storeLocation
+        self.storeDirectory = storeDirectory
+        self.storeLocation = storeLocation ?? storeDirectory
         self.mediaRoot = mediaRoot
         self.input = input
     }
@@ -107,7 +107,7 @@ public struct HTMLReport: Sendable {
 
     /// With an object store, previews load from the attachment URLs' origins.
     private var remoteMediaOrigins: [String] {
-        guard storeLocation == nil else { return [] }
+        guard storeDirectory == nil else { return [] }
         let urls = items.flatMap { item in [item.outcome.attachment?.url, item.outcome.thumbnail?.url] + (item.outcome.media ?? []).map { $0.attachment?.url } }
         return Array(Set(urls.compactMap { $0.flatMap(HTML.origin(of:)) })).sorted()
     }
@@ -259,8 +259,8 @@ public struct HTMLReport: Sendable {
     private func storeLink(_ url: String) -> String? {
         let path = URLComponents(string: url)?.path ?? url
         guard let name = path.split(separator: "/").last.map(String.init), MediaStore.isValidName(name) else { return nil }
-        guard let storeLocation else { return url.hasPrefix("https://") || url.hasPrefix("http://") ? url : nil }
-        let file = storeLocation + "/" + name
+        guard let storeDirectory else { return url.hasPrefix("https://") || url.hasPrefix("http://") ? url : nil }
+        let file = storeDirectory + "/" + name
         guard access(file, R_OK) == 0 else { return nil }
         return HTML.relativeLink(from: reportDirectory, to: file)
     }
