@@ -538,10 +538,10 @@ public final class Pipeline: Sendable {
                 if let posterFile = image ?? small { progress.withLock { $0.thumbnail = posterFile } }
                 /// The poster instead of the video: the platform's image, or (where video plays) a best attempt.
                 func posterResult(_ image: StoredFile, why: String) async throws -> JobResult {
-                    var entry = CacheEntry(status: "processed", attachment: image, thumbnail: small, sourceMIME: sniff.format.mime,
+                    var entry = CacheEntry(status: .processed, attachment: image, thumbnail: small, sourceMIME: sniff.format.mime,
                                            sourceBytes: bytes, pipeline: PushMediaVersion.pipeline)
                     if policy.maxVideoBytes > 0 {
-                        entry.status = OutcomeStatus.bestAttempt.rawValue
+                        entry.status = .bestAttempt
                         entry.reason = "video_poster_fallback"
                         entry.message = why + "; its poster frame is delivered instead"
                     }
@@ -595,7 +595,7 @@ public final class Pipeline: Sendable {
                         try store.adopt(output, format: format, deadline: deadline)
                     }
                     timings.store += clock.millisecondsElapsed
-                    var entry = CacheEntry(status: "processed", attachment: stored, thumbnail: small, sourceMIME: sniff.format.mime,
+                    var entry = CacheEntry(status: .processed, attachment: stored, thumbnail: small, sourceMIME: sniff.format.mime,
                                            sourceBytes: bytes, pipeline: PushMediaVersion.pipeline)
                     if made.trimmed { entry.message = "cut to its first \(Int(made.seconds)) s to fit \(cap) bytes" }
                     return try await finishJob(fresh(entry), key: key, deadline: deadline, result: result)
@@ -605,7 +605,7 @@ public final class Pipeline: Sendable {
                         try store.adopt(temporary, format: sniff.format, sha256: sourceHash, deadline: deadline)
                     }
                     timings.store += clock.millisecondsElapsed
-                    return try await finishJob(fresh(CacheEntry(status: "passthrough", attachment: stored, thumbnail: small, sourceMIME: sniff.format.mime,
+                    return try await finishJob(fresh(CacheEntry(status: .passthrough, attachment: stored, thumbnail: small, sourceMIME: sniff.format.mime,
                                                           sourceBytes: bytes, pipeline: PushMediaVersion.pipeline)), key: key, deadline: deadline, result: result)
                 }
             }
@@ -678,7 +678,7 @@ public final class Pipeline: Sendable {
                                     deadline: deadline)
                 }
                 timings.store += clock.millisecondsElapsed
-                return try await finishJob(fresh(noted(CacheEntry(status: "passthrough", attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
+                return try await finishJob(fresh(noted(CacheEntry(status: .passthrough, attachment: stored, thumbnail: thumbnail, sourceMIME: sniff.format.mime,
                                                       sourceBytes: bytes, pipeline: PushMediaVersion.pipeline, icon: extras.icon,
                                                       clip: extras.clip, frame: extras.frame))), key: key, deadline: deadline, result: result)
             }
@@ -713,7 +713,7 @@ public final class Pipeline: Sendable {
                  try small.map { try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height, deadline: deadline) })
             }
             timings.store += clock.millisecondsElapsed
-            return try await finishJob(fresh(noted(CacheEntry(status: "processed", attachment: stored, thumbnail: thumbnail ?? smallStored,
+            return try await finishJob(fresh(noted(CacheEntry(status: .processed, attachment: stored, thumbnail: thumbnail ?? smallStored,
                                                   sourceMIME: sniff.format.mime, sourceBytes: bytes, pipeline: PushMediaVersion.pipeline,
                                                   icon: extras.icon, clip: extras.clip, frame: extras.frame))),
                                        key: key, deadline: deadline, result: result)
