@@ -809,25 +809,3 @@ public final class Pipeline: Sendable {
         return result(.renewed(entry))
     }
 }
-
-extension ContinuousClock.Instant {
-    /// Time since this instant in milliseconds, to 0.1 ms (the unit of `StageTimings`).
-    public var millisecondsElapsed: Double {
-        let elapsed = ContinuousClock.now - self
-        return (Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15 * 10).rounded() / 10
-    }
-}
-
-extension JSONValue {
-    /// "an object", "a number", … for messages.
-    var kindName: String {
-        switch self {
-        case .null: "null"
-        case .bool: "a boolean"
-        case .number: "a number"
-        case .string: "a string"
-        case .array: "an array"
-        case .object: "an object"
-        }
-    }
-}
