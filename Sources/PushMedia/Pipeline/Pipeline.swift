@@ -1,101 +1,40 @@
 import Foundation
 
-/// Per-payload settings that differ from the configuration.
-public struct PayloadContext: Sendable {
-    /// Directory that local media references (relative paths, `file:` URLs) must resolve inside;
-    /// nil refuses them (the HTTP hook never reads local files).
-    public var mediaRoot: String?
-    /// Where the payload came from (a file path), named in messages.
-    public var label: String?
-    /// Overrides the configured budget.
-    public var budget: Duration?
-    /// Overrides the configured `on-reject`.
-    public var onReject: OnReject?
-    /// Overrides the configured base URL (a server learns its port only once it listens).
-    public var baseURL: String?
-    /// Overrides the deadline (a batch shares one).
-    public var deadline: ContinuousClock.Instant?
-    /// Overrides the configured vendor (nil: the configured one, or detection).
-    public var vendor: Vendor?
-    /// Overrides the configured platform profile.
-    public var profile: PlatformProfile?
-    /// Revalidate remote media with their origins even when the cached result is fresh (a
-    /// conditional request: an unchanged source still costs no transcode).
-    public var refresh = false
-
-    public init(mediaRoot: String? = nil, label: String? = nil, budget: Duration? = nil, onReject: OnReject? = nil,
-                baseURL: String? = nil, deadline: ContinuousClock.Instant? = nil, vendor: Vendor? = nil,
-                profile: PlatformProfile? = nil, refresh: Bool = false) {
-        self.refresh = refresh
-        self.mediaRoot = mediaRoot
-        self.label = label
-        self.budget = budget
-        self.onReject = onReject
-        self.baseURL = baseURL
-        self.deadline = deadline
-        self.vendor = vendor
-        self.profile = profile
-    }
-}
-
-/// A rewritten payload and its outcome.
-public struct PipelineResult: Sendable {
-    public var payload: JSONObject
-    /// The payload as compact JSON, as it would be sent to APNs.
-    public var bytes: [UInt8]
-    public var outcome: Outcome
-    /// Until when (Unix seconds) the cached results it used stay fresh; nil when none expire.
-    public var freshUntil: Int64?
-}
-
-/// Input that is not a payload at all.
-public enum PayloadError: Error, Sendable, CustomStringConvertible {
-    case invalidJSON(JSONParseError)
-    case notAnObject(String)
-
-    public var reason: String {
-        switch self {
-        case .invalidJSON: "invalid_json"
-        case .notAnObject: "not_an_object"
-        }
-    }
-
-    public var description: String {
-        switch self {
-        case let .invalidJSON(error): "invalid JSON: \(error)"
-        case let .notAnObject(kind): "a payload must be a JSON object, got \(kind)"
-        }
-    }
-}
-
 /// The whole pipeline: locate → fetch → sniff → policy → transcode → store → rewrite, within a
 /// time budget. When the budget runs out, the best attempt so far is returned exactly once;
 /// the job itself may go on for `backgroundLimit` to fill the cache. Concurrent payloads that
 /// name the same source share one job.
 public final class Pipeline: Sendable {
+    /// The configuration it was made with.
     public let config: PushMediaConfig
+    /// Where attachments and the cache index are kept.
     public let store: MediaStore
-    private let fetcher: Fetcher
+    let fetcher: Fetcher
     /// One transcoder per platform profile.
-    private let transcoders: [String: Transcoder]
+    let transcoders: [String: Transcoder]
     /// Threads for downloads (mostly waiting on the network).
-    private let io: BlockingExecutor
+    let io: BlockingExecutor
     /// Threads for libvips, libmagic, hashing and disk work.
-    private let cpu: BlockingExecutor
+    let cpu: BlockingExecutor
     /// One per core for the whole process, however many pipelines it has.
-    static let sharedCPU = BlockingExecutor(name: "pushmedia-cpu", maxThreads: ProcessInfo.processInfo.activeProcessorCount)
+    static let sharedCPU = BlockingExecutor(name: "pushmedia-cpu",
+                                            maxThreads: ProcessInfo.processInfo.activeProcessorCount)
     static let sharedIO = BlockingExecutor(name: "pushmedia-fetch", maxThreads: 64)
-    private let inFlight = Locked<[String: SharedJob]>([:])
+    /// The running job of each cache key.
+    let inFlight = Locked<[String: SharedJob]>([:])
     /// Backpressure, when `config.maxJobs` is set.
     public let gate: JobGate?
     /// Bounds the memory of the decodes running at once (`config.decodeMemory`).
     public let decodeBudget: DecodeBudget
     /// Bounds the jobs past their fetch (`config.maxTranscodes`).
-    private let transcodeGate: JobGate?
-    private let optionsFingerprint: String
+    let transcodeGate: JobGate?
+    let optionsFingerprint: String
     /// The options fingerprint of each profile, part of its cache keys.
-    private let fingerprints: [String: String]
+    let fingerprints: [String: String]
+    /// http(s) references already found valid.
+    let validURLs = ValidURLs()
 
+    /// Opens the store named by `config` and sets up the executors, gates and transcoders.
     public init(config: PushMediaConfig) throws(StoreError) {
         self.config = config
         store = try MediaStore(config: config)
@@ -136,7 +75,9 @@ public final class Pipeline: Sendable {
         let result = await io.run { () -> Result<[(url: String, entries: Int)], StoreError> in
             do throws(StoreError) {
                 var counts: [(url: String, entries: Int)] = []
-                for (url, keys) in keys { counts.append((url, try store.purge(keys: keys, deadline: .now + .seconds(30)).count)) }
+                for (url, keys) in keys {
+                    counts.append((url, try store.purge(keys: keys, deadline: .now + .seconds(30)).count))
+                }
                 return .success(counts)
             } catch { return .failure(error) }
         }
@@ -145,302 +86,25 @@ public final class Pipeline: Sendable {
 
     /// Processes one payload given as JSON bytes.
     /// - Throws: `PayloadError` when the bytes are not a JSON object (nothing else throws).
-    public func process(_ json: some Collection<UInt8>, context: PayloadContext = PayloadContext()) async throws(PayloadError) -> PipelineResult {
+    public func process(_ json: some Collection<UInt8>,
+                        context: PayloadContext = PayloadContext()) async throws(PayloadError) -> PipelineResult {
         let value: JSONValue
         do { value = try JSONValue.parse(json) } catch { throw .invalidJSON(error) }
         guard case let .object(payload) = value else { throw .notAnObject(value.kindName) }
-        return await process(payload, context: context, sizeAtMost: json.count)
+        return await processPayload(payload, context: context, sizeAtMost: json.count)
     }
 
     /// Processes one payload. Always returns a payload that keeps the input's text.
     public func process(_ payload: JSONObject, context: PayloadContext = PayloadContext()) async -> PipelineResult {
-        await process(payload, context: context, sizeAtMost: nil)
+        await processPayload(payload, context: context, sizeAtMost: nil)
     }
+}
 
-    /// `sizeAtMost`: the length of the text the payload was parsed from, which its compact
-    /// encoding never exceeds (spares measuring the payload when that is under APNs' limit).
-    private func process(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) async -> PipelineResult {
-        let vendor = context.vendor ?? config.vendor ?? Vendor.detect(payload, extraKeys: config.extraMediaKeys)
-        var response = PayloadResponse(payload: payload, vendor: vendor, label: context.label)
-        let deadline = context.deadline ?? response.start + (context.budget ?? config.budget)
-
-        let slots = vendor.slots(in: payload, extraKeys: config.extraMediaKeys, profile: context.profile ?? config.profile)
-        guard !slots.isEmpty else {
-            let keys = vendor == .generic ? (MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ") : vendor.keysDescription
-            return response.unchanged(.skipped, reason: "no_media", message: "no media reference (\(vendor.rawValue) keys: \(keys))")
-        }
-        var answers = slots.map {
-            SlotAnswer(slot: $0, baseURL: context.baseURL ?? config.baseURL, onReject: context.onReject ?? config.onReject,
-                       label: context.label, hidden: config.thumbnailHidden)
-        }
-        // Only the iOS service extension needs alert text; other platforms show the image anyway.
-        let hasAlert = vendor.hasAlert(payload)
-        if !hasAlert && answers.allSatisfy(\.isIOS) {
-            response.outcome.warnings = ["the payload asks for media but has no aps.alert: the Notification Service Extension never runs for it"]
-            return response.unchanged(.skipped, reason: "no_alert", message: "no aps.alert: the service extension only runs for alert notifications, so the media would never be shown", answers: answers)
-        }
-        if sizeAtMost.map({ $0 > PayloadRewriter.apnsLimit }) ?? true, case let inputSize = JSONValue.object(payload).compactByteCount,
-           inputSize > PayloadRewriter.apnsLimit {
-            for index in answers.indices {
-                answers[index].rejected("payload_too_large", message: "the payload is \(inputSize) bytes before any change, over APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data")
-            }
-            return response.finish(answers)
-        }
-        // Every reference at once, sharing the deadline (one needs no child task).
-        if answers.count == 1 {
-            if answers[0].isIOS && !hasAlert {
-                answers[0].skipped("no_alert", message: "no aps.alert: the iOS service extension only runs for alert notifications")
-            } else {
-                await process(&answers[0], context: context, deadline: deadline)
-            }
-            return response.finish(answers)
-        }
-        answers = await withTaskGroup(of: (Int, SlotAnswer).self) { group in
-            for (index, answer) in answers.enumerated() {
-                group.addTask {
-                    var answer = answer
-                    if answer.isIOS && !hasAlert {
-                        answer.skipped("no_alert", message: "no aps.alert: the iOS service extension only runs for alert notifications")
-                    } else {
-                        await self.process(&answer, context: context, deadline: deadline)
-                    }
-                    return (index, answer)
-                }
-            }
-            var done = answers
-            for await (index, answer) in group { done[index] = answer }
-            return done
-        }
-        return response.finish(answers)
-    }
-
-    /// Processes one media reference: source → cache or (shared) job, raced against the deadline.
-    private func process(_ answer: inout SlotAnswer, context: PayloadContext, deadline: ContinuousClock.Instant) async {
-        let source: Source
-        switch resolveSource(answer.slot, context: context) {
-        case let .success(resolved): source = resolved
-        case let .failure(failure): return answer.rejected(failure.reason, message: failure.message)
-        }
-        let profile = answer.slot.platform
-        // A thumbnail time given with the media (Airship's `time`) picks a video's poster frame:
-        // part of the key, so results for other times are not shared.
-        let posterTime = answer.slot.givenHints?.time.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
-        let options = (fingerprints[profile.id] ?? optionsFingerprint) + (posterTime.map { ";poster=\($0)" } ?? "")
-        let key = MediaStore.cacheKey(source: source.identity, options: options)
-        let remote = source.isRemote
-        // A fresh entry in memory answers at once; a stale one is looked up again in the index,
-        // where another node may have renewed it.
-        var cached = store.remembered(key: key)
-        if let entry = cached, context.refresh || !entry.isFresh(remote: remote) { cached = nil }
-        var stale: CacheEntry?
-        if cached == nil {
-            // One read of the index (a file, or a GET): on the fetch threads, not behind transcodes.
-            do { cached = try await io.run { [store] in try store.lookup(key: key, fromIndex: true, deadline: deadline) } } catch {
-                // Without the store nothing can be kept or served: the original reference goes out.
-                return answer.bestAttempt(JobProgress(started: true), reason: "store_unavailable",
-                                          why: "the store cannot be read (\(error))")
-            }
-            if let entry = cached, context.refresh || !entry.isFresh(remote: remote) {
-                stale = entry
-                cached = nil
-            }
-        }
-        if let entry = cached {
-            answer.outcome.cacheHit = true
-            return answer.accepted(entry)
-        }
-        answer.outcome.cacheHit = false
-
-        // Race the (possibly shared) job against the deadline; the first to finish answers.
-        guard let job = sharedJob(key: key, source: source, profile: profile, posterTime: posterTime, previous: stale,
-                                  deadline: deadline + config.backgroundLimit) else {
-            if let stale { return answer.stale(stale, why: "\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued") }
-            return answer.overloaded("\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued")
-        }
-        let resolver = OnceResolver<JobResult?>()
-        Task { resolver.resolve(await job.task.value) }
-        let timer = Task {
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            resolver.resolve(nil)
-        }
-        let result = await resolver.value()
-        timer.cancel()
-
-        if let result { answer.timings = result.timings }
-        let progress = job.progress.withLock { $0 }
-        switch result?.kind {
-        case let .ready(entry)?:
-            answer.accepted(entry)
-        case let .renewed(entry)?:
-            answer.accepted(entry)
-            answer.outcome.cacheHit = true
-            answer.outcome.revalidated = true
-        case let .failed(reason, message)? where stale != nil && Self.originUnavailable(reason):
-            // Stale if error (RFC 5861): an origin that is down is no reason to lose a good
-            // attachment. What it answers (a 404, bytes that are no image) still counts.
-            answer.stale(stale!, why: "revalidating with the origin failed (\(message))")
-        case let .failed(reason, message)?:
-            if let sniff = progress.sniff {
-                answer.outcome.sourceMIME = sniff.format.mime
-                answer.outcome.sourceBytes = progress.sourceBytes
-            }
-            answer.rejected(reason, message: message, sniffed: progress.sniff?.format)
-        case let .storeUnavailable(message)?:
-            answer.bestAttempt(progress, reason: "store_unavailable", why: "the store cannot be written (\(message))")
-        case .budgetExceeded?, nil:
-            if let stale { return answer.stale(stale, why: "the budget ran out while revalidating with the origin") }
-            answer.bestAttempt(progress)
-        }
-    }
-
-    /// Failures that say the origin could not be asked, not what it holds.
-    static func originUnavailable(_ reason: String) -> Bool {
-        ["timeout", "dns_failed", "connect_failed", "fetch_failed", "http_500", "http_502", "http_503", "http_504"].contains(reason)
-    }
-
-    // MARK: Sources
-
-    enum Source: Sendable {
-        case remote(String)
-        /// A real path inside the media root, with its size and modification time for the cache key.
-        case local(path: String, identity: String)
-
-        var identity: String {
-            switch self {
-            case let .remote(url): url
-            case let .local(_, identity): identity
-            }
-        }
-
-        /// Remote results have a freshness lifetime; a local file's key names its version.
-        var isRemote: Bool {
-            if case .remote = self { return true }
-            return false
-        }
-    }
-
-    struct Failure: ReasonedError {
-        var reason: String
-        var message: String
-        var description: String { message }
-    }
-
-    /// Longest media URL accepted.
-    static let maxURLLength = 8192
-    /// http(s) references already found valid, as written → as fetched: parsing a URL with
-    /// Foundation costs more than the rest of a cache hit's lookup. Bounded: emptied at 10,000.
-    private let validURLs = Locked<[String: String]>([:])
-
-    func resolveSource(_ slot: MediaSlot, context: PayloadContext) -> Result<Source, Failure> {
-        guard let text = slot.value.stringValue else {
-            return .failure(Failure(reason: "invalid_media_reference", message: "\"\(slot.source)\" holds \(slot.value.kindName), not a URL string"))
-        }
-        if let valid = validURLs.withLock({ $0[text] }) { return .success(.remote(valid)) }
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        guard !trimmed.isEmpty else { return .failure(Failure(reason: "invalid_url", message: "\"\(slot.source)\" is empty")) }
-        guard trimmed.utf8.count <= Self.maxURLLength else {
-            return .failure(Failure(reason: "invalid_url", message: "the URL is \(trimmed.utf8.count) bytes long, over the \(Self.maxURLLength)-byte limit"))
-        }
-        let scheme = Self.scheme(of: trimmed)
-        switch scheme {
-        case "http"?, "https"?:
-            guard let components = URLComponents(string: trimmed), let host = components.host, !host.isEmpty else {
-                return .failure(Failure(reason: "invalid_url", message: "not a valid http(s) URL"))
-            }
-            guard components.user == nil && components.password == nil else {
-                return .failure(Failure(reason: "invalid_url", message: "credentials in the URL (user:password@) are refused: they would be sent to whatever the URL redirects to"))
-            }
-            validURLs.withLock { valid in
-                if valid.count >= 10_000 { valid.removeAll(keepingCapacity: true) }
-                valid[text] = trimmed
-            }
-            return .success(.remote(trimmed))
-        case nil, "file"?:
-            guard let root = context.mediaRoot ?? config.mediaRoot else {
-                return .failure(Failure(reason: scheme == nil ? "invalid_url" : "unsupported_scheme",
-                                        message: "local media references are only read by `pushmedia process` and `batch`; use an http(s) URL"))
-            }
-            do {
-                let path = try LocalSource.resolve(trimmed, root: root)
-                var info = stat()
-                stat(path, &info)
-                return .success(.local(path: path, identity: "file:\(path):\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"))
-            } catch {
-                return .failure(Failure(reason: error.reason, message: error.description))
-            }
-        case let other?:
-            return .failure(Failure(reason: "unsupported_scheme", message: FetchError.unsupportedScheme(other).description))
-        }
-    }
-
-    /// The scheme of `text` if it starts with one (`scheme:`), lowercased.
-    static func scheme(of text: String) -> String? {
-        guard let colon = text.firstIndex(of: ":") else { return nil }
-        let candidate = text[..<colon]
-        guard let first = candidate.first, first.isASCII, first.isLetter,
-              candidate.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) else { return nil }
-        return candidate.lowercased()
-    }
-
-    /// Everything that changes the output for the same source, made for `profile`.
-    static func optionsFingerprint(_ config: PushMediaConfig, profile: PlatformProfile? = nil) -> String {
-        let p = profile ?? config.profile
-        return "profile=\(p.id);edge=\(config.longEdge);video=\(config.videoEdge),\(config.clipSeconds);thumb=\(config.thumbnailEdge);px=\(config.maxPixels);frames=\(config.maxFrames);"
-            + "q=\(config.jpegQuality);src=\(config.maxSourceBytes);caps=\(p.maxImageBytes)/\(p.maxAudioBytes)/\(p.maxVideoBytes);"
-            + "crop=\(config.crop.rawValue);clip=\(config.thumbnailAspect.map { String($0) } ?? "none");"
-            + "private=\(config.allowPrivateNetworks);trusted=\(config.trustedPeers.sorted().joined(separator: ","))"
-    }
-
-    // MARK: Jobs
-
-    struct JobResult: Sendable {
-        enum Kind: Sendable {
-            case ready(CacheEntry)
-            /// The previous entry, confirmed by the origin and recorded with a new lifetime.
-            case renewed(CacheEntry)
-            case failed(reason: String, message: String)
-            /// The store failed (unreachable, full): the result could not be kept.
-            case storeUnavailable(String)
-            case budgetExceeded
-        }
-        var kind: Kind
-        var timings: StageTimings
-    }
-
-    struct SharedJob: Sendable {
-        var task: Task<JobResult, Never>
-        var progress: Locked<JobProgress>
-    }
-
-    /// The running job for `key`, or a new one; nil when the gate refuses a new one.
-    private func sharedJob(key: String, source: Source, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
-                           deadline: ContinuousClock.Instant) -> SharedJob? {
-        inFlight.withLock { jobs in
-            if let job = jobs[key] { return job }
-            let ticket = gate?.reserve() ?? .running
-            if case .refused = ticket { return nil }
-            let progress = Locked(JobProgress())
-            let task = Task {
-                defer { self.inFlight.withLock { _ = $0.removeValue(forKey: key) } }
-                if case .queued = ticket, let gate = self.gate, await !gate.wait(until: deadline) {
-                    return JobResult(kind: .budgetExceeded, timings: StageTimings())
-                }
-                progress.withLock { $0.started = true }
-                let result = await self.runJob(source: source, key: key, profile: profile, posterTime: posterTime, previous: previous,
-                                               deadline: deadline, progress: progress)
-                self.gate?.release()
-                return result
-            }
-            let job = SharedJob(task: task, progress: progress)
-            jobs[key] = job
-            return job
-        }
-    }
-
+extension Pipeline {
     /// Fetches, checks, transcodes and stores one source, and records the cache entry. With
     /// `previous` (a stale entry), the fetch is conditional: a 304, or the same bytes again,
     /// renew that entry without transcoding.
-    private func runJob(source: Source, key: String, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
+    func runJob(source: Source, key: String, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
                         deadline: ContinuousClock.Instant,
                         progress: Locked<JobProgress>) async -> JobResult {
         var timings = StageTimings()
