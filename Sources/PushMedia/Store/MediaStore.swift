@@ -41,7 +41,8 @@ public struct CacheEntry: Codable, Sendable, Equatable {
     /// without transcoding again.
     public var sourceSHA256: String?
 
-    public init(status: OutcomeStatus, attachment: StoredFile, thumbnail: StoredFile?, sourceMIME: String, sourceBytes: Int64, pipeline: Int,
+    public init(status: OutcomeStatus, attachment: StoredFile, thumbnail: StoredFile?, sourceMIME: String,
+                sourceBytes: Int64, pipeline: Int,
                 icon: StoredFile? = nil, clip: ClipRect? = nil, frame: Int? = nil) {
         self.status = status
         self.attachment = attachment
