@@ -29,7 +29,7 @@ struct StoreTests {
     }
 
     static func entry(_ files: [StoredFile]) -> CacheEntry {
-        CacheEntry(status: "processed", attachment: files[0], thumbnail: files.count > 1 ? files[1] : nil, sourceMIME: "image/jpeg",
+        CacheEntry(status: .processed, attachment: files[0], thumbnail: files.count > 1 ? files[1] : nil, sourceMIME: "image/jpeg",
                    sourceBytes: 1, pipeline: PushMediaVersion.pipeline)
     }
 

@@ -83,7 +83,7 @@ struct SlotAnswer: Sendable {
     /// A finished result (fresh or cached): the stored attachment replaces the media URL.
     mutating func accepted(_ entry: CacheEntry) {
         let attachment = entry.attachment
-        outcome.status = entry.status == OutcomeStatus.passthrough.rawValue ? .passthrough : .processed
+        outcome.status = entry.status == .passthrough ? .passthrough : .processed
         outcome.reason = nil
         outcome.message = nil
         outcome.sourceMIME = entry.sourceMIME
@@ -104,7 +104,7 @@ struct SlotAnswer: Sendable {
                                 width: attachment.width, height: attachment.height, thumb: entry.thumbnail.map(url(of:)),
                                 hints: outcome.hints, icon: icon)
         freshUntil = entry.freshUntil
-        if entry.status == OutcomeStatus.bestAttempt.rawValue {
+        if entry.status == .bestAttempt {
             outcome.status = .bestAttempt
             outcome.reason = entry.reason
             outcome.message = entry.message.map(placed)

@@ -14,8 +14,8 @@ public struct StoredFile: Codable, Sendable, Equatable {
 /// A cached result: what the pipeline made of one source under one set of options.
 public struct CacheEntry: Codable, Sendable, Equatable {
     /// `processed`, `passthrough`, or `best_attempt` (with `reason` and `message`: e.g. a
-    /// video's poster frame instead of a video the platform cannot play).
-    public var status: String
+    /// video's poster frame instead of a video the platform cannot play). Encoded as those strings.
+    public var status: OutcomeStatus
     public var reason: String?
     public var message: String?
     public var attachment: StoredFile
@@ -41,7 +41,8 @@ public struct CacheEntry: Codable, Sendable, Equatable {
     /// without transcoding again.
     public var sourceSHA256: String?
 
-    public init(status: String, attachment: StoredFile, thumbnail: StoredFile?, sourceMIME: String, sourceBytes: Int64, pipeline: Int,
+    public init(status: OutcomeStatus, attachment: StoredFile, thumbnail: StoredFile?, sourceMIME: String,
+                sourceBytes: Int64, pipeline: Int,
                 icon: StoredFile? = nil, clip: ClipRect? = nil, frame: Int? = nil) {
         self.status = status
         self.attachment = attachment

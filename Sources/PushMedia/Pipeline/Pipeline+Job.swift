@@ -1,0 +1,228 @@
+import Foundation
+
+extension Pipeline {
+    /// One step of a job: it reads and fills the job's context, and returns how the job ended,
+    /// or nil to go on to the next step.
+    struct JobStep {
+        let run: (inout JobContext) async throws -> JobResult.Kind?
+        /// Storing and recording keep what is already made: the deadline does not stop them.
+        var keepsWork = false
+
+        /// New work: not started past the deadline.
+        static func work(_ run: @escaping (inout JobContext) async throws -> JobResult.Kind?) -> JobStep {
+            JobStep(run: run)
+        }
+
+        /// Keeps what is made: runs past the deadline too.
+        static func keep(_ run: @escaping (inout JobContext) async throws -> JobResult.Kind?) -> JobStep {
+            JobStep(run: run, keepsWork: true)
+        }
+    }
+
+    /// The steps up to knowing what the source is.
+    private var intakeSteps: [JobStep] { [.work(fetch), .work(awaitTranscodeSlot), .work(sniff)] }
+
+    /// The steps for a source of `kind`. A thumbnail or poster frame is stored as soon as it is
+    /// made: it is the best attempt should the budget run out before the attachment is ready.
+    private func steps(for kind: MediaKind) -> [JobStep] {
+        if kind == .image {
+            [.work(decideImage), .work(makeThumbnail), .keep(storeOutputs), .work(makeImage),
+             .keep(storeOutputs), .keep(recordEntry)]
+        } else {
+            [.work(decideMedia), .work(makePoster), .keep(storeOutputs), .work(makeAudioVideo),
+             .keep(storeOutputs), .keep(recordEntry)]
+        }
+    }
+
+    /// Fetches, checks, transcodes and stores one source, and records the cache entry. With
+    /// `previous` (a stale entry), the fetch is conditional: a 304, or the same bytes again,
+    /// renew that entry without transcoding.
+    func runJob(source: Source, key: String, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
+                deadline: ContinuousClock.Instant, progress: Locked<JobProgress>) async -> JobResult {
+        var job = JobContext(source: source, key: key, profile: profile,
+                             transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
+                             posterTime: posterTime, previous: previous, deadline: deadline, progress: progress,
+                             temporary: store.temporaryPath())
+        let kind = await perform(&job)
+        job.timings.total = job.started.millisecondsElapsed
+        release(job)
+        return JobResult(kind: kind, timings: job.timings)
+    }
+
+    /// Runs the job's steps, and turns what they throw into how the job ended.
+    private func perform(_ job: inout JobContext) async -> JobResult.Kind {
+        do {
+            if let end = try await run(intakeSteps, on: &job) { return end }
+            if let end = try await run(steps(for: job.sniff.format.kind), on: &job) { return end }
+            throw Failure(reason: ReasonCode.internalError, message: "the job ended without a result")
+        } catch let error as StoreError {
+            return .storeUnavailable(Self.withoutWorkPaths(error.description, job.temporary))
+        } catch let error as FetchError where error.isLocalWrite {
+            // The download could not be written to local disk: the store's fault, not the media's.
+            return .storeUnavailable(Self.withoutWorkPaths(error.description, job.temporary))
+        } catch let error as ReasonedError {
+            return .failed(reason: error.reason, message: Self.withoutWorkPaths(error.description, job.temporary))
+        } catch {
+            return .failed(reason: ReasonCode.internalError, message: Self.withoutWorkPaths("\(error)", job.temporary))
+        }
+    }
+
+    /// Runs `steps` in order until one ends the job. The one rule for the deadline: past it, no
+    /// step of new work starts (what is made is still stored and recorded).
+    private func run(_ steps: [JobStep], on job: inout JobContext) async throws -> JobResult.Kind? {
+        for step in steps {
+            if !step.keepsWork && ContinuousClock.now >= job.deadline { return .budgetExceeded }
+            if let end = try await step.run(&job) { return end }
+        }
+        return nil
+    }
+
+    /// Gives back what the job held, and removes its work files.
+    private func release(_ job: JobContext) {
+        if let held = job.heldDecodeMemory { decodeBudget.release(held) }
+        if job.holdsTranscodeSlot { transcodeGate?.release() }
+        for file in job.workFiles { unlink(file) }
+    }
+
+    // MARK: Steps
+
+    /// Downloads a remote source (conditionally when revalidating: a 304 renews the previous
+    /// entry) or copies a local one.
+    private func fetch(_ job: inout JobContext) async throws -> JobResult.Kind? {
+        job.clock = .now
+        switch job.source {
+        case let .remote(url):
+            let conditions = job.previous.map(\.validators).flatMap { $0.canRevalidate ? $0 : nil }
+            let response: FetchResponse
+            do {
+                response = try await fetcher.fetch(url, to: job.temporary, limits: FetchLimits(config: config),
+                                                   deadline: job.deadline, revalidating: conditions)
+            } catch {
+                if error == .deadlineExceeded { return .budgetExceeded }
+                throw error
+            }
+            if response.notModified, let previous = job.previous {
+                job.timings.fetch = job.clock.millisecondsElapsed
+                return try await renew(previous, response.validators, job: job)
+            }
+            job.bytes = response.bytes
+            job.validators = response.validators
+        case let .local(path, _):
+            let maxBytes = config.maxSourceBytes
+            let temporary = job.temporary
+            job.bytes = try await io.run { try LocalSource.copy(path, to: temporary, maxBytes: maxBytes) }
+        }
+        job.timings.fetch = job.clock.millisecondsElapsed
+        return nil
+    }
+
+    /// Waits for a slot among the jobs past their fetch (`config.maxTranscodes`).
+    private func awaitTranscodeSlot(_ job: inout JobContext) async -> JobResult.Kind? {
+        guard let transcodeGate else { return nil }
+        if transcodeGate.reserve() == .queued, await !transcodeGate.wait(until: job.deadline) { return .budgetExceeded }
+        job.holdsTranscodeSlot = true
+        return nil
+    }
+
+    /// Sniffs the type (and hashes a remote source: the same bytes again renew the previous entry).
+    private func sniff(_ job: inout JobContext) async throws -> JobResult.Kind? {
+        job.clock = .now
+        let temporary = job.temporary
+        let isRemote = job.source.isRemote
+        let (sniff, sourceHash) = try await cpu.run { () throws -> (SniffResult, String?) in
+            (try Sniffer.sniff(path: temporary), isRemote ? try? MediaStore.sha256(file: temporary) : nil)
+        }
+        if let previous = job.previous, let sourceHash, previous.sourceSHA256 == sourceHash,
+           let validators = job.validators {
+            job.timings.sniff = job.clock.millisecondsElapsed
+            return try await renew(previous, validators, job: job)
+        }
+        job.sniff = sniff
+        job.sourceHash = sourceHash
+        let bytes = job.bytes
+        job.progress.withLock { $0.sniff = sniff; $0.sourceBytes = bytes }
+        job.timings.sniff = job.clock.millisecondsElapsed
+        return nil
+    }
+
+    /// Stores what the steps before made.
+    private func storeOutputs(_ job: inout JobContext) async throws -> JobResult.Kind? {
+        let made = job.made
+        guard !made.isEmpty else { return nil }
+        job.made = MadeFiles()
+        let deadline = job.deadline
+        job.clock = .now
+        let stored = try await cpu.run { [store] () throws -> StoredFiles in
+            try Self.store(made, in: store, deadline: deadline)
+        }
+        job.count(\.store)
+        job.stored = job.stored.merging(stored)
+        // Until the attachment is stored, the poster frame or thumbnail is the best attempt.
+        if job.stored.attachment == nil, let preview = job.stored.poster ?? job.stored.thumbnail {
+            job.progress.withLock { $0.thumbnail = preview }
+        }
+        return nil
+    }
+
+    /// Blocking: call on the CPU executor.
+    private static func store(_ made: MadeFiles, in store: MediaStore,
+                              deadline: ContinuousClock.Instant) throws -> StoredFiles {
+        var stored = StoredFiles()
+        switch made.attachment {
+        case let .encoded(image)?:
+            stored.attachment = try store.put(image.bytes, format: image.format, width: image.width,
+                                              height: image.height, deadline: deadline)
+        case let .file(file)?:
+            stored.attachment = try store.adopt(file.path, format: file.format, width: file.width,
+                                                height: file.height, sha256: file.sha256, deadline: deadline)
+        case nil:
+            break
+        }
+        stored.thumbnail = try made.thumbnail.map {
+            try store.put($0.bytes, format: .jpeg, width: $0.width, height: $0.height, deadline: deadline)
+        }
+        // The icon is put without a deadline.
+        stored.icon = try made.icon.map {
+            try store.put($0.bytes, format: $0.format, width: $0.width, height: $0.height)
+        }
+        stored.poster = try made.poster.map {
+            try store.put($0.bytes, format: $0.format, width: $0.width, height: $0.height, deadline: deadline)
+        }
+        return stored
+    }
+
+    /// Records the cache entry for what was stored.
+    private func recordEntry(_ job: inout JobContext) async throws -> JobResult.Kind? {
+        let entry = try job.entry(freshness: config.freshness)
+        let key = job.key
+        let deadline = job.deadline
+        try await cpu.run { [store] in try store.record(entry, key: key, deadline: deadline) }
+        return .ready(entry)
+    }
+
+    /// Records `previous` again with the lifetime the origin's answer gives it.
+    private func renew(_ previous: CacheEntry, _ validators: OriginValidators,
+                       job: JobContext) async throws -> JobResult.Kind {
+        let entry = previous.renewed(validators, policy: config.freshness, now: Date())
+        let key = job.key
+        let deadline = job.deadline
+        try await io.run { [store] in try store.record(entry, key: key, deadline: deadline) }
+        return .renewed(entry)
+    }
+
+    /// A library's message without the store's work files in it (libvips names the file it read):
+    /// the payload's label and URL already say which media it is.
+    static func withoutWorkPaths(_ message: String, _ temporary: String) -> String {
+        var text = message.replacingOccurrences(of: temporary + ".tiff", with: "the fetched file")
+            .replacingOccurrences(of: temporary, with: "the fetched file")
+        // The same file under another spelling of its path (libvips may normalise it).
+        while let marker = text.range(of: "/.incoming/") {
+            let start = text[..<marker.lowerBound].lastIndex(where: { $0 == " " || $0 == "\"" || $0 == "(" })
+                .map { text.index(after: $0) } ?? text.startIndex
+            let end = text[marker.upperBound...]
+                .firstIndex(where: { $0 == " " || $0 == ":" || $0 == "\"" || $0 == ")" }) ?? text.endIndex
+            text.replaceSubrange(start..<end, with: "the fetched file")
+        }
+        return text
+    }
+}

@@ -1,0 +1,48 @@
+extension Pipeline {
+    /// How a job ended, and the time it spent in each stage.
+    struct JobResult: Sendable {
+        enum Kind: Sendable {
+            case ready(CacheEntry)
+            /// The previous entry, confirmed by the origin and recorded with a new lifetime.
+            case renewed(CacheEntry)
+            case failed(reason: String, message: String)
+            /// The store failed (unreachable, full): the result could not be kept.
+            case storeUnavailable(String)
+            case budgetExceeded
+        }
+        var kind: Kind
+        var timings: StageTimings
+    }
+
+    /// A job that every payload naming the same source (under the same options) waits for.
+    struct SharedJob: Sendable {
+        var task: Task<JobResult, Never>
+        /// What it has achieved so far: the best attempt, should the budget run out.
+        var progress: Locked<JobProgress>
+    }
+
+    /// The running job for `key`, or a new one; nil when the gate refuses a new one.
+    func sharedJob(key: String, source: Source, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
+                   deadline: ContinuousClock.Instant) -> SharedJob? {
+        inFlight.withLock { jobs in
+            if let job = jobs[key] { return job }
+            let ticket = gate?.reserve() ?? .running
+            if case .refused = ticket { return nil }
+            let progress = Locked(JobProgress())
+            let task = Task {
+                defer { self.inFlight.withLock { _ = $0.removeValue(forKey: key) } }
+                if case .queued = ticket, let gate = self.gate, await !gate.wait(until: deadline) {
+                    return JobResult(kind: .budgetExceeded, timings: StageTimings())
+                }
+                progress.withLock { $0.started = true }
+                let result = await self.runJob(source: source, key: key, profile: profile, posterTime: posterTime,
+                                               previous: previous, deadline: deadline, progress: progress)
+                self.gate?.release()
+                return result
+            }
+            let job = SharedJob(task: task, progress: progress)
+            jobs[key] = job
+            return job
+        }
+    }
+}

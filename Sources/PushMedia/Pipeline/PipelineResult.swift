@@ -1,0 +1,74 @@
+import Foundation
+
+/// Per-payload settings that differ from the configuration.
+public struct PayloadContext: Sendable {
+    /// Directory that local media references (relative paths, `file:` URLs) must resolve inside;
+    /// nil refuses them (the HTTP hook never reads local files).
+    public var mediaRoot: String?
+    /// Where the payload came from (a file path), named in messages.
+    public var label: String?
+    /// Overrides the configured budget.
+    public var budget: Duration?
+    /// Overrides the configured `on-reject`.
+    public var onReject: OnReject?
+    /// Overrides the configured base URL (a server learns its port only once it listens).
+    public var baseURL: String?
+    /// Overrides the deadline (a batch shares one).
+    public var deadline: ContinuousClock.Instant?
+    /// Overrides the configured vendor (nil: the configured one, or detection).
+    public var vendor: Vendor?
+    /// Overrides the configured platform profile.
+    public var profile: PlatformProfile?
+    /// Revalidate remote media with their origins even when the cached result is fresh (a
+    /// conditional request: an unchanged source still costs no transcode).
+    public var refresh = false
+
+    /// Every setting left nil follows the configuration.
+    public init(mediaRoot: String? = nil, label: String? = nil, budget: Duration? = nil, onReject: OnReject? = nil,
+                baseURL: String? = nil, deadline: ContinuousClock.Instant? = nil, vendor: Vendor? = nil,
+                profile: PlatformProfile? = nil, refresh: Bool = false) {
+        self.refresh = refresh
+        self.mediaRoot = mediaRoot
+        self.label = label
+        self.budget = budget
+        self.onReject = onReject
+        self.baseURL = baseURL
+        self.deadline = deadline
+        self.vendor = vendor
+        self.profile = profile
+    }
+}
+
+/// A rewritten payload and its outcome.
+public struct PipelineResult: Sendable {
+    /// The payload to send: the input with its media references rewritten.
+    public var payload: JSONObject
+    /// The payload as compact JSON, as it would be sent to APNs.
+    public var bytes: [UInt8]
+    /// What became of the payload's media.
+    public var outcome: Outcome
+    /// Until when (Unix seconds) the cached results it used stay fresh; nil when none expire.
+    public var freshUntil: Int64?
+}
+
+/// Input that is not a payload at all.
+public enum PayloadError: Error, Sendable, CustomStringConvertible {
+    case invalidJSON(JSONParseError)
+    /// Valid JSON of another kind, named ("an array", …).
+    case notAnObject(String)
+
+    /// The outcome's reason code: `invalid_json` or `not_an_object`.
+    public var reason: String {
+        switch self {
+        case .invalidJSON: ReasonCode.invalidJSON
+        case .notAnObject: ReasonCode.notAnObject
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .invalidJSON(error): "invalid JSON: \(error)"
+        case let .notAnObject(kind): "a payload must be a JSON object, got \(kind)"
+        }
+    }
+}
