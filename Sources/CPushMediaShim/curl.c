@@ -90,7 +90,8 @@ static int transfer_should_stop(pm_transfer *t) {
     return 0;
 }
 
-/* Body bytes: counted against the cap while streaming, written straight to the file. */
+/* Body bytes: counted against the cap while streaming, written straight to the file (or, with
+ * `to_buffer`, appended to the buffer). */
 static size_t transfer_write(char *data, size_t size, size_t count, void *user) {
     pm_transfer *t = user;
     size_t length = size * count;

@@ -150,8 +150,8 @@ extension FuzzTargets {
         }
     }
 
-    /// What the fuzz target knows about the descriptor it passed (`Descriptor` cannot be
-    /// inspected without the internal initializer in release builds).
+    /// The descriptor the fuzz target passes, with what the checks expect of it: its status as
+    /// written and the fields it sets.
     struct DescriptorCase {
         var value: Descriptor?
         var status: String?

@@ -6,7 +6,7 @@ import PushMedia
 /// An error answer of the HTTP hook: `{"error": {"code", "message"}}` with its status.
 public struct APIError: HTTPResponseError, Sendable {
     public var status: HTTPResponse.Status
-    /// Machine-readable, e.g. `invalid_json`, `payload_too_large`, `unauthorized`.
+    /// Machine-readable, e.g. `invalid_json`, `body_too_large`, `unauthorized`.
     public var code: String
     public var message: String
     public var headers: HTTPFields = [:]

@@ -39,8 +39,9 @@ public struct ServerParts: Sendable {
     }
 }
 
-/// The router: `/v1/process`, `/v1/batch`, `/metrics` (authenticated when tokens or a secret are set),
-/// `/media/<name>`, `/preview` (see `ServerConfig.previewEnabled`), `/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`.
+/// The router: `/v1/process`, `/v1/batch` and `/metrics` (authenticated when tokens or a secret are set;
+/// `/metrics` is not here when `--metrics-port` gives it a listener of its own), `/media/<name>`,
+/// `/preview` (see `ServerConfig.previewEnabled`), `/healthz`, `/readyz`, `/openapi.yaml`.
 public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<AppRequestContext> {
     let server = parts.server
     let router = Router(context: AppRequestContext.self)

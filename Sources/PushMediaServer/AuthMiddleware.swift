@@ -4,8 +4,8 @@ import HTTPTypes
 import Hummingbird
 import PushMedia
 
-/// Guards `/v1/*`: a bearer token from the configured list (constant-time comparison), or a
-/// request signed with the shared secret:
+/// Guards `/v1/*` (and `/metrics` beside it): a bearer token from the configured list
+/// (constant-time comparison), or a request signed with the shared secret:
 /// `X-PushMedia-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`, at most
 /// `tolerance` away from now. With neither configured, everything passes.
 struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {

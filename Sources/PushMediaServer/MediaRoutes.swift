@@ -52,9 +52,9 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         }
         // A local file is only answered for (GET, HEAD, conditional or ranged) while its content
         // is what its name (its SHA-256) says: one truncated, cut or altered behind the store's
-        // back is not (the next cache hit notices too, and makes it again). Each version of a
-        // file (device, inode, size, mtime) is hashed once: as it is read into memory when it is
-        // small enough to keep there, apart otherwise.
+        // back is not (a cache hit notices one whose size changed, and makes it again). Each
+        // version of a file (device, inode, size, mtime) is hashed once: as it is read into memory
+        // when it is small enough to keep there, apart otherwise.
         var kept: ByteBuffer?
         if let local, let identity {
             let expected = String(name.prefix(64))

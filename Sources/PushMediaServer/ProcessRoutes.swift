@@ -92,7 +92,8 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
     }
 
     struct Options {
-        /// Revalidate cached media with their origins (`refresh=1` or `Cache-Control: no-cache`).
+        /// Revalidate cached media with their origins (`refresh=1`, or `Cache-Control: no-cache` or
+        /// `max-age=0`).
         var refresh = false
         var budget: Duration?
         var onReject: OnReject?
@@ -101,7 +102,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
     }
 
     /// `budget_ms` (query or `X-PushMedia-Budget-Ms`), `on_reject`, `vendor`, `profile` and
-    /// `refresh` (query; `Cache-Control: no-cache` also refreshes).
+    /// `refresh` (query; `Cache-Control: no-cache` or `max-age=0` also refreshes).
     static func options(_ request: Request, default config: PushMediaConfig) throws -> Options {
         var options = Options()
         if let text = request.uri.queryParameters.get("refresh") {

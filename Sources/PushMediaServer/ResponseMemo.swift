@@ -5,9 +5,10 @@ import PushMedia
 /// device; once its media came from the cache, the answer to the same body under the same
 /// options is the same bytes except for the time taken. Those answers are kept ready, split
 /// around `timings_ms.total`, and served without parsing, rewriting or encoding again, after
-/// checking that the stored files are still there. Only answers whose every media reference was
-/// a cache hit (`processed` or `passthrough`) are kept, and only for a body seen before: a
-/// stream of distinct payloads costs one hash each.
+/// checking that the stored files still look whole (`MediaStore.looksIntact`: a local file's
+/// size; an object store's files are taken as present). Only answers whose every media
+/// reference was a cache hit (`processed` or `passthrough`) are kept, and only for a body seen
+/// before: a stream of distinct payloads costs one hash each.
 final class ResponseMemo: Sendable {
     struct Key: Hashable, Sendable {
         var options: String
@@ -47,7 +48,7 @@ final class ResponseMemo: Sendable {
         entries = Locked(LRUCache(budget: byteLimit))
     }
 
-    /// The kept answer for `key` with `total` milliseconds, if its files are all in `store`.
+    /// The kept answer for `key` with `total` milliseconds, if its files all still look whole in `store`.
     func answer(_ key: Key, total: Double, store: MediaStore) -> (bytes: [UInt8], outcome: Outcome)? {
         guard let entry = entries.withLock({ $0.value(forKey: key) }) else { return nil }
         guard ContinuousClock.now < entry.expires, entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) }) else {

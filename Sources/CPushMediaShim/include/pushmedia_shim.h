@@ -25,7 +25,7 @@ CURLcode pm_curl_setopt_string(CURL *handle, CURLoption option, const char *valu
 CURLcode pm_curl_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value);
 CURLcode pm_curl_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode pm_curl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
-/** The string stays owned by the handle; copy it before curl_easy_cleanup. */
+/** The string stays owned by the handle; copy it before the handle's next transfer. */
 CURLcode pm_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value);
 /** The value of response header `name` of the transfer's last response (after redirects), or NULL.
  *  Valid until the handle's next transfer. */

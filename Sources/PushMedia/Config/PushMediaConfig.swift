@@ -41,7 +41,7 @@ public struct PushMediaConfig: Configurable, Equatable {
     /// limit, and still covers the widest expanded notification (1290 px on 3x phones).
     public var longEdge = 2048
     /// `--thumb-edge`, `PUSHMEDIA_THUMB_EDGE`: longest side of the JPEG thumbnail made of every image
-    /// (0: no thumbnails).
+    /// (and video poster frame) for a profile with thumbnails (`ios`); 0: no thumbnails.
     public var thumbnailEdge = 512
     /// `--max-pixels`, `PUSHMEDIA_MAX_PIXELS`: largest source image (width × height of a frame),
     /// read from the header before any pixel is decoded. Larger images are rejected.
@@ -61,7 +61,8 @@ public struct PushMediaConfig: Configurable, Equatable {
     /// its cap whole at a watchable bitrate is cut to its first this many seconds: 30.
     public var clipSeconds = 30
     /// `--max-source-bytes`, `PUSHMEDIA_MAX_SOURCE_BYTES`: largest download: 200 MB. Sources may
-    /// exceed Apple's caps (10 MB image, 5 MB audio, 50 MB video) because they are made to fit.
+    /// exceed the profile's caps (`ios`: 10 MB image, 5 MB audio, 50 MB video) because they are
+    /// made to fit.
     public var maxSourceBytes: Int64 = 200_000_000
     /// `--jpeg-quality`, `PUSHMEDIA_JPEG_QUALITY`: first JPEG quality tried; lowered step by step
     /// until the image fits the cap.

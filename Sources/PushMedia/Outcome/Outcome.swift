@@ -115,7 +115,7 @@ extension Outcome {
     }
 }
 
-// Flat JSON, as the struct had when it held every field itself: same keys, same order, absent
+// Flat JSON: the primary reference's fields beside the payload's own, in this order, absent
 // optionals omitted.
 extension Outcome: Codable {
     enum CodingKeys: String, CodingKey {

@@ -130,8 +130,9 @@ struct SlotAnswer: Sendable {
         freshUntil = nil
     }
 
-    /// The budget ran out (or the store failed, `reason` `store_unavailable`): the thumbnail if it
-    /// is stored; else the original URL with the sniffed type if known; else the reference unchanged.
+    /// The budget ran out (or the store failed, `reason` `store_unavailable`): the thumbnail (or a
+    /// video's poster frame) if one is stored; else the original URL with the sniffed type if known;
+    /// else the reference unchanged.
     mutating func bestAttempt(_ progress: JobProgress, reason: String = "budget_exceeded", why: String = "the budget ran out") {
         guard progress.started else { return overloaded("the budget ran out while the job waited for a free slot") }
         outcome.status = .bestAttempt

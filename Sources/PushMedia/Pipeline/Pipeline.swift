@@ -1,6 +1,6 @@
 import Foundation
 
-/// The whole pipeline: locate → fetch → sniff → policy → transcode → store → rewrite, within a
+/// The whole pipeline: locate → fetch → sniff → decide → transcode → store → rewrite, within a
 /// time budget. When the budget runs out, the best attempt so far is returned exactly once;
 /// the job itself may go on for `backgroundLimit` to fill the cache. Concurrent payloads that
 /// name the same source share one job.

@@ -2,7 +2,8 @@
 public enum MediaDecision: Sendable, Equatable {
     /// Already what the phone accepts: re-host byte for byte.
     case passthrough
-    /// An image to convert; `why` says which rule asked for it.
+    /// To convert (an image with libvips, audio or video with FFmpeg); `why` says which rule asked
+    /// for it.
     case transcode(why: String)
     /// Unusable; `reason` is machine-readable, `message` says which rule failed.
     case reject(reason: String, message: String)

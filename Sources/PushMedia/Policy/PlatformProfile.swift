@@ -15,7 +15,7 @@ public struct PlatformProfile: Sendable, Equatable {
     public var maxVideoBytes: Int64
     /// Formats the platform displays as they are (passed through byte for byte when they fit).
     public var acceptedFormats: Set<MediaFormat>
-    /// Longest side of a transcoded image; nil: the configured `--long-edge`.
+    /// Longest side of a transcoded image (at most the configured `--long-edge`); nil: `--long-edge`.
     public var longEdge: Int?
     /// Width : height the image is cropped to (2 for the 2:1 expanded image); nil keeps the shape.
     public var aspect: Double?

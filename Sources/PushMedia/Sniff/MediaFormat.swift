@@ -26,7 +26,7 @@ public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
     public static let avif = MediaFormat(id: "avif", mime: "image/avif", uti: "public.avif", fileExtension: "avif", kind: .image, decodable: true)
     public static let tiff = MediaFormat(id: "tiff", mime: "image/tiff", uti: "public.tiff", fileExtension: "tiff", kind: .image, decodable: true)
     /// Only ImageMagick loads BMP in libvips, and that loader is blocked as untrusted:
-    /// PushMedia decodes uncompressed BMP itself (see `BMPDecoder`).
+    /// PushMedia decodes BMP itself (see `BMPDecoder`).
     public static let bmp = MediaFormat(id: "bmp", mime: "image/bmp", uti: "com.microsoft.bmp", fileExtension: "bmp", kind: .image, decodable: true)
     public static let mp3 = MediaFormat(id: "mp3", mime: "audio/mpeg", uti: "public.mp3", fileExtension: "mp3", kind: .audio, decodable: false)
     public static let m4a = MediaFormat(id: "m4a", mime: "audio/mp4", uti: "public.mpeg-4-audio", fileExtension: "m4a", kind: .audio, decodable: false)

@@ -128,7 +128,7 @@ public final class MediaStore: Sendable {
     }
 
     /// Opens the store `config` names (`--store`): a directory, or `s3://bucket[/prefix]` with
-    /// the `--s3-*` settings. Opening an S3 store makes no request; see `verify`.
+    /// the `--s3-*` settings. Opening an S3 store makes no request; see `checkReady`.
     public convenience init(config: PushMediaConfig) throws(StoreError) {
         switch try StoreLocation(config.storeLocation) {
         case let .directory(path):
@@ -300,7 +300,6 @@ public final class MediaStore: Sendable {
         return [UInt8](try encoder.encode(entry))
     }
 
-    /// SHA-256 of the file at `path`, lowercase hex. Blocking.
     /// SHA-256 (lowercase hex) of bytes in memory.
     public static func sha256(_ bytes: UnsafeRawBufferPointer) -> String {
         var hex = [CChar](repeating: 0, count: 65)
@@ -308,7 +307,7 @@ public final class MediaStore: Sendable {
         return String(cBuffer: hex)
     }
 
-    /// SHA-256 (lowercase hex) of a file's content, read in blocks.
+    /// SHA-256 (lowercase hex) of a file's content, read in blocks. Blocking.
     public static func sha256(file path: String) throws(StoreError) -> String {
         var hex = [CChar](repeating: 0, count: 65)
         let status = pm_sha256_file(path, &hex)

@@ -43,7 +43,8 @@ final class S3Backend: StoreBackend {
         try client.headObject(settings.key(name), deadline: deadline).map { ObjectInfo(name: name, bytes: $0.bytes, modified: $0.modified ?? .distantPast) }
     }
 
-    /// Objects are immutable and uploaded whole; their presence is checked when an entry is read.
+    /// Objects are immutable and uploaded whole; their presence is checked when an entry naming
+    /// them is recorded (`MediaStore.record`), not on a cache hit.
     func looksIntact(_ name: String, bytes: Int64) -> Bool { true }
 
     func readEntry(_ key: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> (data: [UInt8], used: Date)? {

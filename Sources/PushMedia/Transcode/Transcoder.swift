@@ -75,7 +75,8 @@ public enum TranscodeError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Image work with libvips: header probe, shrink-on-load thumbnailing with EXIF auto-rotation,
-/// sRGB output, no metadata, and a quality/size ladder until the output fits Apple's cap.
+/// sRGB output, no metadata, and a quality/size ladder until the output fits the platform
+/// profile's image cap (`maxBytes`).
 /// Every method blocks: call from a `BlockingExecutor`.
 public struct Transcoder: Sendable {
     /// Loaders allowed to touch untrusted bytes (libvips' untrusted ones are blocked globally).
