@@ -182,7 +182,3 @@ private final class TransferState: @unchecked Sendable {
     deinit { pointer.deallocate() }
 }
 
-extension Duration {
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
-    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
-}
