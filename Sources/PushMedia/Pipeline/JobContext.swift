@@ -77,6 +77,12 @@ struct JobContext: Sendable {
         workFiles = [temporary]
     }
 
+    /// Whether the decision is a transcode (of audio or video: FFmpeg's work).
+    var needsTranscode: Bool {
+        if case .transcode = decision { return true }
+        return false
+    }
+
     /// Adds the time since `clock` to `stage`, and starts the clock again.
     mutating func count(_ stage: WritableKeyPath<StageTimings, Double>) {
         timings[keyPath: stage] += clock.millisecondsElapsed

@@ -7,10 +7,20 @@ extension Pipeline {
         let run: (inout JobContext) async throws -> JobResult.Kind?
         /// Storing and recording keep what is already made: the deadline does not stop them.
         var keepsWork = false
+        /// Whether the step has anything to do for this job.
+        var applies: (JobContext) -> Bool = { _ in true }
 
         /// New work: not started past the deadline.
         static func work(_ run: @escaping (inout JobContext) async throws -> JobResult.Kind?) -> JobStep {
             JobStep(run: run)
+        }
+
+        /// New work that only some jobs have: skipped, deadline or not, when `applies` says no.
+        static func work(
+            when applies: @escaping (JobContext) -> Bool,
+            _ run: @escaping (inout JobContext) async throws -> JobResult.Kind?
+        ) -> JobStep {
+            JobStep(run: run, applies: applies)
         }
 
         /// Keeps what is made: runs past the deadline too.
@@ -29,8 +39,8 @@ extension Pipeline {
             [.work(decideImage), .work(makeThumbnail), .keep(storeOutputs), .work(makeImage),
              .keep(storeOutputs), .keep(recordEntry)]
         } else {
-            [.work(decideMedia), .work(makePoster), .keep(storeOutputs), .work(makeAudioVideo),
-             .keep(storeOutputs), .keep(recordEntry)]
+            [.work(decideMedia), .work(makePoster), .keep(storeOutputs), .keep(chooseAudioVideo),
+             .work(when: \.needsTranscode, transcodeAudioVideo), .keep(storeOutputs), .keep(recordEntry)]
         }
     }
 
@@ -70,7 +80,7 @@ extension Pipeline {
     /// Runs `steps` in order until one ends the job. The one rule for the deadline: past it, no
     /// step of new work starts (what is made is still stored and recorded).
     private func run(_ steps: [JobStep], on job: inout JobContext) async throws -> JobResult.Kind? {
-        for step in steps {
+        for step in steps where step.applies(job) {
             if !step.keepsWork && ContinuousClock.now >= job.deadline { return .budgetExceeded }
             if let end = try await step.run(&job) { return end }
         }

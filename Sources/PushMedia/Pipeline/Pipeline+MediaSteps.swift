@@ -44,25 +44,27 @@ extension Pipeline {
         return nil
     }
 
-    /// The attachment: the source itself, its transcode, or (when it cannot be used) the poster.
-    func makeAudioVideo(_ job: inout JobContext) async throws -> JobResult.Kind? {
+    /// The attachment when no new work is needed: the source itself, or (when it cannot be used)
+    /// the poster frame. A transcode is the next step's.
+    func chooseAudioVideo(_ job: inout JobContext) throws -> JobResult.Kind? {
         switch job.decision {
         case let .reject(reason, message):
             guard let poster = job.stored.poster else { throw Failure(reason: reason, message: message) }
             job.deliverPoster(poster, why: message)
-        case let .transcode(why):
-            return try await transcodeAudioVideo(&job, why: why)
         case .passthrough:
             job.made.attachment = .file(MadeFiles.WorkFile(path: job.temporary, format: job.sniff.format,
                                                            sha256: job.sourceHash))
             job.status = .passthrough
+        case .transcode:
+            break
         }
         return nil
     }
 
     /// Transcodes to MP4 (H.264, AAC) or M4A within the profile's cap; should that fail, the
     /// poster frame goes out instead when there is one.
-    private func transcodeAudioVideo(_ job: inout JobContext, why: String) async throws -> JobResult.Kind? {
+    func transcodeAudioVideo(_ job: inout JobContext) async throws -> JobResult.Kind? {
+        guard case let .transcode(why) = job.decision else { return nil }
         guard job.hasFFmpeg else {
             throw Failure(reason: ReasonCode.unsupportedType,
                           message: "\(why), and FFmpeg (ffmpeg, ffprobe) is not installed to transcode it")

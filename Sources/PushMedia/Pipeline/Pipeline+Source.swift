@@ -22,17 +22,14 @@ extension Pipeline {
     }
 
     /// http(s) references already found valid, as written → as fetched: parsing a URL with
-    /// Foundation costs more than the rest of a cache hit's lookup. Bounded: emptied at 10,000.
+    /// Foundation costs more than the rest of a cache hit's lookup. The 10,000 most recent.
     final class ValidURLs: Sendable {
-        private let urls = Locked<[String: String]>([:])
+        private let urls = Locked(LRUCache<String, String>(budget: 10_000))
 
-        subscript(written: String) -> String? { urls.withLock { $0[written] } }
+        subscript(written: String) -> String? { urls.withLock { $0.value(forKey: written) } }
 
         func remember(_ written: String, as fetched: String) {
-            urls.withLock { urls in
-                if urls.count >= 10_000 { urls.removeAll(keepingCapacity: true) }
-                urls[written] = fetched
-            }
+            urls.withLock { _ = $0.setValue(fetched, forKey: written) }
         }
     }
 
