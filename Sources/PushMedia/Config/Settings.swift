@@ -78,7 +78,7 @@ public struct Setting<Config>: Sendable {
 
 extension Setting {
     /// An integer in `range` (underscores allowed: `50_000_000`).
-    public static func integer<Value: FixedWidthInteger>(
+    public static func integer<Value: FixedWidthInteger & SendableMetatype>(
         _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Value> & Sendable,
         in range: ClosedRange<Int64>, commands: Set<SettingCommand> = .every, default documentedDefault: String,
         help summary: String
@@ -90,7 +90,7 @@ extension Setting {
     }
 
     /// An integer in `range` for a setting that is nil until given.
-    public static func integer<Value: FixedWidthInteger>(
+    public static func integer<Value: FixedWidthInteger & SendableMetatype>(
         _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Value?> & Sendable,
         in range: ClosedRange<Int64>, commands: Set<SettingCommand> = .every, default documentedDefault: String,
         help summary: String
