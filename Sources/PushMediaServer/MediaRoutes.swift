@@ -208,8 +208,10 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
     }
 }
 
-/// MIME type by the extensions the store writes.
+/// MIME type by the extensions the store writes: every format a platform profile accepts (a
+/// passthrough keeps its format, e.g. a BMP for `android`), and what transcodes make.
 let mediaContentTypes: [String: String] = {
-    let formats: [MediaFormat] = [.jpeg, .png, .gif, .mp3, .m4a, .wav, .aiff, .mpeg, .mp4, .avi]
+    let made: [MediaFormat] = [.jpeg, .png, .gif, .mp4, .m4a]
+    let formats = made + PlatformProfile.profiles.values.flatMap(\.acceptedFormats)
     return Dictionary(formats.map { ($0.fileExtension, $0.mime) }, uniquingKeysWith: { first, _ in first })
 }()

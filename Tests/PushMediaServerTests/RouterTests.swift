@@ -246,6 +246,34 @@ struct RouterTests {
         }
     }
 
+    /// A passthrough keeps its format: whatever a profile accepts, `/media` serves (a BMP for Android).
+    @Test func mediaServesEveryFormatAProfilePassesThrough() async throws {
+        for format in PlatformProfile.profiles.values.flatMap(\.acceptedFormats) {
+            #expect(mediaContentTypes[format.fileExtension] == format.mime, "\(format.fileExtension)")
+        }
+        // 2:1 already, as Android's expanded image is: nothing to transcode.
+        let picture = ImageFixtures.Picture(width: 16, height: 8, colours: [(200, 30, 40), (20, 180, 60)],
+                                            indices: (0..<128).map { ($0 / 16 + $0) % 2 })
+        let bmp = ImageFixtures.bmp(picture, .rgb24)
+        origin.route("/small.bmp", .file(body: bmp, contentType: "image/bmp"))
+        let server = try TestServer()
+        try await server.test { client in
+            let name = try await client.execute(uri: "/v1/process?profile=android", method: .post,
+                                                body: ByteBuffer(json: payloadJSON(origin.url("/small.bmp")))) { response in
+                let body = try #require(response.body.object)
+                #expect(body["outcome"]?.objectValue?["status"] == .string("passthrough"))
+                let url = try #require(body["payload"]?.objectValue?["media_url"]?.stringValue)
+                return try #require(url.split(separator: "/").last.map(String.init))
+            }
+            #expect(name.hasSuffix(".bmp"))
+            try await client.execute(uri: "/media/\(name)", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType] == "image/bmp")
+                #expect([UInt8](response.body.readableBytesView) == bmp)
+            }
+        }
+    }
+
     @Test func mediaIsServedWithCachingHeadersAndRanges() async throws {
         let server = try TestServer()
         let url = origin.url("/banner")

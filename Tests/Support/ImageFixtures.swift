@@ -12,6 +12,13 @@ public enum ImageFixtures {
         /// Row-major, top row first: an index into `colours`.
         public var indices: [Int]
 
+        public init(width: Int, height: Int, colours: [(UInt8, UInt8, UInt8)], indices: [Int]) {
+            self.width = width
+            self.height = height
+            self.colours = colours
+            self.indices = indices
+        }
+
         public func rgb(_ x: Int, _ y: Int) -> (UInt8, UInt8, UInt8) { colours[indices[y * width + x]] }
 
         /// 7×5 (odd sizes exercise row padding), in `count` colours.
