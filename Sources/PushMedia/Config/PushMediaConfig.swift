@@ -102,7 +102,7 @@ public struct PushMediaConfig: Configurable, Equatable {
     public var vendor: Vendor?
     /// `--crop`, `PUSHMEDIA_CROP`: how an image is cropped to a profile's 2:1 shape and how the
     /// thumbnail's clipping rectangle is placed: `attention` (default; libvips' interest
-    /// detection), `centre`, or `none` (profiles' shapes are then cropped at the centre too).
+    /// detection), `centre`, or `none` (never crop: an image for a 2:1 profile is only fitted inside its box).
     public var crop = CropMode.attention
     /// `--thumb-aspect`, `PUSHMEDIA_THUMB_ASPECT`: width:height of the clipping rectangle
     /// emitted for the phone's thumbnail, e.g. `1:1`; nil (default, `none`) emits none.
