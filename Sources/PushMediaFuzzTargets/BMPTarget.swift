@@ -31,15 +31,17 @@ extension FuzzTargets {
     /// A BMP the decoder accepts becomes a TIFF whose header libvips reads back with the same size.
     static func convertBMP(_ path: String) {
         guard let data = FileManager.default.contents(atPath: path),
-              let image = try? BMPDecoder.decode(Array(data), maxPixels: maxPixels),
-              Int64(image.width) * Int64(image.height) <= decodePixels else { return }
+            let image = try? BMPDecoder.decode(Array(data), maxPixels: maxPixels),
+            Int64(image.width) * Int64(image.height) <= decodePixels
+        else { return }
         let output = path + ".tiff"
         defer { unlink(output) }
         do {
             try transcoder.convertBMP(path: path, to: output)
             let header = try transcoder.header(path: output)
-            precondition(header.width == image.width && header.height == image.height,
-                         "BMP \(image.width)×\(image.height) became a \(header.width)×\(header.height) TIFF")
+            precondition(
+                header.width == image.width && header.height == image.height,
+                "BMP \(image.width)×\(image.height) became a \(header.width)×\(header.height) TIFF")
             precondition(header.hasAlpha == (image.bands == 4), "BMP alpha lost or invented")
         } catch {
             preconditionFailure("a BMP that decodes did not convert: \(error)")

@@ -35,8 +35,10 @@ extension FuzzReplay {
     /// The replay tools' main: runs `target` over the files named on the command line (`-v`
     /// prints each path first) and prints how many ran. Returns that number.
     @discardableResult
-    public static func main(name: String, arguments: [String] = CommandLine.arguments,
-                            print: (String) -> Void = { Swift.print($0) }, target: ([UInt8]) -> Void) -> Int {
+    public static func main(
+        name: String, arguments: [String] = CommandLine.arguments,
+        print: (String) -> Void = { Swift.print($0) }, target: ([UInt8]) -> Void
+    ) -> Int {
         var arguments = Array(arguments.dropFirst())
         let verbose = arguments.contains("-v")
         arguments.removeAll { $0 == "-v" }

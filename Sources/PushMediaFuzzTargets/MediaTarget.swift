@@ -43,17 +43,24 @@ extension FuzzTargets {
         do {
             let thumbnail = try transcoder.thumbnail(path: path)
             precondition(thumbnail.format == .jpeg && thumbnail.frames == 1, "thumbnail is \(thumbnail.format.id)")
-            precondition(thumbnail.width > 0 && thumbnail.height > 0, "thumbnail \(thumbnail.width)×\(thumbnail.height)")
+            precondition(
+                thumbnail.width > 0 && thumbnail.height > 0, "thumbnail \(thumbnail.width)×\(thumbnail.height)")
             let upright = header.uprightSize
-            precondition(thumbnail.width <= max(upright.width, 1) && thumbnail.height <= max(upright.height, 1),
-                         "thumbnail \(thumbnail.width)×\(thumbnail.height) larger than the image \(upright.width)×\(upright.height)")
+            precondition(
+                thumbnail.width <= max(upright.width, 1) && thumbnail.height <= max(upright.height, 1),
+                "thumbnail \(thumbnail.width)×\(thumbnail.height) larger than the image \(upright.width)×\(upright.height)"
+            )
             precondition(thumbnail.bytes.starts(with: [0xFF, 0xD8, 0xFF]), "thumbnail is not a JPEG")
             // The transcode path: one decode into memory, then the thumbnail and the attachment from it.
             let decoded = try transcoder.decode(path: path, header: header)
             let small = try transcoder.thumbnail(of: decoded)
             let attachment = try transcoder.attachment(of: decoded)
-            precondition(small.width <= attachment.width && small.height <= attachment.height, "thumbnail larger than the attachment")
-            precondition(attachment.width <= upright.width && attachment.height <= upright.height, "attachment larger than the image")
+            precondition(
+                small.width <= attachment.width && small.height <= attachment.height,
+                "thumbnail larger than the attachment")
+            precondition(
+                attachment.width <= upright.width && attachment.height <= upright.height,
+                "attachment larger than the image")
         } catch {
             precondition(!error.description.isEmpty)
             OutcomeFeatures.failed(error)

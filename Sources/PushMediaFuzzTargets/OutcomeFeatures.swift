@@ -10,7 +10,9 @@ enum OutcomeFeatures {
         _ = word(result.format.id)
         _ = word(String(result.magicMIME.prefix { $0 != "/" }))
         _ = word(result.magicMIME)
-        for token in result.description.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "(" || $0 == ")" }).prefix(24) {
+        for token in result.description.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "(" || $0 == ")" })
+            .prefix(24)
+        {
             _ = word(String(token))
         }
     }
@@ -108,7 +110,8 @@ enum OutcomeFeatures {
         case "decode_failed": 71
         case "too_many_pixels": 72
         case "unsupported_type": 73
-        case "magickload", "svgload", "pdfload", "vipsload", "matrixload", "csvload", "ppmload", "radload", "fitsload": 74
+        case "magickload", "svgload", "pdfload", "vipsload", "matrixload", "csvload", "ppmload", "radload", "fitsload":
+            74
         default: 0
         }
     }

@@ -22,7 +22,9 @@ extension FuzzTargets {
         do {
             value = try JSONValue.parse(data)
         } catch {
-            precondition(error.offset >= 0 && error.offset <= data.count, "error offset \(error.offset) outside 0...\(data.count)")
+            precondition(
+                error.offset >= 0 && error.offset <= data.count,
+                "error offset \(error.offset) outside 0...\(data.count)")
             precondition(error.line >= 1 && error.column >= 1, "error position \(error.line):\(error.column)")
             precondition(!error.description.isEmpty)
             return
@@ -41,7 +43,8 @@ extension FuzzTargets {
         var mediaKey = "media_url"
         if let slot {
             guard slot.target.steps.count == 1, case let .key(key)? = slot.target.steps.first,
-                  slot.source == slot.target else {
+                slot.source == slot.target
+            else {
                 preconditionFailure("generic reference at \(slot.target), not a top-level key")
             }
             precondition(object[key] == slot.value, "located value differs from the payload's")
@@ -70,16 +73,20 @@ extension FuzzTargets {
         let runs: [(PayloadRewriter.Media, DescriptorCase, Int)] = [
             (medias[0], cases[min(1, cases.count - 1)], PayloadRewriter.apnsLimit),
             (.remove, cases[min(2, cases.count - 1)], PayloadRewriter.apnsLimit),
-            (medias[pick % medias.count], cases[(pick / 8) % cases.count],
-             (pick / 64) % 2 == 0 ? tight : PayloadRewriter.apnsLimit),
+            (
+                medias[pick % medias.count], cases[(pick / 8) % cases.count],
+                (pick / 64) % 2 == 0 ? tight : PayloadRewriter.apnsLimit
+            ),
         ]
         for (media, descriptor, limit) in runs {
             let edits = slots.map { PayloadRewriter.Edit(slot: $0, media: media) }
-            let result = PayloadRewriter.rewrite(object, edits: edits, vendor: .generic, descriptor: descriptor.value,
-                                                 limit: limit)
+            let result = PayloadRewriter.rewrite(
+                object, edits: edits, vendor: .generic, descriptor: descriptor.value,
+                limit: limit)
             // Without a reference there is nothing to edit: the payload keeps its media key as it is.
-            checkRewrite(result, of: object, mediaKey: mediaKey, media: slot == nil ? .keep : media,
-                         descriptor: descriptor, limit: limit)
+            checkRewrite(
+                result, of: object, mediaKey: mediaKey, media: slot == nil ? .keep : media,
+                descriptor: descriptor, limit: limit)
         }
         checkVendors(object, extraKeys: extra)
     }
@@ -95,7 +102,9 @@ extension FuzzTargets {
         precondition(detected == .generic || !detectedSlots.isEmpty, "detected \(detected) without media")
         for vendor in Vendor.allCases {
             let slots = vendor.slots(in: object, extraKeys: extraKeys, profile: .ios)
-            if !slots.isEmpty && Vendor.detectionOrder.firstIndex(of: vendor)! < Vendor.detectionOrder.firstIndex(of: detected)! {
+            if !slots.isEmpty
+                && Vendor.detectionOrder.firstIndex(of: vendor)! < Vendor.detectionOrder.firstIndex(of: detected)!
+            {
                 preconditionFailure("\(vendor) has media but \(detected) was detected")
             }
             guard !slots.isEmpty else { continue }
@@ -104,32 +113,46 @@ extension FuzzTargets {
             }
             var touched = Set(["aps", PayloadRewriter.descriptorKey, "message"])
             for slot in slots {
-                let paths = [slot.target, slot.source] + slot.removals + [slot.typeField?.path, slot.iconTarget, slot.hintsPath].compactMap { $0 }
+                let paths =
+                    [slot.target, slot.source] + slot.removals
+                    + [slot.typeField?.path, slot.iconTarget, slot.hintsPath].compactMap { $0 }
                 for path in paths { if case let .key(key)? = path.steps.first { touched.insert(key) } }
             }
             let replaced = slots.enumerated().map { index, slot in
-                PayloadRewriter.Edit(slot: slot, media: .replace(with: attachmentURL + "?\(index)"), typeValue: "jpg",
-                                     icon: attachmentURL + "?icon", clip: ClipRect(x: 0.25, y: 0, width: 0.5, height: 1))
+                PayloadRewriter.Edit(
+                    slot: slot, media: .replace(with: attachmentURL + "?\(index)"), typeValue: "jpg",
+                    icon: attachmentURL + "?icon", clip: ClipRect(x: 0.25, y: 0, width: 0.5, height: 1))
             }
             let descriptor = Descriptor(status: .processed, type: "public.jpeg")
-            if let result = PayloadRewriter.rewrite(object, edits: replaced, vendor: vendor, descriptor: descriptor, limit: 1 << 30) {
+            if let result = PayloadRewriter.rewrite(
+                object, edits: replaced, vendor: vendor, descriptor: descriptor, limit: 1 << 30)
+            {
                 checkValid(result, of: object, untouched: touched, vendor: vendor)
                 for (index, slot) in slots.enumerated() {
-                    precondition(object.canSet(at: slot.target), "\(vendor): reference at \(slot.target), which cannot be written")
+                    precondition(
+                        object.canSet(at: slot.target),
+                        "\(vendor): reference at \(slot.target), which cannot be written")
                     // A later reference can only overwrite an earlier one at the same target.
                     let last = slots.lastIndex { $0.target == slot.target }!
-                    precondition(result.payload[path: slot.target] == .string(attachmentURL + "?\(last)"),
-                                 "\(vendor): \(slot.target) does not hold its attachment URL (reference \(index))")
+                    precondition(
+                        result.payload[path: slot.target] == .string(attachmentURL + "?\(last)"),
+                        "\(vendor): \(slot.target) does not hold its attachment URL (reference \(index))")
                 }
             } else {
                 preconditionFailure("\(vendor): rewrite without a size limit failed")
             }
             let removed = slots.map { PayloadRewriter.Edit(slot: $0, media: .remove) }
-            guard let result = PayloadRewriter.rewrite(object, edits: removed, vendor: vendor, descriptor: nil, limit: 1 << 30) else {
+            guard
+                let result = PayloadRewriter.rewrite(
+                    object, edits: removed, vendor: vendor, descriptor: nil, limit: 1 << 30)
+            else {
                 preconditionFailure("\(vendor): removal without a size limit failed")
             }
             checkValid(result, of: object, untouched: touched, vendor: vendor)
-            for slot in slots where !slot.removals.isEmpty && slot.removals.allSatisfy({ $0.steps.allSatisfy { if case .key = $0 { true } else { false } } }) {
+            for slot in slots
+            where !slot.removals.isEmpty
+                && slot.removals.allSatisfy({ $0.steps.allSatisfy { if case .key = $0 { true } else { false } } })
+            {
                 for path in slot.removals {
                     precondition(result.payload[path: path] == nil, "\(vendor): \(path) survived its removal")
                 }
@@ -137,8 +160,11 @@ extension FuzzTargets {
         }
     }
 
-    static func checkValid(_ result: PayloadRewriter.Rewritten, of input: JSONObject, untouched touched: Set<String>, vendor: Vendor) {
-        precondition(result.bytes == JSONValue.object(result.payload).serialized(), "\(vendor): bytes differ from the payload")
+    static func checkValid(
+        _ result: PayloadRewriter.Rewritten, of input: JSONObject, untouched touched: Set<String>, vendor: Vendor
+    ) {
+        precondition(
+            result.bytes == JSONValue.object(result.payload).serialized(), "\(vendor): bytes differ from the payload")
         do {
             let reparsed = try JSONValue.parse(result.bytes)
             precondition(reparsed == .object(result.payload), "\(vendor): bytes re-parse differently")
@@ -163,22 +189,32 @@ extension FuzzTargets {
     /// at the media key, if any.
     static func descriptors(for reference: JSONValue?) -> [DescriptorCase] {
         var cases = [DescriptorCase(value: nil, status: nil, fields: [])]
-        let full = Descriptor(status: .processed, reason: nil, type: "public.jpeg", mime: "image/jpeg", bytes: 182_365,
-                              width: 2048, height: 1536,
-                              thumb: "https://media.shop.example/6f1177852cd8c0e4fa5ae7a8cc1bd1cba0e0c3b2ac2f7d40a0ddd09b2bca95df.jpg")
-        cases.append(DescriptorCase(value: full, status: "processed", fields: ["type", "mime", "bytes", "width", "height", "thumb"]))
+        let full = Descriptor(
+            status: .processed, reason: nil, type: "public.jpeg", mime: "image/jpeg", bytes: 182_365,
+            width: 2048, height: 1536,
+            thumb: "https://media.shop.example/6f1177852cd8c0e4fa5ae7a8cc1bd1cba0e0c3b2ac2f7d40a0ddd09b2bca95df.jpg")
+        cases.append(
+            DescriptorCase(
+                value: full, status: "processed", fields: ["type", "mime", "bytes", "width", "height", "thumb"]))
         // A reason taken from the payload, so it carries the input's escapes and unicode.
         let reason = reference?.stringValue ?? "unsupported_type"
-        let rejected = Descriptor(status: .rejected, reason: reason, type: "org.webmproject.webp", mime: "image/webp",
-                                  bytes: Int64.max, width: Int.min, height: 0, thumb: nil)
-        cases.append(DescriptorCase(value: rejected, status: "rejected", fields: ["reason", "type", "mime", "bytes", "width", "height"]))
-        cases.append(DescriptorCase(value: Descriptor(status: .bestAttempt, reason: "budget_exceeded"), status: "best_attempt",
-                                    fields: ["reason"]))
+        let rejected = Descriptor(
+            status: .rejected, reason: reason, type: "org.webmproject.webp", mime: "image/webp",
+            bytes: Int64.max, width: Int.min, height: 0, thumb: nil)
+        cases.append(
+            DescriptorCase(
+                value: rejected, status: "rejected", fields: ["reason", "type", "mime", "bytes", "width", "height"]))
+        cases.append(
+            DescriptorCase(
+                value: Descriptor(status: .bestAttempt, reason: "budget_exceeded"), status: "best_attempt",
+                fields: ["reason"]))
         return cases
     }
 
-    static func checkRewrite(_ result: PayloadRewriter.Rewritten?, of input: JSONObject, mediaKey: String,
-                             media: PayloadRewriter.Media, descriptor: DescriptorCase, limit: Int) {
+    static func checkRewrite(
+        _ result: PayloadRewriter.Rewritten?, of input: JSONObject, mediaKey: String,
+        media: PayloadRewriter.Media, descriptor: DescriptorCase, limit: Int
+    ) {
         let descriptorKey = PayloadRewriter.descriptorKey
         // The smallest form: media handled, mutable-content set, no descriptor.
         var base = input
@@ -194,7 +230,9 @@ extension FuzzTargets {
         let baseBytes = JSONValue.object(base).serialized().count
 
         guard let result else {
-            precondition(baseBytes > limit, "rewrite gave up though the payload without descriptor is \(baseBytes) ≤ \(limit) bytes")
+            precondition(
+                baseBytes > limit,
+                "rewrite gave up though the payload without descriptor is \(baseBytes) ≤ \(limit) bytes")
             return
         }
         precondition(result.bytes.count <= limit, "rewritten payload is \(result.bytes.count) bytes, over \(limit)")
@@ -245,10 +283,12 @@ extension FuzzTargets {
         if dropped.last == descriptorKey {
             precondition(Array(dropped.dropLast()) == droppedOrder, "descriptor dropped before its fields: \(dropped)")
             precondition(payload[descriptorKey] == nil, "descriptor dropped but a pushmedia key remains")
-                if let full = descriptor.value {
+            if let full = descriptor.value {
                 var smallest = base
                 smallest[descriptorKey] = full.json(omitting: Set(droppedOrder))
-                precondition(JSONValue.object(smallest).serialized().count > limit, "descriptor dropped though its smallest form fitted")
+                precondition(
+                    JSONValue.object(smallest).serialized().count > limit,
+                    "descriptor dropped though its smallest form fitted")
             }
             return
         }
@@ -256,14 +296,20 @@ extension FuzzTargets {
         guard case .object(let written)? = payload[descriptorKey] else { preconditionFailure("descriptor missing") }
         precondition(written["v"] == .number("1") && written["status"] == .string(status), "descriptor v/status wrong")
         for field in descriptor.fields {
-            precondition((written[field] != nil) != dropped.contains(field), "descriptor field \(field) present: \(written[field] != nil), dropped: \(dropped)")
+            precondition(
+                (written[field] != nil) != dropped.contains(field),
+                "descriptor field \(field) present: \(written[field] != nil), dropped: \(dropped)")
         }
-        precondition(written.count == 2 + descriptor.fields.filter { !dropped.contains($0) }.count, "unexpected descriptor fields")
+        precondition(
+            written.count == 2 + descriptor.fields.filter { !dropped.contains($0) }.count,
+            "unexpected descriptor fields")
         if !dropped.isEmpty, let full = descriptor.value {
             // Trimming stops as soon as it fits: with the last field kept it would not have.
             var fuller = base
             fuller[descriptorKey] = full.json(omitting: Set(dropped.dropLast()))
-            precondition(JSONValue.object(fuller).serialized().count > limit, "dropped \(dropped.last!) though the payload fitted with it")
+            precondition(
+                JSONValue.object(fuller).serialized().count > limit,
+                "dropped \(dropped.last!) though the payload fitted with it")
         }
     }
 
@@ -286,7 +332,8 @@ extension FuzzTargets {
                 precondition(error.reason == .tooDeep, "maxDepth \(levels - 1) gave \(error) instead of tooDeep")
             }
         }
-        precondition(compact.count == value.compactByteCount, "compactByteCount \(value.compactByteCount) ≠ \(compact.count)")
+        precondition(
+            compact.count == value.compactByteCount, "compactByteCount \(value.compactByteCount) ≠ \(compact.count)")
         do {
             let again = try JSONValue.parse(compact)
             precondition(again == value, "serialized value re-parses differently")

@@ -12,19 +12,27 @@ extension FuzzTargets {
         do {
             let info = try VideoFrames.info(probeOutput: data, audioOnly: audioOnly, maxPixels: maxPixels)
             if !audioOnly {
-                precondition(info.width > 0 && info.height > 0 && Int64(info.width) * Int64(info.height) <= maxPixels,
-                             "accepted \(info.width)×\(info.height)")
+                precondition(
+                    info.width > 0 && info.height > 0 && Int64(info.width) * Int64(info.height) <= maxPixels,
+                    "accepted \(info.width)×\(info.height)")
             }
-            precondition(info.duration.map { $0.isFinite && $0 >= 0 } ?? true, "accepted duration \(String(describing: info.duration))")
-            let plan = AVTranscoder.plan(duration: info.duration ?? 30, maxBytes: 50_000_000, minimumRate: 396_000, maximumRate: 4_096_000,
-                                         clipSeconds: 30)
-            precondition(plan.seconds > 0 && plan.rate > 0 && plan.seconds * plan.rate <= 50_000_000 * 8, "plan \(plan)")
+            precondition(
+                info.duration.map { $0.isFinite && $0 >= 0 } ?? true,
+                "accepted duration \(String(describing: info.duration))")
+            let plan = AVTranscoder.plan(
+                duration: info.duration ?? 30, maxBytes: 50_000_000, minimumRate: 396_000, maximumRate: 4_096_000,
+                clipSeconds: 30)
+            precondition(
+                plan.seconds > 0 && plan.rate > 0 && plan.seconds * plan.rate <= 50_000_000 * 8, "plan \(plan)")
         } catch {
             precondition(!error.description.isEmpty)
         }
         guard data.count <= 16 * 1024, VideoFrames.available else { return }
         let path = temporaryFile("video", contents: data)
-        defer { unlink(path); unlink(path + ".png") }
+        defer {
+            unlink(path)
+            unlink(path + ".png")
+        }
         let frames = VideoFrames(maxPixels: 4_000_000)
         let started = ContinuousClock.now
         do {

@@ -31,7 +31,10 @@ public final class AttachmentLoader: @unchecked Sendable {
         /// Redirects followed at most.
         public var maxRedirects = 5
 
-        public init(directory: URL = FileManager.default.temporaryDirectory.appendingPathComponent("PushMediaNSE", isDirectory: true)) {
+        public init(
+            directory: URL = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "PushMediaNSE", isDirectory: true)
+        ) {
             self.directory = directory
         }
     }
@@ -76,7 +79,12 @@ public final class AttachmentLoader: @unchecked Sendable {
         case nothing(NSEError)
     }
 
-    private enum Leg { case idle, running(FileDownload), done(LocalAttachment), failed(NSEError) }
+    private enum Leg {
+        case idle
+        case running(FileDownload)
+        case done(LocalAttachment)
+        case failed(NSEError)
+    }
 
     public let configuration: Configuration
     let plan: Plan
@@ -147,10 +155,17 @@ public final class AttachmentLoader: @unchecked Sendable {
             attachmentDeadline = min(deadline, now.addingTimeInterval(expected))
         }
         let download = FileDownload(
-            url: url, expectation: .init(type: descriptor?.type, bytes: descriptor?.bytes, maxRedirects: configuration.maxRedirects),
+            url: url,
+            expectation: .init(
+                type: descriptor?.type, bytes: descriptor?.bytes, maxRedirects: configuration.maxRedirects),
             directory: configuration.directory, deadline: attachmentDeadline
         ) { [self] result in
-            finished(leg: \.main, result.map { LocalAttachment(file: $0, options: descriptor?.options ?? AttachmentOptions(typeHint: $0.type.uti), source: url) })
+            finished(
+                leg: \.main,
+                result.map {
+                    LocalAttachment(
+                        file: $0, options: descriptor?.options ?? AttachmentOptions(typeHint: $0.type.uti), source: url)
+                })
         }
         let overall = DispatchWorkItem { [weak self] in self?.resolveBestAttempt(.expired) }
         var hedge: DispatchWorkItem?
@@ -164,7 +179,8 @@ public final class AttachmentLoader: @unchecked Sendable {
         lock.unlock()
         DispatchQueue.global().asyncAfter(deadline: .now() + deadline.timeIntervalSince(now), execute: overall)
         if let hedge {
-            DispatchQueue.global().asyncAfter(deadline: .now() + attachmentDeadline.timeIntervalSince(now) / 2, execute: hedge)
+            DispatchQueue.global().asyncAfter(
+                deadline: .now() + attachmentDeadline.timeIntervalSince(now) / 2, execute: hedge)
         }
         download.start()
     }
@@ -185,13 +201,17 @@ public final class AttachmentLoader: @unchecked Sendable {
 
     // MARK: The two downloads
 
-    private func finished(leg: ReferenceWritableKeyPath<AttachmentLoader, Leg>, _ result: Result<LocalAttachment, NSEError>) {
+    private func finished(
+        leg: ReferenceWritableKeyPath<AttachmentLoader, Leg>, _ result: Result<LocalAttachment, NSEError>
+    ) {
         var outcome: Outcome?
         var startThumb = false
         lock.lock()
         if resolved {
             lock.unlock()
-            if case let .success(attachment) = result { try? FileManager.default.removeItem(at: attachment.file.fileURL) }
+            if case let .success(attachment) = result {
+                try? FileManager.default.removeItem(at: attachment.file.fileURL)
+            }
             return
         }
         switch result {
@@ -204,8 +224,11 @@ public final class AttachmentLoader: @unchecked Sendable {
         case let (.failed(error), .done(thumbnail)):
             outcome = .thumbnail(thumbnail, because: error)
         case (.failed, .idle):
-            if case .download(_, let descriptor) = plan, descriptor?.thumb != nil, Date() < deadline { startThumb = true }
-            else if case let .failed(error) = main { outcome = .textOnly(error) }
+            if case .download(_, let descriptor) = plan, descriptor?.thumb != nil, Date() < deadline {
+                startThumb = true
+            } else if case let .failed(error) = main {
+                outcome = .textOnly(error)
+            }
         case let (.failed(error), .failed):
             outcome = .textOnly(error)
         default:
@@ -229,7 +252,9 @@ public final class AttachmentLoader: @unchecked Sendable {
             url: url, expectation: .init(type: .jpeg, bytes: nil, maxRedirects: configuration.maxRedirects),
             directory: configuration.directory, deadline: deadline
         ) { [self] result in
-            finished(leg: \.thumb, result.map { LocalAttachment(file: $0, options: descriptor.thumbnailOptions, source: url) })
+            finished(
+                leg: \.thumb,
+                result.map { LocalAttachment(file: $0, options: descriptor.thumbnailOptions, source: url) })
         }
         lock.lock()
         guard !resolved, case .idle = thumb else { return lock.unlock() }
@@ -245,9 +270,13 @@ public final class AttachmentLoader: @unchecked Sendable {
         var outcome: Outcome = .textOnly(reason)
         var mainError: NSEError = reason
         if case let .failed(error) = main { mainError = error }
-        if case let .done(attachment) = main { outcome = .attachment(attachment) }
-        else if case let .done(thumbnail) = thumb { outcome = .thumbnail(thumbnail, because: mainError) }
-        else { outcome = .textOnly(mainError) }
+        if case let .done(attachment) = main {
+            outcome = .attachment(attachment)
+        } else if case let .done(thumbnail) = thumb {
+            outcome = .thumbnail(thumbnail, because: mainError)
+        } else {
+            outcome = .textOnly(mainError)
+        }
         lock.unlock()
         resolve(outcome)
     }

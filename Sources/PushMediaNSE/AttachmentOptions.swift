@@ -34,7 +34,10 @@ public struct AttachmentOptions: Sendable, Equatable {
     public var thumbnailHidden: Bool?
     public var thumbnailTime: ThumbnailTime?
 
-    public init(typeHint: String? = nil, clip: PushMediaDescriptor.ClipRect? = nil, thumbnailHidden: Bool? = nil, thumbnailTime: ThumbnailTime? = nil) {
+    public init(
+        typeHint: String? = nil, clip: PushMediaDescriptor.ClipRect? = nil, thumbnailHidden: Bool? = nil,
+        thumbnailTime: ThumbnailTime? = nil
+    ) {
         self.typeHint = typeHint
         self.clip = clip
         self.thumbnailHidden = thumbnailHidden
@@ -44,7 +47,9 @@ public struct AttachmentOptions: Sendable, Equatable {
     /// The options dictionary. `rect` turns the clipping rectangle into the value the platform
     /// wants (a CGRect dictionary on Apple platforms; the plain `X`/`Y`/`Width`/`Height`
     /// dictionary by default).
-    public func dictionary(keys: Keys = .names, rect: (PushMediaDescriptor.ClipRect) -> Any = { $0.dictionary }) -> [String: Any] {
+    public func dictionary(keys: Keys = .names, rect: (PushMediaDescriptor.ClipRect) -> Any = { $0.dictionary })
+        -> [String: Any]
+    {
         var options: [String: Any] = [:]
         if let typeHint { options[keys.typeHint] = typeHint }
         if let clip { options[keys.clippingRect] = rect(clip) }

@@ -35,17 +35,28 @@ public struct AttachmentType: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    public static let jpeg = AttachmentType(uti: "public.jpeg", fileExtension: "jpg", mime: "image/jpeg", kind: .image, family: .jpeg)
-    public static let png = AttachmentType(uti: "public.png", fileExtension: "png", mime: "image/png", kind: .image, family: .png)
-    public static let gif = AttachmentType(uti: "com.compuserve.gif", fileExtension: "gif", mime: "image/gif", kind: .image, family: .gif)
-    public static let mp3 = AttachmentType(uti: "public.mp3", fileExtension: "mp3", mime: "audio/mpeg", kind: .audio, family: .mp3)
-    public static let m4a = AttachmentType(uti: "public.mpeg-4-audio", fileExtension: "m4a", mime: "audio/mp4", kind: .audio, family: .isoMedia)
-    public static let wav = AttachmentType(uti: "com.microsoft.waveform-audio", fileExtension: "wav", mime: "audio/wav", kind: .audio, family: .wav)
-    public static let aiff = AttachmentType(uti: "public.aiff-audio", fileExtension: "aiff", mime: "audio/aiff", kind: .audio, family: .aiff)
-    public static let mpeg = AttachmentType(uti: "public.mpeg", fileExtension: "mpg", mime: "video/mpeg", kind: .video, family: .mpeg)
-    public static let mpeg2 = AttachmentType(uti: "public.mpeg-2-video", fileExtension: "m2v", mime: "video/mpeg", kind: .video, family: .mpeg)
-    public static let mp4 = AttachmentType(uti: "public.mpeg-4", fileExtension: "mp4", mime: "video/mp4", kind: .video, family: .isoMedia)
-    public static let avi = AttachmentType(uti: "public.avi", fileExtension: "avi", mime: "video/x-msvideo", kind: .video, family: .avi)
+    public static let jpeg = AttachmentType(
+        uti: "public.jpeg", fileExtension: "jpg", mime: "image/jpeg", kind: .image, family: .jpeg)
+    public static let png = AttachmentType(
+        uti: "public.png", fileExtension: "png", mime: "image/png", kind: .image, family: .png)
+    public static let gif = AttachmentType(
+        uti: "com.compuserve.gif", fileExtension: "gif", mime: "image/gif", kind: .image, family: .gif)
+    public static let mp3 = AttachmentType(
+        uti: "public.mp3", fileExtension: "mp3", mime: "audio/mpeg", kind: .audio, family: .mp3)
+    public static let m4a = AttachmentType(
+        uti: "public.mpeg-4-audio", fileExtension: "m4a", mime: "audio/mp4", kind: .audio, family: .isoMedia)
+    public static let wav = AttachmentType(
+        uti: "com.microsoft.waveform-audio", fileExtension: "wav", mime: "audio/wav", kind: .audio, family: .wav)
+    public static let aiff = AttachmentType(
+        uti: "public.aiff-audio", fileExtension: "aiff", mime: "audio/aiff", kind: .audio, family: .aiff)
+    public static let mpeg = AttachmentType(
+        uti: "public.mpeg", fileExtension: "mpg", mime: "video/mpeg", kind: .video, family: .mpeg)
+    public static let mpeg2 = AttachmentType(
+        uti: "public.mpeg-2-video", fileExtension: "m2v", mime: "video/mpeg", kind: .video, family: .mpeg)
+    public static let mp4 = AttachmentType(
+        uti: "public.mpeg-4", fileExtension: "mp4", mime: "video/mp4", kind: .video, family: .isoMedia)
+    public static let avi = AttachmentType(
+        uti: "public.avi", fileExtension: "avi", mime: "video/x-msvideo", kind: .video, family: .avi)
 
     /// Every type, in the order above.
     public static let all: [AttachmentType] = [.jpeg, .png, .gif, .mp3, .m4a, .wav, .aiff, .mpeg, .mpeg2, .mp4, .avi]
@@ -85,8 +96,10 @@ public struct AttachmentType: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Major brands of MPEG-4 files (ISO base media, MP4 v1/v2, AVC, iTunes video, DASH, Flash).
-    static let mp4Brands: Set<String> = ["isom", "iso2", "iso3", "iso4", "iso5", "iso6", "iso7", "iso8", "iso9", "mp41", "mp42",
-                                         "avc1", "M4V ", "M4VH", "M4VP", "dash", "f4v ", "MSNV", "mmp4"]
+    static let mp4Brands: Set<String> = [
+        "isom", "iso2", "iso3", "iso4", "iso5", "iso6", "iso7", "iso8", "iso9", "mp41", "mp42",
+        "avc1", "M4V ", "M4VH", "M4VP", "dash", "f4v ", "MSNV", "mmp4",
+    ]
 
     /// Whether a file sniffed as `sniffed` may be delivered as this type.
     public func matches(_ sniffed: AttachmentType) -> Bool { family == sniffed.family }
@@ -96,7 +109,8 @@ public struct AttachmentType: Sendable, Hashable, CustomStringConvertible {
     /// text/HTML answer (a captive portal, an error page) is not.
     public func accepts(contentType: String?) -> Bool {
         guard let contentType else { return true }
-        let media = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let media =
+            contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         if media.isEmpty || media == "application/octet-stream" || media == "binary/octet-stream" { return true }
         let top = media.split(separator: "/").first.map(String.init) ?? ""
         switch kind {

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A downloaded attachment file, named with its type's extension.
@@ -46,8 +47,10 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
     private var redirects = 0
     private var done = false
 
-    init(url: URL, expectation: Expectation, directory: URL, deadline: Date,
-         completion: @escaping (Result<DownloadedFile, NSEError>) -> Void) {
+    init(
+        url: URL, expectation: Expectation, directory: URL, deadline: Date,
+        completion: @escaping (Result<DownloadedFile, NSEError>) -> Void
+    ) {
         self.url = url
         self.expectation = expectation
         self.directory = directory
@@ -97,8 +100,10 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
 
     // MARK: URLSessionDataDelegate
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
         guard let http = response as? HTTPURLResponse else {
             fail(.transport(url: name, message: "not an HTTP response"))
             return completionHandler(.cancel)
@@ -119,7 +124,8 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         }
         let file = directory.appendingPathComponent(UUID().uuidString + ".partial")
         guard FileManager.default.createFile(atPath: file.path, contents: nil),
-              let handle = try? FileHandle(forWritingTo: file) else {
+            let handle = try? FileHandle(forWritingTo: file)
+        else {
             fail(.file(path: file.path, message: "cannot create the file"))
             return completionHandler(.cancel)
         }
@@ -147,22 +153,30 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         if over {
             failure = .tooLarge(url: name, limit: expectation.limit)
         } else {
-            do { try handle.write(contentsOf: data) } catch { failure = .file(path: partial?.path ?? "?", message: "\(error)") }
+            do { try handle.write(contentsOf: data) } catch {
+                failure = .file(path: partial?.path ?? "?", message: "\(error)")
+            }
         }
         lock.unlock()
         if let failure { fail(failure) }
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
+    ) {
         lock.lock()
         redirects += 1
         let count = redirects
         lock.unlock()
         let scheme = request.url?.scheme?.lowercased()
         guard count <= expectation.maxRedirects, scheme == "https" || scheme == "http" else {
-            fail(.transport(url: name, message: count > expectation.maxRedirects
-                ? "more than \(expectation.maxRedirects) redirects" : "redirected to a URL that is not http(s)"))
+            fail(
+                .transport(
+                    url: name,
+                    message: count > expectation.maxRedirects
+                        ? "more than \(expectation.maxRedirects) redirects" : "redirected to a URL that is not http(s)")
+            )
             return completionHandler(nil)
         }
         completionHandler(request)
@@ -186,12 +200,17 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
             return fail(.transport(url: name, message: error.localizedDescription))
         }
         if let bytes = expectation.bytes, received != bytes {
-            return fail(received < bytes ? .truncated(url: name, received: received, expected: bytes)
-                        : .tooLarge(url: name, limit: bytes))
+            return fail(
+                received < bytes
+                    ? .truncated(url: name, received: received, expected: bytes)
+                    : .tooLarge(url: name, limit: bytes))
         }
         guard let sniffed = AttachmentType.sniff(head) else {
             let found = head.prefix(8).map { String(format: "%02x", $0) }.joined(separator: " ")
-            return fail(.wrongType(url: name, expected: expectation.type?.uti ?? "an attachment type", found: "a file starting \(found)"))
+            return fail(
+                .wrongType(
+                    url: name, expected: expectation.type?.uti ?? "an attachment type",
+                    found: "a file starting \(found)"))
         }
         if let type = expectation.type, !type.matches(sniffed) {
             return fail(.wrongType(url: name, expected: type.uti, found: sniffed.uti))
@@ -206,7 +225,10 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
     /// Marks the download ended; false when it already was. Stops the timer and the task.
     private func end() -> Bool {
         lock.lock()
-        if done { lock.unlock(); return false }
+        if done {
+            lock.unlock()
+            return false
+        }
         done = true
         let task = self.task
         let timer = self.timer

@@ -12,22 +12,29 @@ public enum MediaURLLocator {
     }
 
     /// The generic top-level keys, in the order PushMedia's server reads them.
-    public static let genericKeys = ["media_url", "image_url", "imageUrl", "mediaUrl", "attachment-url", "posterImageURL"]
+    public static let genericKeys = [
+        "media_url", "image_url", "imageUrl", "mediaUrl", "attachment-url", "posterImageURL",
+    ]
 
     static let airshipKey = "com.urbanairship.media_attachment"
 
     /// Every place looked at, for messages.
-    static let keysDescription = "fcm_options.image, \(airshipKey).url and .urls[].url, att and os_data.att, ab.att.url, "
+    static let keysDescription =
+        "fcm_options.image, \(airshipKey).url and .urls[].url, att and os_data.att, ab.att.url, "
         + "ct_mediaUrl, itbl.attachment-url, CIO.push.image, " + genericKeys.joined(separator: ", ")
 
     /// The media URL to attach: the first reference the descriptor's items mark as usable, or
     /// else the first reference found (vendors' keys first, in PushMedia's detection order).
     /// Throws `invalidURL` when the value there is not an absolute http(s) URL.
-    public static func attachmentURL(in userInfo: [AnyHashable: Any], descriptor: PushMediaDescriptor?) throws(NSEError) -> Candidate? {
+    public static func attachmentURL(in userInfo: [AnyHashable: Any], descriptor: PushMediaDescriptor?) throws(NSEError)
+        -> Candidate?
+    {
         let found = references(in: userInfo)
         var chosen = found.first
         if let items = descriptor?.items, !items.isEmpty {
-            chosen = items.lazy.filter { $0.status.hasAttachment }.compactMap { item in found.first { $0.path == item.path } }.first ?? chosen
+            chosen =
+                items.lazy.filter { $0.status.hasAttachment }.compactMap { item in found.first { $0.path == item.path }
+                }.first ?? chosen
         }
         guard let chosen else { return nil }
         guard let url = httpURL(chosen.value) else { throw .invalidURL(key: chosen.path, value: chosen.value) }
@@ -70,7 +77,8 @@ public enum MediaURLLocator {
     /// `text` as an absolute http or https URL with a host, or nil.
     public static func httpURL(_ text: String) -> URL? {
         guard text.count <= 4096, let url = URL(string: text), let scheme = url.scheme?.lowercased(),
-              scheme == "https" || scheme == "http", let host = url.host, !host.isEmpty else { return nil }
+            scheme == "https" || scheme == "http", let host = url.host, !host.isEmpty
+        else { return nil }
         return url
     }
 }

@@ -85,7 +85,9 @@ public struct PushMediaDescriptor: Sendable, Equatable {
                 throw .invalidDescriptor(field: "bytes", problem: "must be a positive whole number")
             }
             let cap = type?.maxBytes ?? AttachmentType.maxBytes(for: .video)
-            guard bytes <= cap else { throw .invalidDescriptor(field: "bytes", problem: "\(bytes) is over the \(cap)-byte cap") }
+            guard bytes <= cap else {
+                throw .invalidDescriptor(field: "bytes", problem: "\(bytes) is over the \(cap)-byte cap")
+            }
             self.bytes = bytes
         }
         width = try Self.count(object["width"], field: "width")
@@ -100,7 +102,9 @@ public struct PushMediaDescriptor: Sendable, Equatable {
             clip = try Self.clip(raw)
         }
         if let raw = object["hidden"] {
-            guard let hidden = UserInfoValue.bool(raw) else { throw .invalidDescriptor(field: "hidden", problem: "must be true or false") }
+            guard let hidden = UserInfoValue.bool(raw) else {
+                throw .invalidDescriptor(field: "hidden", problem: "must be true or false")
+            }
             self.hidden = hidden
         }
         if let raw = object["frame"] {
@@ -117,15 +121,20 @@ public struct PushMediaDescriptor: Sendable, Equatable {
         }
         items = []
         if let raw = object["items"] {
-            guard let entries = raw as? [Any] else { throw .invalidDescriptor(field: "items", problem: "is not an array") }
+            guard let entries = raw as? [Any] else {
+                throw .invalidDescriptor(field: "items", problem: "is not an array")
+            }
             for (index, entry) in entries.enumerated() {
                 let field = "items[\(index)]"
                 guard let entry = UserInfoValue.object(entry),
-                      let path = entry["path"] as? String else {
+                    let path = entry["path"] as? String
+                else {
                     throw .invalidDescriptor(field: field, problem: "needs a path")
                 }
                 let status = try Self.status(entry["status"], field: field + ".status")
-                let type = try Self.string(entry["type"], field: field + ".type").map { uti in AttachmentType.withUTI(uti) } ?? nil
+                let type =
+                    try Self.string(entry["type"], field: field + ".type").map { uti in AttachmentType.withUTI(uti) }
+                    ?? nil
                 items.append(Item(path: path, status: status, type: type))
             }
         }
@@ -133,8 +142,10 @@ public struct PushMediaDescriptor: Sendable, Equatable {
 
     /// The attachment options these hints make for the attachment itself.
     public var options: AttachmentOptions {
-        AttachmentOptions(typeHint: type?.uti, clip: clip, thumbnailHidden: hidden,
-                          thumbnailTime: frame.map(AttachmentOptions.ThumbnailTime.frame) ?? time.map(AttachmentOptions.ThumbnailTime.seconds))
+        AttachmentOptions(
+            typeHint: type?.uti, clip: clip, thumbnailHidden: hidden,
+            thumbnailTime: frame.map(AttachmentOptions.ThumbnailTime.frame)
+                ?? time.map(AttachmentOptions.ThumbnailTime.seconds))
     }
 
     /// The options for the thumbnail JPEG when it is shown instead: the same clipping and
@@ -150,9 +161,13 @@ public struct PushMediaDescriptor: Sendable, Equatable {
     }
 
     private static func status(_ value: Any?, field: String) throws(NSEError) -> Status {
-        guard let text = value as? String else { throw .invalidDescriptor(field: field, problem: "is missing or not a string") }
+        guard let text = value as? String else {
+            throw .invalidDescriptor(field: field, problem: "is missing or not a string")
+        }
         guard let status = Status(rawValue: text) else {
-            throw .invalidDescriptor(field: field, problem: "\"\(text.prefix(40))\" is not processed, passthrough, best_attempt, rejected or skipped")
+            throw .invalidDescriptor(
+                field: field,
+                problem: "\"\(text.prefix(40))\" is not processed, passthrough, best_attempt, rejected or skipped")
         }
         return status
     }
@@ -167,13 +182,16 @@ public struct PushMediaDescriptor: Sendable, Equatable {
 
     private static func clip(_ value: Any) throws(NSEError) -> ClipRect {
         guard let object = UserInfoValue.object(value),
-              let x = UserInfoValue.double(object["X"]), let y = UserInfoValue.double(object["Y"]),
-              let width = UserInfoValue.double(object["Width"]), let height = UserInfoValue.double(object["Height"]) else {
+            let x = UserInfoValue.double(object["X"]), let y = UserInfoValue.double(object["Y"]),
+            let width = UserInfoValue.double(object["Width"]), let height = UserInfoValue.double(object["Height"])
+        else {
             throw .invalidDescriptor(field: "clip", problem: "needs numbers X, Y, Width and Height")
         }
         let epsilon = 1e-9
         guard x >= 0, y >= 0, width > 0, height > 0, x + width <= 1 + epsilon, y + height <= 1 + epsilon else {
-            throw .invalidDescriptor(field: "clip", problem: "must lie within the unit square (X \(x), Y \(y), Width \(width), Height \(height))")
+            throw .invalidDescriptor(
+                field: "clip",
+                problem: "must lie within the unit square (X \(x), Y \(y), Width \(width), Height \(height))")
         }
         return ClipRect(x: x, y: y, width: width, height: height)
     }
@@ -196,9 +214,9 @@ enum UserInfoValue {
         if type(of: value) == Bool.self { return true }
         guard let number = value as? NSNumber else { return false }
         #if canImport(ObjectiveC)
-        return CFGetTypeID(number) == CFBooleanGetTypeID()
+            return CFGetTypeID(number) == CFBooleanGetTypeID()
         #else
-        return String(cString: number.objCType) == "c"
+            return String(cString: number.objCType) == "c"
         #endif
     }
 

@@ -29,8 +29,10 @@ public struct APIError: HTTPResponseError, Sendable {
 extension Response {
     /// A JSON response from already serialized bytes.
     static func json(bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json; charset=utf-8", .contentLength: String(bytes.count)],
-                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        Response(
+            status: status,
+            headers: [.contentType: "application/json; charset=utf-8", .contentLength: String(bytes.count)],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {

@@ -42,26 +42,35 @@ public struct ServerParts: Sendable {
 /// The router: `/v1/process`, `/v1/batch` and `/metrics` (authenticated when tokens or a secret are set;
 /// `/metrics` is not here when `--metrics-port` gives it a listener of its own), `/media/<name>`,
 /// `/preview` (see `ServerConfig.previewEnabled`), `/healthz`, `/readyz`, `/openapi.yaml`.
-public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<AppRequestContext> {
+public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<
+    AppRequestContext
+> {
     let server = parts.server
     let router = Router(context: AppRequestContext.self)
     router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
     router.add(middleware: MethodGuardMiddleware())
     let bodyLimit = max(server.maxPayloadBodyBytes, server.maxBatchBodyBytes)
-    let auth = AuthMiddleware<AppRequestContext>(tokens: server.tokens, hmacSecret: server.hmacSecret, bodyLimit: bodyLimit, now: now)
+    let auth = AuthMiddleware<AppRequestContext>(
+        tokens: server.tokens, hmacSecret: server.hmacSecret, bodyLimit: bodyLimit, now: now)
     let v1 = router.group("v1").add(middleware: auth)
     // Metrics tell about campaigns and load: they need the same credentials as /v1 once any are set.
     // With a listener of its own (--metrics-port), /metrics is served there and not here.
     let scrape = server.metricsPort == nil ? router.group("metrics").add(middleware: auth) : nil
     let baseURL = parts.baseURL
-    ProcessRoutes(pipeline: parts.pipeline, server: server, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } },
-                  memo: parts.memo).add(to: v1)
+    ProcessRoutes(
+        pipeline: parts.pipeline, server: server, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } },
+        memo: parts.memo
+    ).add(to: v1)
     MediaRoutes<AppRequestContext>(store: parts.pipeline.store, memoryLimit: server.mediaMemory).add(to: router)
-    PreviewRoutes<AppRequestContext>(pipeline: parts.pipeline, server: server, metrics: parts.metrics,
-                                       baseURL: { baseURL.withLock { $0 } }).add(to: router)
-    HealthRoutes<AppRequestContext>(pipeline: parts.pipeline, metrics: parts.metrics, minFreeSpace: server.minFreeSpace,
-                                      executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1))
-        .add(to: router, metrics: scrape)
+    PreviewRoutes<AppRequestContext>(
+        pipeline: parts.pipeline, server: server, metrics: parts.metrics,
+        baseURL: { baseURL.withLock { $0 } }
+    ).add(to: router)
+    HealthRoutes<AppRequestContext>(
+        pipeline: parts.pipeline, metrics: parts.metrics, minFreeSpace: server.minFreeSpace,
+        executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1)
+    )
+    .add(to: router, metrics: scrape)
     return router
 }
 
@@ -70,42 +79,55 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
 /// unless `--base-url` was given, runs retention every `gcEvery` when set, and calls `onRunning`
 /// with the port. The pipeline runs with `serve`'s defaults for `max-jobs` and `background-limit`
 /// unless `config` gives them (see `ServerParts.init`).
-public func buildApplication(config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger,
-                             onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
-                             onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws -> some ApplicationProtocol {
+public func buildApplication(
+    config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger,
+    onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) async throws -> some ApplicationProtocol {
     let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(server.host) || server.host.hasPrefix("127.")
     if !loopback && server.tokens.isEmpty && server.hmacSecret == nil && !server.insecureNoAuth {
         throw ServerError.unauthenticatedPublicListener(server.host)
     }
-    let config = { var served = config; served.mediaRoot = nil; return served }()  // the hook never reads local files
+    let config = {
+        var served = config
+        served.mediaRoot = nil
+        return served
+    }()  // the hook never reads local files
     let parts = try ServerParts(config: config, server: server)
     try await parts.pipeline.verifyStore()
     let router = buildRouter(parts)
     let host = server.host
     let retention = server.gcEvery.map {
-        RetentionService(store: parts.pipeline.store, every: $0,
-                         policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes), logger: logger)
+        RetentionService(
+            store: parts.pipeline.store, every: $0,
+            policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes), logger: logger)
     }
     var services: [any Service] = retention.map { [$0] } ?? []
     if let metricsPort = server.metricsPort {
         // /metrics alone, without auth, on its own address (as image proxies do): for a
         // Prometheus on the internal network, with the hook's own port public.
         let scrapeRouter = Router()
-        scrapeRouter.get("metrics") { [metrics = parts.metrics] _, _ in HealthRoutes<AppRequestContext>.exposition(metrics) }
+        scrapeRouter.get("metrics") { [metrics = parts.metrics] _, _ in
+            HealthRoutes<AppRequestContext>.exposition(metrics)
+        }
         let metricsHost = server.metricsHost
-        services.append(Application(
-            router: scrapeRouter,
-            configuration: .init(address: .hostname(metricsHost, port: metricsPort), serverName: "PushMedia/\(PushMediaVersion.string)"),
-            onServerRunning: { channel in
-                let port = channel.localAddress?.port ?? metricsPort
-                logger.info("metrics listening", metadata: ["address": "\(metricsHost):\(port)"])
-                await onMetricsRunning(port)
-            },
-            logger: logger))
+        services.append(
+            Application(
+                router: scrapeRouter,
+                configuration: .init(
+                    address: .hostname(metricsHost, port: metricsPort),
+                    serverName: "PushMedia/\(PushMediaVersion.string)"),
+                onServerRunning: { channel in
+                    let port = channel.localAddress?.port ?? metricsPort
+                    logger.info("metrics listening", metadata: ["address": "\(metricsHost):\(port)"])
+                    await onMetricsRunning(port)
+                },
+                logger: logger))
     }
     return Application(
         router: router,
-        configuration: .init(address: .hostname(host, port: server.port), serverName: "PushMedia/\(PushMediaVersion.string)"),
+        configuration: .init(
+            address: .hostname(host, port: server.port), serverName: "PushMedia/\(PushMediaVersion.string)"),
         services: services,
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? server.port
@@ -113,9 +135,13 @@ public func buildApplication(config: PushMediaConfig, server: ServerConfig, base
                 let shown = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
                 parts.baseURL.withLock { $0 = "http://\(shown.contains(":") ? "[\(shown)]" : shown):\(port)/media" }
             }
-            logger.info("listening", metadata: ["address": "\(host):\(port)", "media": "\(parts.baseURL.withLock { $0 })",
-                                                "store": "\(parts.pipeline.store.location)",
-                                                "auth": "\(server.tokens.isEmpty && server.hmacSecret == nil ? "none" : "required")"])
+            logger.info(
+                "listening",
+                metadata: [
+                    "address": "\(host):\(port)", "media": "\(parts.baseURL.withLock { $0 })",
+                    "store": "\(parts.pipeline.store.location)",
+                    "auth": "\(server.tokens.isEmpty && server.hmacSecret == nil ? "none" : "required")",
+                ])
             await onRunning(port)
         },
         logger: logger

@@ -15,7 +15,10 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
     let bodyLimit: Int
     let now: @Sendable () -> Date
 
-    init(tokens: [String], hmacSecret: String?, bodyLimit: Int, tolerance: TimeInterval = 300, now: @escaping @Sendable () -> Date = Date.init) {
+    init(
+        tokens: [String], hmacSecret: String?, bodyLimit: Int, tolerance: TimeInterval = 300,
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
         tokenDigests = tokens.map { Array(SHA256.hash(data: Data($0.utf8))) }
         secret = hmacSecret.map { Array($0.utf8) }
         self.tolerance = tolerance
@@ -25,10 +28,13 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
 
     var enabled: Bool { !tokenDigests.isEmpty || secret != nil }
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         guard enabled else { return try await next(request, context) }
         if let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("bearer ") {
-            let presented = SHA256.hash(data: Data(authorization.dropFirst(7).trimmingCharacters(in: .whitespaces).utf8))
+            let presented = SHA256.hash(
+                data: Data(authorization.dropFirst(7).trimmingCharacters(in: .whitespaces).utf8))
             // Compare fixed-length digests, every one of them, without stopping early.
             var matched = false
             for digest in tokenDigests { matched = Self.constantTimeEqual(digest, Array(presented)) || matched }
@@ -61,11 +67,14 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
             throw Self.unauthorized("X-PushMedia-Signature must be t=<unix seconds>,v1=<hex HMAC-SHA256>")
         }
         guard abs(now().timeIntervalSince1970 - seconds) <= tolerance else {
-            throw Self.unauthorized("the signature's timestamp is more than \(Int(tolerance)) s from the server's clock")
+            throw Self.unauthorized(
+                "the signature's timestamp is more than \(Int(tolerance)) s from the server's clock")
         }
         let message = Array(timestamp.utf8) + [UInt8(ascii: ".")] + body
         for signature in signatures {
-            if let mac = Self.hexBytes(signature), HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: message, using: key) {
+            if let mac = Self.hexBytes(signature),
+                HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: message, using: key)
+            {
                 return
             }
         }

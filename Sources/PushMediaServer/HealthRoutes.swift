@@ -18,19 +18,25 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
         router.get("readyz", use: ready)
         scrape?.get { [metrics] _, _ in Self.exposition(metrics) }
         router.get("openapi.yaml") { _, _ in
-            guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"), let data = try? Data(contentsOf: url) else {
+            guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
+                let data = try? Data(contentsOf: url)
+            else {
                 throw APIError(.internalServerError, code: "missing_document", message: "openapi.yaml is not bundled")
             }
-            return Response(status: .ok, headers: [.contentType: "application/yaml; charset=utf-8", .contentLength: String(data.count)],
-                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+            return Response(
+                status: .ok,
+                headers: [.contentType: "application/yaml; charset=utf-8", .contentLength: String(data.count)],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
         }
     }
 
     /// The Prometheus text exposition of `metrics`.
     static func exposition(_ metrics: ServerMetrics) -> Response {
         let text = metrics.render()
-        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .contentLength: String(text.count)],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .contentLength: String(text.count)],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
     }
 
     /// Ready when the store works (a local store takes a write; an object store answers with its
@@ -49,9 +55,12 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
             diskProblem = "\(free) bytes free on the download disk, under --min-free-space \(minimum)"
         }
         let ready = storeProblem == nil && diskProblem == nil && vipsWorks
-        let checks = JSONObject([("store", .string(storeProblem ?? "ok")), ("disk", .string(diskProblem ?? "ok")),
-                                 ("libvips", .string(vipsWorks ? "ok" : "failed to encode a test image"))])
-        return Response.json(.object(JSONObject([("status", .string(ready ? "ready" : "unavailable")), ("checks", .object(checks))])),
-                             status: ready ? .ok : .serviceUnavailable)
+        let checks = JSONObject([
+            ("store", .string(storeProblem ?? "ok")), ("disk", .string(diskProblem ?? "ok")),
+            ("libvips", .string(vipsWorks ? "ok" : "failed to encode a test image")),
+        ])
+        return Response.json(
+            .object(JSONObject([("status", .string(ready ? "ready" : "unavailable")), ("checks", .object(checks))])),
+            status: ready ? .ok : .serviceUnavailable)
     }
 }

@@ -29,7 +29,9 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
 
     @Sendable func serve(_ request: Request, context: Context) async throws -> Response {
         let name = context.parameters.get("name") ?? ""
-        guard MediaStore.isValidName(name), let contentType = mediaContentTypes[String(name.split(separator: ".").last ?? "")] else {
+        guard MediaStore.isValidName(name),
+            let contentType = mediaContentTypes[String(name.split(separator: ".").last ?? "")]
+        else {
             throw APIError(.notFound, code: "not_found", message: "no such media")
         }
         let local = store.localPath(of: name)
@@ -45,7 +47,8 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         } else {
             let found: Int64?
             do { found = try await transfers.run { [store] in try store.size(of: name) } } catch {
-                throw APIError(.badGateway, code: "store_unavailable", message: "the object store did not answer: \(error)")
+                throw APIError(
+                    .badGateway, code: "store_unavailable", message: "the object store did not answer: \(error)")
             }
             guard let found else { throw APIError(.notFound, code: "not_found", message: "no such media") }
             size = Int(found)
@@ -58,7 +61,8 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         var kept: ByteBuffer?
         if let local, let identity {
             let expected = String(name.prefix(64))
-            let corrupt = APIError(.notFound, code: "not_found", message: "no such media (the stored file no longer matches its name)")
+            let corrupt = APIError(
+                .notFound, code: "not_found", message: "no such media (the stored file no longer matches its name)")
             if memory.keeps(size: size) {
                 kept = memory.bytes(name, identity: identity)
                 if kept == nil, let read = await reads.run({ Self.readWhole(local, identity: identity) }) {
@@ -81,7 +85,11 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
             .acceptRanges: "bytes",
             HTTPField.Name("X-Content-Type-Options")!: "nosniff",
         ]
-        if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "*" }) {
+        if let match = request.headers[.ifNoneMatch],
+            match.split(separator: ",").contains(where: {
+                $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "*"
+            })
+        {
             return Response(status: .notModified, headers: headers)
         }
         var status = HTTPResponse.Status.ok
@@ -105,7 +113,9 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         if request.method == .head || length == 0 {
             // The writer must be finished even with nothing to write: an unfinished response keeps
             // the connection busy, and a graceful stop would wait for it forever.
-            return Response(status: status, headers: headers, body: ResponseBody(contentLength: length) { writer in try await writer.finish(nil) })
+            return Response(
+                status: status, headers: headers,
+                body: ResponseBody(contentLength: length) { writer in try await writer.finish(nil) })
         }
         if let local {
             if let kept, let slice = kept.getSlice(at: range.lowerBound, length: length) {
@@ -114,7 +124,9 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
             let body = try await fileIO.loadFile(path: local, range: range, context: context)
             return Response(status: status, headers: headers, body: body)
         }
-        return Response(status: status, headers: headers, body: streamed(name, range: status == .partialContent ? range : nil, length: length))
+        return Response(
+            status: status, headers: headers,
+            body: streamed(name, range: status == .partialContent ? range : nil, length: length))
     }
 
     /// The object's bytes through a pipe: the transfer writes into it (blocking while the client
@@ -123,7 +135,9 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
     private func streamed(_ name: String, range: ClosedRange<Int>?, length: Int) -> ResponseBody {
         ResponseBody(contentLength: length) { [store, transfers, reads] writer in
             var fds: [Int32] = [0, 0]
-            guard pipe(&fds) == 0 else { throw APIError(.internalServerError, code: "pipe_failed", message: String(cString: strerror(errno))) }
+            guard pipe(&fds) == 0 else {
+                throw APIError(.internalServerError, code: "pipe_failed", message: String(cString: strerror(errno)))
+            }
             let (readEnd, writeEnd) = (fds[0], fds[1])
             let transfer = Task {
                 await transfers.run { () -> String? in
@@ -190,7 +204,8 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         let spec = text.dropFirst(6).trimmingCharacters(in: .whitespaces)
         let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return .ignored }
-        let first = parts[0].trimmingCharacters(in: .whitespaces), last = parts[1].trimmingCharacters(in: .whitespaces)
+        let first = parts[0].trimmingCharacters(in: .whitespaces)
+        let last = parts[1].trimmingCharacters(in: .whitespaces)
         guard first.allSatisfy(\.isASCII), last.allSatisfy(\.isASCII) else { return .ignored }
         if first.isEmpty {
             guard let suffix = Int(last), suffix >= 0 else { return .ignored }
@@ -199,7 +214,9 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         }
         guard let start = Int(first), start >= 0 else { return .ignored }
         let end: Int
-        if last.isEmpty { end = size - 1 } else {
+        if last.isEmpty {
+            end = size - 1
+        } else {
             guard let value = Int(last), value >= start else { return .ignored }
             end = min(value, size - 1)
         }

@@ -44,7 +44,10 @@ struct PreviewRoutes<Context: RequestContext>: Sendable {
             page.error = "The form could not be read: send it as application/x-www-form-urlencoded UTF-8."
             return Self.page(page, status: .badRequest)
         }
-        let appName = fields["app"].flatMap { $0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty ? nil : String($0.prefix(64)) }
+        let appName =
+            fields["app"].flatMap {
+                $0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty ? nil : String($0.prefix(64))
+            }
             ?? PreviewPage.defaultAppName
         var page = PreviewPage(payload: fields["payload"] ?? "", appName: appName)
         guard let text = fields["payload"] else {
@@ -59,7 +62,8 @@ struct PreviewRoutes<Context: RequestContext>: Sendable {
         }
         let result: PipelineResult
         do {
-            result = try await pipeline.process(Array(text.utf8), context: PayloadContext(label: "preview", baseURL: baseURL()))
+            result = try await pipeline.process(
+                Array(text.utf8), context: PayloadContext(label: "preview", baseURL: baseURL()))
         } catch {
             page.error = "Not a payload: \(error.description)"
             return Self.page(page)
@@ -83,16 +87,22 @@ struct PreviewRoutes<Context: RequestContext>: Sendable {
             (or <code>PUSHMEDIA_PREVIEW=1</code>) to serve it anyway: it then processes payloads for anyone who can reach the server.</p>
             """
         let policy = HTML.contentSecurityPolicy(mediaSources: [])
-        return html(HTML.page(title: "PushMedia preview is off", css: PreviewPage.css, policy: policy, body: body), policy: policy, status: .notFound)
+        return html(
+            HTML.page(title: "PushMedia preview is off", css: PreviewPage.css, policy: policy, body: body),
+            policy: policy, status: .notFound)
     }
 
     static func html(_ text: String, policy: String, status: HTTPResponse.Status) -> Response {
         let bytes = Array(text.utf8)
-        return Response(status: status,
-                        headers: [.contentType: "text/html; charset=utf-8", .contentLength: String(bytes.count), .cacheControl: "no-store",
-                                  .contentSecurityPolicy: policy + "; frame-ancestors 'none'", .xContentTypeOptions: "nosniff",
-                                  .referrerPolicy: "no-referrer"],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        return Response(
+            status: status,
+            headers: [
+                .contentType: "text/html; charset=utf-8", .contentLength: String(bytes.count),
+                .cacheControl: "no-store",
+                .contentSecurityPolicy: policy + "; frame-ancestors 'none'", .xContentTypeOptions: "nosniff",
+                .referrerPolicy: "no-referrer",
+            ],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     /// `application/x-www-form-urlencoded` fields (`+` is a space, `%XX` a byte); the first of a
@@ -140,11 +150,18 @@ struct PreviewPage {
         guard let result else { return [] }
         let entries = result.outcome.mediaEntries
         let ios = entries.first { $0.platform.lowercased() == "ios" } ?? entries.first { !$0.isAndroidLike }
-        var cards = [NotificationCard(style: .ios, appName: appName, text: NotificationText.find(in: result.payload, platform: "ios"), entry: ios)]
+        var cards = [
+            NotificationCard(
+                style: .ios, appName: appName, text: NotificationText.find(in: result.payload, platform: "ios"),
+                entry: ios)
+        ]
         if ios == nil && !entries.isEmpty { cards[0].note = "no media entry for iOS" }
         if let android = entries.first(where: \.isAndroidLike) {
-            cards.append(NotificationCard(style: .android, appName: appName,
-                                          text: NotificationText.find(in: result.payload, platform: android.platform.lowercased()), entry: android))
+            cards.append(
+                NotificationCard(
+                    style: .android, appName: appName,
+                    text: NotificationText.find(in: result.payload, platform: android.platform.lowercased()),
+                    entry: android))
         }
         return cards
     }
@@ -178,7 +195,8 @@ struct PreviewPage {
         if let error { body += "<p class=\"error\" role=\"alert\">\(HTML.escape(error))</p>\n" }
         if let result {
             let outcome = result.outcome
-            body += "<section class=\"result\" data-status=\"\(outcome.status.rawValue)\">\n<h2>Result</h2>\n<p class=\"status\">"
+            body +=
+                "<section class=\"result\" data-status=\"\(outcome.status.rawValue)\">\n<h2>Result</h2>\n<p class=\"status\">"
             body += "<span class=\"badge status-\(outcome.status.rawValue)\">\(outcome.status.rawValue)</span>"
             if let reason = outcome.reason { body += " <code>\(HTML.escape(reason))</code>" }
             if let vendor = outcome.vendor { body += " · vendor \(HTML.escape(vendor))" }
@@ -187,10 +205,13 @@ struct PreviewPage {
             for warning in outcome.warnings ?? [] { body += "<p class=\"warning\">⚠ \(HTML.escape(warning))</p>\n" }
             body += "<div class=\"cards\">\n" + cards.map { $0.html() }.joined() + "</div>\n"
             let pretty = String(decoding: JSONValue.object(result.payload).prettySerialized(), as: UTF8.self)
-            body += "<h2>Rewritten payload <small>(\(result.bytes) bytes as sent)</small></h2>\n<pre class=\"payload\">\(HTML.escape(pretty))</pre>\n"
-            body += "<h2>Outcome</h2>\n<pre class=\"outcome\">\(HTML.escape(Self.outcomeJSON(outcome)))</pre>\n</section>\n"
+            body +=
+                "<h2>Rewritten payload <small>(\(result.bytes) bytes as sent)</small></h2>\n<pre class=\"payload\">\(HTML.escape(pretty))</pre>\n"
+            body +=
+                "<h2>Outcome</h2>\n<pre class=\"outcome\">\(HTML.escape(Self.outcomeJSON(outcome)))</pre>\n</section>\n"
         }
-        return HTML.page(title: "PushMedia preview", css: Self.css + "\n" + NotificationCard.css, policy: policy, body: body)
+        return HTML.page(
+            title: "PushMedia preview", css: Self.css + "\n" + NotificationCard.css, policy: policy, body: body)
     }
 
     static func outcomeJSON(_ outcome: Outcome) -> String {

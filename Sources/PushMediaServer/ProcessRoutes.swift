@@ -23,8 +23,10 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         let options = try Self.options(request, default: pipeline.config)
         let body = try await Self.collect(request, limit: server.maxPayloadBodyBytes)
         let base = baseURL()
-        let key = ResponseMemo.Key(options: "\(options.onReject?.rawValue ?? "-")|\(options.vendor?.rawValue ?? "-")|\(options.profile?.id ?? "-")|\(base)",
-                                   body: body)
+        let key = ResponseMemo.Key(
+            options:
+                "\(options.onReject?.rawValue ?? "-")|\(options.vendor?.rawValue ?? "-")|\(options.profile?.id ?? "-")|\(base)",
+            body: body)
         if !options.refresh, let ready = memo.answer(key, total: start.millisecondsElapsed, store: pipeline.store) {
             metrics.record(ready.outcome)
             var response = Response.json(bytes: ready.bytes)
@@ -33,9 +35,12 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         }
         let result: PipelineResult
         do {
-            result = try await pipeline.process(body, context: PayloadContext(budget: options.budget, onReject: options.onReject, baseURL: base,
-                                                                                vendor: options.vendor, profile: options.profile,
-                                                                                refresh: options.refresh))
+            result = try await pipeline.process(
+                body,
+                context: PayloadContext(
+                    budget: options.budget, onReject: options.onReject, baseURL: base,
+                    vendor: options.vendor, profile: options.profile,
+                    refresh: options.refresh))
         } catch {
             throw APIError(.badRequest, code: error.reason, message: error.description)
         }
@@ -53,16 +58,19 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
             throw APIError(.badRequest, code: "invalid_json", message: "invalid JSON: \(error)")
         }
         guard let items = document.objectValue?["payloads"]?.arrayValue else {
-            throw APIError(.badRequest, code: "invalid_batch", message: "the body must be an object with a \"payloads\" array")
+            throw APIError(
+                .badRequest, code: "invalid_batch", message: "the body must be an object with a \"payloads\" array")
         }
         let limit = server.maxBatchPayloads
         guard items.count <= limit else {
-            throw APIError(.badRequest, code: "too_many_payloads", message: "\(items.count) payloads; at most \(limit) per batch")
+            throw APIError(
+                .badRequest, code: "too_many_payloads", message: "\(items.count) payloads; at most \(limit) per batch")
         }
         // One budget for the whole batch; items naming the same media share one job.
         let deadline = ContinuousClock.now + (options.budget ?? pipeline.config.budget)
-        let context = PayloadContext(onReject: options.onReject, baseURL: baseURL(), deadline: deadline, vendor: options.vendor,
-                                     profile: options.profile, refresh: options.refresh)
+        let context = PayloadContext(
+            onReject: options.onReject, baseURL: baseURL(), deadline: deadline, vendor: options.vendor,
+            profile: options.profile, refresh: options.refresh)
         let width = max(1, pipeline.gate?.limit ?? 8)
         let results = await items.mapConcurrently(width: width) { index, item in
             await self.processItem(item, index: index, context: context)
@@ -80,7 +88,9 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         var context = context
         context.label = "payloads[\(index)]"
         guard let payload = item.objectValue else {
-            var outcome = Outcome(status: .rejected, reason: "not_an_object", message: "payloads[\(index)]: a payload must be a JSON object")
+            var outcome = Outcome(
+                status: .rejected, reason: "not_an_object",
+                message: "payloads[\(index)]: a payload must be a JSON object")
             let bytes = item.serialized()
             outcome.payloadBytes = bytes.count
             metrics.record(outcome)
@@ -109,38 +119,56 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
             switch text.lowercased() {
             case "1", "true", "yes": options.refresh = true
             case "0", "false", "no": options.refresh = false
-            default: throw APIError(.badRequest, code: "invalid_parameter", message: "refresh must be true or false (1 or 0), got \"\(text)\"")
+            default:
+                throw APIError(
+                    .badRequest, code: "invalid_parameter",
+                    message: "refresh must be true or false (1 or 0), got \"\(text)\"")
             }
         }
         if let control = request.headers[.cacheControl]?.lowercased(),
-           control.split(separator: ",").contains(where: { ["no-cache", "max-age=0"].contains($0.trimmingCharacters(in: .whitespaces)) }) {
+            control.split(separator: ",").contains(where: {
+                ["no-cache", "max-age=0"].contains($0.trimmingCharacters(in: .whitespaces))
+            })
+        {
             options.refresh = true
         }
         // Both are checked when both are given; the query parameter wins.
-        for (name, given) in [("X-PushMedia-Budget-Ms", request.headers[.pushMediaBudget]), ("budget_ms", request.uri.queryParameters.get("budget_ms").map { String($0) })] {
+        for (name, given) in [
+            ("X-PushMedia-Budget-Ms", request.headers[.pushMediaBudget]),
+            ("budget_ms", request.uri.queryParameters.get("budget_ms").map { String($0) }),
+        ] {
             guard let text = given else { continue }
             guard let milliseconds = Int64(text), (1...600_000).contains(milliseconds) else {
-                throw APIError(.badRequest, code: "invalid_parameter", message: "\(name) must be an integer from 1 to 600000, got \"\(text)\"")
+                throw APIError(
+                    .badRequest, code: "invalid_parameter",
+                    message: "\(name) must be an integer from 1 to 600000, got \"\(text)\"")
             }
             options.budget = .milliseconds(milliseconds)
         }
         if let text = request.uri.queryParameters.get("on_reject") {
             guard let value = OnReject(rawValue: text) else {
-                throw APIError(.badRequest, code: "invalid_parameter", message: "on_reject must be drop or keep, got \"\(text)\"")
+                throw APIError(
+                    .badRequest, code: "invalid_parameter", message: "on_reject must be drop or keep, got \"\(text)\"")
             }
             options.onReject = value
         }
         if let text = request.uri.queryParameters.get("vendor"), text != "auto" {
             guard let value = Vendor(rawValue: text) else {
-                throw APIError(.badRequest, code: "invalid_parameter",
-                               message: "vendor must be auto or one of \(Vendor.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\"")
+                throw APIError(
+                    .badRequest, code: "invalid_parameter",
+                    message:
+                        "vendor must be auto or one of \(Vendor.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\""
+                )
             }
             options.vendor = value
         }
         if let text = request.uri.queryParameters.get("profile") {
             guard let value = PlatformProfile.profiles[text] else {
-                throw APIError(.badRequest, code: "invalid_parameter",
-                               message: "profile must be one of \(PlatformProfile.profiles.keys.sorted().joined(separator: ", ")), got \"\(text)\"")
+                throw APIError(
+                    .badRequest, code: "invalid_parameter",
+                    message:
+                        "profile must be one of \(PlatformProfile.profiles.keys.sorted().joined(separator: ", ")), got \"\(text)\""
+                )
             }
             options.profile = value
         }
@@ -150,7 +178,8 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
     /// The request body, refused with 413 past `limit`.
     static func collect(_ request: Request, limit: Int) async throws -> [UInt8] {
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit {
-            throw APIError(.contentTooLarge, code: "body_too_large", message: "the body is \(declared) bytes; at most \(limit)")
+            throw APIError(
+                .contentTooLarge, code: "body_too_large", message: "the body is \(declared) bytes; at most \(limit)")
         }
         do {
             let buffer = try await request.body.collect(upTo: limit)

@@ -8,11 +8,15 @@ import PushMedia
 struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: ServerMetrics
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         let start = ContinuousClock.now
         do {
             let response = try await next(request, context)
-            log(request, context: context, status: response.status.code, outcome: response.headers[.pushMediaOutcome], start: start)
+            log(
+                request, context: context, status: response.status.code, outcome: response.headers[.pushMediaOutcome],
+                start: start)
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status.code ?? 500
@@ -21,7 +25,9 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-    private func log(_ request: Request, context: Context, status: Int, outcome: String?, start: ContinuousClock.Instant) {
+    private func log(
+        _ request: Request, context: Context, status: Int, outcome: String?, start: ContinuousClock.Instant
+    ) {
         let route = context.endpointPath ?? "unmatched"
         let elapsed = ContinuousClock.now - start
         let tenths = elapsed.components.seconds * 10_000 + elapsed.components.attoseconds / 100_000_000_000_000
@@ -59,7 +65,9 @@ public struct JSONLogHandler: LogHandler {
         object["label"] = .string(label)
         object["message"] = .string("\(event.message)")
         if let error = event.error { object["error"] = .string("\(error)") }
-        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }).sorted(by: { $0.key < $1.key }) {
+        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }).sorted(by: {
+            $0.key < $1.key
+        }) {
             object[key] = .string("\(value)")
         }
         var bytes = JSONValue.object(object).serialized()

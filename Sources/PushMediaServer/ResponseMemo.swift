@@ -51,7 +51,9 @@ final class ResponseMemo: Sendable {
     /// The kept answer for `key` with `total` milliseconds, if its files all still look whole in `store`.
     func answer(_ key: Key, total: Double, store: MediaStore) -> (bytes: [UInt8], outcome: Outcome)? {
         guard let entry = entries.withLock({ $0.value(forKey: key) }) else { return nil }
-        guard ContinuousClock.now < entry.expires, entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) }) else {
+        guard ContinuousClock.now < entry.expires,
+            entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) })
+        else {
             entries.withLock { _ = $0.removeValue(forKey: key) }
             return nil
         }
@@ -68,7 +70,8 @@ final class ResponseMemo: Sendable {
         let outcome = result.outcome
         let media = outcome.media ?? []
         guard outcome.cacheHit == true, !media.isEmpty,
-              media.allSatisfy({ $0.cacheHit == true && ($0.status == .processed || $0.status == .passthrough) }) else { return nil }
+            media.allSatisfy({ $0.cacheHit == true && ($0.status == .processed || $0.status == .passthrough) })
+        else { return nil }
         let fingerprint = key.hashValue
         let repeated = seen.withLock { seen in
             if seen.value(forKey: fingerprint) != nil { return true }
@@ -88,8 +91,10 @@ final class ResponseMemo: Sendable {
         if let freshUntil = result.freshUntil {
             lifetime = min(lifetime, .milliseconds(Int64((Double(freshUntil) - Date().timeIntervalSince1970) * 1000)))
         }
-        let entry = Entry(outcome: template, head: Array(encoded[..<range.lowerBound]), tail: Array(encoded[range.upperBound...]), files: files,
-                          expires: .now + lifetime)
+        let entry = Entry(
+            outcome: template, head: Array(encoded[..<range.lowerBound]), tail: Array(encoded[range.upperBound...]),
+            files: files,
+            expires: .now + lifetime)
         entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.count) }
         return entry.head + JSONValue.number(total).serialized() + entry.tail
     }

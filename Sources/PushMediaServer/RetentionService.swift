@@ -23,14 +23,19 @@ struct RetentionService: Service {
             while !Task.isCancelled {
                 try await Task.sleep(for: every)
                 let result = await executor.run { [store, policy] () -> Result<RetentionReport, StoreError> in
-                    do throws(StoreError) { return .success(try store.collectGarbage(policy)) } catch { return .failure(error) }
+                    do throws(StoreError) { return .success(try store.collectGarbage(policy)) } catch {
+                        return .failure(error)
+                    }
                 }
                 switch result {
                 case let .success(report):
-                    logger.info("retention", metadata: [
-                        "entries_removed": "\(report.entriesRemoved)", "entries_kept": "\(report.entriesKept)",
-                        "media_removed": "\(report.mediaRemoved)", "bytes_removed": "\(report.bytesRemoved)", "bytes_kept": "\(report.bytesKept)",
-                    ])
+                    logger.info(
+                        "retention",
+                        metadata: [
+                            "entries_removed": "\(report.entriesRemoved)", "entries_kept": "\(report.entriesKept)",
+                            "media_removed": "\(report.mediaRemoved)", "bytes_removed": "\(report.bytesRemoved)",
+                            "bytes_kept": "\(report.bytesKept)",
+                        ])
                 case let .failure(error):
                     logger.warning("retention failed", metadata: ["error": "\(error)"])
                 }

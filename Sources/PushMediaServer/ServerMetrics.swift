@@ -1,5 +1,5 @@
-import Foundation
 import CoreMetrics
+import Foundation
 import Prometheus
 import PushMedia
 
@@ -17,8 +17,11 @@ public final class ServerMetrics: Sendable {
     public init(gate: JobGate?) {
         registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
-        let buckets: [Duration] = [.milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
-                                   .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30)]
+        let buckets: [Duration] = [
+            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
+            .seconds(30),
+        ]
         factory.defaultDurationHistogramBuckets = buckets
         self.factory = factory
         self.gate = gate
@@ -58,17 +61,25 @@ public final class ServerMetrics: Sendable {
 
     /// Counts one payload's outcome, its stage times, cache use and bytes.
     public func record(_ outcome: Outcome) {
-        counter("pushmedia_outcomes_total", [("status", outcome.status.rawValue), ("reason", outcome.reason ?? "")]).increment()
+        counter("pushmedia_outcomes_total", [("status", outcome.status.rawValue), ("reason", outcome.reason ?? "")])
+            .increment()
         let timings = outcome.timingsMs
         timer("pushmedia_total_seconds").recordNanoseconds(Int64(timings.total * 1_000_000))
         if let hit = outcome.cacheHit {
             counter("pushmedia_cache_requests_total", [("result", hit ? "hit" : "miss")]).increment()
             if !hit {
-                if timings.fetch > 0 { timer("pushmedia_fetch_seconds").recordNanoseconds(Int64(timings.fetch * 1_000_000)) }
-                if timings.transcode > 0 { timer("pushmedia_transcode_seconds").recordNanoseconds(Int64(timings.transcode * 1_000_000)) }
-                if let bytes = outcome.sourceBytes { counter("pushmedia_fetched_bytes_total").increment(by: Int(bytes)) }
+                if timings.fetch > 0 {
+                    timer("pushmedia_fetch_seconds").recordNanoseconds(Int64(timings.fetch * 1_000_000))
+                }
+                if timings.transcode > 0 {
+                    timer("pushmedia_transcode_seconds").recordNanoseconds(Int64(timings.transcode * 1_000_000))
+                }
+                if let bytes = outcome.sourceBytes {
+                    counter("pushmedia_fetched_bytes_total").increment(by: Int(bytes))
+                }
                 if let bytes = outcome.attachment?.bytes, [.processed, .passthrough].contains(outcome.status) {
-                    counter("pushmedia_stored_bytes_total").increment(by: Int(bytes) + Int(outcome.thumbnail?.bytes ?? 0))
+                    counter("pushmedia_stored_bytes_total").increment(
+                        by: Int(bytes) + Int(outcome.thumbnail?.bytes ?? 0))
                 }
             }
         }

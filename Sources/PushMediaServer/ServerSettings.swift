@@ -74,65 +74,85 @@ public struct ServerConfig: Configurable, Equatable {
 
     /// Every server setting (all taken by `serve` only); see `Setting`.
     public static let settings: [Setting<ServerConfig>] = [
-        Setting("host", "PUSHMEDIA_HOST", commands: [.serve], default: "`127.0.0.1`",
-                help: "Address to listen on") {
+        Setting(
+            "host", "PUSHMEDIA_HOST", commands: [.serve], default: "`127.0.0.1`",
+            help: "Address to listen on"
+        ) {
             config, value throws(ConfigError) in
             guard !value.text.isEmpty else { throw value.invalid(expected: "an address such as 127.0.0.1 or 0.0.0.0") }
             config.host = value.text
         },
-        .integer("port", "PUSHMEDIA_PORT", \.port, in: 0...65535, commands: [.serve], default: "`8080`",
-                 help: "Port to listen on, 0 for any free one"),
-        .integer("metrics-port", "PUSHMEDIA_METRICS_PORT", \.metricsPort, in: 0...65535, commands: [.serve],
-                 default: "none",
-                 help: "Serve /metrics on this port instead, without auth; 0 for any free one; none: beside /v1, "
-                    + "with its auth"),
-        Setting("metrics-host", "PUSHMEDIA_METRICS_HOST", commands: [.serve], default: "`127.0.0.1`",
-                help: "Address of the --metrics-port listener; keep it internal") {
+        .integer(
+            "port", "PUSHMEDIA_PORT", \.port, in: 0...65535, commands: [.serve], default: "`8080`",
+            help: "Port to listen on, 0 for any free one"),
+        .integer(
+            "metrics-port", "PUSHMEDIA_METRICS_PORT", \.metricsPort, in: 0...65535, commands: [.serve],
+            default: "none",
+            help: "Serve /metrics on this port instead, without auth; 0 for any free one; none: beside /v1, "
+                + "with its auth"),
+        Setting(
+            "metrics-host", "PUSHMEDIA_METRICS_HOST", commands: [.serve], default: "`127.0.0.1`",
+            help: "Address of the --metrics-port listener; keep it internal"
+        ) {
             config, value throws(ConfigError) in
             guard !value.text.isEmpty else { throw value.invalid(expected: "an address such as 127.0.0.1 or 10.0.0.5") }
             config.metricsHost = value.text
         },
-        Setting("token", "PUSHMEDIA_TOKENS", .list, commands: [.serve], default: "none",
-                help: "Bearer token accepted on /v1/*; repeatable") {
+        Setting(
+            "token", "PUSHMEDIA_TOKENS", .list, commands: [.serve], default: "none",
+            help: "Bearer token accepted on /v1/*; repeatable"
+        ) {
             config, value throws(ConfigError) in
             config.tokens += value.items
         },
-        Setting("hmac-secret", "PUSHMEDIA_HMAC_SECRET", commands: [.serve], default: "none",
-                help: "Accept requests signed with this secret, at least 16 bytes") {
+        Setting(
+            "hmac-secret", "PUSHMEDIA_HMAC_SECRET", commands: [.serve], default: "none",
+            help: "Accept requests signed with this secret, at least 16 bytes"
+        ) {
             config, value throws(ConfigError) in
             guard value.text.utf8.count >= 16 else {
                 throw value.invalid(expected: "a secret of at least 16 bytes", shown: "(hidden)")
             }
             config.hmacSecret = value.text
         },
-        .flag("insecure-no-auth", "PUSHMEDIA_INSECURE_NO_AUTH", \.insecureNoAuth, commands: [.serve],
-              help: "Allow a non-loopback address without auth"),
-        Setting("log-format", "PUSHMEDIA_LOG_FORMAT", commands: [.serve], default: "`text`",
-                help: "text or json") {
+        .flag(
+            "insecure-no-auth", "PUSHMEDIA_INSECURE_NO_AUTH", \.insecureNoAuth, commands: [.serve],
+            help: "Allow a non-loopback address without auth"),
+        Setting(
+            "log-format", "PUSHMEDIA_LOG_FORMAT", commands: [.serve], default: "`text`",
+            help: "text or json"
+        ) {
             config, value throws(ConfigError) in
             guard ["text", "json"].contains(value.text) else { throw value.invalid(expected: "text or json") }
             config.logFormat = value.text
         },
-        Setting("log-level", "PUSHMEDIA_LOG_LEVEL", commands: [.serve], default: "`info`",
-                help: "Least severe level logged: trace, debug, info, notice, warning, error, critical") {
+        Setting(
+            "log-level", "PUSHMEDIA_LOG_LEVEL", commands: [.serve], default: "`info`",
+            help: "Least severe level logged: trace, debug, info, notice, warning, error, critical"
+        ) {
             config, value throws(ConfigError) in
             guard let level = Logger.Level(rawValue: value.text.lowercased()) else {
                 throw value.invalid(expected: Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))
             }
             config.logLevel = level
         },
-        .flag("preview", "PUSHMEDIA_PREVIEW", \.preview, commands: [.serve],
-              help: "Serve the /preview page although --token or --hmac-secret is set; it takes no auth"),
-        Setting("gc-every", "PUSHMEDIA_GC_EVERY", commands: [.serve], default: "never",
-                help: "Run retention (as `pushmedia gc`) this often, e.g. 1h") {
+        .flag(
+            "preview", "PUSHMEDIA_PREVIEW", \.preview, commands: [.serve],
+            help: "Serve the /preview page although --token or --hmac-secret is set; it takes no auth"),
+        Setting(
+            "gc-every", "PUSHMEDIA_GC_EVERY", commands: [.serve], default: "never",
+            help: "Run retention (as `pushmedia gc`) this often, e.g. 1h"
+        ) {
             config, value throws(ConfigError) in
             config.gcEvery = try value.ageOfMinutes()
         },
-        .integer("media-memory", "PUSHMEDIA_MEDIA_MEMORY", \.mediaMemory, in: 0...1_000_000_000_000, commands: [.serve],
-                 default: "`64000000`",
-                 help: "Bytes of recently served media /media keeps in memory, local store; 0 = off"),
-        .integer("min-free-space", "PUSHMEDIA_MIN_FREE_SPACE", \.minFreeSpace, in: 0...1_000_000_000_000_000,
-                 commands: [.serve], default: "`256000000`",
-                 help: "/readyz is not ready while the download disk has less free space, in bytes; 0 = off"),
+        .integer(
+            "media-memory", "PUSHMEDIA_MEDIA_MEMORY", \.mediaMemory, in: 0...1_000_000_000_000, commands: [.serve],
+            default: "`64000000`",
+            help: "Bytes of recently served media /media keeps in memory, local store; 0 = off"),
+        .integer(
+            "min-free-space", "PUSHMEDIA_MIN_FREE_SPACE", \.minFreeSpace, in: 0...1_000_000_000_000_000,
+            commands: [.serve], default: "`256000000`",
+            help: "/readyz is not ready while the download disk has less free space, in bytes; 0 = off"),
     ]
 }

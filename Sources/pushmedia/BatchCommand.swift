@@ -20,15 +20,23 @@ struct BatchCommand: AsyncParsableCommand {
     var out: String = "out"
     @Option(help: "Media transcoded at once (default: one per core).")
     var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
-    @Option(help: "Payloads read and fetched ahead of those transcoding, so that no core waits for the network (default: as many as --concurrency).")
+    @Option(
+        help:
+            "Payloads read and fetched ahead of those transcoding, so that no core waits for the network (default: as many as --concurrency)."
+    )
     var prefetch: Int?
-    @Flag(help: "Revalidate cached media with their origins even when fresh (a 304 or the same bytes cost no transcode).")
+    @Flag(
+        help: "Revalidate cached media with their origins even when fresh (a 304 or the same bytes cost no transcode).")
     var refresh = false
     @OptionGroup var options: SharedOptions
 
     func validate() throws {
-        guard concurrency >= 1 && concurrency <= 1024 else { throw ValidationError("--concurrency must be between 1 and 1024") }
-        if let prefetch, !(0...1024).contains(prefetch) { throw ValidationError("--prefetch must be between 0 and 1024") }
+        guard concurrency >= 1 && concurrency <= 1024 else {
+            throw ValidationError("--concurrency must be between 1 and 1024")
+        }
+        if let prefetch, !(0...1024).contains(prefetch) {
+            throw ValidationError("--prefetch must be between 0 and 1024")
+        }
     }
 
     func run() async throws {
@@ -43,7 +51,9 @@ struct BatchCommand: AsyncParsableCommand {
         }
         let pipeline = try await openPipeline(config)
         Self.removeInterruptedWrites(under: outRoot)
-        let excluded = [outRoot.path] + [pipeline.store.directory].compactMap { $0 }.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        let excluded =
+            [outRoot.path]
+            + [pipeline.store.directory].compactMap { $0 }.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         let files = Self.payloadFiles(under: root, excluding: excluded)
         let mediaRoot = config.mediaRoot ?? root.path
         let started = Date()
@@ -53,8 +63,9 @@ struct BatchCommand: AsyncParsableCommand {
         var failedWrites = 0
         let refresh = self.refresh
         await files.forEachConcurrently(width: concurrency + (prefetch ?? concurrency)) { _, relative in
-            await Self.processFile(relative, root: root, outRoot: outRoot, pipeline: pipeline, mediaRoot: mediaRoot,
-                                   refresh: refresh)
+            await Self.processFile(
+                relative, root: root, outRoot: outRoot, pipeline: pipeline, mediaRoot: mediaRoot,
+                refresh: refresh)
         } onResult: { index, item in
             items[index] = item
             if item.writeError != nil { failedWrites += 1 }
@@ -64,16 +75,23 @@ struct BatchCommand: AsyncParsableCommand {
 
         let finished = items.compactMap { $0 }
         let summary = BatchSummary(items: finished, seconds: Date().timeIntervalSince(started))
-        let report = BatchReport(version: PushMediaVersion.string, input: root.path, out: outRoot.path, store: pipeline.store.location,
-                                 baseURL: config.baseURL, summary: summary, items: finished)
+        let report = BatchReport(
+            version: PushMediaVersion.string, input: root.path, out: outRoot.path, store: pipeline.store.location,
+            baseURL: config.baseURL, summary: summary, items: finished)
         do { try writeAtomically(reportJSON(report), to: outRoot.appendingPathComponent("report.json").path) } catch {
             FileHandle.writeError("pushmedia: \(out)/report.json: cannot write: \(error.localizedDescription)")
             throw Exit.ioError
         }
-        let html = HTMLReport(items: finished.map { HTMLReport.Item(file: $0.file, output: $0.output, outcome: $0.outcome, writeError: $0.writeError) },
-                              summary: summary.forHTML, reportDirectory: outRoot.path, storeDirectory: pipeline.store.directory, storeLocation: pipeline.store.location,
-                              mediaRoot: mediaRoot, input: root.path)
-        do { try writeAtomically(Data(html.render().utf8), to: outRoot.appendingPathComponent("report.html").path) } catch {
+        let html = HTMLReport(
+            items: finished.map {
+                HTMLReport.Item(file: $0.file, output: $0.output, outcome: $0.outcome, writeError: $0.writeError)
+            },
+            summary: summary.forHTML, reportDirectory: outRoot.path, storeDirectory: pipeline.store.directory,
+            storeLocation: pipeline.store.location,
+            mediaRoot: mediaRoot, input: root.path)
+        do {
+            try writeAtomically(Data(html.render().utf8), to: outRoot.appendingPathComponent("report.html").path)
+        } catch {
             FileHandle.writeError("pushmedia: \(out)/report.html: cannot write: \(error.localizedDescription)")
             throw Exit.ioError
         }
@@ -93,38 +111,52 @@ struct BatchCommand: AsyncParsableCommand {
 
     /// Relative paths of `*.json` files under `root`, sorted, skipping hidden entries and `excluded` directories.
     static func payloadFiles(under root: URL, excluding excluded: [String]) -> [String] {
-        guard let enumerator = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey, .isDirectoryKey],
-                                                              options: [.skipsHiddenFiles]) else { return [] }
+        guard
+            let enumerator = FileManager.default.enumerator(
+                at: root, includingPropertiesForKeys: [.isRegularFileKey, .isDirectoryKey],
+                options: [.skipsHiddenFiles])
+        else { return [] }
         var found: [String] = []
         let prefix = root.path.hasSuffix("/") ? root.path : root.path + "/"
         for case let url as URL in enumerator {
             let path = url.standardizedFileURL.path
-            if excluded.contains(path) { enumerator.skipDescendants(); continue }
-            guard url.pathExtension == "json", (try? url.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile == true,
-                  path.hasPrefix(prefix), !(path == prefix + "report.json" && excluded.contains(root.path)) else { continue }
+            if excluded.contains(path) {
+                enumerator.skipDescendants()
+                continue
+            }
+            guard url.pathExtension == "json",
+                (try? url.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile == true,
+                path.hasPrefix(prefix), !(path == prefix + "report.json" && excluded.contains(root.path))
+            else { continue }
             found.append(String(path.dropFirst(prefix.count)))
         }
         return found.sorted()
     }
 
-    static func processFile(_ relative: String, root: URL, outRoot: URL, pipeline: Pipeline, mediaRoot: String, refresh: Bool = false) async -> BatchItem {
+    static func processFile(
+        _ relative: String, root: URL, outRoot: URL, pipeline: Pipeline, mediaRoot: String, refresh: Bool = false
+    ) async -> BatchItem {
         let inputPath = root.appendingPathComponent(relative).path
         let outputPath = outRoot.appendingPathComponent(relative).path
         let clock = ContinuousClock.now
         guard let data = FileManager.default.contents(atPath: inputPath) else {
             var outcome = Outcome(status: .rejected, reason: "io_error", message: "\(relative): cannot read the file")
-            outcome.timingsMs.total = Double((ContinuousClock.now - clock).components.attoseconds / 1_000_000_000_000_000)
+            outcome.timingsMs.total = Double(
+                (ContinuousClock.now - clock).components.attoseconds / 1_000_000_000_000_000)
             return BatchItem(file: relative, output: nil, outcome: outcome, writeError: nil)
         }
         do {
-            let result = try await pipeline.process(data, context: PayloadContext(mediaRoot: mediaRoot, label: relative, refresh: refresh))
+            let result = try await pipeline.process(
+                data, context: PayloadContext(mediaRoot: mediaRoot, label: relative, refresh: refresh))
             var bytes = result.bytes
             bytes.append(0x0A)
             do {
                 try writeAtomically(Data(bytes), to: outputPath)
                 return BatchItem(file: relative, output: relative, outcome: result.outcome, writeError: nil)
             } catch {
-                return BatchItem(file: relative, output: nil, outcome: result.outcome, writeError: "\(outputPath): \(error.localizedDescription)")
+                return BatchItem(
+                    file: relative, output: nil, outcome: result.outcome,
+                    writeError: "\(outputPath): \(error.localizedDescription)")
             }
         } catch {
             // Not a payload: nothing to rewrite. A previous run's output for it would now be stale.
@@ -144,7 +176,10 @@ struct BatchItem: Encodable {
     var outcome: Outcome
     var writeError: String?
 
-    enum CodingKeys: String, CodingKey { case file, output, outcome, writeError = "write_error" }
+    enum CodingKeys: String, CodingKey {
+        case file, output, outcome
+        case writeError = "write_error"
+    }
 }
 
 struct BatchReport: Encodable {
@@ -156,7 +191,10 @@ struct BatchReport: Encodable {
     var summary: BatchSummary
     var items: [BatchItem]
 
-    enum CodingKeys: String, CodingKey { case version, input, out, store, summary, items, baseURL = "base_url" }
+    enum CodingKeys: String, CodingKey {
+        case version, input, out, store, summary, items
+        case baseURL = "base_url"
+    }
 }
 
 struct BatchSummary: Encodable {
@@ -171,8 +209,12 @@ struct BatchSummary: Encodable {
 
     enum CodingKeys: String, CodingKey {
         case payloads, seconds
-        case byStatus = "by_status", byReason = "by_reason", cacheHits = "cache_hits", sourceBytes = "source_bytes"
-        case attachmentBytes = "attachment_bytes", bytesSaved = "bytes_saved"
+        case byStatus = "by_status"
+        case byReason = "by_reason"
+        case cacheHits = "cache_hits"
+        case sourceBytes = "source_bytes"
+        case attachmentBytes = "attachment_bytes"
+        case bytesSaved = "bytes_saved"
     }
 
     init(items: [BatchItem], seconds: Double) {
@@ -191,20 +233,27 @@ struct BatchSummary: Encodable {
         var lines = ["", "PushMedia batch: \(payloads) payloads in \(String(format: "%.2f", seconds)) s"]
         lines.append("  status        count")
         for status in OutcomeStatus.allCases {
-            lines.append("  " + status.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0) + String(format: "%6d", byStatus[status.rawValue] ?? 0))
+            lines.append(
+                "  " + status.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)
+                    + String(format: "%6d", byStatus[status.rawValue] ?? 0))
         }
         if !byReason.isEmpty {
-            lines.append("  reasons: " + byReason.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            lines.append(
+                "  reasons: "
+                    + byReason.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
-        lines.append("  media: \(formatBytes(sourceBytes)) in → \(formatBytes(attachmentBytes)) out (saved \(formatBytes(bytesSaved))); cache hits \(cacheHits)")
+        lines.append(
+            "  media: \(formatBytes(sourceBytes)) in → \(formatBytes(attachmentBytes)) out (saved \(formatBytes(bytesSaved))); cache hits \(cacheHits)"
+        )
         lines.append("  report: \(out)/report.json, \(out)/report.html")
         return lines.joined(separator: "\n")
     }
 
     /// The same numbers for report.html's header.
     var forHTML: HTMLReport.Summary {
-        HTMLReport.Summary(payloads: payloads, byStatus: byStatus, byReason: byReason, cacheHits: cacheHits,
-                           sourceBytes: sourceBytes, attachmentBytes: attachmentBytes, seconds: seconds)
+        HTMLReport.Summary(
+            payloads: payloads, byStatus: byStatus, byReason: byReason, cacheHits: cacheHits,
+            sourceBytes: sourceBytes, attachmentBytes: attachmentBytes, seconds: seconds)
     }
 }
 

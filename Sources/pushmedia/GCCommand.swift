@@ -19,7 +19,10 @@ struct GCCommand: AsyncParsableCommand {
     var olderThan: String?
     @Option(name: .customLong("max-bytes"), help: .setting("max-bytes"))
     var maxBytes: String?
-    @Flag(help: "Then read every media file again and remove those whose content no longer matches their name (truncated, altered, a bad copy).")
+    @Flag(
+        help:
+            "Then read every media file again and remove those whose content no longer matches their name (truncated, altered, a bad copy)."
+    )
     var verify = false
     @Flag(name: .customLong("dry-run"), help: "Report what would be removed; remove nothing.")
     var dryRun = false
@@ -29,7 +32,9 @@ struct GCCommand: AsyncParsableCommand {
 
     func run() async throws {
         var config = try options.config()
-        do { try config.apply([("older-than", olderThan), ("max-bytes", maxBytes)]) } catch { throw ValidationError(error.description) }
+        do { try config.apply([("older-than", olderThan), ("max-bytes", maxBytes)]) } catch {
+            throw ValidationError(error.description)
+        }
         let policy = RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes, dryRun: dryRun)
         let store: MediaStore
         do {
@@ -57,11 +62,15 @@ struct GCCommand: AsyncParsableCommand {
         }
         if json { FileHandle.standardOutput.write(try reportJSON(GCReport(retention: report, verify: verified))) }
         let verb = dryRun ? "would remove" : "removed"
-        FileHandle.writeError("pushmedia gc \(store.location): \(verb) \(report.entriesRemoved) entries and \(report.mediaRemoved) files "
-            + "(\(formatBytes(report.bytesRemoved))); kept \(report.entriesKept) entries and \(report.mediaKept) files (\(formatBytes(report.bytesKept)))")
+        FileHandle.writeError(
+            "pushmedia gc \(store.location): \(verb) \(report.entriesRemoved) entries and \(report.mediaRemoved) files "
+                + "(\(formatBytes(report.bytesRemoved))); kept \(report.entriesKept) entries and \(report.mediaKept) files (\(formatBytes(report.bytesKept)))"
+        )
         if let verified {
-            FileHandle.writeError("pushmedia gc \(store.location): verified \(verified.checked) files; \(verified.corrupt.count) no longer match their name"
-                + (verified.corrupt.isEmpty ? "" : " (\(dryRun ? "would remove" : "removed") \(verified.corrupt.joined(separator: ", ")))"))
+            FileHandle.writeError(
+                "pushmedia gc \(store.location): verified \(verified.checked) files; \(verified.corrupt.count) no longer match their name"
+                    + (verified.corrupt.isEmpty
+                        ? "" : " (\(dryRun ? "would remove" : "removed") \(verified.corrupt.joined(separator: ", ")))"))
         }
     }
 }

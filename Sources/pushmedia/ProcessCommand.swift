@@ -15,7 +15,8 @@ struct ProcessCommand: AsyncParsableCommand {
     var report: String?
     @Flag(help: "Pretty-print the payload (default: compact, as sent to APNs).")
     var pretty = false
-    @Flag(help: "Revalidate cached media with their origins even when fresh (a 304 or the same bytes cost no transcode).")
+    @Flag(
+        help: "Revalidate cached media with their origins even when fresh (a 304 or the same bytes cost no transcode).")
     var refresh = false
     @OptionGroup var options: SharedOptions
 
@@ -23,17 +24,22 @@ struct ProcessCommand: AsyncParsableCommand {
         let config = try options.config()
         let data: Data
         do {
-            data = input == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: input))
+            data =
+                input == "-"
+                ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: input))
         } catch {
             FileHandle.writeError("pushmedia: \(input): cannot read: \(error.localizedDescription)")
             throw Exit.ioError
         }
         let pipeline = try await openPipeline(config)
-        let directory = input == "-" ? FileManager.default.currentDirectoryPath : URL(fileURLWithPath: input).deletingLastPathComponent().path
+        let directory =
+            input == "-"
+            ? FileManager.default.currentDirectoryPath : URL(fileURLWithPath: input).deletingLastPathComponent().path
         let label = input == "-" ? "stdin" : input
         let result: PipelineResult
         do {
-            result = try await pipeline.process(data, context: PayloadContext(mediaRoot: config.mediaRoot ?? directory, label: label, refresh: refresh))
+            result = try await pipeline.process(
+                data, context: PayloadContext(mediaRoot: config.mediaRoot ?? directory, label: label, refresh: refresh))
         } catch {
             FileHandle.writeError("pushmedia: \(label): \(error)")
             throw Exit.dataError

@@ -34,7 +34,9 @@ struct PurgeCommand: AsyncParsableCommand {
             throw Exit.ioError
         }
         for (url, entries) in purged {
-            let text = entries == 0 ? "nothing cached for \(url) in \(pipeline.store.location) (with these settings)"
+            let text =
+                entries == 0
+                ? "nothing cached for \(url) in \(pipeline.store.location) (with these settings)"
                 : "purged \(url): \(entries) cache \(entries == 1 ? "entry" : "entries") removed from \(pipeline.store.location)"
             print(text)
         }

@@ -8,7 +8,8 @@ import ServiceLifecycle
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run the HTTP hook: POST /v1/process and /v1/batch, GET /media/<name>, /preview, /healthz, /readyz, /metrics.",
+        abstract:
+            "Run the HTTP hook: POST /v1/process and /v1/batch, GET /media/<name>, /preview, /healthz, /readyz, /metrics.",
         discussion: """
             Listens on 127.0.0.1:8080 by default. A non-loopback address needs --token or --hmac-secret \
             (or --insecure-no-auth). /preview, a page that shows a payload as notifications, is on \
@@ -57,16 +58,21 @@ struct ServeCommand: AsyncParsableCommand {
 
     /// The flags of `serve`'s library settings (`PushMediaConfig.settings` scoped to `serve`).
     var givenLibrarySettings: [(String, String?)] {
-        [("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit),
-         ("older-than", olderThan), ("max-bytes", maxBytes)]
+        [
+            ("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit),
+            ("older-than", olderThan), ("max-bytes", maxBytes),
+        ]
     }
 
     /// The flags of the server's settings (`ServerConfig.settings`); a flag without a value gives `true`.
     var givenServerSettings: [(String, String?)] {
-        [("host", host), ("port", port), ("metrics-host", metricsHost), ("metrics-port", metricsPort),
-         ("hmac-secret", hmacSecret), ("insecure-no-auth", insecureNoAuth ? "true" : nil),
-         ("preview", preview ? "true" : nil), ("log-format", logFormat), ("log-level", logLevel), ("gc-every", gcEvery),
-         ("media-memory", mediaMemory), ("min-free-space", minFreeSpace)] + tokens.map { ("token", $0) }
+        [
+            ("host", host), ("port", port), ("metrics-host", metricsHost), ("metrics-port", metricsPort),
+            ("hmac-secret", hmacSecret), ("insecure-no-auth", insecureNoAuth ? "true" : nil),
+            ("preview", preview ? "true" : nil), ("log-format", logFormat), ("log-level", logLevel),
+            ("gc-every", gcEvery),
+            ("media-memory", mediaMemory), ("min-free-space", minFreeSpace),
+        ] + tokens.map { ("token", $0) }
     }
 
     func run() async throws {
@@ -81,7 +87,9 @@ struct ServeCommand: AsyncParsableCommand {
 
         let (format, level) = (server.logFormat, server.logLevel)
         LoggingSystem.bootstrap { label in
-            var handler: any LogHandler = format == "json" ? JSONLogHandler(label: label, logLevel: level)
+            var handler: any LogHandler =
+                format == "json"
+                ? JSONLogHandler(label: label, logLevel: level)
                 : StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
@@ -92,15 +100,17 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             let host = server.host
             let metricsHost = server.metricsHost
-            app = try await buildApplication(
-                config: config, server: server, baseURLGiven: baseURLGiven, logger: logger,
-                onMetricsRunning: { port in
-                    let line = "PushMedia metrics on http://\(metricsHost):\(port)/metrics\n"
-                    FileHandle.standardOutput.write(Data(line.utf8))
-                }
-            ) { port in
-                FileHandle.standardOutput.write(Data("PushMedia listening on http://\(host):\(port)\n".utf8))
-            } as any Service
+            app =
+                try await buildApplication(
+                    config: config, server: server, baseURLGiven: baseURLGiven, logger: logger,
+                    onMetricsRunning: { port in
+                        let line = "PushMedia metrics on http://\(metricsHost):\(port)/metrics\n"
+                        FileHandle.standardOutput.write(Data(line.utf8))
+                    },
+                    onRunning: { port in
+                        FileHandle.standardOutput.write(Data("PushMedia listening on http://\(host):\(port)\n".utf8))
+                    }
+                ) as any Service
         } catch let error as ServerError {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.usage
@@ -108,7 +118,8 @@ struct ServeCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.ioError
         }
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ServiceGroup(
+            configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

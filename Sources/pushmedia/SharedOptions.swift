@@ -112,12 +112,14 @@ func openPipeline(_ config: PushMediaConfig) async throws -> Pipeline {
 func writeAtomically(_ data: Data, to path: String) throws {
     let url = URL(fileURLWithPath: path)
     try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-    let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString.prefix(8)).tmp")
+    let temporary = url.deletingLastPathComponent().appendingPathComponent(
+        ".\(url.lastPathComponent).\(UUID().uuidString.prefix(8)).tmp")
     try data.write(to: temporary)
     if rename(temporary.path, url.path) != 0 {
         let reason = String(cString: strerror(errno))
         unlink(temporary.path)
-        throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "cannot rename into \(path): \(reason)"])
+        throw CocoaError(
+            .fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "cannot rename into \(path): \(reason)"])
     }
 }
 

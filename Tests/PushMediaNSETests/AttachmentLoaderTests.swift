@@ -21,18 +21,30 @@ struct AttachmentLoaderTests {
 
     @Test func downloadsTheAttachmentTheDescriptorDescribes() async throws {
         let directory = TemporaryDirectory()
-        let info = try userInfo(payload(media: origin.url("/photo.jpg"),
-                                        descriptor: descriptorJSON(bytes: photo.count, extra: #""clip":{"X":0.25,"Y":0,"Width":0.5,"Height":1},"hidden":false"#)))
+        let info = try userInfo(
+            payload(
+                media: origin.url("/photo.jpg"),
+                descriptor: descriptorJSON(
+                    bytes: photo.count, extra: #""clip":{"X":0.25,"Y":0,"Width":0.5,"Height":1},"hidden":false"#)))
         let (outcome, _) = await load(info, configuration(directory))
-        guard case let .attachment(attachment) = outcome else { Issue.record("expected the attachment, got \(outcome)"); return }
+        guard case let .attachment(attachment) = outcome else {
+            Issue.record("expected the attachment, got \(outcome)")
+            return
+        }
         #expect(attachment.file.type == .jpeg)
         #expect(attachment.file.fileURL.pathExtension == "jpg")
         #expect(attachment.file.bytes == Int64(photo.count))
         #expect(try Data(contentsOf: attachment.file.fileURL) == Data(photo))
-        #expect(attachment.options == AttachmentOptions(typeHint: "public.jpeg", clip: .init(x: 0.25, y: 0, width: 0.5, height: 1), thumbnailHidden: false))
+        #expect(
+            attachment.options
+                == AttachmentOptions(
+                    typeHint: "public.jpeg", clip: .init(x: 0.25, y: 0, width: 0.5, height: 1), thumbnailHidden: false))
         let options = attachment.options.dictionary()
         #expect(options["UNNotificationAttachmentOptionsTypeHintKey"] as? String == "public.jpeg")
-        #expect(options["UNNotificationAttachmentOptionsThumbnailClippingRectKey"] as? [String: Double] == ["X": 0.25, "Y": 0, "Width": 0.5, "Height": 1])
+        #expect(
+            options["UNNotificationAttachmentOptionsThumbnailClippingRectKey"] as? [String: Double] == [
+                "X": 0.25, "Y": 0, "Width": 0.5, "Height": 1,
+            ])
         #expect(options["UNNotificationAttachmentOptionsThumbnailHiddenKey"] as? Bool == false)
         #expect(options["UNNotificationAttachmentOptionsThumbnailTimeKey"] == nil)
         #expect(strayFiles(directory, except: outcome).isEmpty)
@@ -52,13 +64,16 @@ struct AttachmentLoaderTests {
     @Test func followsARedirect() async throws {
         origin.route("/moved", .redirect(to: "/photo.jpg"))
         let directory = TemporaryDirectory()
-        let (outcome, _) = await load(try userInfo(payload(media: origin.url("/moved"), descriptor: descriptorJSON())), configuration(directory))
+        let (outcome, _) = await load(
+            try userInfo(payload(media: origin.url("/moved"), descriptor: descriptorJSON())), configuration(directory))
         #expect(outcome.attachment?.file.bytes == Int64(photo.count), "\(outcome)")
     }
 
     @Test func notFoundWithoutAThumbnailShowsTheText() async throws {
         let directory = TemporaryDirectory()
-        let (outcome, seconds) = await load(try userInfo(payload(media: origin.url("/gone.jpg"), descriptor: descriptorJSON())), configuration(directory))
+        let (outcome, seconds) = await load(
+            try userInfo(payload(media: origin.url("/gone.jpg"), descriptor: descriptorJSON())),
+            configuration(directory))
         #expect(outcome == .textOnly(.http(status: 404, url: origin.url("/gone.jpg"))))
         #expect(seconds < 5)
         #expect(strayFiles(directory, except: outcome).isEmpty)
@@ -66,10 +81,16 @@ struct AttachmentLoaderTests {
 
     @Test func notFoundWithAThumbnailShowsTheThumbnail() async throws {
         let directory = TemporaryDirectory()
-        let info = try userInfo(payload(media: origin.url("/gone.jpg"),
-                                        descriptor: descriptorJSON(type: "public.mpeg-4", thumb: origin.url("/thumb.jpg"), extra: #""time":2.5,"hidden":true"#)))
+        let info = try userInfo(
+            payload(
+                media: origin.url("/gone.jpg"),
+                descriptor: descriptorJSON(
+                    type: "public.mpeg-4", thumb: origin.url("/thumb.jpg"), extra: #""time":2.5,"hidden":true"#)))
         let (outcome, _) = await load(info, configuration(directory))
-        guard case let .thumbnail(thumbnail, because) = outcome else { Issue.record("expected the thumbnail, got \(outcome)"); return }
+        guard case let .thumbnail(thumbnail, because) = outcome else {
+            Issue.record("expected the thumbnail, got \(outcome)")
+            return
+        }
         #expect(because == .http(status: 404, url: origin.url("/gone.jpg")))
         #expect(thumbnail.file.type == .jpeg && thumbnail.file.fileURL.pathExtension == "jpg")
         // A still: the thumbnail keeps the hiding, not the movie's time, and is typed as a JPEG.
@@ -81,33 +102,55 @@ struct AttachmentLoaderTests {
         origin.route("/claims-jpeg", .file(body: png, contentType: "image/jpeg"))
         origin.route("/portal", .status(200, body: "<html>Sign in to the Wi-Fi</html>"))
         let directory = TemporaryDirectory()
-        let (png, _) = await load(try userInfo(payload(media: origin.url("/claims-jpeg"), descriptor: descriptorJSON())), configuration(directory))
-        #expect(png == .textOnly(.wrongType(url: origin.url("/claims-jpeg"), expected: "public.jpeg", found: "public.png")))
-        let (html, _) = await load(try userInfo(payload(media: origin.url("/portal"), descriptor: descriptorJSON())), configuration(directory))
-        guard case let .textOnly(.wrongType(_, expected, found)) = html else { Issue.record("expected wrongType, got \(html)"); return }
+        let (png, _) = await load(
+            try userInfo(payload(media: origin.url("/claims-jpeg"), descriptor: descriptorJSON())),
+            configuration(directory))
+        #expect(
+            png == .textOnly(.wrongType(url: origin.url("/claims-jpeg"), expected: "public.jpeg", found: "public.png")))
+        let (html, _) = await load(
+            try userInfo(payload(media: origin.url("/portal"), descriptor: descriptorJSON())), configuration(directory))
+        guard case let .textOnly(.wrongType(_, expected, found)) = html else {
+            Issue.record("expected wrongType, got \(html)")
+            return
+        }
         #expect(expected == "public.jpeg" && found.hasPrefix("text/html"))
         #expect(strayFiles(directory, except: html).isEmpty)
     }
 
     @Test func aTruncatedBodyIsRefused() async throws {
-        origin.route("/cut.jpg", .declaredLength(photo.count, body: Array(photo.prefix(3000)), contentType: "image/jpeg"))
+        origin.route(
+            "/cut.jpg", .declaredLength(photo.count, body: Array(photo.prefix(3000)), contentType: "image/jpeg"))
         let directory = TemporaryDirectory()
-        let (outcome, _) = await load(try userInfo(payload(media: origin.url("/cut.jpg"), descriptor: descriptorJSON())), configuration(directory))
-        #expect(outcome == .textOnly(.truncated(url: origin.url("/cut.jpg"), received: 3000, expected: Int64(photo.count))))
+        let (outcome, _) = await load(
+            try userInfo(payload(media: origin.url("/cut.jpg"), descriptor: descriptorJSON())), configuration(directory)
+        )
+        #expect(
+            outcome == .textOnly(.truncated(url: origin.url("/cut.jpg"), received: 3000, expected: Int64(photo.count))))
         // A complete answer that is shorter than the descriptor says is cut too.
-        let (short, _) = await load(try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(bytes: photo.count + 10))), configuration(directory))
-        #expect(short == .textOnly(.truncated(url: origin.url("/photo.jpg"), received: Int64(photo.count), expected: Int64(photo.count + 10))))
+        let (short, _) = await load(
+            try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(bytes: photo.count + 10))),
+            configuration(directory))
+        #expect(
+            short
+                == .textOnly(
+                    .truncated(
+                        url: origin.url("/photo.jpg"), received: Int64(photo.count), expected: Int64(photo.count + 10)))
+        )
         #expect(strayFiles(directory, except: outcome).isEmpty)
     }
 
     @Test func moreBytesThanTheDescriptorSaysAreRefused() async throws {
         // Announced too large: refused before the body.
         let directory = TemporaryDirectory()
-        let (announced, _) = await load(try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(bytes: 1000))), configuration(directory))
+        let (announced, _) = await load(
+            try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(bytes: 1000))),
+            configuration(directory))
         #expect(announced == .textOnly(.tooLarge(url: origin.url("/photo.jpg"), limit: 1000)))
         // Not announced (an endless body): refused while streaming, as soon as it passes the size.
         origin.route("/endless.jpg", .endless(contentType: "image/jpeg"))
-        let (outcome, seconds) = await load(try userInfo(payload(media: origin.url("/endless.jpg"), descriptor: descriptorJSON(bytes: 200_000))), configuration(directory))
+        let (outcome, seconds) = await load(
+            try userInfo(payload(media: origin.url("/endless.jpg"), descriptor: descriptorJSON(bytes: 200_000))),
+            configuration(directory))
         #expect(outcome == .textOnly(.tooLarge(url: origin.url("/endless.jpg"), limit: 200_000)))
         #expect(seconds < 5)
         #expect(strayFiles(directory, except: outcome).isEmpty)
@@ -116,8 +159,9 @@ struct AttachmentLoaderTests {
     @Test func aSlowServerRunsIntoTheDeadline() async throws {
         origin.route("/slow.jpg", .drip(contentType: "image/jpeg", bytesPerSecond: 2000, total: 400_000))
         let directory = TemporaryDirectory()
-        let (outcome, seconds) = await load(try userInfo(payload(media: origin.url("/slow.jpg"), descriptor: descriptorJSON())),
-                                            configuration(directory, timeLimit: 3, reserve: 0.5))
+        let (outcome, seconds) = await load(
+            try userInfo(payload(media: origin.url("/slow.jpg"), descriptor: descriptorJSON())),
+            configuration(directory, timeLimit: 3, reserve: 0.5))
         switch outcome {
         case .textOnly(.timeout), .textOnly(.expired): break
         default: Issue.record("expected a timeout, got \(outcome)")
@@ -129,9 +173,15 @@ struct AttachmentLoaderTests {
     @Test func aSlowServerWithAThumbnailShowsTheThumbnail() async throws {
         origin.route("/slow.jpg", .drip(contentType: "image/jpeg", bytesPerSecond: 2000, total: 400_000))
         let directory = TemporaryDirectory()
-        let info = try userInfo(payload(media: origin.url("/slow.jpg"), descriptor: descriptorJSON(bytes: 400_000, thumb: origin.url("/thumb.jpg"))))
+        let info = try userInfo(
+            payload(
+                media: origin.url("/slow.jpg"),
+                descriptor: descriptorJSON(bytes: 400_000, thumb: origin.url("/thumb.jpg"))))
         let (outcome, seconds) = await load(info, configuration(directory, timeLimit: 3, reserve: 0.5))
-        guard case let .thumbnail(thumbnail, because) = outcome else { Issue.record("expected the thumbnail, got \(outcome)"); return }
+        guard case let .thumbnail(thumbnail, because) = outcome else {
+            Issue.record("expected the thumbnail, got \(outcome)")
+            return
+        }
         switch because {
         case .timeout, .expired: break
         default: Issue.record("expected a timeout, got \(because)")
@@ -149,8 +199,12 @@ struct AttachmentLoaderTests {
         let directory = TemporaryDirectory()
         var settings = configuration(directory, timeLimit: 10)
         settings.firstByteAllowance = 0.5
-        let (outcome, seconds) = await load(try userInfo(payload(media: origin.url("/stalled.jpg"), descriptor: descriptorJSON(bytes: 2000))), settings)
-        guard case .textOnly(.timeout) = outcome else { Issue.record("expected a timeout, got \(outcome)"); return }
+        let (outcome, seconds) = await load(
+            try userInfo(payload(media: origin.url("/stalled.jpg"), descriptor: descriptorJSON(bytes: 2000))), settings)
+        guard case .textOnly(.timeout) = outcome else {
+            Issue.record("expected a timeout, got \(outcome)")
+            return
+        }
         #expect(seconds < 5, "took \(seconds) s")
     }
 
@@ -158,8 +212,9 @@ struct AttachmentLoaderTests {
         origin.route("/slow.jpg", .drip(contentType: "image/jpeg", bytesPerSecond: 2000, total: 400_000))
         let directory = TemporaryDirectory()
         // Without a thumbnail: the text.
-        let plain = AttachmentLoader(userInfo: try userInfo(payload(media: origin.url("/slow.jpg"), descriptor: descriptorJSON())),
-                                     configuration: configuration(directory, timeLimit: 30))
+        let plain = AttachmentLoader(
+            userInfo: try userInfo(payload(media: origin.url("/slow.jpg"), descriptor: descriptorJSON())),
+            configuration: configuration(directory, timeLimit: 30))
         let first = Recorder<AttachmentLoader.Outcome>()
         plain.start { first.add($0) }
         try await Task.sleep(for: .milliseconds(300))
@@ -174,15 +229,22 @@ struct AttachmentLoaderTests {
         var settings = configuration(directory, timeLimit: 30)
         settings.minimumThroughput = 200_000
         settings.firstByteAllowance = 0.2
-        let hedged = AttachmentLoader(userInfo: try userInfo(payload(media: origin.url("/slow.jpg"), descriptor: descriptorJSON(bytes: 400_000, thumb: origin.url("/thumb.jpg")))),
-                                      configuration: settings)
+        let hedged = AttachmentLoader(
+            userInfo: try userInfo(
+                payload(
+                    media: origin.url("/slow.jpg"),
+                    descriptor: descriptorJSON(bytes: 400_000, thumb: origin.url("/thumb.jpg")))),
+            configuration: settings)
         let second = Recorder<AttachmentLoader.Outcome>()
         hedged.start { second.add($0) }
         let giveUp = Date().addingTimeInterval(5)
         while origin.hits("/thumb.jpg") == 0, Date() < giveUp { try await Task.sleep(for: .milliseconds(20)) }
         try await Task.sleep(for: .milliseconds(200))
         hedged.expire()
-        guard case let .thumbnail(_, because)? = second.first else { Issue.record("expected the thumbnail, got \(String(describing: second.first))"); return }
+        guard case let .thumbnail(_, because)? = second.first else {
+            Issue.record("expected the thumbnail, got \(String(describing: second.first))")
+            return
+        }
         #expect(because == .expired)
         #expect(second.count == 1)
         #expect(strayFiles(directory, except: second.first!).isEmpty)
@@ -190,8 +252,9 @@ struct AttachmentLoaderTests {
 
     @Test func expireBeforeStartStillReportsOnce() async throws {
         let directory = TemporaryDirectory()
-        let loader = AttachmentLoader(userInfo: try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON())),
-                                      configuration: configuration(directory))
+        let loader = AttachmentLoader(
+            userInfo: try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON())),
+            configuration: configuration(directory))
         loader.expire()
         let box = Recorder<AttachmentLoader.Outcome>()
         loader.start { box.add($0) }
@@ -203,13 +266,28 @@ struct AttachmentLoaderTests {
         let directory = TemporaryDirectory()
         let cases: [(String, AttachmentLoader.Outcome)] = [
             (#"{"aps":{"alert":"Hi","mutable-content":1}}"#, .textOnly(.noMedia)),
-            (payload(media: origin.url("/photo.jpg"), descriptor: #"{"v":1,"status":"rejected","reason":"too_large"}"#),
-             .textOnly(.rejectedByServer(reason: "too_large"))),
-            (payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(type: "org.webmproject.webp")),
-             .textOnly(.unsupportedType("org.webmproject.webp"))),
-            (payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(extra: #""clip":{"X":0.5,"Y":0,"Width":0.8,"Height":1}"#)),
-             .textOnly(.invalidDescriptor(field: "clip", problem: "must lie within the unit square (X 0.5, Y 0.0, Width 0.8, Height 1.0)"))),
-            (payload(media: "file:///etc/passwd"), .textOnly(.invalidURL(key: "media_url", value: "file:///etc/passwd"))),
+            (
+                payload(
+                    media: origin.url("/photo.jpg"), descriptor: #"{"v":1,"status":"rejected","reason":"too_large"}"#),
+                .textOnly(.rejectedByServer(reason: "too_large"))
+            ),
+            (
+                payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(type: "org.webmproject.webp")),
+                .textOnly(.unsupportedType("org.webmproject.webp"))
+            ),
+            (
+                payload(
+                    media: origin.url("/photo.jpg"),
+                    descriptor: descriptorJSON(extra: #""clip":{"X":0.5,"Y":0,"Width":0.8,"Height":1}"#)),
+                .textOnly(
+                    .invalidDescriptor(
+                        field: "clip", problem: "must lie within the unit square (X 0.5, Y 0.0, Width 0.8, Height 1.0)")
+                )
+            ),
+            (
+                payload(media: "file:///etc/passwd"),
+                .textOnly(.invalidURL(key: "media_url", value: "file:///etc/passwd"))
+            ),
         ]
         let before = origin.hits("/photo.jpg")
         for (json, expected) in cases {
@@ -225,7 +303,8 @@ struct AttachmentLoaderTests {
     /// each reports exactly once, and only a delivered file remains.
     @Test func raceBetweenTheDownloadAndExpire() async throws {
         let directory = TemporaryDirectory()
-        let info = try userInfo(payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(thumb: origin.url("/thumb.jpg"))))
+        let info = try userInfo(
+            payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(thumb: origin.url("/thumb.jpg"))))
         var delivered: [AttachmentLoader.Outcome] = []
         for round in 0..<40 {
             let loader = AttachmentLoader(userInfo: info, configuration: configuration(directory))
@@ -248,7 +327,9 @@ struct AttachmentLoaderTests {
         let present = Set((try FileManager.default.contentsOfDirectory(atPath: directory.path)))
         #expect(present == kept, "only delivered files remain")
         for outcome in delivered {
-            if let attachment = outcome.attachment { #expect(FileManager.default.fileExists(atPath: attachment.file.fileURL.path)) }
+            if let attachment = outcome.attachment {
+                #expect(FileManager.default.fileExists(atPath: attachment.file.fileURL.path))
+            }
         }
     }
 }

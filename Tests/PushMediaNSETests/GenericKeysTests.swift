@@ -26,9 +26,10 @@ struct GenericKeysTests {
         // Written in reverse, so that the payload's own order cannot decide.
         let keys = MediaLocator.builtInKeys.reversed()
         let payload = JSONObject(keys.map { ($0, JSONValue.string("https://cdn.example.com/\($0).jpg")) })
-        let userInfo: [AnyHashable: Any] = Dictionary(uniqueKeysWithValues: keys.map {
-            (AnyHashable($0), "https://cdn.example.com/\($0).jpg")
-        })
+        let userInfo: [AnyHashable: Any] = Dictionary(
+            uniqueKeysWithValues: keys.map {
+                (AnyHashable($0), "https://cdn.example.com/\($0).jpg")
+            })
         let first = try #require(MediaLocator.builtInKeys.first)
         #expect(Vendor.generic.slots(in: payload, extraKeys: [], profile: .ios).map(\.target.description) == [first])
         #expect(try MediaURLLocator.attachmentURL(in: userInfo, descriptor: nil)?.path == first)

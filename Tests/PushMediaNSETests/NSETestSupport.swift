@@ -1,10 +1,11 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import PushMediaNSE
 import PushMediaTestSupport
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// A JSON text as the phone's `userInfo`.
 func userInfo(_ json: String) throws -> [AnyHashable: Any] {
@@ -17,18 +18,24 @@ func userInfo(_ data: Data) throws -> [AnyHashable: Any] {
 }
 
 /// A loader configuration writing into `directory`, with a short time limit for tests.
-func configuration(_ directory: TemporaryDirectory, timeLimit: TimeInterval = 10, reserve: TimeInterval = 0.5) -> AttachmentLoader.Configuration {
-    var configuration = AttachmentLoader.Configuration(directory: URL(fileURLWithPath: directory.path, isDirectory: true))
+func configuration(_ directory: TemporaryDirectory, timeLimit: TimeInterval = 10, reserve: TimeInterval = 0.5)
+    -> AttachmentLoader.Configuration
+{
+    var configuration = AttachmentLoader.Configuration(
+        directory: URL(fileURLWithPath: directory.path, isDirectory: true))
     configuration.timeLimit = timeLimit
     configuration.reserve = reserve
     return configuration
 }
 
 /// Runs a loader to its one outcome, and how long that took.
-func load(_ info: [AnyHashable: Any], _ configuration: AttachmentLoader.Configuration) async -> (AttachmentLoader.Outcome, TimeInterval) {
+func load(_ info: [AnyHashable: Any], _ configuration: AttachmentLoader.Configuration) async -> (
+    AttachmentLoader.Outcome, TimeInterval
+) {
     let loader = AttachmentLoader(userInfo: info, configuration: configuration)
     let started = Date()
-    let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<AttachmentLoader.Outcome, Never>) in
+    let outcome = await withCheckedContinuation {
+        (continuation: CheckedContinuation<AttachmentLoader.Outcome, Never>) in
         loader.start { continuation.resume(returning: $0) }
     }
     return (outcome, Date().timeIntervalSince(started))
@@ -41,7 +48,10 @@ func strayFiles(_ directory: TemporaryDirectory, except delivered: AttachmentLoa
 }
 
 /// A JSON number or string, for building descriptors in test payloads.
-func descriptorJSON(status: String = "processed", type: String? = "public.jpeg", bytes: Int? = nil, thumb: String? = nil, extra: String = "") -> String {
+func descriptorJSON(
+    status: String = "processed", type: String? = "public.jpeg", bytes: Int? = nil, thumb: String? = nil,
+    extra: String = ""
+) -> String {
     var fields = [#""v":1"#, #""status":"\#(status)""#]
     if let type { fields.append(#""type":"\#(type)""#) }
     if let bytes { fields.append(#""bytes":\#(bytes)"#) }

@@ -1,11 +1,12 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import PushMedia
 import PushMediaNSE
 import PushMediaTestSupport
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The whole trip: a payload goes through a real `pushmedia serve` (fetching from the test
 /// origin), and the phone side finds, downloads and checks the attachment the server stored,
@@ -24,8 +25,9 @@ struct ServeToPhoneTests {
     }
 
     static func process(_ server: ServeProcess, _ json: String) async throws -> JSONObject {
-        let (response, data) = try await ServeProcess.request(server.url("/v1/process"), method: "POST", body: json,
-                                                              headers: ["Content-Type": "application/json"])
+        let (response, data) = try await ServeProcess.request(
+            server.url("/v1/process"), method: "POST", body: json,
+            headers: ["Content-Type": "application/json"])
         #expect(response.statusCode == 200, "\(String(decoding: data, as: UTF8.self))")
         return try #require(try JSONValue.parse(data).objectValue?["payload"]?.objectValue)
     }
@@ -41,8 +43,11 @@ struct ServeToPhoneTests {
 
     @Test func everyVendorsPayloadArrivesOnThePhone() async throws {
         let origin = try TestOrigin()
-        for name in ["photo-exif.jpg", "banner.webp", "sunset.avif", "logo-alpha.png", "no-extension", "spinner.gif", "scan.tiff",
-                     "diagram.bmp", "chime.mp3", "clip.mp4"] {
+        for name in [
+            "photo-exif.jpg", "banner.webp", "sunset.avif", "logo-alpha.png", "no-extension", "spinner.gif",
+            "scan.tiff",
+            "diagram.bmp", "chime.mp3", "clip.mp4",
+        ] {
             origin.route("/m/" + name, .file(body: try sampleMedia(name), contentType: "application/octet-stream"))
         }
         let store = TemporaryDirectory()
@@ -51,40 +56,71 @@ struct ServeToPhoneTests {
         let aps = #""aps":{"alert":{"title":"Deals","body":"Up to 40% off"},"mutable-content":1}"#
         func url(_ name: String) -> String { origin.url("/m/" + name) }
         let cases: [Case] = [
-            Case(name: "generic", payload: #"{\#(aps),"image_url":"\#(url("photo-exif.jpg"))"}"#, at: JSONPath(keys: "image_url"), type: .jpeg),
-            Case(name: "poster", payload: #"{\#(aps),"posterImageURL":"\#(url("banner.webp"))"}"#, at: JSONPath(keys: "posterImageURL"), type: .jpeg),
-            Case(name: "fcm", payload: #"{"message":{"token":"t","notification":{"title":"Sale","body":"Now"},"apns":{"payload":{"aps":{"sound":"default"}},"fcm_options":{"image":"\#(url("banner.webp"))"}}}}"#,
-                 at: JSONPath(keys: "message", "apns", "fcm_options", "image"), type: .jpeg),
-            Case(name: "onesignal", payload: #"{\#(aps),"att":{"id1":"\#(url("sunset.avif"))","id2":"\#(url("logo-alpha.png"))"}}"#,
-                 at: JSONPath(keys: "att", "id1"), type: .jpeg),
-            Case(name: "airship", payload: #"{\#(aps),"com.urbanairship.media_attachment":{"url":["\#(url("photo-exif.jpg"))"],"options":{"crop":{"x":0.1,"y":0,"width":0.8,"height":1},"hidden":false}}}"#,
-                 at: JSONPath([.key("com.urbanairship.media_attachment"), .key("url"), .index(0)]), type: .jpeg,
-                 check: { $0.clip == .init(x: 0.1, y: 0, width: 0.8, height: 1) && $0.thumbnailHidden == false }),
-            Case(name: "braze", payload: #"{\#(aps),"ab":{"att":{"url":"\#(url("no-extension"))","type":"png"}}}"#, at: JSONPath(keys: "ab", "att", "url"), type: .jpeg),
-            Case(name: "clevertap", payload: #"{\#(aps),"ct_mediaUrl":"\#(url("spinner.gif"))","ct_mediaType":"image"}"#, at: JSONPath(keys: "ct_mediaUrl"), type: .gif,
-                 check: { if case .frame? = $0.thumbnailTime { true } else { false } }),
-            Case(name: "iterable", payload: #"{\#(aps),"itbl":{"attachment-url":"\#(url("scan.tiff"))"}}"#, at: JSONPath(keys: "itbl", "attachment-url"), type: .jpeg),
-            Case(name: "customerio", payload: #"{\#(aps),"CIO":{"push":{"image":"\#(url("diagram.bmp"))"}}}"#, at: JSONPath(keys: "CIO", "push", "image"), type: .jpeg),
-            Case(name: "audio", payload: #"{\#(aps),"media_url":"\#(url("chime.mp3"))"}"#, at: JSONPath(keys: "media_url"), type: .mp3),
-            Case(name: "video", payload: #"{\#(aps),"media_url":"\#(url("clip.mp4"))"}"#, at: JSONPath(keys: "media_url"), type: .mp4),
+            Case(
+                name: "generic", payload: #"{\#(aps),"image_url":"\#(url("photo-exif.jpg"))"}"#,
+                at: JSONPath(keys: "image_url"), type: .jpeg),
+            Case(
+                name: "poster", payload: #"{\#(aps),"posterImageURL":"\#(url("banner.webp"))"}"#,
+                at: JSONPath(keys: "posterImageURL"), type: .jpeg),
+            Case(
+                name: "fcm",
+                payload:
+                    #"{"message":{"token":"t","notification":{"title":"Sale","body":"Now"},"apns":{"payload":{"aps":{"sound":"default"}},"fcm_options":{"image":"\#(url("banner.webp"))"}}}}"#,
+                at: JSONPath(keys: "message", "apns", "fcm_options", "image"), type: .jpeg),
+            Case(
+                name: "onesignal",
+                payload: #"{\#(aps),"att":{"id1":"\#(url("sunset.avif"))","id2":"\#(url("logo-alpha.png"))"}}"#,
+                at: JSONPath(keys: "att", "id1"), type: .jpeg),
+            Case(
+                name: "airship",
+                payload:
+                    #"{\#(aps),"com.urbanairship.media_attachment":{"url":["\#(url("photo-exif.jpg"))"],"options":{"crop":{"x":0.1,"y":0,"width":0.8,"height":1},"hidden":false}}}"#,
+                at: JSONPath([.key("com.urbanairship.media_attachment"), .key("url"), .index(0)]), type: .jpeg,
+                check: { $0.clip == .init(x: 0.1, y: 0, width: 0.8, height: 1) && $0.thumbnailHidden == false }),
+            Case(
+                name: "braze", payload: #"{\#(aps),"ab":{"att":{"url":"\#(url("no-extension"))","type":"png"}}}"#,
+                at: JSONPath(keys: "ab", "att", "url"), type: .jpeg),
+            Case(
+                name: "clevertap", payload: #"{\#(aps),"ct_mediaUrl":"\#(url("spinner.gif"))","ct_mediaType":"image"}"#,
+                at: JSONPath(keys: "ct_mediaUrl"), type: .gif,
+                check: { if case .frame? = $0.thumbnailTime { true } else { false } }),
+            Case(
+                name: "iterable", payload: #"{\#(aps),"itbl":{"attachment-url":"\#(url("scan.tiff"))"}}"#,
+                at: JSONPath(keys: "itbl", "attachment-url"), type: .jpeg),
+            Case(
+                name: "customerio", payload: #"{\#(aps),"CIO":{"push":{"image":"\#(url("diagram.bmp"))"}}}"#,
+                at: JSONPath(keys: "CIO", "push", "image"), type: .jpeg),
+            Case(
+                name: "audio", payload: #"{\#(aps),"media_url":"\#(url("chime.mp3"))"}"#,
+                at: JSONPath(keys: "media_url"), type: .mp3),
+            Case(
+                name: "video", payload: #"{\#(aps),"media_url":"\#(url("clip.mp4"))"}"#,
+                at: JSONPath(keys: "media_url"), type: .mp4),
         ]
         for item in cases {
             let rewritten = try await Self.process(server, item.payload)
-            let stored = try #require(JSONValue.object(rewritten)[path: item.at]?.stringValue, "\(item.name): no URL at \(item.at)")
+            let stored = try #require(
+                JSONValue.object(rewritten)[path: item.at]?.stringValue, "\(item.name): no URL at \(item.at)")
             #expect(stored.hasPrefix("http://127.0.0.1:\(server.port)/media/"), "\(item.name)")
             let info = try Self.delivered(rewritten)
             let directory = TemporaryDirectory()
             let loader = AttachmentLoader(userInfo: info, configuration: configuration(directory))
             #expect(loader.descriptor != nil, "\(item.name): the descriptor is read")
             let (outcome, _) = await load(info, configuration(directory))
-            guard case let .attachment(attachment) = outcome else { Issue.record("\(item.name): \(outcome)"); continue }
-            #expect(attachment.source.absoluteString == stored, "\(item.name): the attachment is the one the server wrote")
+            guard case let .attachment(attachment) = outcome else {
+                Issue.record("\(item.name): \(outcome)")
+                continue
+            }
+            #expect(
+                attachment.source.absoluteString == stored, "\(item.name): the attachment is the one the server wrote")
             #expect(attachment.file.type == item.type, "\(item.name)")
             #expect(attachment.file.fileURL.pathExtension == item.type.fileExtension, "\(item.name)")
             #expect(attachment.options.typeHint == item.type.uti, "\(item.name)")
             #expect(item.check(attachment.options), "\(item.name): \(attachment.options)")
             let name = String(stored.split(separator: "/").last!)
-            #expect(try Data(contentsOf: attachment.file.fileURL) == Data(contentsOf: URL(fileURLWithPath: store.file(name))), "\(item.name)")
+            #expect(
+                try Data(contentsOf: attachment.file.fileURL)
+                    == Data(contentsOf: URL(fileURLWithPath: store.file(name))), "\(item.name)")
         }
     }
 
@@ -103,7 +139,10 @@ struct ServeToPhoneTests {
 
         let directory = TemporaryDirectory()
         let (outcome, _) = await load(try Self.delivered(rewritten), configuration(directory))
-        guard case let .thumbnail(poster, because) = outcome else { Issue.record("expected the poster, got \(outcome)"); return }
+        guard case let .thumbnail(poster, because) = outcome else {
+            Issue.record("expected the poster, got \(outcome)")
+            return
+        }
         #expect(because == .http(status: 404, url: movie))
         #expect(poster.file.type == .jpeg && poster.options.typeHint == "public.jpeg")
         let thumb = try #require(rewritten["pushmedia"]?.objectValue?["thumb"]?.stringValue)

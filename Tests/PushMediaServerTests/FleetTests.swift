@@ -1,11 +1,13 @@
 import Crypto
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-@testable import PushMedia
 import PushMediaTestSupport
 import Testing
+
+@testable import PushMedia
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Several `pushmedia serve` processes on one bucket of a real S3-compatible object store
 /// (OpenStack Swift with s3api, `scripts/object-store.sh`), fetching from a real origin.
@@ -14,14 +16,20 @@ struct FleetTests {
     typealias Server = ServeEndToEndTests.Server
 
     static func node(bucket: String, work: TemporaryDirectory, _ extra: [String] = []) throws -> Server {
-        try Server(arguments: ["--store", "s3://\(bucket)/media", "--s3-endpoint", TestObjectStore.endpoint, "--work-dir", work.path,
-                               "--allow-private-networks", "--base-url", TestObjectStore.publicURL + "/" + bucket + "/media"] + extra,
-                   environment: TestObjectStore.environment)
+        try Server(
+            arguments: [
+                "--store", "s3://\(bucket)/media", "--s3-endpoint", TestObjectStore.endpoint, "--work-dir", work.path,
+                "--allow-private-networks", "--base-url", TestObjectStore.publicURL + "/" + bucket + "/media",
+            ] + extra,
+            environment: TestObjectStore.environment)
     }
 
-    static func process(_ server: Server, _ payload: String, budgetMs: Int = 10_000) async throws -> (outcome: JSONObject, payload: JSONObject) {
-        let (response, data) = try await ServeProcess.request(server.url("/v1/process?budget_ms=\(budgetMs)"), method: "POST", body: payload,
-                                                                    headers: ["Content-Type": "application/json"])
+    static func process(_ server: Server, _ payload: String, budgetMs: Int = 10_000) async throws -> (
+        outcome: JSONObject, payload: JSONObject
+    ) {
+        let (response, data) = try await ServeProcess.request(
+            server.url("/v1/process?budget_ms=\(budgetMs)"), method: "POST", body: payload,
+            headers: ["Content-Type": "application/json"])
         #expect(response.statusCode == 200)
         let body = try #require(try JSONValue.parse(data).objectValue)
         return (try #require(body["outcome"]?.objectValue), try #require(body["payload"]?.objectValue))
@@ -53,7 +61,8 @@ struct FleetTests {
 
     @Test func aSecondNodeAnswersFromTheSharedCacheWithoutTheOrigin() async throws {
         let origin = try TestOrigin()
-        origin.route("/campaign/hero", .file(body: try sampleMedia("photo-exif.jpg"), contentType: "application/octet-stream"))
+        origin.route(
+            "/campaign/hero", .file(body: try sampleMedia("photo-exif.jpg"), contentType: "application/octet-stream"))
         let bucket = try TestObjectStore.makeBucket(publicRead: true)
         let (workA, workB) = (TemporaryDirectory(), TemporaryDirectory())
         let a = try Self.node(bucket: bucket, work: workA)
@@ -93,11 +102,14 @@ struct FleetTests {
         let (whole, streamed) = try await ServeProcess.request(b.url("/media/" + name))
         #expect(whole.statusCode == 200 && streamed == bytes)
         #expect(whole.value(forHTTPHeaderField: "Content-Length") == String(bytes.count))
-        let (partial, slice) = try await ServeProcess.request(b.url("/media/" + name), headers: ["Range": "bytes=100-1099"])
+        let (partial, slice) = try await ServeProcess.request(
+            b.url("/media/" + name), headers: ["Range": "bytes=100-1099"])
         #expect(partial.statusCode == 206 && slice == bytes[100..<1100])
         #expect(partial.value(forHTTPHeaderField: "Content-Range") == "bytes 100-1099/\(bytes.count)")
         let (head, empty) = try await ServeProcess.request(b.url("/media/" + name), method: "HEAD")
-        #expect(head.statusCode == 200 && empty.isEmpty && head.value(forHTTPHeaderField: "Content-Length") == String(bytes.count))
+        #expect(
+            head.statusCode == 200 && empty.isEmpty
+                && head.value(forHTTPHeaderField: "Content-Length") == String(bytes.count))
         let (missing, _) = try await ServeProcess.request(b.url("/media/" + String(repeating: "0", count: 64) + ".jpg"))
         #expect(missing.statusCode == 404)
 
@@ -125,7 +137,9 @@ struct FleetTests {
         // Node B (same work folder) removes A's abandoned work files and answers by itself.
         let b = try Self.node(bucket: bucket, work: work)
         let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: work.path + "/.incoming")) ?? []
-        #expect(leftovers.allSatisfy { $0.hasPrefix("\(b.process.processIdentifier)-") }, "A's work folder remains: \(leftovers)")
+        #expect(
+            leftovers.allSatisfy { $0.hasPrefix("\(b.process.processIdentifier)-") },
+            "A's work folder remains: \(leftovers)")
         let answer = try await Self.process(b, payload)
         #expect(answer.outcome["status"] == .string("processed"))
         try Self.expectWholeBucket(bucket)
@@ -181,7 +195,10 @@ struct FleetTests {
     @Test func freshnessAcrossTwoNodes() async throws {
         let origin = try TestOrigin()
         let (first, second) = (try sampleMedia("photo-exif.jpg"), try sampleMedia("banner.webp"))
-        origin.route("/banner.jpg", .cacheable(body: first, contentType: "image/jpeg", etag: "\"v1\"", lastModified: nil, cacheControl: "max-age=1"))
+        origin.route(
+            "/banner.jpg",
+            .cacheable(
+                body: first, contentType: "image/jpeg", etag: "\"v1\"", lastModified: nil, cacheControl: "max-age=1"))
         let bucket = try TestObjectStore.makeBucket()
         let (workA, workB) = (TemporaryDirectory(), TemporaryDirectory())
         let settings = ["--min-ttl", "2s", "--index-cache-ttl", "1s"]  // fresh for 1-2 s (whole seconds, rounded down)
@@ -197,7 +214,10 @@ struct FleetTests {
         #expect(origin.hits("/banner.jpg") == 1)
 
         // The banner is replaced at the origin; after its lifetime node B revalidates and gets it.
-        origin.route("/banner.jpg", .cacheable(body: second, contentType: "image/webp", etag: "\"v2\"", lastModified: nil, cacheControl: "max-age=1"))
+        origin.route(
+            "/banner.jpg",
+            .cacheable(
+                body: second, contentType: "image/webp", etag: "\"v2\"", lastModified: nil, cacheControl: "max-age=1"))
         try await Task.sleep(for: .milliseconds(3100))
         let changed = try await Self.process(b, payload)
         #expect(changed.outcome["status"] == .string("processed") && changed.outcome["cache_hit"] == .bool(false))
@@ -216,16 +236,25 @@ struct FleetTests {
         #expect(renewed.outcome["status"] == .string("processed") && renewed.outcome["revalidated"] == .bool(true))
         #expect(renewed.outcome["cache_hit"] == .bool(true) && renewed.payload["image_url"]?.stringValue == new)
         #expect(origin.hits("/banner.jpg") == 3 && origin.notModified("/banner.jpg") == 1)
-        if case let .number(transcode)? = renewed.outcome["timings_ms"]?.objectValue?["transcode"] { #expect(Double(transcode) == 0) } else {
+        if case let .number(transcode)? = renewed.outcome["timings_ms"]?.objectValue?["transcode"] {
+            #expect(Double(transcode) == 0)
+        } else {
             Issue.record("no timings_ms.transcode in \(renewed.outcome)")
         }
 
         // An operator purges the URL: both nodes fetch it again (within --index-cache-ttl).
         let purge = Process()
         purge.executableURL = URL(fileURLWithPath: pushmediaExecutable)
-        purge.arguments = ["purge", origin.url("/banner.jpg"), "--store", "s3://\(bucket)/media", "--s3-endpoint", TestObjectStore.endpoint,
-                           "--work-dir", workA.path, "--allow-private-networks", "--base-url", TestObjectStore.publicURL + "/" + bucket + "/media"] + settings
-        purge.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }.merging(TestObjectStore.environment) { _, given in given }
+        purge.arguments =
+            [
+                "purge", origin.url("/banner.jpg"), "--store", "s3://\(bucket)/media", "--s3-endpoint",
+                TestObjectStore.endpoint,
+                "--work-dir", workA.path, "--allow-private-networks", "--base-url",
+                TestObjectStore.publicURL + "/" + bucket + "/media",
+            ] + settings
+        purge.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }.merging(
+            TestObjectStore.environment
+        ) { _, given in given }
         let output = Pipe()
         purge.standardOutput = output
         try purge.run()
@@ -236,7 +265,9 @@ struct FleetTests {
         try await Task.sleep(for: .milliseconds(1100))
         let refetched = try await Self.process(b, payload)
         #expect(refetched.outcome["cache_hit"] == .bool(false) && refetched.payload["image_url"]?.stringValue == new)
-        #expect(origin.hits("/banner.jpg") == 4 && origin.notModified("/banner.jpg") == 1, "a purged entry is fetched unconditionally")
+        #expect(
+            origin.hits("/banner.jpg") == 4 && origin.notModified("/banner.jpg") == 1,
+            "a purged entry is fetched unconditionally")
         try Self.expectWholeBucket(bucket)
         #expect(a.stop() == 0 && b.stop() == 0)
     }
@@ -245,12 +276,20 @@ struct FleetTests {
     @Test func startupErrorsNameEndpointBucketAndCode() throws {
         let bucket = try TestObjectStore.makeBucket()
         let work = TemporaryDirectory()
-        func start(_ store: String, endpoint: String = TestObjectStore.endpoint, secret: String = TestObjectStore.secretKey) throws -> (Int32, String) {
+        func start(
+            _ store: String, endpoint: String = TestObjectStore.endpoint, secret: String = TestObjectStore.secretKey
+        ) throws -> (Int32, String) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
-            process.arguments = ["serve", "--port", "0", "--store", store, "--s3-endpoint", endpoint, "--work-dir", work.path]
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_") }
-                .merging(["AWS_ACCESS_KEY_ID": TestObjectStore.accessKey, "AWS_SECRET_ACCESS_KEY": secret]) { _, given in given }
+            process.arguments = [
+                "serve", "--port", "0", "--store", store, "--s3-endpoint", endpoint, "--work-dir", work.path,
+            ]
+            process.environment = ProcessInfo.processInfo.environment.filter {
+                !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_")
+            }
+            .merging(["AWS_ACCESS_KEY_ID": TestObjectStore.accessKey, "AWS_SECRET_ACCESS_KEY": secret]) { _, given in
+                given
+            }
             let errors = Pipe()
             process.standardError = errors
             process.standardOutput = FileHandle.nullDevice
@@ -261,7 +300,9 @@ struct FleetTests {
         }
         let (wrongStatus, wrong) = try start("s3://\(bucket)", secret: "not-the-secret")
         #expect(wrongStatus == 74)
-        #expect(wrong.contains(TestObjectStore.endpoint) && wrong.contains("\"\(bucket)\"") && wrong.contains("SignatureDoesNotMatch"), "\(wrong)")
+        #expect(
+            wrong.contains(TestObjectStore.endpoint) && wrong.contains("\"\(bucket)\"")
+                && wrong.contains("SignatureDoesNotMatch"), "\(wrong)")
         let (missingStatus, missing) = try start("s3://pm-no-such-bucket/x")
         #expect(missingStatus == 74)
         #expect(missing.contains("pm-no-such-bucket") && missing.contains("NoSuchBucket"), "\(missing)")
@@ -277,14 +318,20 @@ struct FleetTests {
         let bucket = try TestObjectStore.makeBucket()
         let work = TemporaryDirectory()
         let node = try Self.node(bucket: bucket, work: work)
-        #expect(try await Self.process(node, Self.payload(origin.url("/a.jpg"))).outcome["status"] == .string("processed"))
+        #expect(
+            try await Self.process(node, Self.payload(origin.url("/a.jpg"))).outcome["status"] == .string("processed"))
         #expect(node.stop() == 0)
 
         func gc(_ arguments: [String]) throws -> (Int32, JSONObject?) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
-            process.arguments = ["gc", "--store", "s3://\(bucket)/media", "--s3-endpoint", TestObjectStore.endpoint, "--work-dir", work.path, "--json"] + arguments
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }.merging(TestObjectStore.environment) { _, given in given }
+            process.arguments =
+                [
+                    "gc", "--store", "s3://\(bucket)/media", "--s3-endpoint", TestObjectStore.endpoint, "--work-dir",
+                    work.path, "--json",
+                ] + arguments
+            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }
+                .merging(TestObjectStore.environment) { _, given in given }
             let output = Pipe()
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
@@ -298,7 +345,9 @@ struct FleetTests {
         let client = S3Client(settings: TestObjectStore.s3Settings(bucket: bucket))
         let objects = try client.list(prefix: "media/").filter { !$0.name.contains("/") }
         let victim = try #require(objects.first?.name)
-        try client.putObject("media/" + victim, body: .bytes(Array("not the picture".utf8)), contentType: "image/jpeg", cacheControl: nil)
+        try client.putObject(
+            "media/" + victim, body: .bytes(Array("not the picture".utf8)), contentType: "image/jpeg", cacheControl: nil
+        )
         let (checkStatus, check) = try gc(["--older-than", "1d", "--verify", "--dry-run"])
         #expect(checkStatus == 0)
         #expect(check?["verify"]?.objectValue?["checked"] == .number(String(objects.count)))

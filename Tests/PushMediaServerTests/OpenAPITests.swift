@@ -5,6 +5,7 @@ import HummingbirdTesting
 import PushMedia
 import PushMediaTestSupport
 import Testing
+
 @testable import PushMediaServer
 
 /// The served OpenAPI document lists exactly the routes and status codes the server answers.
@@ -20,8 +21,16 @@ struct OpenAPITests {
             let indent = line.prefix { $0 == " " }.count
             let text = line.trimmingCharacters(in: .whitespaces)
             if indent == 0 && !text.isEmpty && text != "paths:" { path = nil }
-            if indent == 2, text.hasPrefix("/"), text.hasSuffix(":") { path = String(text.dropLast()); method = nil; continue }
-            if indent == 4, let verb = ["get:", "post:", "head:"].first(where: { text == $0 }) { method = String(verb.dropLast()); inResponses = false; continue }
+            if indent == 2, text.hasPrefix("/"), text.hasSuffix(":") {
+                path = String(text.dropLast())
+                method = nil
+                continue
+            }
+            if indent == 4, let verb = ["get:", "post:", "head:"].first(where: { text == $0 }) {
+                method = String(verb.dropLast())
+                inResponses = false
+                continue
+            }
             if indent == 6 { inResponses = text == "responses:" }
             if indent == 8, inResponses, let path, let method, text.hasPrefix("'"), text.hasSuffix("':") {
                 result.insert("\(method.uppercased()) \(path) \(text.dropFirst().dropLast(2))")
@@ -48,7 +57,9 @@ struct OpenAPITests {
         #expect(document.hasPrefix("openapi: 3.1"))
         let name = try await open.test { client in
             try await client.execute(uri: "/v1/process", method: .post, body: payload) {
-                try #require($0.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last.map(String.init))
+                try #require(
+                    $0.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last.map(
+                        String.init))
             }
         }
         let missing = String(repeating: "0", count: 64) + ".jpg"
@@ -56,7 +67,10 @@ struct OpenAPITests {
         let previewBody = PreviewTests.form(payloadJSON(origin.url("/img")))
 
         // How to provoke each documented answer.
-        typealias Probe = (server: TestServer, method: HTTPRequest.Method, uri: String, headers: HTTPFields, body: ByteBuffer?, prepare: (@Sendable () throws -> Void)?)
+        typealias Probe = (
+            server: TestServer, method: HTTPRequest.Method, uri: String, headers: HTTPFields, body: ByteBuffer?,
+            prepare: (@Sendable () throws -> Void)?
+        )
         let probes: [String: Probe] = [
             "POST /v1/process 200": (open, .post, "/v1/process", [:], payload, nil),
             "POST /v1/process 400": (open, .post, "/v1/process", [:], ByteBuffer(json: "{"), nil),
@@ -75,7 +89,10 @@ struct OpenAPITests {
             "HEAD /media/{name} 404": (open, .head, "/media/\(missing)", [:], nil, nil),
             "GET /healthz 200": (open, .get, "/healthz", [:], nil, nil),
             "GET /readyz 200": (open, .get, "/readyz", [:], nil, nil),
-            "GET /readyz 503": (locked, .get, "/readyz", [:], nil, { [path = locked.store.path] in try FileManager.default.removeItem(atPath: path + "/.incoming") }),
+            "GET /readyz 503": (
+                locked, .get, "/readyz", [:], nil,
+                { [path = locked.store.path] in try FileManager.default.removeItem(atPath: path + "/.incoming") }
+            ),
             "GET /metrics 200": (open, .get, "/metrics", [:], nil, nil),
             "GET /metrics 401": (locked, .get, "/metrics", [:], nil, nil),
             "GET /openapi.yaml 200": (open, .get, "/openapi.yaml", [:], nil, nil),
@@ -90,7 +107,8 @@ struct OpenAPITests {
         for (operation, probe) in probes.sorted(by: { $0.key < $1.key }) {
             try probe.prepare?()
             let status = try await probe.server.test { client in
-                try await client.execute(uri: probe.uri, method: probe.method, headers: probe.headers, body: probe.body) { $0.status.code }
+                try await client.execute(uri: probe.uri, method: probe.method, headers: probe.headers, body: probe.body)
+                { $0.status.code }
             }
             #expect("\(status)" == operation.split(separator: " ").last.map(String.init), "\(operation)")
         }

@@ -8,18 +8,21 @@ import Testing
 struct PreviewBrowserTests {
     @Test func previewPageLoadsTheAttachmentInHeadlessChromium() async throws {
         let origin = try TestOrigin()
-        origin.route("/campaign/hero", .file(body: try sampleMedia("banner.webp"), contentType: "application/octet-stream"))
+        origin.route(
+            "/campaign/hero", .file(body: try sampleMedia("banner.webp"), contentType: "application/octet-stream"))
         let store = TemporaryDirectory()
         let server = try ServeEndToEndTests.Server(arguments: ["--store", store.path, "--allow-private-networks"])
         let title = "Spring deals & more"
-        let payload = #"{"aps":{"alert":{"title":"\#(title)","body":"Up to 40% off"},"mutable-content":1},"image_url":"\#(origin.url("/campaign/hero"))"}"#
+        let payload =
+            #"{"aps":{"alert":{"title":"\#(title)","body":"Up to 40% off"},"mutable-content":1},"image_url":"\#(origin.url("/campaign/hero"))"}"#
 
         let (form, formHTML) = try await ServeProcess.request(server.url("/preview"))
         #expect(form.statusCode == 200)
         #expect(String(decoding: formHTML, as: UTF8.self).contains("<textarea"))
 
-        let (response, data) = try await ServeProcess.request(server.url("/preview"), method: "POST", body: PreviewTests.formText(payload),
-                                                                   headers: ["Content-Type": "application/x-www-form-urlencoded"])
+        let (response, data) = try await ServeProcess.request(
+            server.url("/preview"), method: "POST", body: PreviewTests.formText(payload),
+            headers: ["Content-Type": "application/x-www-form-urlencoded"])
         #expect(response.statusCode == 200)
         #expect(response.value(forHTTPHeaderField: "X-PushMedia-Outcome") == "processed")
         let page = TemporaryDirectory()
@@ -29,7 +32,8 @@ struct PreviewBrowserTests {
 
         let dom = try await Chromium.dumpDOM(file: page.file("preview.html"))
         let tags = HTMLTags.scan(dom)
-        let loaded = try #require(tags.first { $0.name == "body" }?.attributes["data-images-loaded"], "the page's script did not run")
+        let loaded = try #require(
+            tags.first { $0.name == "body" }?.attributes["data-images-loaded"], "the page's script did not run")
         let parts = loaded.split(separator: "/").compactMap { Int($0) }
         #expect(parts.count == 2 && parts[0] == parts[1] && parts[1] > 0, "images loaded: \(loaded)")
         #expect(tags.first { $0.has(class: "nc-title") }?.text == title)

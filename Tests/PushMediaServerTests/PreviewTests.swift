@@ -2,9 +2,10 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
-@testable import PushMedia
 import PushMediaTestSupport
 import Testing
+
+@testable import PushMedia
 @testable import PushMediaServer
 
 /// `GET /preview` and `POST /preview` through the router, and the page built from hand-made
@@ -63,7 +64,9 @@ struct PreviewTests {
              "media_url":"\#(origin.url("/photo"))","deep_link":"shop://x?a=1&b=2"}
             """#
         try await server.test { client in
-            try await client.execute(uri: "/preview", method: .post, headers: Self.formType, body: Self.form(payload, app: "Garden & Co")) { response in
+            try await client.execute(
+                uri: "/preview", method: .post, headers: Self.formType, body: Self.form(payload, app: "Garden & Co")
+            ) { response in
                 #expect(response.status == .ok)
                 #expect(response.headers[HTTPField.Name("X-PushMedia-Outcome")!] == "processed")
                 let html = String(buffer: response.body)
@@ -72,7 +75,9 @@ struct PreviewTests {
                 // The form again, pre-filled.
                 let textarea = try #require(tags.first { $0.name == "textarea" })
                 #expect(textarea.text == payload)
-                #expect(tags.first { $0.name == "input" && $0.attributes["name"] == "app" }?.attributes["value"] == "Garden & Co")
+                #expect(
+                    tags.first { $0.name == "input" && $0.attributes["name"] == "app" }?.attributes["value"]
+                        == "Garden & Co")
                 // The iOS card: app name, text, the stored attachment from /media.
                 let card = try #require(tags.first { $0.name == "figure" && $0.attributes["data-platform"] == "ios" })
                 #expect(card.has(class: "nc-ios"))
@@ -92,7 +97,9 @@ struct PreviewTests {
                 #expect(object["deep_link"] == .string("shop://x?a=1&b=2"))
                 let outcome = try #require(tags.first { $0.name == "pre" && $0.has(class: "outcome") })
                 #expect(try JSONValue.parse(Array(outcome.text.utf8)).objectValue?["status"] == .string("processed"))
-                #expect(response.headers[.contentSecurityPolicy]?.contains("img-src 'self' https://media.example.com") == true)
+                #expect(
+                    response.headers[.contentSecurityPolicy]?.contains("img-src 'self' https://media.example.com")
+                        == true)
             }
         }
     }
@@ -102,13 +109,16 @@ struct PreviewTests {
         try await server.test { client in
             // A form that was read answers 200 with the error on the page; one that could not be
             // read, or has no payload field, 400; one too large, 413.
-            for (body, status, words) in [(Self.form("{\"aps\":"), HTTPResponse.Status.ok, "invalid JSON"),
-                                          (Self.form("[1]"), .ok, "must be a JSON object"),
-                                          (Self.form(" "), .ok, "is empty"),
-                                          (ByteBuffer(string: "app=x"), .badRequest, "The form has no"),
-                                          (ByteBuffer(string: "payload=%zz"), .badRequest, "could not be read"),
-                                          (Self.form(String(repeating: "x", count: 70_000)), .contentTooLarge, "too large")] {
-                try await client.execute(uri: "/preview", method: .post, headers: Self.formType, body: body) { response in
+            for (body, status, words) in [
+                (Self.form("{\"aps\":"), HTTPResponse.Status.ok, "invalid JSON"),
+                (Self.form("[1]"), .ok, "must be a JSON object"),
+                (Self.form(" "), .ok, "is empty"),
+                (ByteBuffer(string: "app=x"), .badRequest, "The form has no"),
+                (ByteBuffer(string: "payload=%zz"), .badRequest, "could not be read"),
+                (Self.form(String(repeating: "x", count: 70_000)), .contentTooLarge, "too large"),
+            ] {
+                try await client.execute(uri: "/preview", method: .post, headers: Self.formType, body: body) {
+                    response in
                     #expect(response.status == status)
                     #expect(response.headers[.contentType] == "text/html; charset=utf-8")
                     let html = String(buffer: response.body)
@@ -120,23 +130,31 @@ struct PreviewTests {
     }
 
     @Test func offWhenAuthIsConfiguredUnlessPreviewIsGiven() async throws {
-        for adjust in [{ (server: inout ServerConfig) in server.tokens = ["t"] },
-                       { (server: inout ServerConfig) in server.hmacSecret = String(repeating: "s", count: 32) }] {
+        for adjust in [
+            { (server: inout ServerConfig) in server.tokens = ["t"] },
+            { (server: inout ServerConfig) in server.hmacSecret = String(repeating: "s", count: 32) },
+        ] {
             let locked = try TestServer(server: adjust)
             try await locked.test { client in
                 try await client.execute(uri: "/preview", method: .get) { response in
                     #expect(response.status == .notFound)
                     #expect(String(buffer: response.body).contains("--preview"))
                 }
-                try await client.execute(uri: "/preview", method: .post, headers: Self.formType, body: Self.form("{}")) { response in
+                try await client.execute(uri: "/preview", method: .post, headers: Self.formType, body: Self.form("{}"))
+                { response in
                     #expect(response.status == .notFound)
                 }
             }
         }
-        let opened = try TestServer(server: { $0.tokens = ["t"]; $0.preview = true })
+        let opened = try TestServer(server: {
+            $0.tokens = ["t"]
+            $0.preview = true
+        })
         try await opened.test { client in
             try await client.execute(uri: "/preview", method: .get) { #expect($0.status == .ok) }
-            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(string: "{}")) { #expect($0.status == .unauthorized) }
+            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(string: "{}")) {
+                #expect($0.status == .unauthorized)
+            }
         }
         #expect(ServerConfig().previewEnabled)
         var config = ServerConfig()
@@ -148,7 +166,9 @@ struct PreviewTests {
 
     @Test func anAndroidEntryGetsASecondCard() throws {
         func attachment(_ seed: Int, _ mime: String) -> AttachmentInfo {
-            AttachmentInfo(url: "http://127.0.0.1:8080/media/" + String(format: "%064x", seed) + ".jpg", mime: mime, uti: nil, bytes: 1000, width: 512, height: 256)
+            AttachmentInfo(
+                url: "http://127.0.0.1:8080/media/" + String(format: "%064x", seed) + ".jpg", mime: mime, uti: nil,
+                bytes: 1000, width: 512, height: 256)
         }
         var outcome = Outcome(status: .processed)
         outcome.vendor = "fcm"
@@ -160,10 +180,14 @@ struct PreviewTests {
         var huawei = MediaOutcome(path: "message.android.notification.image", platform: "huawei", status: .rejected)
         huawei.reason = "too_large"
         outcome.media = [ios, android, huawei]
-        let payload = try #require(try JSONValue.parse(Array(#"""
-            {"message":{"notification":{"title":"Common","body":"Shared body"},"android":{"notification":{"title":"Android title"}},
-             "apns":{"payload":{"aps":{"alert":{"title":"iOS title"},"mutable-content":1}}}}}
-            """#.utf8)).objectValue)
+        let payload = try #require(
+            try JSONValue.parse(
+                Array(
+                    #"""
+                    {"message":{"notification":{"title":"Common","body":"Shared body"},"android":{"notification":{"title":"Android title"}},
+                     "apns":{"payload":{"aps":{"alert":{"title":"iOS title"},"mutable-content":1}}}}}
+                    """#.utf8)
+            ).objectValue)
         var page = PreviewPage(payload: "{}", appName: "Shop")
         page.result = PreviewPage.Result(payload: payload, bytes: 200, outcome: outcome)
         let html = page.render()
@@ -174,7 +198,10 @@ struct PreviewTests {
         #expect(tags.filter { $0.has(class: "nc-body") }.map(\.text) == ["Shared body", "Shared body"])
         #expect(!tags.contains { $0.has(class: "nc-thumb") }, "the thumbnail is hidden")
         #expect(html.contains("thumbnail: hidden"))
-        #expect(tags.filter { $0.name == "img" }.compactMap { $0.attributes["src"] } == [ios.attachment!.url, android.attachment!.url])
+        #expect(
+            tags.filter { $0.name == "img" }.compactMap { $0.attributes["src"] } == [
+                ios.attachment!.url, android.attachment!.url,
+            ])
         #expect(page.policy.contains("img-src 'self' http://127.0.0.1:8080"))
         #expect(html.contains("vendor fcm"))
     }

@@ -6,6 +6,7 @@ import HummingbirdTesting
 import PushMedia
 import PushMediaTestSupport
 import Testing
+
 @testable import PushMediaServer
 
 @Suite("HTTP hook routes")
@@ -32,7 +33,9 @@ struct RouterTests {
             try FileManager.default.removeItem(atPath: server.store.path + "/.incoming")
             try await client.execute(uri: "/readyz", method: .get) { response in
                 #expect(response.status == .serviceUnavailable)
-                #expect(response.body.object?["checks"]?.objectValue?["store"]?.stringValue?.contains("not writable") == true)
+                #expect(
+                    response.body.object?["checks"]?.objectValue?["store"]?.stringValue?.contains("not writable")
+                        == true)
             }
         }
     }
@@ -46,7 +49,9 @@ struct RouterTests {
                 try await client.execute(uri: "/readyz", method: .get) { response in
                     #expect(response.status == expected, "min-free-space \(minimum)")
                     let disk = response.body.object?["checks"]?.objectValue?["disk"]?.stringValue
-                    #expect(expected == .ok ? disk == "ok" : disk?.contains("under --min-free-space") == true, "\(disk ?? "no disk check")")
+                    #expect(
+                        expected == .ok ? disk == "ok" : disk?.contains("under --min-free-space") == true,
+                        "\(disk ?? "no disk check")")
                 }
             }
         }
@@ -56,7 +61,10 @@ struct RouterTests {
         let server = try TestServer()
         let url = origin.url("/photo")
         try await server.test { client in
-            try await client.execute(uri: "/v1/process?budget_ms=5000", method: .post, body: ByteBuffer(json: payloadJSON(url, extra: #","n":1.0"#))) { response in
+            try await client.execute(
+                uri: "/v1/process?budget_ms=5000", method: .post,
+                body: ByteBuffer(json: payloadJSON(url, extra: #","n":1.0"#))
+            ) { response in
                 #expect(response.status == .ok)
                 #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
                 #expect(response.headers[HTTPField.Name("X-PushMedia-Outcome")!] == "processed")
@@ -75,7 +83,8 @@ struct RouterTests {
     @Test func processErrors() async throws {
         let server = try TestServer()
         try await server.test { client in
-            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: #"{"aps":"#)) { response in
+            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: #"{"aps":"#)) {
+                response in
                 #expect(response.status == .badRequest)
                 #expect(response.body.object?["error"]?.objectValue?["code"] == .string("invalid_json"))
             }
@@ -83,32 +92,41 @@ struct RouterTests {
                 #expect(response.status == .badRequest)
                 #expect(response.body.object?["error"]?.objectValue?["code"] == .string("not_an_object"))
             }
-            let big = payloadJSON("https://x.example/a.jpg", extra: #","pad":""# + String(repeating: "x", count: 70_000) + "\"")
+            let big = payloadJSON(
+                "https://x.example/a.jpg", extra: #","pad":""# + String(repeating: "x", count: 70_000) + "\"")
             try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: big)) { response in
                 #expect(response.status == .contentTooLarge)
                 #expect(response.body.object?["error"]?.objectValue?["code"] == .string("body_too_large"))
             }
-            try await client.execute(uri: "/v1/process?budget_ms=never", method: .post, body: ByteBuffer(json: "{}")) { response in
+            try await client.execute(uri: "/v1/process?budget_ms=never", method: .post, body: ByteBuffer(json: "{}")) {
+                response in
                 #expect(response.status == .badRequest)
                 #expect(response.body.object?["error"]?.objectValue?["code"] == .string("invalid_parameter"))
             }
-            try await client.execute(uri: "/v1/process?on_reject=explode", method: .post, body: ByteBuffer(json: "{}")) { response in
+            try await client.execute(uri: "/v1/process?on_reject=explode", method: .post, body: ByteBuffer(json: "{}"))
+            { response in
                 #expect(response.status == .badRequest)
             }
             // A known path with a method it does not take: 405 and Allow; an unknown path: 404.
-            for (method, uri, allow) in [(HTTPRequest.Method.trace, "/healthz", "GET"), (.get, "/v1/process", "POST"),
-                                         (.delete, "/media/\(String(repeating: "a", count: 64)).jpg", "GET, HEAD"),
-                                         (.put, "/preview", "GET, POST"), (.post, "/readyz", "GET")] {
+            for (method, uri, allow) in [
+                (HTTPRequest.Method.trace, "/healthz", "GET"), (.get, "/v1/process", "POST"),
+                (.delete, "/media/\(String(repeating: "a", count: 64)).jpg", "GET, HEAD"),
+                (.put, "/preview", "GET, POST"), (.post, "/readyz", "GET"),
+            ] {
                 try await client.execute(uri: uri, method: method) { response in
                     #expect(response.status == .methodNotAllowed, "\(method) \(uri)")
                     #expect(response.headers[.allow] == allow)
                     #expect(response.body.object?["error"]?.objectValue?["code"] == .string("method_not_allowed"))
                 }
             }
-            try await client.execute(uri: "/nowhere", method: .trace) { response in #expect(response.status == .notFound) }
-            try await client.execute(uri: "/v1/process?refresh=maybe", method: .post, body: ByteBuffer(json: "{}")) { response in
+            try await client.execute(uri: "/nowhere", method: .trace) { response in
+                #expect(response.status == .notFound)
+            }
+            try await client.execute(uri: "/v1/process?refresh=maybe", method: .post, body: ByteBuffer(json: "{}")) {
+                response in
                 #expect(response.status == .badRequest)
-                #expect(response.body.object?["error"]?.objectValue?["message"]?.stringValue?.contains("refresh") == true)
+                #expect(
+                    response.body.object?["error"]?.objectValue?["message"]?.stringValue?.contains("refresh") == true)
             }
         }
     }
@@ -132,18 +150,23 @@ struct RouterTests {
             for answer in answers.dropFirst() {
                 let outcome = try #require(answer["outcome"]?.objectValue)
                 #expect(outcome["cache_hit"] == .bool(true))
-                #expect(outcome["timings_ms"]?.objectValue?["total"]?.doubleValue.map { $0 >= 0 && $0 < 60_000 } == true)
+                #expect(
+                    outcome["timings_ms"]?.objectValue?["total"]?.doubleValue.map { $0 >= 0 && $0 < 60_000 } == true)
                 #expect(outcome["media"]?.arrayValue?.first?.objectValue?["cache_hit"] == .bool(true))
             }
             #expect(answers[1]["payload"] == answers[3]["payload"])
-            var second = try #require(answers[1]["outcome"]?.objectValue), third = try #require(answers[3]["outcome"]?.objectValue)
+            var second = try #require(answers[1]["outcome"]?.objectValue)
+            var third = try #require(answers[3]["outcome"]?.objectValue)
             second["timings_ms"] = nil
             third["timings_ms"] = nil
             #expect(second == third)
             // refresh=1 and Cache-Control: no-cache are not answered from the memo: they go to the
             // pipeline (here the entry is fresh, so it is still a cache hit).
-            for (uri, headers) in [("/v1/process?refresh=1", HTTPFields()), ("/v1/process", [.cacheControl: "no-cache"])] {
-                try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(json: body)) { response in
+            for (uri, headers) in [
+                ("/v1/process?refresh=1", HTTPFields()), ("/v1/process", [.cacheControl: "no-cache"]),
+            ] {
+                try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(json: body)) {
+                    response in
                     #expect(response.status == .ok)
                 }
             }
@@ -165,7 +188,8 @@ struct RouterTests {
         let server = try TestServer()
         let url = origin.url("/banner")
         // An FCM message from a campaign tool: one variant per platform part, in the message's own shape.
-        let message = #"{"message":{"topic":"t","notification":{"title":"Sale","body":"Now","image":"\#(url)"},"apns":{},"android":{}}}"#
+        let message =
+            #"{"message":{"topic":"t","notification":{"title":"Sale","body":"Now","image":"\#(url)"},"apns":{},"android":{}}}"#
         try await server.test { client in
             try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: message)) { response in
                 let body = try #require(response.body.object)
@@ -174,13 +198,18 @@ struct RouterTests {
                 let media = try #require(outcome["media"]?.arrayValue?.compactMap { $0.objectValue })
                 #expect(media.map { $0["platform"] } == [.string("ios"), .string("android")])
                 let payload = try #require(body["payload"]?.objectValue)
-                let android = try #require(payload[path: JSONPath(keys: "message", "android", "notification", "image")]?.stringValue)
+                let android = try #require(
+                    payload[path: JSONPath(keys: "message", "android", "notification", "image")]?.stringValue)
                 #expect(android.hasPrefix("https://media.example.com/media/") && android.hasSuffix(".jpg"))
-                #expect(payload[path: JSONPath(keys: "message", "apns", "payload", "aps", "mutable-content")] == .number("1"))
+                #expect(
+                    payload[path: JSONPath(keys: "message", "apns", "payload", "aps", "mutable-content")]
+                        == .number("1"))
             }
             // A bare payload made for Huawei, read as Braze's shape on request.
             let braze = #"{"aps":{"alert":"Hi"},"ab":{"att":{"url":"\#(url)","type":"webp"}}}"#
-            try await client.execute(uri: "/v1/process?vendor=braze&profile=huawei", method: .post, body: ByteBuffer(json: braze)) { response in
+            try await client.execute(
+                uri: "/v1/process?vendor=braze&profile=huawei", method: .post, body: ByteBuffer(json: braze)
+            ) { response in
                 let body = try #require(response.body.object)
                 let outcome = try #require(body["outcome"]?.objectValue)
                 #expect(outcome["vendor"] == .string("braze"))
@@ -190,7 +219,8 @@ struct RouterTests {
                 #expect(body["payload"]?.objectValue?[path: JSONPath(keys: "ab", "att", "type")] == .string("jpg"))
             }
             for query in ["vendor=sendgrid", "profile=windows"] {
-                try await client.execute(uri: "/v1/process?" + query, method: .post, body: ByteBuffer(json: "{}")) { response in
+                try await client.execute(uri: "/v1/process?" + query, method: .post, body: ByteBuffer(json: "{}")) {
+                    response in
                     #expect(response.status == .badRequest)
                     #expect(response.body.object?["error"]?.objectValue?["code"] == .string("invalid_parameter"))
                 }
@@ -203,8 +233,10 @@ struct RouterTests {
         origin.route("/gone", .status(404, body: "gone"))
         let url = origin.url("/gone")
         try await server.test { client in
-            try await client.execute(uri: "/v1/process?on_reject=keep", method: .post,
-                                     headers: [HTTPField.Name("X-PushMedia-Budget-Ms")!: "3000"], body: ByteBuffer(json: payloadJSON(url))) { response in
+            try await client.execute(
+                uri: "/v1/process?on_reject=keep", method: .post,
+                headers: [HTTPField.Name("X-PushMedia-Budget-Ms")!: "3000"], body: ByteBuffer(json: payloadJSON(url))
+            ) { response in
                 let body = try #require(response.body.object)
                 #expect(body["outcome"]?.objectValue?["reason"] == .string("http_404"))
                 #expect(body["payload"]?.objectValue?["media_url"] == .string(url))
@@ -216,7 +248,8 @@ struct RouterTests {
     @Test func batchKeepsOrderAndSharesFetches() async throws {
         let server = try TestServer()
         let photo = origin.url("/photo")
-        let body = #"{"payloads":[\#(payloadJSON(photo)),"not an object",\#(payloadJSON(photo, extra: #","i":2"#)),{"aps":{"alert":"x"}}]}"#
+        let body =
+            #"{"payloads":[\#(payloadJSON(photo)),"not an object",\#(payloadJSON(photo, extra: #","i":2"#)),{"aps":{"alert":"x"}}]}"#
         try await server.test { client in
             try await client.execute(uri: "/v1/batch", method: .post, body: ByteBuffer(json: body)) { response in
                 #expect(response.status == .ok)
@@ -234,7 +267,8 @@ struct RouterTests {
     @Test func batchErrors() async throws {
         let server = try TestServer()
         try await server.test { client in
-            try await client.execute(uri: "/v1/batch", method: .post, body: ByteBuffer(json: #"{"items":[]}"#)) { response in
+            try await client.execute(uri: "/v1/batch", method: .post, body: ByteBuffer(json: #"{"items":[]}"#)) {
+                response in
                 #expect(response.status == .badRequest)
                 #expect(response.body.object?["error"]?.objectValue?["code"] == .string("invalid_batch"))
             }
@@ -252,14 +286,17 @@ struct RouterTests {
             #expect(mediaContentTypes[format.fileExtension] == format.mime, "\(format.fileExtension)")
         }
         // 2:1 already, as Android's expanded image is: nothing to transcode.
-        let picture = ImageFixtures.Picture(width: 16, height: 8, colours: [(200, 30, 40), (20, 180, 60)],
-                                            indices: (0..<128).map { ($0 / 16 + $0) % 2 })
+        let picture = ImageFixtures.Picture(
+            width: 16, height: 8, colours: [(200, 30, 40), (20, 180, 60)],
+            indices: (0..<128).map { ($0 / 16 + $0) % 2 })
         let bmp = ImageFixtures.bmp(picture, .rgb24)
         origin.route("/small.bmp", .file(body: bmp, contentType: "image/bmp"))
         let server = try TestServer()
         try await server.test { client in
-            let name = try await client.execute(uri: "/v1/process?profile=android", method: .post,
-                                                body: ByteBuffer(json: payloadJSON(origin.url("/small.bmp")))) { response in
+            let name = try await client.execute(
+                uri: "/v1/process?profile=android", method: .post,
+                body: ByteBuffer(json: payloadJSON(origin.url("/small.bmp")))
+            ) { response in
                 let body = try #require(response.body.object)
                 #expect(body["outcome"]?.objectValue?["status"] == .string("passthrough"))
                 let url = try #require(body["payload"]?.objectValue?["media_url"]?.stringValue)
@@ -278,8 +315,12 @@ struct RouterTests {
         let server = try TestServer()
         let url = origin.url("/banner")
         try await server.test { client in
-            let name = try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))) { response in
-                try #require(response.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last.map(String.init))
+            let name = try await client.execute(
+                uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))
+            ) { response in
+                try #require(
+                    response.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last
+                        .map(String.init))
             }
             let stored = try Data(contentsOf: URL(fileURLWithPath: server.store.path + "/" + name))
             let etag = "\"\(name.prefix(64))\""
@@ -306,14 +347,18 @@ struct RouterTests {
                 #expect(response.status == .partialContent)
                 #expect(Data(response.body.readableBytesView) == stored.suffix(5))
             }
-            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=\(stored.count)-"]) { response in
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=\(stored.count)-"]) {
+                response in
                 #expect(response.status == .rangeNotSatisfiable)
                 #expect(response.headers[.contentRange] == "bytes */\(stored.count)")
             }
             try await client.execute(uri: "/media/\(name)", method: .get, headers: [.ifNoneMatch: etag]) { response in
                 #expect(response.status == .notModified)
             }
-            for bad in ["0000000000000000000000000000000000000000000000000000000000000000.jpg", "..%2F..%2Fetc%2Fpasswd", ".index", name.uppercased()] {
+            for bad in [
+                "0000000000000000000000000000000000000000000000000000000000000000.jpg", "..%2F..%2Fetc%2Fpasswd",
+                ".index", name.uppercased(),
+            ] {
                 try await client.execute(uri: "/media/\(bad)", method: .get) { response in
                     #expect(response.status == .notFound, "\(bad)")
                 }
@@ -326,15 +371,22 @@ struct RouterTests {
         let server = try TestServer(server: { $0.mediaMemory = memory })
         let url = origin.url("/banner")
         try await server.test { client in
-            let name = try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))) { response in
-                try #require(response.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last.map(String.init))
+            let name = try await client.execute(
+                uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))
+            ) { response in
+                try #require(
+                    response.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last
+                        .map(String.init))
             }
             let path = server.store.path + "/" + name
             let stored = try Data(contentsOf: URL(fileURLWithPath: path))
             for _ in 0..<2 {  // the second answer comes from memory
-                try await client.execute(uri: "/media/\(name)", method: .get) { #expect(Data($0.body.readableBytesView) == stored) }
+                try await client.execute(uri: "/media/\(name)", method: .get) {
+                    #expect(Data($0.body.readableBytesView) == stored)
+                }
             }
-            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=10-19"]) { response in
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=10-19"]) {
+                response in
                 #expect(response.status == .partialContent)
                 #expect(Data(response.body.readableBytesView) == stored.subdata(in: 10..<20))
             }
@@ -345,16 +397,24 @@ struct RouterTests {
             try await client.execute(uri: "/media/\(name)", method: .get) { #expect($0.status == .notFound) }
             // Put back whole: served again.
             try stored.write(to: URL(fileURLWithPath: path), options: .atomic)
-            try await client.execute(uri: "/media/\(name)", method: .get) { #expect(Data($0.body.readableBytesView) == stored) }
+            try await client.execute(uri: "/media/\(name)", method: .get) {
+                #expect(Data($0.body.readableBytesView) == stored)
+            }
             // Truncated in place: not served either (neither the file nor the remembered copy).
             #expect(truncate(path, 1000) == 0)
             try await client.execute(uri: "/media/\(name)", method: .get) { #expect($0.status == .notFound) }
-            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=0-9"]) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=0-9"]) {
+                #expect($0.status == .notFound)
+            }
             // Nor answered for: a HEAD, a conditional GET or an unsatisfiable range.
             try await client.execute(uri: "/media/\(name)", method: .head) { #expect($0.status == .notFound) }
             let etag = "\"\(name.prefix(64))\""
-            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.ifNoneMatch: etag]) { #expect($0.status == .notFound) }
-            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=5000-"]) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.ifNoneMatch: etag]) {
+                #expect($0.status == .notFound)
+            }
+            try await client.execute(uri: "/media/\(name)", method: .get, headers: [.range: "bytes=5000-"]) {
+                #expect($0.status == .notFound)
+            }
             unlink(path)
             try await client.execute(uri: "/media/\(name)", method: .get) { #expect($0.status == .notFound) }
         }
@@ -363,7 +423,10 @@ struct RouterTests {
     @Test func mediaMemoryEvictsTheLeastRecentlyUsed() throws {
         let memory = MediaMemory(limit: 1000)
         var info = stat()
-        func identity(_ size: Int) -> MediaMemory.Identity { info.st_size = size; return MediaMemory.Identity(info) }
+        func identity(_ size: Int) -> MediaMemory.Identity {
+            info.st_size = size
+            return MediaMemory.Identity(info)
+        }
         let bytes = ByteBuffer(repeating: 7, count: 400)
         memory.keep("a", identity: identity(400), bytes: bytes)
         memory.keep("b", identity: identity(400), bytes: bytes)
@@ -417,23 +480,31 @@ struct RouterTests {
         let server = try TestServer(server: { $0.tokens = ["s3cret-token", "second"] })
         try await server.test { client in
             for headers: HTTPFields in [[:], [.authorization: "Bearer wrong"], [.authorization: "Basic czNjcmV0"]] {
-                try await client.execute(uri: "/v1/process", method: .post, headers: headers, body: ByteBuffer(json: "{}")) { response in
+                try await client.execute(
+                    uri: "/v1/process", method: .post, headers: headers, body: ByteBuffer(json: "{}")
+                ) { response in
                     #expect(response.status == .unauthorized)
                     #expect(response.body.object?["error"]?.objectValue?["code"] == .string("unauthorized"))
                 }
             }
             for token in ["s3cret-token", "second"] {
-                try await client.execute(uri: "/v1/process", method: .post, headers: [.authorization: "Bearer \(token)"], body: ByteBuffer(json: "{}")) { response in
+                try await client.execute(
+                    uri: "/v1/process", method: .post, headers: [.authorization: "Bearer \(token)"],
+                    body: ByteBuffer(json: "{}")
+                ) { response in
                     #expect(response.status == .ok)
                 }
             }
             try await client.execute(uri: "/healthz", method: .get) { #expect($0.status == .ok) }
-            try await client.execute(uri: "/media/" + String(repeating: "a", count: 64) + ".jpg", method: .get) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/media/" + String(repeating: "a", count: 64) + ".jpg", method: .get) {
+                #expect($0.status == .notFound)
+            }
         }
     }
 
     static func sign(_ body: String, secret: String, at time: Int) -> String {
-        let mac = HMAC<SHA256>.authenticationCode(for: Data("\(time).\(body)".utf8), using: SymmetricKey(data: Data(secret.utf8)))
+        let mac = HMAC<SHA256>.authenticationCode(
+            for: Data("\(time).\(body)".utf8), using: SymmetricKey(data: Data(secret.utf8)))
         return "t=\(time),v1=" + mac.map { String(format: "%02x", $0) }.joined()
     }
 
@@ -445,23 +516,32 @@ struct RouterTests {
         let now = Int(fixedNow.timeIntervalSince1970)
         let signature = HTTPField.Name("X-PushMedia-Signature")!
         try await server.test { client in
-            try await client.execute(uri: "/v1/process", method: .post, headers: [signature: Self.sign(body, secret: secret, at: now - 30)], body: ByteBuffer(json: body)) { response in
+            try await client.execute(
+                uri: "/v1/process", method: .post, headers: [signature: Self.sign(body, secret: secret, at: now - 30)],
+                body: ByteBuffer(json: body)
+            ) { response in
                 #expect(response.status == .ok)
                 #expect(response.body.object?["outcome"]?.objectValue?["status"] == .string("skipped"))
             }
             let cases: [(String, String)] = [
-                (Self.sign(body, secret: secret, at: now - 400), "more than 300 s"),      // expired
+                (Self.sign(body, secret: secret, at: now - 400), "more than 300 s"),  // expired
                 (Self.sign(body, secret: "another-secret-another-secret!!", at: now), "does not match"),
-                (Self.sign(body + " ", secret: secret, at: now), "does not match"),         // body changed
+                (Self.sign(body + " ", secret: secret, at: now), "does not match"),  // body changed
                 ("t=\(now)", "must be"),
             ]
             for (header, message) in cases {
-                try await client.execute(uri: "/v1/process", method: .post, headers: [signature: header], body: ByteBuffer(json: body)) { response in
+                try await client.execute(
+                    uri: "/v1/process", method: .post, headers: [signature: header], body: ByteBuffer(json: body)
+                ) { response in
                     #expect(response.status == .unauthorized)
-                    #expect(response.body.object?["error"]?.objectValue?["message"]?.stringValue?.contains(message) == true, "\(header)")
+                    #expect(
+                        response.body.object?["error"]?.objectValue?["message"]?.stringValue?.contains(message) == true,
+                        "\(header)")
                 }
             }
-            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: body)) { #expect($0.status == .unauthorized) }
+            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: body)) {
+                #expect($0.status == .unauthorized)
+            }
         }
     }
 
@@ -471,7 +551,8 @@ struct RouterTests {
         var server = ServerConfig()
         server.host = "0.0.0.0"
         await #expect(throws: ServerError.self) {
-            _ = try await buildApplication(config: config, server: server, baseURLGiven: true, logger: .init(label: "test"))
+            _ = try await buildApplication(
+                config: config, server: server, baseURLGiven: true, logger: .init(label: "test"))
         }
         server.tokens = ["t"]
         _ = try await buildApplication(config: config, server: server, baseURLGiven: true, logger: .init(label: "test"))
@@ -490,7 +571,9 @@ struct RouterTests {
             try await withThrowingTaskGroup(of: String?.self) { group in
                 for _ in 0..<8 {
                     group.addTask {
-                        try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))) {
+                        try await client.execute(
+                            uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))
+                        ) {
                             $0.body.object?["outcome"]?.objectValue?["status"]?.stringValue
                         }
                     }
@@ -504,10 +587,13 @@ struct RouterTests {
 
     @Test func workGoesOnAfterTheBudgetAndFillsTheCache() async throws {
         let server = try TestServer { $0.backgroundLimit = .seconds(30) }
-        origin.route("/late.webp", .delayed(.milliseconds(700), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        origin.route(
+            "/late.webp", .delayed(.milliseconds(700), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
         let url = origin.url("/late.webp")
         try await server.test { client in
-            let first = try await client.execute(uri: "/v1/process?budget_ms=200", method: .post, body: ByteBuffer(json: payloadJSON(url))) {
+            let first = try await client.execute(
+                uri: "/v1/process?budget_ms=200", method: .post, body: ByteBuffer(json: payloadJSON(url))
+            ) {
                 $0.body.object?["outcome"]?.objectValue
             }
             #expect(first?["status"] == .string("best_attempt"))
@@ -515,7 +601,9 @@ struct RouterTests {
             var later: JSONObject?
             for _ in 0..<50 {
                 try await Task.sleep(for: .milliseconds(100))
-                later = try await client.execute(uri: "/v1/process?budget_ms=200", method: .post, body: ByteBuffer(json: payloadJSON(url))) {
+                later = try await client.execute(
+                    uri: "/v1/process?budget_ms=200", method: .post, body: ByteBuffer(json: payloadJSON(url))
+                ) {
                     $0.body.object?["outcome"]?.objectValue
                 }
                 if later?["cache_hit"] == .bool(true) { break }
@@ -527,16 +615,26 @@ struct RouterTests {
     }
 
     @Test func overloadIsAnsweredAtOnce() async throws {
-        let server = try TestServer { $0.maxJobs = 1; $0.maxQueuedJobs = 0 }
-        origin.route("/slow.webp", .delayed(.milliseconds(1500), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
-        let slow = origin.url("/slow.webp"), other = origin.url("/banner")
+        let server = try TestServer {
+            $0.maxJobs = 1
+            $0.maxQueuedJobs = 0
+        }
+        origin.route(
+            "/slow.webp", .delayed(.milliseconds(1500), body: try sampleMedia("banner.webp"), contentType: "image/webp")
+        )
+        let slow = origin.url("/slow.webp")
+        let other = origin.url("/banner")
         try await server.test { client in
-            async let first = client.execute(uri: "/v1/process?budget_ms=3000", method: .post, body: ByteBuffer(json: payloadJSON(slow))) {
+            async let first = client.execute(
+                uri: "/v1/process?budget_ms=3000", method: .post, body: ByteBuffer(json: payloadJSON(slow))
+            ) {
                 $0.body.object?["outcome"]?.objectValue?["status"]
             }
             while origin.hits("/slow.webp") == 0 { try await Task.sleep(for: .milliseconds(20)) }
             let start = ContinuousClock.now
-            try await client.execute(uri: "/v1/process?budget_ms=3000", method: .post, body: ByteBuffer(json: payloadJSON(other))) { response in
+            try await client.execute(
+                uri: "/v1/process?budget_ms=3000", method: .post, body: ByteBuffer(json: payloadJSON(other))
+            ) { response in
                 #expect(response.status == .ok)
                 let outcome = response.body.object?["outcome"]?.objectValue
                 #expect(outcome?["status"] == .string("best_attempt"))

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import PushMedia
 import PushMediaTestSupport
+
 @testable import PushMediaServer
 
 /// A router over a fresh store, with loopback origins allowed (the test origin is on 127.0.0.1):
@@ -13,9 +14,11 @@ final class TestServer: @unchecked Sendable {
     let parts: ServerParts
     let router: Router<AppRequestContext>
 
-    init(_ adjust: (inout PushMediaConfig) -> Void = { _ in },
-         server adjustServer: (inout ServerConfig) -> Void = { _ in },
-         now: @escaping @Sendable () -> Date = Date.init) throws {
+    init(
+        _ adjust: (inout PushMediaConfig) -> Void = { _ in },
+        server adjustServer: (inout ServerConfig) -> Void = { _ in },
+        now: @escaping @Sendable () -> Date = Date.init
+    ) throws {
         var config = testConfig(store: store)
         config.baseURL = "https://media.example.com/media"
         adjust(&config)

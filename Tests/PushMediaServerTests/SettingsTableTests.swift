@@ -2,6 +2,7 @@ import Foundation
 import PushMedia
 import PushMediaTestSupport
 import Testing
+
 @testable import PushMediaServer
 
 /// The settings tables (`PushMediaConfig.settings`, `ServerConfig.settings`) against the README's
@@ -29,19 +30,23 @@ struct SettingsTableTests {
         func entry<Config: Configurable & Equatable>(
             _ setting: Setting<Config>, served: @escaping @Sendable (Config) -> Config
         ) -> Entry {
-            Entry(name: setting.name, environment: setting.environment, fallback: setting.fallbackEnvironment,
-                  kind: setting.kind, commands: setting.commands, documentedDefault: setting.documentedDefault,
-                  help: setting.help,
-                  defaultIsDefault: {
-                      let text = setting.documentedDefault.replacingOccurrences(of: "`", with: "")
-                      var config = Config()
-                      try setting.apply(text, to: &config)
-                      return served(config) == served(Config())
-                  },
-                  refuses: { text in
-                      var config = Config()
-                      do { try setting.apply(text, to: &config); return false } catch { return true }
-                  })
+            Entry(
+                name: setting.name, environment: setting.environment, fallback: setting.fallbackEnvironment,
+                kind: setting.kind, commands: setting.commands, documentedDefault: setting.documentedDefault,
+                help: setting.help,
+                defaultIsDefault: {
+                    let text = setting.documentedDefault.replacingOccurrences(of: "`", with: "")
+                    var config = Config()
+                    try setting.apply(text, to: &config)
+                    return served(config) == served(Config())
+                },
+                refuses: { text in
+                    var config = Config()
+                    do {
+                        try setting.apply(text, to: &config)
+                        return false
+                    } catch { return true }
+                })
         }
         return PushMediaConfig.settings.map { entry($0, served: ServerConfig.served) }
             + ServerConfig.settings.map { entry($0, served: { $0 }) }
@@ -99,8 +104,14 @@ struct SettingsTableTests {
         var inTable = false
         for line in lines {
             if line.hasPrefix("#") { section = line.drop(while: { $0 == "#" }).trimmingCharacters(in: .whitespaces) }
-            if line.hasPrefix("| flag | environment | default |") { inTable = true; continue }
-            guard inTable, line.hasPrefix("|") else { inTable = false; continue }
+            if line.hasPrefix("| flag | environment | default |") {
+                inTable = true
+                continue
+            }
+            guard inTable, line.hasPrefix("|") else {
+                inTable = false
+                continue
+            }
             if line.hasPrefix("|---") { continue }
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst()
                 .map { $0.trimmingCharacters(in: .whitespaces) }
@@ -201,8 +212,9 @@ struct SettingsTableTests {
         for entry in Self.entries where entry.kind == .option || entry.kind == .list {
             guard let invalid = ["x", ""].first(where: entry.refuses) else { continue }
             let command = entry.commands == .every ? .process : entry.commands.sorted { $0.rawValue < $1.rawValue }[0]
-            let run = try await Self.pushmedia([command.rawValue, "--store", store.path, "--\(entry.name)", invalid],
-                                               arguments: command == .purge ? ["https://example.com/a.jpg"] : [])
+            let run = try await Self.pushmedia(
+                [command.rawValue, "--store", store.path, "--\(entry.name)", invalid],
+                arguments: command == .purge ? ["https://example.com/a.jpg"] : [])
             let described = "pushmedia \(command.rawValue) --\(entry.name) \(invalid): \(run.stderr)"
             #expect(run.status == 64, "\(described)")
             #expect(run.stderr.contains("for --\(entry.name):"), "\(described)")
@@ -249,7 +261,8 @@ struct SettingsTableTests {
             process.environment = ProcessInfo.processInfo.environment.filter {
                 !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_")
             }
-            let out = Pipe(), err = Pipe()
+            let out = Pipe()
+            let err = Pipe()
             process.standardOutput = out
             process.standardError = err
             process.standardInput = FileHandle.nullDevice

@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import PushMedia
 import PushMediaTestSupport
+import Testing
+
+@testable import PushMedia
 
 /// `pushmedia batch` writes report.html beside report.json: checked as text and as headless
 /// Chromium shows it (every preview image loads from disk, one row per report.json item).
@@ -13,7 +14,9 @@ struct BatchReportTests {
         let input = work.file("in")
         try FileManager.default.createDirectory(atPath: input + "/media", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: input + "/nested", withIntermediateDirectories: true)
-        for name in ["photo-exif.jpg", "logo-alpha.png", "spinner.gif", "banner.webp", "chime.mp3", "clip.mp4", "truncated.jpg"] {
+        for name in [
+            "photo-exif.jpg", "logo-alpha.png", "spinner.gif", "banner.webp", "chime.mp3", "clip.mp4", "truncated.jpg",
+        ] {
             try Data(try sampleMedia(name)).write(to: URL(fileURLWithPath: input + "/media/" + name))
         }
         func payload(_ title: String, _ key: String, _ url: String) -> String {
@@ -27,7 +30,10 @@ struct BatchReportTests {
             ("chime.json", payload("Chime", "media_url", "media/chime.mp3")),
             ("clip.json", payload("Clip", "media_url", "media/clip.mp4")),
             ("truncated.json", payload("Truncated", "media_url", "media/truncated.jpg")),
-            ("markup.json", payload(#"<script>alert(\"title\")</script>"#, "media_url", "javascript:alert('<script>x</script>')")),
+            (
+                "markup.json",
+                payload(#"<script>alert(\"title\")</script>"#, "media_url", "javascript:alert('<script>x</script>')")
+            ),
             ("no-media.json", #"{"aps":{"alert":"No media","mutable-content":1}}"#),
             ("invalid.json", #"{"aps":{"alert":"x",}"#),
             ("nested/a b.json", payload("Nested", "media_url", "media/logo-alpha.png")),
@@ -46,18 +52,23 @@ struct BatchReportTests {
     static func runBatch(_ work: TemporaryDirectory) async throws -> Batch {
         let input = try makeInput(work)
         let run = try await CommandLineTests.runner.run {
-            try CommandLineTests.launch(["batch", input, "--out", work.file("out"), "--store", work.file("store"), "--concurrency", "2"],
-                                        stdin: nil, environment: [:])
+            try CommandLineTests.launch(
+                ["batch", input, "--out", work.file("out"), "--store", work.file("store"), "--concurrency", "2"],
+                stdin: nil, environment: [:])
         }
         #expect(run.status == 0, "\(run.stderr)")
         #expect(String(decoding: run.stdout, as: UTF8.self).contains("report.html"))
-        let report = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
+        let report = try #require(
+            try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
         let items = try #require(report["items"]?.arrayValue).compactMap(\.objectValue).map {
             ($0["file"]?.stringValue ?? "", $0["outcome"]?.objectValue?["status"]?.stringValue ?? "")
         }
         #expect(items.count == 11)
         let html = try String(contentsOfFile: work.file("out/report.html"), encoding: .utf8)
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: work.file("out"))) ?? []).allSatisfy { !$0.hasSuffix(".tmp") })
+        #expect(
+            ((try? FileManager.default.contentsOfDirectory(atPath: work.file("out"))) ?? []).allSatisfy {
+                !$0.hasSuffix(".tmp")
+            })
         return Batch(out: work.file("out"), html: html, items: items)
     }
 
@@ -79,7 +90,9 @@ struct BatchReportTests {
         for tag in tags where ["img", "audio", "video", "a"].contains(tag.name) {
             guard let link = tag.attributes[tag.name == "a" ? "href" : "src"] else { continue }
             #expect(!link.contains(":") && !link.hasPrefix("/"), "\(link)")
-            #expect(FileManager.default.fileExists(atPath: batch.out + "/" + (link.removingPercentEncoding ?? link)), "\(tag.name) → \(link)")
+            #expect(
+                FileManager.default.fileExists(atPath: batch.out + "/" + (link.removingPercentEncoding ?? link)),
+                "\(tag.name) → \(link)")
             if tag.name == "img" { images += 1 }
         }
         // Before and after of photo, logo, spinner, banner and the nested logo; the truncated source is linked, not shown.

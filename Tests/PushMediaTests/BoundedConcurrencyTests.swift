@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PushMedia
 
 @Suite("Bounded concurrency")
@@ -6,7 +7,10 @@ struct BoundedConcurrencyTests {
     @Test func neverRunsMoreThanTheWidthAndKeepsTheOrder() async {
         let running = Locked((now: 0, most: 0))
         let results = await Array(0..<40).mapConcurrently(width: 4) { index, item in
-            running.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+            running.withLock {
+                $0.now += 1
+                $0.most = max($0.most, $0.now)
+            }
             try? await Task.sleep(for: .milliseconds(Int.random(in: 1...5)))
             running.withLock { $0.now -= 1 }
             return item * 10 + index

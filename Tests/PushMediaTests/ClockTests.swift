@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PushMedia
 
 @Suite struct ClockTests {

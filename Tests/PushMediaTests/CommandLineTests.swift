@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import PushMedia
 import PushMediaTestSupport
+import Testing
+
+@testable import PushMedia
 
 /// Runs the built `pushmedia` executable, as a user would.
 @Suite("Command line")
@@ -18,16 +19,26 @@ struct CommandLineTests {
 
     /// Runs `pushmedia` with `arguments`; `wrapper` (e.g. `["/usr/bin/prlimit", "--fsize=…"]`)
     /// is a command that runs it.
-    func pushmedia(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], wrapper: [String] = []) async throws -> Run {
-        try await Self.runner.run { try Self.launch(arguments, stdin: stdin, environment: environment, wrapper: wrapper) }
+    func pushmedia(
+        _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], wrapper: [String] = []
+    ) async throws -> Run {
+        try await Self.runner.run {
+            try Self.launch(arguments, stdin: stdin, environment: environment, wrapper: wrapper)
+        }
     }
 
-    static func launch(_ arguments: [String], stdin: Data?, environment: [String: String], wrapper: [String] = []) throws -> Run {
+    static func launch(_ arguments: [String], stdin: Data?, environment: [String: String], wrapper: [String] = [])
+        throws -> Run
+    {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: wrapper.first ?? pushmediaExecutable)
         process.arguments = wrapper.isEmpty ? arguments : Array(wrapper.dropFirst()) + [pushmediaExecutable] + arguments
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }.merging(environment) { $1 }
-        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }.merging(
+            environment
+        ) { $1 }
+        let out = Pipe()
+        let err = Pipe()
+        let input = Pipe()
         process.standardOutput = out
         process.standardError = err
         process.standardInput = input
@@ -42,15 +53,18 @@ struct CommandLineTests {
 
     @Test func processWritesThePayloadAndAReport() async throws {
         let work = TemporaryDirectory()
-        let run = try await pushmedia(["process", samplesDirectory + "/01-photo-exif.json", "--store", work.file("store"),
-                                 "--base-url", "https://cdn.example.com/p", "--report", work.file("report.json")])
+        let run = try await pushmedia([
+            "process", samplesDirectory + "/01-photo-exif.json", "--store", work.file("store"),
+            "--base-url", "https://cdn.example.com/p", "--report", work.file("report.json"),
+        ])
         #expect(run.status == 0, "\(run.stderr)")
         let payload = try #require(try JSONValue.parse(run.stdout).objectValue)
         let url = try #require(payload["media_url"]?.stringValue)
         #expect(url.hasPrefix("https://cdn.example.com/p/") && url.hasSuffix(".jpg"))
         #expect(payload["deep_link"] == .string("shop://deals/42"))
         #expect(run.stderr.contains("processed"))
-        let report = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("report.json")))).objectValue)
+        let report = try #require(
+            try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("report.json")))).objectValue)
         #expect(report["status"] == .string("processed"))
         #expect(report["media_key"] == .string("media_url"))
         #expect(report["attachment"]?.objectValue?["url"] == .string(url))
@@ -63,7 +77,9 @@ struct CommandLineTests {
         let input = Data(#"{"aps":{"alert":"Hi","mutable-content":1},"n":1.0}"#.utf8)
         let run = try await pushmedia(["process", "-", "--store", work.path], stdin: input)
         #expect(run.status == 0)
-        #expect(String(decoding: run.stdout, as: UTF8.self) == #"{"aps":{"alert":"Hi","mutable-content":1},"n":1.0}"# + "\n")
+        #expect(
+            String(decoding: run.stdout, as: UTF8.self) == #"{"aps":{"alert":"Hi","mutable-content":1},"n":1.0}"# + "\n"
+        )
         #expect(run.stderr.contains("skipped"))
     }
 
@@ -76,7 +92,9 @@ struct CommandLineTests {
         let usage = try await pushmedia(["process", "--budget", "whenever", "--store", work.path])
         #expect(usage.status == 64)
         #expect(usage.stderr.contains("--budget"))
-        let environment = try await pushmedia(["process", samplesDirectory + "/17-no-media.json"], environment: ["PUSHMEDIA_ON_REJECT": "maybe", "PUSHMEDIA_STORE": work.path])
+        let environment = try await pushmedia(
+            ["process", samplesDirectory + "/17-no-media.json"],
+            environment: ["PUSHMEDIA_ON_REJECT": "maybe", "PUSHMEDIA_STORE": work.path])
         #expect(environment.status == 64)
         #expect(environment.stderr.contains("PUSHMEDIA_ON_REJECT"))
         let missing = try await pushmedia(["process", work.file("nope.json"), "--store", work.path])
@@ -85,25 +103,37 @@ struct CommandLineTests {
 
     @Test func batchProcessesEverySampleAsDocumented() async throws {
         let work = TemporaryDirectory()
-        let arguments = ["batch", samplesDirectory, "--out", work.file("out"), "--store", work.file("store"), "--concurrency", "3"]
+        let arguments = [
+            "batch", samplesDirectory, "--out", work.file("out"), "--store", work.file("store"), "--concurrency", "3",
+        ]
         let run = try await pushmedia(arguments)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(String(decoding: run.stdout, as: UTF8.self).contains("30 payloads"))
 
         let expected: [String: (String, String?)] = [
-            "01-photo-exif.json": ("processed", nil), "02-logo-alpha.json": ("passthrough", nil), "03-webp.json": ("processed", nil),
-            "04-heic.json": ("processed", nil), "05-avif.json": ("processed", nil), "06-animated-gif.json": ("passthrough", nil),
-            "07-tiff.json": ("processed", nil), "08-bmp.json": ("processed", nil), "09-no-extension.json": ("passthrough", nil),
+            "01-photo-exif.json": ("processed", nil), "02-logo-alpha.json": ("passthrough", nil),
+            "03-webp.json": ("processed", nil),
+            "04-heic.json": ("processed", nil), "05-avif.json": ("processed", nil),
+            "06-animated-gif.json": ("passthrough", nil),
+            "07-tiff.json": ("processed", nil), "08-bmp.json": ("processed", nil),
+            "09-no-extension.json": ("passthrough", nil),
             "10-png-named-jpg.json": ("passthrough", nil), "11-truncated.json": ("rejected", "decode_failed"),
-            "12-mp3.json": ("passthrough", nil), "13-m4a.json": ("passthrough", nil), "14-wav.json": ("passthrough", nil),
-            "15-mp4.json": ("passthrough", nil), "16-webm.json": ("processed", nil), "17-no-media.json": ("skipped", "no_media"),
-            "18-no-alert.json": ("skipped", "no_alert"), "19-near-limit.json": ("processed", nil), "20-invalid.json": ("rejected", "invalid_json"),
+            "12-mp3.json": ("passthrough", nil), "13-m4a.json": ("passthrough", nil),
+            "14-wav.json": ("passthrough", nil),
+            "15-mp4.json": ("passthrough", nil), "16-webm.json": ("processed", nil),
+            "17-no-media.json": ("skipped", "no_media"),
+            "18-no-alert.json": ("skipped", "no_alert"), "19-near-limit.json": ("processed", nil),
+            "20-invalid.json": ("rejected", "invalid_json"),
             "21-escape-attempt.json": ("rejected", "path_outside_root"),
-            "22-fcm-message.json": ("processed", nil), "23-fcm-webpush.json": ("processed", nil), "24-fcm-apns.json": ("processed", nil),
-            "25-onesignal.json": ("processed", nil), "26-airship.json": ("processed", nil), "27-braze.json": ("passthrough", nil),
-            "28-clevertap.json": ("passthrough", nil), "29-iterable.json": ("processed", nil), "30-customerio.json": ("processed", nil),
+            "22-fcm-message.json": ("processed", nil), "23-fcm-webpush.json": ("processed", nil),
+            "24-fcm-apns.json": ("processed", nil),
+            "25-onesignal.json": ("processed", nil), "26-airship.json": ("processed", nil),
+            "27-braze.json": ("passthrough", nil),
+            "28-clevertap.json": ("passthrough", nil), "29-iterable.json": ("processed", nil),
+            "30-customerio.json": ("processed", nil),
         ]
-        let report = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
+        let report = try #require(
+            try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
         let items = try #require(report["items"]?.arrayValue)
         #expect(items.count == expected.count)
         for item in items.compactMap(\.objectValue) {
@@ -127,19 +157,25 @@ struct CommandLineTests {
                 let text = String(decoding: JSONValue.object(payload).serialized(), as: UTF8.self)
                 for entry in media {
                     let url = try #require(entry["attachment"]?.objectValue?["url"]?.stringValue, "\(file)")
-                    #expect(text.contains("\"" + url.replacingOccurrences(of: "/", with: "\\/") + "\"") || text.contains("\"" + url + "\""), "\(file)")
+                    #expect(
+                        text.contains("\"" + url.replacingOccurrences(of: "/", with: "\\/") + "\"")
+                            || text.contains("\"" + url + "\""), "\(file)")
                     let name = try #require(url.split(separator: "/").last.map(String.init))
                     #expect(FileManager.default.fileExists(atPath: work.file("store/" + name)), "\(file)")
                 }
             }
         }
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: work.file("out"))) ?? []).allSatisfy { !$0.hasSuffix(".tmp") })
+        #expect(
+            ((try? FileManager.default.contentsOfDirectory(atPath: work.file("out"))) ?? []).allSatisfy {
+                !$0.hasSuffix(".tmp")
+            })
 
         // A second run reuses the cache and leaves the outputs as they were.
         let first = try Data(contentsOf: URL(fileURLWithPath: work.file("out/03-webp.json")))
         let again = try await pushmedia(arguments)
         #expect(again.status == 0)
-        let second = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
+        let second = try #require(
+            try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
         #expect(second["summary"]?.objectValue?["cache_hits"] == .number("25"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: work.file("out/03-webp.json"))) == first)
     }
@@ -148,7 +184,7 @@ struct CommandLineTests {
     static func measure(_ arguments: [String]) throws -> (Int32, Int) {
         var pid: pid_t = 0
         let argv = ([pushmediaExecutable] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer { for argument in argv { free(argument) } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -166,7 +202,8 @@ struct CommandLineTests {
     static func writePayloads(_ count: Int, in directory: String, url: (Int) -> String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         for index in 0..<count {
-            let text = #"{"aps":{"alert":{"title":"Item \#(index)","body":"Deal"},"mutable-content":1},"media_url":"\#(url(index))"}"#
+            let text =
+                #"{"aps":{"alert":{"title":"Item \#(index)","body":"Deal"},"mutable-content":1},"media_url":"\#(url(index))"}"#
             try Data(text.utf8).write(to: URL(fileURLWithPath: directory + String(format: "/p%03d.json", index)))
         }
     }
@@ -180,9 +217,12 @@ struct CommandLineTests {
             if allowTemporaries && name.hasPrefix(".") && name.hasSuffix(".tmp") { continue }
             #expect(!name.hasSuffix(".tmp"), "partial output \(name)")
             guard name.hasPrefix("p"), name.hasSuffix(".json") else { continue }
-            let payload = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: out + "/" + name))).objectValue, "\(name)")
+            let payload = try #require(
+                try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: out + "/" + name))).objectValue, "\(name)")
             if let url = payload["media_url"]?.stringValue, url.contains("/media/") {
-                #expect(FileManager.default.fileExists(atPath: store + "/" + url.split(separator: "/").last!), "\(name) → \(url)")
+                #expect(
+                    FileManager.default.fileExists(atPath: store + "/" + url.split(separator: "/").last!),
+                    "\(name) → \(url)")
             }
             checked += 1
         }
@@ -191,12 +231,15 @@ struct CommandLineTests {
 
     @Test func aBatchKilledMidwayLeavesNothingPartialAndRerunsToCompletion() async throws {
         let origin = try TestOrigin()
-        origin.route("/slow.webp", .delayed(.milliseconds(250), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        origin.route(
+            "/slow.webp", .delayed(.milliseconds(250), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
         let work = TemporaryDirectory()
         try Self.writePayloads(40, in: work.file("in")) { origin.url("/slow.webp?v=\($0)") }
         // Two payloads at a time (no prefetch): at least 5 s of downloads, killed after 2 s.
-        let arguments = ["batch", work.file("in"), "--out", work.file("out"), "--store", work.file("store"),
-                         "--allow-private-networks", "--concurrency", "2", "--prefetch", "0"]
+        let arguments = [
+            "batch", work.file("in"), "--out", work.file("out"), "--store", work.file("store"),
+            "--allow-private-networks", "--concurrency", "2", "--prefetch", "0",
+        ]
 
         let victim = Process()
         victim.executableURL = URL(fileURLWithPath: pushmediaExecutable)
@@ -217,7 +260,8 @@ struct CommandLineTests {
         let incoming = work.file("store/.incoming")
         let partial = (FileManager.default.subpaths(atPath: incoming) ?? []).filter { $0.hasSuffix(".part") }
         #expect(partial.isEmpty, "\(partial)")
-        let report = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
+        let report = try #require(
+            try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
         #expect(report["summary"]?.objectValue?["by_status"]?.objectValue?["processed"] == .number("40"))
     }
 
@@ -227,29 +271,40 @@ struct CommandLineTests {
     /// SIGBUS under a limit of 100 kB before it runs at all.)
     @Test func aFullDiskKeepsTheOriginalURL() async throws {
         let origin = try TestOrigin()
-        origin.route("/photo.jpg", .file(body: HostileFixtures.padded(try sampleMedia("photo-exif.jpg"), to: 12_000_000), contentType: "image/jpeg"))
+        origin.route(
+            "/photo.jpg",
+            .file(
+                body: HostileFixtures.padded(try sampleMedia("photo-exif.jpg"), to: 12_000_000),
+                contentType: "image/jpeg"))
         let work = TemporaryDirectory()
         let url = origin.url("/photo.jpg")
-        let payload = #"{"aps":{"alert":{"title":"Sale","body":"Today only"},"mutable-content":1},"media_url":"\#(url)"}"#
+        let payload =
+            #"{"aps":{"alert":{"title":"Sale","body":"Today only"},"mutable-content":1},"media_url":"\#(url)"}"#
         let store = work.file("store")
-        let run = try await pushmedia(["process", "-", "--store", store, "--allow-private-networks"], stdin: Data(payload.utf8),
-                                      wrapper: ["/usr/bin/prlimit", "--fsize=4000000"])
+        let run = try await pushmedia(
+            ["process", "-", "--store", store, "--allow-private-networks"], stdin: Data(payload.utf8),
+            wrapper: ["/usr/bin/prlimit", "--fsize=4000000"])
         #expect(run.status == 0, "\(run.stderr)")
         let out = try #require(try JSONValue.parse(run.stdout).objectValue)
         #expect(out["media_url"] == .string(url), "the original URL is kept")
         #expect(out["aps"]?.objectValue?["alert"]?.objectValue?["body"] == .string("Today only"))
         // Nothing was learnt about the media: the payload goes out as it came.
         #expect(out == (try JSONValue.parse(Data(payload.utf8)).objectValue))
-        #expect(run.stderr.contains("best_attempt (store_unavailable)") && run.stderr.contains("local disk"), "\(run.stderr)")
+        #expect(
+            run.stderr.contains("best_attempt (store_unavailable)") && run.stderr.contains("local disk"),
+            "\(run.stderr)")
         let partial = (FileManager.default.subpaths(atPath: store + "/.incoming") ?? []).filter { path in
             var isDirectory: ObjCBool = false
-            return FileManager.default.fileExists(atPath: store + "/.incoming/" + path, isDirectory: &isDirectory) && !isDirectory.boolValue
+            return FileManager.default.fileExists(atPath: store + "/.incoming/" + path, isDirectory: &isDirectory)
+                && !isDirectory.boolValue
         }
         #expect(partial.isEmpty, "partial files: \(partial)")
 
         // With room on the disk the same payload is processed.
-        let again = try await pushmedia(["process", "-", "--store", store, "--allow-private-networks"], stdin: Data(payload.utf8))
-        #expect(try JSONValue.parse(again.stdout).objectValue?["pushmedia"]?.objectValue?["status"] == .string("processed"))
+        let again = try await pushmedia(
+            ["process", "-", "--store", store, "--allow-private-networks"], stdin: Data(payload.utf8))
+        #expect(
+            try JSONValue.parse(again.stdout).objectValue?["pushmedia"]?.objectValue?["status"] == .string("processed"))
     }
 
     /// A store file cut short behind PushMedia's back: `gc --verify` finds and removes it, and
@@ -270,12 +325,15 @@ struct CommandLineTests {
 
         let dry = try await pushmedia(["gc", "--store", store, "--verify", "--dry-run", "--json"])
         let report = try #require(try JSONValue.parse(dry.stdout).objectValue?["verify"]?.objectValue, "\(dry.stderr)")
-        #expect(report["checked"] == .number("2") && report["corrupt"] == .array([.string(name)]) && report["removed"] == .number("0"))
+        #expect(
+            report["checked"] == .number("2") && report["corrupt"] == .array([.string(name)])
+                && report["removed"] == .number("0"))
         #expect(FileManager.default.fileExists(atPath: store + "/" + name))
         let real = try await pushmedia(["gc", "--store", store, "--verify", "--json"])
         #expect(real.status == 0 && real.stderr.contains("1 no longer match their name"), "\(real.stderr)")
         #expect(!FileManager.default.fileExists(atPath: store + "/" + name))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: store).filter { MediaStore.isValidName($0) }.count == 1)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: store).filter { MediaStore.isValidName($0) }.count == 1)
 
         // The cache entry still names the file: the next job notices it is gone and makes it again.
         let again = try await pushmedia(["process", work.file("p.json"), "--store", store])
@@ -286,21 +344,31 @@ struct CommandLineTests {
 
     @Test func aHostileBatchStaysWithinMemoryAndFinishes() async throws {
         let origin = try TestOrigin()
-        origin.route("/bomb.png", .file(body: HostileFixtures.pngClaiming(width: 30_000, height: 30_000), contentType: "image/png"))
+        origin.route(
+            "/bomb.png",
+            .file(body: HostileFixtures.pngClaiming(width: 30_000, height: 30_000), contentType: "image/png"))
         origin.route("/frames.gif", .file(body: HostileFixtures.gif(frames: 3_000), contentType: "image/gif"))
-        origin.route("/big.mp4", .file(body: HostileFixtures.padded(try sampleMedia("clip.mp4"), to: 45_000_000), contentType: "video/mp4"))
+        origin.route(
+            "/big.mp4",
+            .file(body: HostileFixtures.padded(try sampleMedia("clip.mp4"), to: 45_000_000), contentType: "video/mp4"))
         origin.route("/photo.jpg", .file(body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg"))
         origin.route("/endless", .endless(contentType: "image/jpeg"))
         let paths = ["/bomb.png", "/frames.gif", "/big.mp4", "/photo.jpg", "/endless"]
         let work = TemporaryDirectory()
         try Self.writePayloads(paths.count, in: work.file("in")) { origin.url(paths[$0]) }
         let (status, peakKB) = try await Self.runner.run {
-            try Self.measure(["batch", work.file("in"), "--out", work.file("out"), "--store", work.file("store"),
-                              "--allow-private-networks", "--budget", "5s"])
+            try Self.measure([
+                "batch", work.file("in"), "--out", work.file("out"), "--store", work.file("store"),
+                "--allow-private-networks", "--budget", "5s",
+            ])
         }
         #expect(status == 0)
-        let report = try #require(try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
-        let reasons = report["items"]?.arrayValue?.map { $0.objectValue?["outcome"]?.objectValue?["reason"]?.stringValue ?? $0.objectValue?["outcome"]?.objectValue?["status"]?.stringValue ?? "?" }
+        let report = try #require(
+            try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
+        let reasons = report["items"]?.arrayValue?.map {
+            $0.objectValue?["outcome"]?.objectValue?["reason"]?.stringValue ?? $0.objectValue?["outcome"]?.objectValue?[
+                "status"]?.stringValue ?? "?"
+        }
         #expect(reasons == ["too_many_pixels", "processed", "passthrough", "processed", "too_large"])
         // Sanitizers add shadow memory: allow three times as much under them.
         let limitMB = ProcessInfo.processInfo.environment["PUSHMEDIA_TEST_SANITIZER"] == nil ? 300 : 900

@@ -1,6 +1,7 @@
-import Testing
-@testable import PushMedia
 import PushMediaTestSupport
+import Testing
+
+@testable import PushMedia
 
 @Suite("Configuration")
 struct ConfigTests {
@@ -46,7 +47,9 @@ struct ConfigTests {
     }
 
     @Test func profileVendorCropAndThumbnailHints() throws {
-        #expect(PushMediaConfig().profile == .ios && PushMediaConfig().vendor == nil && PushMediaConfig().crop == .attention)
+        #expect(
+            PushMediaConfig().profile == .ios && PushMediaConfig().vendor == nil && PushMediaConfig().crop == .attention
+        )
         let config = try PushMediaConfig.fromEnvironment([
             "PUSHMEDIA_PROFILE": "huawei", "PUSHMEDIA_VENDOR": "OneSignal", "PUSHMEDIA_CROP": "center",
             "PUSHMEDIA_THUMB_ASPECT": "16:9", "PUSHMEDIA_THUMB_HIDDEN": "yes",
@@ -59,15 +62,22 @@ struct ConfigTests {
         var back = config
         try back.apply([("vendor", "auto"), ("thumb-aspect", "none"), ("profile", "web")])
         #expect(back.vendor == nil && back.thumbnailAspect == nil && back.profile.iconEdge == 192)
-        for (name, value) in [("profile", "windows"), ("vendor", "sendgrid"), ("crop", "smart"), ("thumb-aspect", "1:0"), ("thumb-aspect", "square")] {
-            #expect { try back.set(name, to: value) } throws: { "\($0)".contains("--\(name)") && "\($0)".contains(value) }
+        for (name, value) in [
+            ("profile", "windows"), ("vendor", "sendgrid"), ("crop", "smart"), ("thumb-aspect", "1:0"),
+            ("thumb-aspect", "square"),
+        ] {
+            #expect { try back.set(name, to: value) } throws: {
+                "\($0)".contains("--\(name)") && "\($0)".contains(value)
+            }
         }
     }
 
     @Test func fetchAndEncoderSettings() throws {
         var config = PushMediaConfig()
-        try config.apply([("jpeg-quality", "70"), ("connect-timeout", "500ms"), ("low-speed-time", "2s"),
-                          ("max-redirects", "0")])
+        try config.apply([
+            ("jpeg-quality", "70"), ("connect-timeout", "500ms"), ("low-speed-time", "2s"),
+            ("max-redirects", "0"),
+        ])
         #expect(config.jpegQuality == 70 && config.maxRedirects == 0)
         #expect(config.connectTimeout == .milliseconds(500) && config.lowSpeedTime == .seconds(2))
         for (name, value) in [("jpeg-quality", "5"), ("connect-timeout", "soon"), ("max-redirects", "21")] {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import PushMedia
 
 @Suite("Deadline semaphore")
@@ -7,8 +8,10 @@ struct DeadlineSemaphoreTests {
     static let far = ContinuousClock.now + .seconds(30)
 
     /// Starts `acquire(weight)` in a task that records `name` once admitted, and lets it queue.
-    func waiter(_ semaphore: DeadlineSemaphore, _ weight: Int64, _ name: String, order: Locked<[String]>,
-                until deadline: ContinuousClock.Instant = far) async throws -> Task<Int64?, Never> {
+    func waiter(
+        _ semaphore: DeadlineSemaphore, _ weight: Int64, _ name: String, order: Locked<[String]>,
+        until deadline: ContinuousClock.Instant = far
+    ) async throws -> Task<Int64?, Never> {
         let task = Task {
             let held = await semaphore.acquire(weight, until: deadline)
             if held != nil { order.withLock { $0.append(name) } }

@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import PushMedia
 import PushMediaTestSupport
+import Testing
+
+@testable import PushMedia
 
 @Suite("Decode memory budget")
 struct DecodeBudgetTests {
@@ -48,9 +49,12 @@ struct DecodeBudgetTests {
 
     @Test func estimatesFollowTheLoader() throws {
         let transcoder = Transcoder(config: PushMediaConfig())
-        let jpeg = ImageHeader(width: 8000, height: 6000, frames: 1, hasAlpha: false, orientation: 1, loader: "jpegload")
-        let webp = ImageHeader(width: 8000, height: 6000, frames: 1, hasAlpha: false, orientation: 1, loader: "webpload")
-        let heif = ImageHeader(width: 8000, height: 6000, frames: 1, hasAlpha: false, orientation: 1, loader: "heifload")
+        let jpeg = ImageHeader(
+            width: 8000, height: 6000, frames: 1, hasAlpha: false, orientation: 1, loader: "jpegload")
+        let webp = ImageHeader(
+            width: 8000, height: 6000, frames: 1, hasAlpha: false, orientation: 1, loader: "webpload")
+        let heif = ImageHeader(
+            width: 8000, height: 6000, frames: 1, hasAlpha: false, orientation: 1, loader: "heifload")
         // JPEG decodes at 1/2 here (8000 / 2048 < 4): a quarter of the pixels.
         #expect(transcoder.decodeMemory(jpeg) == 48_000_000 / 4 * 4 + 2048 * 2048 * 4)
         #expect(transcoder.decodeMemory(webp) == 48_000_000 * 4 + 2048 * 2048 * 4)

@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import PushMedia
 import PushMediaTestSupport
+import Testing
+
+@testable import PushMedia
 
 /// Real libcurl against a real HTTP origin on 127.0.0.1.
 @Suite("Fetch")
@@ -14,7 +15,9 @@ struct FetchTests {
         origin = try TestOrigin()
     }
 
-    func limits(allowPrivate: Bool = true, maxBytes: Int64 = 5_000_000, lowSpeedTime: Duration = .seconds(5)) -> FetchLimits {
+    func limits(allowPrivate: Bool = true, maxBytes: Int64 = 5_000_000, lowSpeedTime: Duration = .seconds(5))
+        -> FetchLimits
+    {
         var config = PushMediaConfig()
         config.allowPrivateNetworks = allowPrivate
         config.maxSourceBytes = maxBytes
@@ -22,10 +25,16 @@ struct FetchTests {
         return FetchLimits(config: config)
     }
 
-    func fetch(_ path: String, _ limits: FetchLimits? = nil, budget: Duration = .seconds(5)) async -> (Result<FetchResponse, FetchError>, String) {
+    func fetch(_ path: String, _ limits: FetchLimits? = nil, budget: Duration = .seconds(5)) async -> (
+        Result<FetchResponse, FetchError>, String
+    ) {
         let target = directory.file(UUID().uuidString)
         do {
-            return (.success(try await fetcher.fetch(origin.url(path), to: target, limits: limits ?? self.limits(), deadline: .now + budget)), target)
+            return (
+                .success(
+                    try await fetcher.fetch(
+                        origin.url(path), to: target, limits: limits ?? self.limits(), deadline: .now + budget)), target
+            )
         } catch {
             return (.failure(error), target)
         }
@@ -70,7 +79,9 @@ struct FetchTests {
 
     @Test func deniesLoopbackUnlessAllowed() async {
         origin.route("/secret", .file(body: Array("internal".utf8), contentType: "text/plain"))
-        await #expect(throws: FetchError.blockedAddress("127.0.0.1")) { try await fetch("/secret", limits(allowPrivate: false)).0.get() }
+        await #expect(throws: FetchError.blockedAddress("127.0.0.1")) {
+            try await fetch("/secret", limits(allowPrivate: false)).0.get()
+        }
         #expect(origin.hits("/secret") == 0)
     }
 
@@ -91,7 +102,9 @@ struct FetchTests {
 
     @Test func refusesADeclaredLengthOverTheCapBeforeReading() async {
         origin.route("/huge", .declaredLength(10_000_000_000, body: [0xFF, 0xD8, 0xFF], contentType: "image/jpeg"))
-        await #expect(throws: FetchError.tooLarge(limit: 1_000_000)) { try await fetch("/huge", limits(maxBytes: 1_000_000)).0.get() }
+        await #expect(throws: FetchError.tooLarge(limit: 1_000_000)) {
+            try await fetch("/huge", limits(maxBytes: 1_000_000)).0.get()
+        }
     }
 
     @Test func reportsABodyShorterThanItsContentLength() async {
@@ -103,13 +116,17 @@ struct FetchTests {
     @Test func abortsAtTheDeadlineAgainstADrip() async {
         origin.route("/drip", .drip(contentType: "image/jpeg", bytesPerSecond: 1, total: 1_000))
         let start = ContinuousClock.now
-        await #expect(throws: FetchError.deadlineExceeded) { try await fetch("/drip", budget: .milliseconds(800)).0.get() }
+        await #expect(throws: FetchError.deadlineExceeded) {
+            try await fetch("/drip", budget: .milliseconds(800)).0.get()
+        }
         #expect(ContinuousClock.now - start < .milliseconds(900))
     }
 
     @Test func abortsATransferThatStaysTooSlow() async {
         origin.route("/slow", .drip(contentType: "image/jpeg", bytesPerSecond: 1, total: 1_000))
-        let error = await #expect(throws: FetchError.self) { try await fetch("/slow", limits(lowSpeedTime: .seconds(1)), budget: .seconds(10)).0.get() }
+        let error = await #expect(throws: FetchError.self) {
+            try await fetch("/slow", limits(lowSpeedTime: .seconds(1)), budget: .seconds(10)).0.get()
+        }
         #expect(error?.reason == "timeout")
     }
 }

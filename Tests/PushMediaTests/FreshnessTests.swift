@@ -12,30 +12,50 @@ struct FreshnessTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     @Test func lifetimeFollowsTheOriginWithinBounds() {
-        func lifetime(_ validators: OriginValidators) -> TimeInterval { Self.policy.lifetime(validators, now: Self.now) }
+        func lifetime(_ validators: OriginValidators) -> TimeInterval {
+            Self.policy.lifetime(validators, now: Self.now)
+        }
         #expect(lifetime(OriginValidators(cacheControl: "public, max-age=300")) == 300)
-        #expect(lifetime(OriginValidators(cacheControl: "max-age=300, s-maxage=900")) == 900, "s-maxage is for shared caches")
-        #expect(lifetime(OriginValidators(cacheControl: "max-age=300", age: "100")) == 200, "time already spent in caches counts")
+        #expect(
+            lifetime(OriginValidators(cacheControl: "max-age=300, s-maxage=900")) == 900,
+            "s-maxage is for shared caches")
+        #expect(
+            lifetime(OriginValidators(cacheControl: "max-age=300", age: "100")) == 200,
+            "time already spent in caches counts")
         #expect(lifetime(OriginValidators(cacheControl: "max-age=5")) == 60, "raised to --min-ttl")
         #expect(lifetime(OriginValidators(cacheControl: "max-age=31536000, immutable")) == 86_400, "cut to --max-ttl")
         #expect(lifetime(OriginValidators(cacheControl: "no-cache, max-age=600")) == 60)
         #expect(lifetime(OriginValidators(cacheControl: "private")) == 60)
-        #expect(lifetime(OriginValidators(expires: "Fri, 15 Jan 2027 08:30:00 GMT", date: "Fri, 15 Jan 2027 08:00:00 GMT")) == 1800)
+        #expect(
+            lifetime(OriginValidators(expires: "Fri, 15 Jan 2027 08:30:00 GMT", date: "Fri, 15 Jan 2027 08:00:00 GMT"))
+                == 1800)
         #expect(lifetime(OriginValidators(expires: "0")) == 60, "an invalid Expires means already stale")
-        #expect(lifetime(OriginValidators(lastModified: "Fri, 15 Jan 2027 00:00:00 GMT", date: "Fri, 15 Jan 2027 10:00:00 GMT")) == 3600,
-                "10% of the time since it last changed")
+        #expect(
+            lifetime(
+                OriginValidators(lastModified: "Fri, 15 Jan 2027 00:00:00 GMT", date: "Fri, 15 Jan 2027 10:00:00 GMT"))
+                == 3600,
+            "10% of the time since it last changed")
         #expect(lifetime(OriginValidators()) == 60, "nothing said: --min-ttl")
     }
 
     @Test func httpDatesParse() {
-        #expect(FreshnessPolicy(minimum: .seconds(1), maximum: .seconds(1)).lifetime(OriginValidators(), now: Self.now) == 1)
+        #expect(
+            FreshnessPolicy(minimum: .seconds(1), maximum: .seconds(1)).lifetime(OriginValidators(), now: Self.now) == 1
+        )
         let policy = FreshnessPolicy(minimum: .seconds(0), maximum: .seconds(10 * 365 * 86_400))
         // RFC 9110's example date is 784111777 seconds after the epoch; a leap day too.
-        #expect(policy.lifetime(OriginValidators(expires: "Sun, 06 Nov 1994 08:49:47 GMT", date: "Sun, 06 Nov 1994 08:49:37 GMT"),
-                                now: Self.now) == 10)
-        #expect(policy.lifetime(OriginValidators(expires: "Fri, 01 Mar 2028 00:00:00 GMT", date: "Tue, 29 Feb 2028 00:00:00 GMT"),
-                                now: Self.now) == 86_400)
-        #expect(policy.lifetime(OriginValidators(expires: "Thu, 01 Jan 1970 00:00:00 GMT"), now: Date(timeIntervalSince1970: 784_111_777)) == 0)
+        #expect(
+            policy.lifetime(
+                OriginValidators(expires: "Sun, 06 Nov 1994 08:49:47 GMT", date: "Sun, 06 Nov 1994 08:49:37 GMT"),
+                now: Self.now) == 10)
+        #expect(
+            policy.lifetime(
+                OriginValidators(expires: "Fri, 01 Mar 2028 00:00:00 GMT", date: "Tue, 29 Feb 2028 00:00:00 GMT"),
+                now: Self.now) == 86_400)
+        #expect(
+            policy.lifetime(
+                OriginValidators(expires: "Thu, 01 Jan 1970 00:00:00 GMT"),
+                now: Date(timeIntervalSince1970: 784_111_777)) == 0)
     }
 
     static func pipeline(_ store: TemporaryDirectory, minTTL: Duration = .seconds(1)) throws -> Pipeline {
@@ -51,7 +71,10 @@ struct FreshnessTests {
     @Test func aStaleEntryIsRevalidatedAndA304CostsNoTranscode() async throws {
         let origin = try TestOrigin()
         let first = try sampleMedia("photo-exif.jpg")
-        origin.route("/banner.jpg", .cacheable(body: first, contentType: "image/jpeg", etag: "\"v1\"", lastModified: nil, cacheControl: "max-age=2"))
+        origin.route(
+            "/banner.jpg",
+            .cacheable(
+                body: first, contentType: "image/jpeg", etag: "\"v1\"", lastModified: nil, cacheControl: "max-age=2"))
         let store = TemporaryDirectory()
         let pipeline = try Self.pipeline(store)
         let url = origin.url("/banner.jpg")
@@ -84,8 +107,11 @@ struct FreshnessTests {
 
     @Test func newBytesBehindTheSameURLGiveANewAttachmentAfterTheLifetime() async throws {
         let origin = try TestOrigin()
-        origin.route("/banner.jpg", .cacheable(body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg", etag: "\"spring\"",
-                                               lastModified: "Mon, 02 Mar 2026 09:00:00 GMT", cacheControl: "max-age=2"))
+        origin.route(
+            "/banner.jpg",
+            .cacheable(
+                body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg", etag: "\"spring\"",
+                lastModified: "Mon, 02 Mar 2026 09:00:00 GMT", cacheControl: "max-age=2"))
         let store = TemporaryDirectory()
         let pipeline = try Self.pipeline(store)
         let url = origin.url("/banner.jpg")
@@ -93,8 +119,11 @@ struct FreshnessTests {
         #expect(spring.outcome.status == .processed)
 
         // The campaign replaces the banner behind the same URL.
-        origin.route("/banner.jpg", .cacheable(body: try sampleMedia("banner.webp"), contentType: "image/webp", etag: "\"summer\"",
-                                               lastModified: "Mon, 01 Jun 2026 09:00:00 GMT", cacheControl: "max-age=2"))
+        origin.route(
+            "/banner.jpg",
+            .cacheable(
+                body: try sampleMedia("banner.webp"), contentType: "image/webp", etag: "\"summer\"",
+                lastModified: "Mon, 01 Jun 2026 09:00:00 GMT", cacheControl: "max-age=2"))
         let before = await Self.run(pipeline, url)
         #expect(before.outcome.attachment?.url == spring.outcome.attachment?.url, "still fresh: the old banner")
 
@@ -129,8 +158,11 @@ struct FreshnessTests {
 
     @Test func refreshAsksTheOriginAtOnce() async throws {
         let origin = try TestOrigin()
-        origin.route("/hero.jpg", .cacheable(body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg", etag: "\"a\"",
-                                             lastModified: nil, cacheControl: "max-age=3600"))
+        origin.route(
+            "/hero.jpg",
+            .cacheable(
+                body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg", etag: "\"a\"",
+                lastModified: nil, cacheControl: "max-age=3600"))
         let store = TemporaryDirectory()
         let pipeline = try Self.pipeline(store)
         let url = origin.url("/hero.jpg")
@@ -140,8 +172,11 @@ struct FreshnessTests {
         #expect(origin.notModified("/hero.jpg") == 1)
         #expect(refreshed.outcome.revalidated == true)
 
-        origin.route("/hero.jpg", .cacheable(body: try sampleMedia("logo-alpha.png"), contentType: "image/png", etag: "\"b\"",
-                                             lastModified: nil, cacheControl: "max-age=3600"))
+        origin.route(
+            "/hero.jpg",
+            .cacheable(
+                body: try sampleMedia("logo-alpha.png"), contentType: "image/png", etag: "\"b\"",
+                lastModified: nil, cacheControl: "max-age=3600"))
         let plain = await Self.run(pipeline, url)
         #expect(plain.outcome.sourceMIME == "image/jpeg", "fresh for an hour without refresh")
         let changed = await Self.run(pipeline, url, refresh: true)
@@ -151,8 +186,11 @@ struct FreshnessTests {
 
     @Test func aStaleEntrySurvivesAnOriginOutageButNotA404() async throws {
         let origin = try TestOrigin()
-        origin.route("/hero.jpg", .cacheable(body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg", etag: "\"a\"",
-                                             lastModified: nil, cacheControl: "max-age=1"))
+        origin.route(
+            "/hero.jpg",
+            .cacheable(
+                body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg", etag: "\"a\"",
+                lastModified: nil, cacheControl: "max-age=1"))
         let store = TemporaryDirectory()
         let pipeline = try Self.pipeline(store)
         let url = origin.url("/hero.jpg")

@@ -45,9 +45,9 @@ struct FuzzRegressionTests {
         #expect(FuzzReplay.read(directory.file("sub/c")) == Array("sub/c".utf8))
         var replayed: [[UInt8]] = []
         var printed: [String] = []
-        let count = FuzzReplay.main(name: "test", arguments: ["test", "-v", directory.file("b")], print: { printed.append($0) }) {
-            replayed.append($0)
-        }
+        let count = FuzzReplay.main(
+            name: "test", arguments: ["test", "-v", directory.file("b")], print: { printed.append($0) },
+            target: { replayed.append($0) })
         #expect(count == 1 && replayed == [Array("b".utf8)])
         #expect(printed == [directory.file("b"), "test: replayed 1 input(s)"])
     }

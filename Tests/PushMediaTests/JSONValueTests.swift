@@ -1,6 +1,7 @@
-import Testing
-@testable import PushMedia
 import PushMediaTestSupport
+import Testing
+
+@testable import PushMedia
 
 // MARK: - Helpers
 
@@ -25,7 +26,8 @@ private func num(_ literal: String) -> JSONValue { .number(literal) }
 
 // MARK: - Round trips
 
-private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ünïcödé","body":"Tap to see 🎉 the \"new\" photo"},"badge":1,"sound":"default","mutable-content":1,"category":"MEDIA_ATTACHMENT","thread-id":"a/b"},"media_url":"https://cdn.example.com/img/42.jpg?w=600&h=300","ratio":1.0,"offset":-0,"big":12345678901234567890,"exp":1E+3,"tiny":-1.5e-7,"nothing":null,"flags":[true,false],"empty":{},"none":[],"ct_mediaType":"image"}"#
+private let apnsPayload =
+    #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ünïcödé","body":"Tap to see 🎉 the \"new\" photo"},"badge":1,"sound":"default","mutable-content":1,"category":"MEDIA_ATTACHMENT","thread-id":"a/b"},"media_url":"https://cdn.example.com/img/42.jpg?w=600&h=300","ratio":1.0,"offset":-0,"big":12345678901234567890,"exp":1E+3,"tiny":-1.5e-7,"nothing":null,"flags":[true,false],"empty":{},"none":[],"ct_mediaType":"image"}"#
 
 @Test func realisticPayloadRoundTripsByteForByte() throws {
     let input = bytes(apnsPayload)
@@ -33,8 +35,11 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
     #expect(value.serialized() == input)
 
     let object = try #require(value.objectValue)
-    #expect(object.keys == ["aps", "media_url", "ratio", "offset", "big", "exp", "tiny",
-                            "nothing", "flags", "empty", "none", "ct_mediaType"])
+    #expect(
+        object.keys == [
+            "aps", "media_url", "ratio", "offset", "big", "exp", "tiny",
+            "nothing", "flags", "empty", "none", "ct_mediaType",
+        ])
     let aps = try #require(object["aps"]?.objectValue)
     #expect(aps.keys == ["alert", "badge", "sound", "mutable-content", "category", "thread-id"])
     #expect(aps["alert"]?.objectValue?.keys == ["title", "subtitle", "body"])
@@ -68,19 +73,19 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
 @Test func prettySerializationLayout() throws {
     let value = try JSONValue.parse(bytes(#"{"a":[1,{}],"b":{"c":null,"d":"x\ny"},"e":[]}"#))
     let expected = """
-    {
-      "a": [
-        1,
-        {}
-      ],
-      "b": {
-        "c": null,
-        "d": "x\\ny"
-      },
-      "e": []
-    }
+        {
+          "a": [
+            1,
+            {}
+          ],
+          "b": {
+            "c": null,
+            "d": "x\\ny"
+          },
+          "e": []
+        }
 
-    """
+        """
     #expect(text(value.prettySerialized()) == expected)
     #expect(try JSONValue.parse(value.prettySerialized()) == value)
     #expect(text(JSONValue.number("7").prettySerialized()) == "7\n")
@@ -102,8 +107,10 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
 @Test func escapedSurrogatePairBecomesUTF8() throws {
     let value = try JSONValue.parse(bytes(#""caf\u00e9 \ud83d\ude00 \u00C9\/""#))
     #expect(value == .string("café 😀 É/"))
-    let expected: [UInt8] = [0x22, 0x63, 0x61, 0x66, 0xC3, 0xA9, 0x20, 0xF0, 0x9F, 0x98, 0x80,
-                             0x20, 0xC3, 0x89, 0x2F, 0x22]
+    let expected: [UInt8] = [
+        0x22, 0x63, 0x61, 0x66, 0xC3, 0xA9, 0x20, 0xF0, 0x9F, 0x98, 0x80,
+        0x20, 0xC3, 0x89, 0x2F, 0x22,
+    ]
     #expect(value.serialized() == expected)
 }
 
@@ -141,12 +148,13 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
 @Test func serializedCountIsTheCompactByteCount() throws {
     let value = try JSONValue.parse(bytes(apnsPayload))
     #expect(value.serialized().count == apnsPayload.utf8.count)
-    #expect(apnsPayload.utf8.count != apnsPayload.count) // the payload has multi-byte characters
+    #expect(apnsPayload.utf8.count != apnsPayload.count)  // the payload has multi-byte characters
 
-    let built = JSONValue.object(JSONObject([
-        ("aps", .object(JSONObject([("alert", .string("é\t😀")), ("badge", num("3"))]))),
-        ("list", .array([.null, .bool(true), .bool(false), .string("")])),
-    ]))
+    let built = JSONValue.object(
+        JSONObject([
+            ("aps", .object(JSONObject([("alert", .string("é\t😀")), ("badge", num("3"))]))),
+            ("list", .array([.null, .bool(true), .bool(false), .string("")])),
+        ]))
     let expected = "{\"aps\":{\"alert\":\"é\\t😀\",\"badge\":3},\"list\":[null,true,false,\"\"]}"
     #expect(text(built.serialized()) == expected)
     #expect(built.serialized().count == expected.utf8.count)
@@ -157,8 +165,7 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
 // MARK: - Errors with positions
 
 @Test func unexpectedEnd() {
-    #expect(parseError("{\"a\": [1, 2") ==
-        JSONParseError(reason: .unexpectedEnd, offset: 11, line: 1, column: 12))
+    #expect(parseError("{\"a\": [1, 2") == JSONParseError(reason: .unexpectedEnd, offset: 11, line: 1, column: 12))
     #expect(parseError("") == JSONParseError(reason: .unexpectedEnd, offset: 0, line: 1, column: 1))
     #expect(parseError(" \n ")?.reason == .unexpectedEnd)
     #expect(parseError("\"abc")?.reason == .unexpectedEnd)
@@ -179,7 +186,9 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
     #expect(parseError("NaN")?.reason == .unexpectedCharacter)
     #expect(parseError(".5")?.reason == .unexpectedCharacter)
     #expect(parseError("+1")?.reason == .unexpectedCharacter)
-    #expect(parseError("[0x10]") == JSONParseError(reason: .unexpectedCharacter, offset: 2, line: 1, column: 3, detail: "\"x\""))
+    #expect(
+        parseError("[0x10]")
+            == JSONParseError(reason: .unexpectedCharacter, offset: 2, line: 1, column: 3, detail: "\"x\""))
     #expect(parseError("{,}")?.reason == .unexpectedCharacter)
     #expect(parseError("[1,]")?.reason == .unexpectedCharacter)
     #expect(parseError("{\"a\":1,}")?.reason == .unexpectedCharacter)
@@ -215,13 +224,16 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
 }
 
 @Test func invalidUTF8() {
-    #expect(parseError([0x22, 0xC0, 0xAF, 0x22]) ==
-        JSONParseError(reason: .invalidUTF8, offset: 1, line: 1, column: 2, detail: "0xC0"))
+    #expect(
+        parseError([0x22, 0xC0, 0xAF, 0x22])
+            == JSONParseError(reason: .invalidUTF8, offset: 1, line: 1, column: 2, detail: "0xC0"))
     #expect(parseError([0x22, 0xED, 0xA0, 0x80, 0x22])?.detail == "0xED 0xA0")
     // Overlong, UTF-8-encoded surrogate, above U+10FFFF, lone continuation, bad lead, truncated.
-    let cases: [[UInt8]] = [[0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0x80],
-                            [0xE0, 0x80, 0xAF], [0xF0, 0x80, 0x80, 0xAF], [0xF5, 0x80, 0x80, 0x80],
-                            [0xFF], [0xE2, 0x82], [0xC3, 0x41]]
+    let cases: [[UInt8]] = [
+        [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0x80],
+        [0xE0, 0x80, 0xAF], [0xF0, 0x80, 0x80, 0xAF], [0xF5, 0x80, 0x80, 0x80],
+        [0xFF], [0xE2, 0x82], [0xC3, 0x41],
+    ]
     for sequence in cases {
         let error = parseError(bytes("{\"k\":\"a") + sequence + bytes("\"}"))
         #expect(error?.reason == .invalidUTF8, "\(sequence)")
@@ -233,8 +245,11 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
 
 @Test func controlCharacterInString() {
     let error = parseError("{\"a\":\"x\ty\"}")
-    #expect(error == JSONParseError(reason: .controlCharacterInString, offset: 7, line: 1, column: 8,
-                                    detail: "\"\\t\""))
+    #expect(
+        error
+            == JSONParseError(
+                reason: .controlCharacterInString, offset: 7, line: 1, column: 8,
+                detail: "\"\\t\""))
     let newline = parseError("[\n\"line1\nline2\"]")
     #expect(newline?.reason == .controlCharacterInString)
     #expect(newline?.line == 2)
@@ -243,12 +258,12 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
 
 @Test func duplicateKeys() throws {
     let input = """
-    {
-      "aps": {},
-      "media_url": "a",
-      "media_url": "b"
-    }
-    """
+        {
+          "aps": {},
+          "media_url": "a",
+          "media_url": "b"
+        }
+        """
     let error = parseError(input)
     #expect(error == JSONParseError(reason: .duplicateKey, offset: 37, line: 4, column: 3, detail: "media_url"))
     #expect(error?.description == "line 4, column 3: duplicate key \"media_url\"")
@@ -263,8 +278,9 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
 
 @Test func deepNestingIsRejectedWithoutCrashing() throws {
     let deep = [UInt8](repeating: 0x5B, count: 100_000)
-    #expect(parseError(deep) ==
-        JSONParseError(reason: .tooDeep, offset: 128, line: 1, column: 129, detail: "maximum depth 128"))
+    #expect(
+        parseError(deep)
+            == JSONParseError(reason: .tooDeep, offset: 128, line: 1, column: 129, detail: "maximum depth 128"))
     let deepObjects = Array(String(repeating: "{\"a\":", count: 100_000).utf8)
     #expect(parseError(deepObjects)?.reason == .tooDeep)
     let deepBalanced = [UInt8](repeating: 0x5B, count: 100_000) + [UInt8](repeating: 0x5D, count: 100_000)
@@ -279,8 +295,9 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
 }
 
 @Test func trailingData() {
-    #expect(parseError("{\"a\":1} x") ==
-        JSONParseError(reason: .trailingData, offset: 8, line: 1, column: 9, detail: "\"x\""))
+    #expect(
+        parseError("{\"a\":1} x")
+            == JSONParseError(reason: .trailingData, offset: 8, line: 1, column: 9, detail: "\"x\""))
     #expect(parseError("1 2")?.offset == 2)
     #expect(parseError("truex")?.reason == .trailingData)
     #expect(parseError("{}}")?.reason == .trailingData)
@@ -288,8 +305,9 @@ private let apnsPayload = #"{"aps":{"alert":{"title":"Café ☕","subtitle":"Ün
 }
 
 @Test func loneSurrogates() {
-    #expect(parseError(#""\ud83d""#) ==
-        JSONParseError(reason: .loneSurrogate, offset: 1, line: 1, column: 2, detail: #"\ud83d"#))
+    #expect(
+        parseError(#""\ud83d""#)
+            == JSONParseError(reason: .loneSurrogate, offset: 1, line: 1, column: 2, detail: #"\ud83d"#))
     #expect(parseError(#""\ude00x""#)?.reason == .loneSurrogate)
     #expect(parseError(#""\ud83d\u0041""#)?.reason == .loneSurrogate)
     #expect(parseError(#""\ud83d\ud83d""#)?.reason == .loneSurrogate)

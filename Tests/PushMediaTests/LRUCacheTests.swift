@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PushMedia
 
 @Suite("LRU cache")
@@ -8,7 +9,7 @@ struct LRUCacheTests {
         for (value, key) in ["a", "b", "c"].enumerated() { cache.setValue(value, forKey: key) }
         #expect(cache.keys == ["c", "b", "a"])
         #expect(cache.value(forKey: "a") == 0)  // a is now the newest
-        #expect(cache.peek("b") == 1)           // peeking is no use: b stays the oldest
+        #expect(cache.peek("b") == 1)  // peeking is no use: b stays the oldest
         cache.setValue(3, forKey: "d")
         #expect(cache.keys == ["d", "a", "c"])
         #expect(!cache.contains("b") && cache.count == 3 && cache.cost == 3)

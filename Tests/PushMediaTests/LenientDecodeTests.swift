@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import PushMedia
 import PushMediaTestSupport
+import Testing
+
+@testable import PushMedia
 
 /// Images a browser shows are delivered: every BMP variant, a TIFF whose pages differ, a GIF
 /// with one corrupt frame, a JPEG with an unusable colour profile, an Ultra HDR JPEG. Each
@@ -15,7 +16,9 @@ struct LenientDecodeTests {
         origin = try TestOrigin()
     }
 
-    func process(_ bytes: [UInt8], at path: String, _ adjust: (inout PushMediaConfig) -> Void = { _ in }) async throws -> Outcome {
+    func process(_ bytes: [UInt8], at path: String, _ adjust: (inout PushMediaConfig) -> Void = { _ in }) async throws
+        -> Outcome
+    {
         origin.route(path, .file(body: bytes, contentType: "application/octet-stream"))
         var config = testConfig(store: store)
         adjust(&config)
@@ -38,12 +41,18 @@ struct LenientDecodeTests {
         for y in 0..<picture.height {
             for x in 0..<picture.width {
                 var (r, g, b) = picture.rgb(x, y)
-                if variant == .rgb555 { (r, g, b) = (quantized(r, bits: 5), quantized(g, bits: 5), quantized(b, bits: 5)) }
-                if variant == .bitfields565 { (r, g, b) = (quantized(r, bits: 5), quantized(g, bits: 6), quantized(b, bits: 5)) }
+                if variant == .rgb555 {
+                    (r, g, b) = (quantized(r, bits: 5), quantized(g, bits: 5), quantized(b, bits: 5))
+                }
+                if variant == .bitfields565 {
+                    (r, g, b) = (quantized(r, bits: 5), quantized(g, bits: 6), quantized(b, bits: 5))
+                }
                 let at = (y * picture.width + x) * image.bands
                 let got = (image.pixels[at], image.pixels[at + 1], image.pixels[at + 2])
                 if got != (r, g, b) { mismatches.append("(\(x),\(y)) \(got) ≠ \((r, g, b))") }
-                if image.bands == 4, image.pixels[at + 3] != (x == 0 ? 128 : 255) { mismatches.append("alpha at (\(x),\(y))") }
+                if image.bands == 4, image.pixels[at + 3] != (x == 0 ? 128 : 255) {
+                    mismatches.append("alpha at (\(x),\(y))")
+                }
             }
         }
         #expect(mismatches.isEmpty, "\(variant): \(mismatches.prefix(4))")
@@ -53,7 +62,9 @@ struct LenientDecodeTests {
         let picture = ImageFixtures.Picture.sample(colours: 16)
         var embedded = ImageFixtures.bmp(picture, .rgb24)
         embedded[30] = 4  // BI_JPEG
-        #expect(throws: BMPDecoder.Failure.unsupported("an embedded JPEG")) { try BMPDecoder.decode(embedded, maxPixels: 1_000_000) }
+        #expect(throws: BMPDecoder.Failure.unsupported("an embedded JPEG")) {
+            try BMPDecoder.decode(embedded, maxPixels: 1_000_000)
+        }
         let cut = Array(ImageFixtures.bmp(picture, .rgb24).prefix(80))
         #expect(throws: BMPDecoder.Failure.truncated) { try BMPDecoder.decode(cut, maxPixels: 1_000_000) }
         #expect(throws: BMPDecoder.Failure.tooManyPixels(width: 7, height: 5)) {
@@ -71,7 +82,9 @@ struct LenientDecodeTests {
 
     /// A fax-like TIFF whose pages differ in size: the first page is the picture.
     @Test func aMultiPageTIFFDeliversItsFirstPage() async throws {
-        let tiff = ImageFixtures.multiPageTIFF(pages: [(40, 30, (200, 30, 40)), (20, 50, (20, 180, 60)), (64, 64, (0, 0, 255))])
+        let tiff = ImageFixtures.multiPageTIFF(pages: [
+            (40, 30, (200, 30, 40)), (20, 50, (20, 180, 60)), (64, 64, (0, 0, 255)),
+        ])
         let outcome = try await process(tiff, at: "/fax.tiff")
         #expect(outcome.status == .processed, "\(outcome.reason ?? "") \(outcome.message ?? "")")
         #expect(outcome.attachment?.width == 40 && outcome.attachment?.height == 30)
@@ -111,7 +124,9 @@ struct LenientDecodeTests {
 
         let outcome = try await process(jpeg, at: "/broken-icc.jpg")
         #expect(outcome.status == .processed, "\(outcome.reason ?? "") \(outcome.message ?? "")")
-        #expect(outcome.warnings?.contains { $0.contains("ICC colour profile is unusable") } == true, "\(outcome.warnings ?? [])")
+        #expect(
+            outcome.warnings?.contains { $0.contains("ICC colour profile is unusable") } == true,
+            "\(outcome.warnings ?? [])")
 
         // A usable profile gives no warning.
         let plain = try await process(try sampleMedia("photo-exif.jpg"), at: "/plain.jpg")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import PushMedia
 
 @Suite("Outcome JSON")
@@ -11,14 +12,18 @@ struct OutcomeJSONTests {
         outcome.timingsMs.total = 12.5
         outcome.timingsMs.fetch = 3
         if full {
-            outcome = Outcome(status: .rejected, reason: "http_404", message: "p.json: https://x/\"é\"/a b: not found\n")
+            outcome = Outcome(
+                status: .rejected, reason: "http_404", message: "p.json: https://x/\"é\"/a b: not found\n")
             outcome.mediaKey = "ab.att.url"
             outcome.sourceURL = "https://x.example/a?b=c&d=/e"
             outcome.sourceMIME = "image/webp"
             outcome.sourceBytes = 123_456_789_012
-            let info = AttachmentInfo(url: "https://cdn/m/a.jpg", mime: "image/jpeg", uti: "public.jpeg", bytes: 42, width: 2048, height: 1024)
+            let info = AttachmentInfo(
+                url: "https://cdn/m/a.jpg", mime: "image/jpeg", uti: "public.jpeg", bytes: 42, width: 2048, height: 1024
+            )
             outcome.attachment = info
-            outcome.thumbnail = AttachmentInfo(url: "https://cdn/m/t.jpg", mime: "image/jpeg", uti: nil, bytes: 7, width: nil, height: nil)
+            outcome.thumbnail = AttachmentInfo(
+                url: "https://cdn/m/t.jpg", mime: "image/jpeg", uti: nil, bytes: 7, width: nil, height: nil)
             outcome.payloadBytes = 4096
             outcome.cacheHit = false
             outcome.warnings = ["one", "two \u{1F600}"]
@@ -29,7 +34,8 @@ struct OutcomeJSONTests {
             var entry = MediaOutcome(path: "urls[0].url", platform: "ios", status: .processed)
             entry.attachment = info
             entry.icon = info
-            entry.hints = ThumbnailHints(clip: ClipRect(x: 0.125, y: 0, width: 0.75, height: 1), hidden: true, frame: 3, time: 2.5)
+            entry.hints = ThumbnailHints(
+                clip: ClipRect(x: 0.125, y: 0, width: 0.75, height: 1), hidden: true, frame: 3, time: 2.5)
             entry.cacheHit = true
             var other = MediaOutcome(path: "urls[1].url", platform: "android", status: .rejected)
             other.reason = "too_large"
@@ -54,8 +60,9 @@ struct OutcomeJSONTests {
         primary.sourceURL = "https://x.example/a.heic"
         primary.sourceMIME = "image/heic"
         primary.sourceBytes = 300_000
-        primary.attachment = AttachmentInfo(url: "https://cdn/m/a.jpg", mime: "image/jpeg", uti: "public.jpeg",
-                                            bytes: 42, width: 2048, height: 1536)
+        primary.attachment = AttachmentInfo(
+            url: "https://cdn/m/a.jpg", mime: "image/jpeg", uti: "public.jpeg",
+            bytes: 42, width: 2048, height: 1536)
         primary.icon = primary.attachment
         primary.hints = ThumbnailHints(hidden: true)
         primary.cacheHit = true
@@ -66,8 +73,11 @@ struct OutcomeJSONTests {
         outcome.vendor = "fcm"
         outcome.media = [primary]
         let object = try #require(outcome.jsonValue.objectValue)
-        #expect(object.keys == ["attachment", "cache_hit", "media", "media_key", "payload_bytes", "revalidated",
-                                "source_bytes", "source_mime", "source_url", "status", "timings_ms", "vendor"])
+        #expect(
+            object.keys == [
+                "attachment", "cache_hit", "media", "media_key", "payload_bytes", "revalidated",
+                "source_bytes", "source_mime", "source_url", "status", "timings_ms", "vendor",
+            ])
         #expect(object["media_key"] == .string("message.apns.fcm_options.image"))
         #expect(object["status"] == .string("processed"))
         #expect(outcome.mediaKey == primary.path && outcome.attachment == primary.attachment)

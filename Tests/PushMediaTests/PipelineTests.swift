@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import PushMedia
 import PushMediaTestSupport
+import Testing
+
+@testable import PushMedia
 
 /// The whole pipeline with the real libraries: media served by a real origin on 127.0.0.1.
 @Suite("Pipeline")
@@ -13,15 +14,19 @@ struct PipelineTests {
         origin = try TestOrigin()
     }
 
-    func pipeline(budget: Duration = .seconds(10), _ adjust: (inout PushMediaConfig) -> Void = { _ in }) throws -> Pipeline {
+    func pipeline(budget: Duration = .seconds(10), _ adjust: (inout PushMediaConfig) -> Void = { _ in }) throws
+        -> Pipeline
+    {
         var config = testConfig(store: store, budget: budget)
         adjust(&config)
         return try Pipeline(config: config)
     }
 
     /// Serves `sample` at `path` and processes a payload that points at it.
-    func run(_ sample: String, at path: String, contentType: String? = "application/octet-stream",
-             pipeline: Pipeline? = nil, key: String = "media_url") async throws -> PipelineResult {
+    func run(
+        _ sample: String, at path: String, contentType: String? = "application/octet-stream",
+        pipeline: Pipeline? = nil, key: String = "media_url"
+    ) async throws -> PipelineResult {
         origin.route(path, .file(body: try sampleMedia(sample), contentType: contentType))
         let pipeline = try pipeline ?? self.pipeline()
         return await pipeline.process(payload([(key, .string(origin.url(path)))]))
@@ -56,7 +61,9 @@ struct PipelineTests {
         #expect(attachment.url.hasPrefix("https://cdn.example.com/m/") && attachment.url.hasSuffix(".jpg"))
         let stored = try header(ofStored: attachment.url)
         #expect(stored.width == 1536 && stored.height == 2048 && stored.orientation == 1)
-        #expect(Sniffer.sniff(Array(try Data(contentsOf: URL(fileURLWithPath: try storedPath(attachment.url))))[...]).format == .jpeg)
+        #expect(
+            Sniffer.sniff(Array(try Data(contentsOf: URL(fileURLWithPath: try storedPath(attachment.url))))[...]).format
+                == .jpeg)
         let thumb = try #require(outcome.thumbnail)
         #expect(max(thumb.width ?? 0, thumb.height ?? 0) == 512)
         #expect(result.payload["media_url"] == .string(attachment.url))
@@ -92,7 +99,8 @@ struct PipelineTests {
         let passthrough = try await run("spinner.gif", at: "/spin.gif").outcome
         #expect(passthrough.status == .passthrough)
         #expect(passthrough.attachment?.mime == "image/gif")
-        let shrunk = try await run("spinner.gif", at: "/spin-small", pipeline: try pipeline { $0.longEdge = 100 }).outcome
+        let shrunk = try await run("spinner.gif", at: "/spin-small", pipeline: try pipeline { $0.longEdge = 100 })
+            .outcome
         #expect(shrunk.status == .processed)
         #expect(shrunk.attachment?.mime == "image/gif")
         #expect(shrunk.attachment?.width == 100)
@@ -100,12 +108,15 @@ struct PipelineTests {
     }
 
     @Test func animationOverTheFrameCapKeepsTheFirstFrame() async throws {
-        let outcome = try await run("spinner.gif", at: "/spin-capped", pipeline: try pipeline { $0.maxFrames = 5 }).outcome
+        let outcome = try await run("spinner.gif", at: "/spin-capped", pipeline: try pipeline { $0.maxFrames = 5 })
+            .outcome
         #expect(outcome.status == .processed)
         #expect(try header(ofStored: outcome.attachment?.url).frames == 1)
     }
 
-    @Test("formats iOS does not show become JPEG", arguments: ["banner.webp", "portrait.heic", "sunset.avif", "scan.tiff", "diagram.bmp"])
+    @Test(
+        "formats iOS does not show become JPEG",
+        arguments: ["banner.webp", "portrait.heic", "sunset.avif", "scan.tiff", "diagram.bmp"])
     func convertsToJPEG(_ sample: String) async throws {
         let outcome = try await run(sample, at: "/img/\(sample)").outcome
         #expect(outcome.status == .processed, "\(outcome)")
@@ -144,8 +155,12 @@ struct PipelineTests {
         #expect(outcome.attachment?.mime == "image/png")
     }
 
-    @Test("compliant audio and video pass through", arguments: [("chime.mp3", "audio/mpeg", ".mp3"), ("ping.m4a", "audio/mp4", ".m4a"),
-                                                               ("bell.wav", "audio/wav", ".wav"), ("clip.mp4", "video/mp4", ".mp4")])
+    @Test(
+        "compliant audio and video pass through",
+        arguments: [
+            ("chime.mp3", "audio/mpeg", ".mp3"), ("ping.m4a", "audio/mp4", ".m4a"),
+            ("bell.wav", "audio/wav", ".wav"), ("clip.mp4", "video/mp4", ".mp4"),
+        ])
     func audioAndVideoPassThrough(_ sample: String, _ mime: String, _ ext: String) async throws {
         let result = try await run(sample, at: "/av/\(sample)")
         #expect(result.outcome.status == .passthrough)
@@ -171,12 +186,14 @@ struct PipelineTests {
         #expect(outcome.sourceMIME == "video/webm")
         let attachment = try #require(outcome.attachment)
         #expect(attachment.mime == "video/mp4" && attachment.url.hasSuffix(".mp4"))
-        let info = try VideoFrames(maxPixels: 50_000_000).probe(try storedPath(attachment.url), deadline: .now + .seconds(10))
+        let info = try VideoFrames(maxPixels: 50_000_000).probe(
+            try storedPath(attachment.url), deadline: .now + .seconds(10))
         #expect(info.videoCodec == "h264" && info.width == 320 && info.height == 240)
         #expect(abs((info.duration ?? 0) - 2) < 0.3)
         // faststart: the index (moov) comes before the media data (mdat).
         let bytes = try Data(contentsOf: URL(fileURLWithPath: try storedPath(attachment.url)))
-        let moov = try #require(bytes.range(of: Data("moov".utf8))), mdat = try #require(bytes.range(of: Data("mdat".utf8)))
+        let moov = try #require(bytes.range(of: Data("moov".utf8)))
+        let mdat = try #require(bytes.range(of: Data("mdat".utf8)))
         #expect(moov.lowerBound < mdat.lowerBound)
         #expect(outcome.thumbnail?.mime == "image/jpeg")
         #expect(result.payload["media_url"] == .string(attachment.url))
@@ -185,7 +202,9 @@ struct PipelineTests {
 
     @Test func audioOnAPlatformWithoutAudioIsRejectedWithItsReason() async throws {
         origin.route("/chime.mp3", .file(body: try sampleMedia("chime.mp3"), contentType: "audio/mpeg"))
-        let outcome = await (try pipeline { $0.profile = .android }).process(payload([("media_url", .string(origin.url("/chime.mp3")))])).outcome
+        let outcome = await (try pipeline { $0.profile = .android }).process(
+            payload([("media_url", .string(origin.url("/chime.mp3")))])
+        ).outcome
         #expect(outcome.status == .rejected && outcome.reason == "unsupported_type")
         #expect(outcome.message?.contains("show no audio") == true)
     }
@@ -204,7 +223,9 @@ struct PipelineTests {
 
     @Test func loopbackIsDeniedWithoutAllowPrivateNetworks() async throws {
         origin.route("/internal.jpg", .file(body: try sampleMedia("no-extension"), contentType: "image/jpeg"))
-        let outcome = await (try pipeline { $0.allowPrivateNetworks = false }).process(payload([("media_url", .string(origin.url("/internal.jpg")))])).outcome
+        let outcome = await (try pipeline { $0.allowPrivateNetworks = false }).process(
+            payload([("media_url", .string(origin.url("/internal.jpg")))])
+        ).outcome
         #expect(outcome.status == .rejected)
         #expect(outcome.reason == "blocked_address")
         #expect(origin.hits("/internal.jpg") == 0)
@@ -212,7 +233,9 @@ struct PipelineTests {
     }
 
     @Test func imagesOverThePixelCapAreRejectedFromTheHeader() async throws {
-        let outcome = try await run("photo-exif.jpg", at: "/many-pixels.jpg", pipeline: try pipeline { $0.maxPixels = 1_000_000 }).outcome
+        let outcome = try await run(
+            "photo-exif.jpg", at: "/many-pixels.jpg", pipeline: try pipeline { $0.maxPixels = 1_000_000 }
+        ).outcome
         #expect(outcome.reason == "too_many_pixels")
         #expect(outcome.attachment == nil)
         expectClean()
@@ -220,7 +243,9 @@ struct PipelineTests {
 
     @Test func slowTransfersTimeOut() async throws {
         origin.route("/slow.jpg", .drip(contentType: "image/jpeg", bytesPerSecond: 1, total: 100))
-        let outcome = await (try pipeline { $0.lowSpeedTime = .seconds(1) }).process(payload([("media_url", .string(origin.url("/slow.jpg")))])).outcome
+        let outcome = await (try pipeline { $0.lowSpeedTime = .seconds(1) }).process(
+            payload([("media_url", .string(origin.url("/slow.jpg")))])
+        ).outcome
         #expect(outcome.reason == "timeout")
         expectClean()
     }
@@ -233,14 +258,17 @@ struct PipelineTests {
         #expect(ftp.reason == "unsupported_scheme")
         let local = await pipeline.process(payload([("media_url", .string("media/photo.jpg"))])).outcome
         #expect(local.reason == "invalid_url")
-        let long = await pipeline.process(payload([("media_url", .string("https://example.com/" + String(repeating: "a", count: 10_000)))])).outcome
+        let long = await pipeline.process(
+            payload([("media_url", .string("https://example.com/" + String(repeating: "a", count: 10_000)))])
+        ).outcome
         #expect(long.reason == "payload_too_large")  // a 10,000-character URL cannot fit in an APNs payload
     }
 
     @Test func payloadsAlreadyOverTheLimitAreRejectedWithTheirText() async throws {
         let body = String(repeating: "Long text ", count: 420)
         var input = payload([("media_url", .string(origin.url("/never.jpg")))])
-        input["aps"] = .object(JSONObject([("alert", .object(JSONObject([("body", .string(body))]))), ("mutable-content", .number("1"))]))
+        input["aps"] = .object(
+            JSONObject([("alert", .object(JSONObject([("body", .string(body))]))), ("mutable-content", .number("1"))]))
         let result = await (try pipeline()).process(input)
         #expect(result.outcome.status == .rejected)
         #expect(result.outcome.reason == "payload_too_large")
@@ -250,7 +278,9 @@ struct PipelineTests {
 
     @Test func rewrittenPayloadsStayWithinFourKilobytes() async throws {
         origin.route("/near.jpg", .file(body: try sampleMedia("no-extension"), contentType: "image/jpeg"))
-        let input = payload([("media_url", .string(origin.url("/near.jpg"))), ("pad", .string(String(repeating: "ü", count: 1_850)))])
+        let input = payload([
+            ("media_url", .string(origin.url("/near.jpg"))), ("pad", .string(String(repeating: "ü", count: 1_850))),
+        ])
         #expect(JSONValue.object(input).serialized().count < 4096)
         let result = await (try pipeline()).process(input)
         #expect(result.outcome.status == .passthrough)
@@ -317,7 +347,11 @@ struct PipelineTests {
         let pipeline = try pipeline()
         let url = origin.url("/shared.heic")
         let outcomes = await withTaskGroup(of: Outcome.self) { group in
-            for index in 0..<6 { group.addTask { await pipeline.process(payload([("media_url", .string(url)), ("n", .number("\(index)"))])).outcome } }
+            for index in 0..<6 {
+                group.addTask {
+                    await pipeline.process(payload([("media_url", .string(url)), ("n", .number("\(index)"))])).outcome
+                }
+            }
             return await group.reduce(into: [Outcome]()) { $0.append($1) }
         }
         #expect(outcomes.allSatisfy { $0.status == .processed })
@@ -327,13 +361,18 @@ struct PipelineTests {
 
     @Test func localReferencesResolveOnlyInsideTheMediaRoot() async throws {
         let pipeline = try pipeline()
-        let inside = await pipeline.process(payload([("media_url", .string("media/chime.mp3"))]), context: PayloadContext(mediaRoot: samplesDirectory))
+        let inside = await pipeline.process(
+            payload([("media_url", .string("media/chime.mp3"))]), context: PayloadContext(mediaRoot: samplesDirectory))
         #expect(inside.outcome.status == .passthrough)
-        let fileURL = await pipeline.process(payload([("media_url", .string("file://" + samplesDirectory + "/media/bell.wav"))]), context: PayloadContext(mediaRoot: samplesDirectory))
+        let fileURL = await pipeline.process(
+            payload([("media_url", .string("file://" + samplesDirectory + "/media/bell.wav"))]),
+            context: PayloadContext(mediaRoot: samplesDirectory))
         #expect(fileURL.outcome.status == .passthrough)
-        let escape = await pipeline.process(payload([("media_url", .string("../Package.swift"))]), context: PayloadContext(mediaRoot: samplesDirectory))
+        let escape = await pipeline.process(
+            payload([("media_url", .string("../Package.swift"))]), context: PayloadContext(mediaRoot: samplesDirectory))
         #expect(escape.outcome.reason == "path_outside_root")
-        let absolute = await pipeline.process(payload([("media_url", .string("/etc/passwd"))]), context: PayloadContext(mediaRoot: samplesDirectory))
+        let absolute = await pipeline.process(
+            payload([("media_url", .string("/etc/passwd"))]), context: PayloadContext(mediaRoot: samplesDirectory))
         #expect(absolute.outcome.reason == "path_outside_root")
     }
 }

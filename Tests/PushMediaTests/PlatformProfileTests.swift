@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PushMedia
 
 /// `PlatformProfile.decide`, the decision table of README "Platform profiles", called directly:
@@ -41,11 +42,14 @@ struct PlatformProfileTests {
 
     static let mb: Int64 = 1_000_000
 
-    static func image(_ profile: PlatformProfile, _ format: MediaFormat, _ width: Int, _ height: Int,
-                      bytes: Int64 = 200_000, frames: Int = 1, orientation: Int = 1, keepsAnimation: Bool = false,
-                      _ expected: Expected) -> Case {
-        Case(profile: profile, format: format, bytes: bytes, header: (width, height, frames, orientation),
-             keepsAnimation: keepsAnimation, expected: expected)
+    static func image(
+        _ profile: PlatformProfile, _ format: MediaFormat, _ width: Int, _ height: Int,
+        bytes: Int64 = 200_000, frames: Int = 1, orientation: Int = 1, keepsAnimation: Bool = false,
+        _ expected: Expected
+    ) -> Case {
+        Case(
+            profile: profile, format: format, bytes: bytes, header: (width, height, frames, orientation),
+            keepsAnimation: keepsAnimation, expected: expected)
     }
 
     static func file(_ profile: PlatformProfile, _ format: MediaFormat, bytes: Int64, _ expected: Expected) -> Case {
@@ -150,13 +154,15 @@ struct PlatformProfileTests {
     func decides(_ row: Case) {
         let sniff = SniffResult(format: row.format, magicMIME: row.format.mime, description: "test")
         let header = row.header.map {
-            ImageHeader(width: $0.width, height: $0.height, frames: $0.frames, hasAlpha: false,
-                        orientation: $0.orientation, loader: "test")
+            ImageHeader(
+                width: $0.width, height: $0.height, frames: $0.frames, hasAlpha: false,
+                orientation: $0.orientation, loader: "test")
         }
         // The long edge the pipeline passes: the profile's own, within the configured 2048.
         let longEdge = row.profile.longEdge.map { min($0, 2048) } ?? 2048
-        let decision = row.profile.decide(sniff, bytes: row.bytes, header: header, longEdge: longEdge,
-                                          keepsAnimation: row.keepsAnimation)
+        let decision = row.profile.decide(
+            sniff, bytes: row.bytes, header: header, longEdge: longEdge,
+            keepsAnimation: row.keepsAnimation)
         switch (row.expected, decision) {
         case (.passthrough, .passthrough):
             break
@@ -171,8 +177,9 @@ struct PlatformProfileTests {
     }
 
     @Test func unsupportedBytesAreRejectedEverywhere() {
-        let html = SniffResult(format: .unsupported(mime: "text/html"), magicMIME: "text/html",
-                               description: "HTML document")
+        let html = SniffResult(
+            format: .unsupported(mime: "text/html"), magicMIME: "text/html",
+            description: "HTML document")
         for profile in [PlatformProfile.ios, .android, .huawei, .web] {
             guard case let .reject(reason, message) = profile.decide(html, bytes: 1_000) else {
                 Issue.record("\(profile.id): HTML not rejected")
@@ -184,8 +191,9 @@ struct PlatformProfileTests {
     }
 
     @Test func imagesLibvipsCannotDecodeAreRejectedAndUnreadHeadersAskForATranscode() {
-        let psd = MediaFormat(id: "psd", mime: "image/vnd.adobe.photoshop", uti: nil, fileExtension: "psd",
-                              kind: .image, decodable: false)
+        let psd = MediaFormat(
+            id: "psd", mime: "image/vnd.adobe.photoshop", uti: nil, fileExtension: "psd",
+            kind: .image, decodable: false)
         let sniffed = SniffResult(format: psd, magicMIME: psd.mime, description: "Adobe Photoshop Image")
         let message = "image/vnd.adobe.photoshop images cannot be decoded with libvips' trusted loaders"
         let decision = PlatformProfile.ios.decide(sniffed, bytes: 1_000)

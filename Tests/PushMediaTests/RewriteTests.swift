@@ -1,6 +1,7 @@
-import Testing
-@testable import PushMedia
 import PushMediaTestSupport
+import Testing
+
+@testable import PushMedia
 
 @Suite("Locate and rewrite")
 struct RewriteTests {
@@ -16,8 +17,10 @@ struct RewriteTests {
     }
 
     /// Rewrites the generic shape's media reference (`media_url` in these payloads) as the pipeline does.
-    func rewrite(_ payload: JSONObject, media: PayloadRewriter.Media,
-                 descriptor: Descriptor?) -> PayloadRewriter.Rewritten? {
+    func rewrite(
+        _ payload: JSONObject, media: PayloadRewriter.Media,
+        descriptor: Descriptor?
+    ) -> PayloadRewriter.Rewritten? {
         let slots = Vendor.generic.slots(in: payload, extraKeys: [], profile: .ios)
         #expect(slots.map(\.target) == [JSONPath(keys: "media_url")])
         let edits = slots.map { PayloadRewriter.Edit(slot: $0, media: media) }
@@ -48,9 +51,13 @@ struct RewriteTests {
         var aps = JSONObject()
         aps["alert"] = .string("Sale")
         aps["sound"] = .string("default")
-        let input = JSONObject([("aps", .object(aps)), ("media_url", .string("http://x/y")), ("n", .number("1.50")),
-                                ("nested", .object(JSONObject([("k", .array([.null, .bool(true)]))])))])
-        let descriptor = Descriptor(status: .processed, type: "public.jpeg", mime: "image/jpeg", bytes: 10, width: 4, height: 3, thumb: "https://t/x.jpg")
+        let input = JSONObject([
+            ("aps", .object(aps)), ("media_url", .string("http://x/y")), ("n", .number("1.50")),
+            ("nested", .object(JSONObject([("k", .array([.null, .bool(true)]))]))),
+        ])
+        let descriptor = Descriptor(
+            status: .processed, type: "public.jpeg", mime: "image/jpeg", bytes: 10, width: 4, height: 3,
+            thumb: "https://t/x.jpg")
         let out = try #require(rewrite(input, media: .replace(with: "https://cdn/a.jpg"), descriptor: descriptor))
         #expect(out.payload["media_url"] == .string("https://cdn/a.jpg"))
         #expect(out.payload["aps"]?.objectValue?["mutable-content"] == .number("1"))
@@ -67,9 +74,12 @@ struct RewriteTests {
     }
 
     @Test func dropsOptionalDescriptorFieldsToFitTheLimit() throws {
-        let input = payload([("media_url", .string("http://x/y")), ("pad", .string(String(repeating: "x", count: 3_800)))])
-        let descriptor = Descriptor(status: .processed, type: "public.jpeg", mime: "image/jpeg", bytes: 123456, width: 2048, height: 1536,
-                                    thumb: "https://cdn.example.com/" + String(repeating: "a", count: 64) + ".jpg")
+        let input = payload([
+            ("media_url", .string("http://x/y")), ("pad", .string(String(repeating: "x", count: 3_800))),
+        ])
+        let descriptor = Descriptor(
+            status: .processed, type: "public.jpeg", mime: "image/jpeg", bytes: 123456, width: 2048, height: 1536,
+            thumb: "https://cdn.example.com/" + String(repeating: "a", count: 64) + ".jpg")
         let out = try #require(rewrite(input, media: .replace(with: "https://cdn/a.jpg"), descriptor: descriptor))
         #expect(out.bytes.count <= PayloadRewriter.apnsLimit)
         #expect(out.droppedFields.first == "thumb")
@@ -78,7 +88,9 @@ struct RewriteTests {
     }
 
     @Test func returnsNilWhenEvenThePlainPayloadIsTooLarge() {
-        let input = payload([("media_url", .string("http://x/y")), ("pad", .string(String(repeating: "é", count: 2_100)))])
+        let input = payload([
+            ("media_url", .string("http://x/y")), ("pad", .string(String(repeating: "é", count: 2_100))),
+        ])
         let descriptor = Descriptor(status: .processed)
         #expect(rewrite(input, media: .replace(with: "https://cdn/a.jpg"), descriptor: descriptor) == nil)
     }
@@ -97,8 +109,10 @@ struct RewriteTests {
         var input = payload([("media_url", .string("http://x/y")), ("pushmedia", .number("1"))])
         let room = PayloadRewriter.apnsLimit - JSONValue.object(input).serialized().count - #","pad":"""#.count - 10
         input["pad"] = .string(String(repeating: "x", count: room))
-        let out = try #require(rewrite(input, media: .replace(with: "https://cdn/a.jpg"),
-                                       descriptor: Descriptor(status: .processed, type: "public.jpeg")))
+        let out = try #require(
+            rewrite(
+                input, media: .replace(with: "https://cdn/a.jpg"),
+                descriptor: Descriptor(status: .processed, type: "public.jpeg")))
         #expect(out.droppedFields.last == "pushmedia")
         #expect(out.payload["pushmedia"] == nil)
     }

@@ -1,10 +1,12 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-@testable import PushMedia
 import PushMediaTestSupport
 import Testing
+
+@testable import PushMedia
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Both store backends through the same seam: the local directory and a real S3-compatible object
 /// store (OpenStack Swift with s3api, `scripts/object-store.sh`), with real libcurl signing.
@@ -29,11 +31,15 @@ struct StoreTests {
     }
 
     static func entry(_ files: [StoredFile]) -> CacheEntry {
-        CacheEntry(status: .processed, attachment: files[0], thumbnail: files.count > 1 ? files[1] : nil, sourceMIME: "image/jpeg",
-                   sourceBytes: 1, pipeline: PushMediaVersion.pipeline)
+        CacheEntry(
+            status: .processed, attachment: files[0], thumbnail: files.count > 1 ? files[1] : nil,
+            sourceMIME: "image/jpeg",
+            sourceBytes: 1, pipeline: PushMediaVersion.pipeline)
     }
 
-    static func bytes(_ seed: UInt8, count: Int = 2000) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed } }
+    static func bytes(_ seed: UInt8, count: Int = 2000) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed }
+    }
 
     @Test(arguments: Backend.allCases)
     func storesReadsAndRemembersEntries(_ backend: Backend) throws {
@@ -89,7 +95,9 @@ struct StoreTests {
         let wrongSecret = try MediaStore(config: config)
         let signature = #expect(throws: StoreError.self) { try wrongSecret.checkReady() }
         let signatureText = signature.map { "\($0)" } ?? ""
-        #expect(signatureText.contains(TestObjectStore.endpoint) && signatureText.contains(bucket) && signatureText.contains("SignatureDoesNotMatch"))
+        #expect(
+            signatureText.contains(TestObjectStore.endpoint) && signatureText.contains(bucket)
+                && signatureText.contains("SignatureDoesNotMatch"))
 
         config = TestObjectStore.config(bucket: "pm-missing-bucket", work: work)
         let missing = try MediaStore(config: config)
@@ -125,8 +133,11 @@ struct StoreTests {
         var real = policy
         real.dryRun = false
         let report = try store.collectGarbage(real, now: now)
-        #expect(report == RetentionReport(dryRun: false, entriesKept: 1, entriesRemoved: 2, mediaKept: 2, mediaRemoved: 1,
-                                          bytesKept: fresh.bytes + shared.bytes, bytesRemoved: old.bytes))
+        #expect(
+            report
+                == RetentionReport(
+                    dryRun: false, entriesKept: 1, entriesRemoved: 2, mediaKept: 2, mediaRemoved: 1,
+                    bytesKept: fresh.bytes + shared.bytes, bytesRemoved: old.bytes))
         #expect(try store.size(of: old.name) == nil)
         #expect(try store.size(of: shared.name) != nil && store.size(of: fresh.name) != nil)
         #expect(try store.lookup(key: "old") == nil)
@@ -195,31 +206,42 @@ struct StoreTests {
             let (data, _) = try #require(try checker.backend.readEntry(key, deadline: nil))
             let entry = try JSONDecoder().decode(CacheEntry.self, from: Data(data))
             for file in entry.files {
-                #expect(try checker.size(of: file.name) == file.bytes, "entry \(key) names \(file.name), which retention removed")
+                #expect(
+                    try checker.size(of: file.name) == file.bytes,
+                    "entry \(key) names \(file.name), which retention removed")
             }
         }
     }
 
     @Test func theIndexCacheEvictsTheLeastRecentlyUsed() {
         let cache = EntryCache(capacity: 3)
-        let entry = Self.entry([StoredFile(name: String(repeating: "a", count: 64) + ".jpg", mime: "image/jpeg", bytes: 1)])
+        let entry = Self.entry([
+            StoredFile(name: String(repeating: "a", count: 64) + ".jpg", mime: "image/jpeg", bytes: 1)
+        ])
         let start = Date()
         for key in ["a", "b", "c"] { cache.insert(key, entry: entry, used: start) }
-        #expect(cache.hit("a", now: start, interval: .seconds(3600), maxAge: .seconds(86_400))?.due == false)  // a is now the newest
-        cache.insert("d", entry: entry, used: start)                                   // evicts b
+        // a is now the newest
+        #expect(cache.hit("a", now: start, interval: .seconds(3600), maxAge: .seconds(86_400))?.due == false)
+        cache.insert("d", entry: entry, used: start)  // evicts b
         #expect(cache.hit("b", now: start, interval: .seconds(3600), maxAge: .seconds(86_400)) == nil)
         #expect(cache.hit("c", now: start, interval: .seconds(3600), maxAge: .seconds(86_400)) != nil)
         cache.remove("a")
-        cache.insert("e", entry: entry, used: start)                                   // takes a's slot
+        cache.insert("e", entry: entry, used: start)  // takes a's slot
         #expect(cache.count == 3)
         #expect(cache.hit("d", now: start, interval: .seconds(3600), maxAge: .seconds(86_400)) != nil)
         // Use is due again once the interval has passed, then not until the next one.
-        #expect(cache.hit("e", now: start.addingTimeInterval(3601), interval: .seconds(3600), maxAge: .seconds(86_400))?.due == true)
-        #expect(cache.hit("e", now: start.addingTimeInterval(3602), interval: .seconds(3600), maxAge: .seconds(86_400))?.due == false)
+        #expect(
+            cache.hit("e", now: start.addingTimeInterval(3601), interval: .seconds(3600), maxAge: .seconds(86_400))?.due
+                == true)
+        #expect(
+            cache.hit("e", now: start.addingTimeInterval(3602), interval: .seconds(3600), maxAge: .seconds(86_400))?.due
+                == false)
         // Held longer than its maximum age, an entry is read from the index again.
-        #expect(cache.hit("e", now: start.addingTimeInterval(61), interval: .seconds(3600), maxAge: .seconds(60)) == nil)
+        #expect(
+            cache.hit("e", now: start.addingTimeInterval(61), interval: .seconds(3600), maxAge: .seconds(60)) == nil)
         cache.insert("e", entry: entry, used: start, loaded: start.addingTimeInterval(61))
-        #expect(cache.hit("e", now: start.addingTimeInterval(62), interval: .seconds(3600), maxAge: .seconds(60)) != nil)
+        #expect(
+            cache.hit("e", now: start.addingTimeInterval(62), interval: .seconds(3600), maxAge: .seconds(60)) != nil)
     }
 
     @Test func storeLocationsAndSettings() throws {
@@ -231,20 +253,27 @@ struct StoreTests {
 
         let config = try PushMediaConfig.fromEnvironment([
             "PUSHMEDIA_STORE": "s3://media-bucket/push", "PUSHMEDIA_S3_ENDPOINT": "http://127.0.0.1:9480/",
-            "AWS_ACCESS_KEY_ID": "aws-key", "AWS_SECRET_ACCESS_KEY": "aws-secret", "PUSHMEDIA_S3_SECRET_ACCESS_KEY": "own-secret",
+            "AWS_ACCESS_KEY_ID": "aws-key", "AWS_SECRET_ACCESS_KEY": "aws-secret",
+            "PUSHMEDIA_S3_SECRET_ACCESS_KEY": "own-secret",
             "PUSHMEDIA_S3_REGION": "eu-west-1", "PUSHMEDIA_GC_OLDER_THAN": "2w",
         ])
         let settings = try config.s3Settings(bucket: "media-bucket", prefix: "push")
-        #expect(settings == S3Settings(endpoint: "http://127.0.0.1:9480", region: "eu-west-1", bucket: "media-bucket", prefix: "push",
-                                       accessKey: "aws-key", secretKey: "own-secret"))
+        #expect(
+            settings
+                == S3Settings(
+                    endpoint: "http://127.0.0.1:9480", region: "eu-west-1", bucket: "media-bucket", prefix: "push",
+                    accessKey: "aws-key", secretKey: "own-secret"))
         #expect(config.gcOlderThan == .seconds(14 * 86_400))
         var missing = PushMediaConfig()
         missing.storeLocation = "s3://media-bucket"
         let error = #expect(throws: StoreError.self) { _ = try MediaStore(config: missing) }
         #expect("\(error.map { "\($0)" } ?? "")".contains("--s3-endpoint"))
-        #expect(throws: ConfigError.self) { try PushMediaConfig.fromEnvironment(["PUSHMEDIA_S3_ENDPOINT": "http://host/path"]) }
-        #expect(S3Client(settings: settings).url(key: "push/a b.jpg", query: [("prefix", "push/"), ("list-type", "2")])
-            == "http://127.0.0.1:9480/media-bucket/push/a%20b.jpg?list-type=2&prefix=push%2F")
+        #expect(throws: ConfigError.self) {
+            try PushMediaConfig.fromEnvironment(["PUSHMEDIA_S3_ENDPOINT": "http://host/path"])
+        }
+        #expect(
+            S3Client(settings: settings).url(key: "push/a b.jpg", query: [("prefix", "push/"), ("list-type", "2")])
+                == "http://127.0.0.1:9480/media-bucket/push/a%20b.jpg?list-type=2&prefix=push%2F")
     }
 
     /// A blocking GET with URLSession's delegate-free API, for public object URLs.

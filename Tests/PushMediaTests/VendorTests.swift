@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import PushMedia
 import PushMediaTestSupport
+import Testing
+
+@testable import PushMedia
 
 /// Vendor payload shapes, platform profiles and thumbnail hints, with the real libraries: the
 /// vendor samples in `samples/` and media served by a real origin on 127.0.0.1.
@@ -67,17 +68,41 @@ struct VendorTests {
 
     @Test func airshipArraysAndOptionsAreRead() throws {
         let media = JSONObject([
-            ("urls", .array([.object(JSONObject([("url", .string("https://a.example/1.jpg")), ("url_id", .string("one"))])),
-                             .object(JSONObject([("url", .string("https://a.example/2.jpg")), ("url_id", .string("two"))]))])),
-            ("options", .object(JSONObject([("crop", .object(JSONObject([("x", .number("0.25")), ("y", .number("0")),
-                                                                         ("width", .number("0.5")), ("height", .number("1"))]))),
-                                            ("time", .number("2.5")), ("hidden", .bool(true))]))),
+            (
+                "urls",
+                .array([
+                    .object(JSONObject([("url", .string("https://a.example/1.jpg")), ("url_id", .string("one"))])),
+                    .object(JSONObject([("url", .string("https://a.example/2.jpg")), ("url_id", .string("two"))])),
+                ])
+            ),
+            (
+                "options",
+                .object(
+                    JSONObject([
+                        (
+                            "crop",
+                            .object(
+                                JSONObject([
+                                    ("x", .number("0.25")), ("y", .number("0")),
+                                    ("width", .number("0.5")), ("height", .number("1")),
+                                ]))
+                        ),
+                        ("time", .number("2.5")), ("hidden", .bool(true)),
+                    ]))
+            ),
         ])
-        let slots = Vendor.airship.slots(in: payload([(Vendor.airshipKey, .object(media))]), extraKeys: [], profile: .ios)
+        let slots = Vendor.airship.slots(
+            in: payload([(Vendor.airshipKey, .object(media))]), extraKeys: [], profile: .ios)
         // A key with dots is quoted in the dotted form.
-        #expect(slots.map(\.target.description) == [#""com.urbanairship.media_attachment".urls[0].url"#, #""com.urbanairship.media_attachment".urls[1].url"#])
+        #expect(
+            slots.map(\.target.description) == [
+                #""com.urbanairship.media_attachment".urls[0].url"#,
+                #""com.urbanairship.media_attachment".urls[1].url"#,
+            ])
         #expect(slots[1].removals.map(\.description) == [#""com.urbanairship.media_attachment".urls[1]"#])
-        #expect(slots[0].givenHints == ThumbnailHints(clip: ClipRect(x: 0.25, y: 0, width: 0.5, height: 1), hidden: true, time: 2.5))
+        #expect(
+            slots[0].givenHints
+                == ThumbnailHints(clip: ClipRect(x: 0.25, y: 0, width: 0.5, height: 1), hidden: true, time: 2.5))
     }
 
     @Test func forcedVendorWithoutItsKeysIsSkippedNamingThem() async throws {
@@ -107,10 +132,15 @@ struct VendorTests {
         #expect(try #require(media[1].attachment).bytes <= 1_000_000)
         // The common image, the data and the other fields are kept; the APNs part can run the NSE.
         #expect(string(result.payload, "message", "notification", "image") == "media/banner.webp")
-        #expect(result.payload[path: JSONPath(keys: "message", "data")] == input[path: JSONPath(keys: "message", "data")])
-        #expect(result.payload[path: JSONPath(keys: "message", "apns", "payload", "aps", "mutable-content")] == .number("1"))
-        #expect(result.payload[path: JSONPath(keys: "message", "apns", "payload", "aps", "sound")] == .string("default"))
-        let descriptor = try #require(result.payload[path: JSONPath(keys: "message", "apns", "payload", "pushmedia")]?.objectValue)
+        #expect(
+            result.payload[path: JSONPath(keys: "message", "data")] == input[path: JSONPath(keys: "message", "data")])
+        #expect(
+            result.payload[path: JSONPath(keys: "message", "apns", "payload", "aps", "mutable-content")] == .number("1")
+        )
+        #expect(
+            result.payload[path: JSONPath(keys: "message", "apns", "payload", "aps", "sound")] == .string("default"))
+        let descriptor = try #require(
+            result.payload[path: JSONPath(keys: "message", "apns", "payload", "pushmedia")]?.objectValue)
         #expect(descriptor["type"] == .string("public.jpeg"))
         #expect(result.payload["pushmedia"] == nil)
         #expect(result.bytes.count <= PayloadRewriter.apnsLimit)
@@ -199,8 +229,19 @@ struct VendorTests {
     }
 
     @Test func rejectedBrazeAttachmentIsRemovedWhole() async throws {
-        let input = payload([("ab", .object(JSONObject([("att", .object(JSONObject([("url", .string("30-customerio.json")), ("type", .string("mp4"))]))),
-                                                         ("c", .string("x"))])))])
+        let input = payload([
+            (
+                "ab",
+                .object(
+                    JSONObject([
+                        (
+                            "att",
+                            .object(JSONObject([("url", .string("30-customerio.json")), ("type", .string("mp4"))]))
+                        ),
+                        ("c", .string("x")),
+                    ]))
+            )
+        ])
         let result = await try pipeline().process(input)
         #expect(result.outcome.status == .rejected && result.outcome.reason == "unsupported_type")
         #expect(result.payload["ab"] == .object(JSONObject([("c", .string("x"))])))
@@ -208,11 +249,13 @@ struct VendorTests {
 
     @Test func severalAttachmentsStayWithinTheLimit() async throws {
         // Long custom data leaves little room: URLs must fit or the references are rejected.
-        let att = JSONValue.object(JSONObject([("a", .string("media/logo-alpha.png")), ("b", .string("media/spinner.gif"))]))
+        let att = JSONValue.object(
+            JSONObject([("a", .string("media/logo-alpha.png")), ("b", .string("media/spinner.gif"))]))
         let bare = JSONValue.object(payload([("att", att), ("note", .string(""))])).compactByteCount
         let filler = String(repeating: "x", count: PayloadRewriter.apnsLimit - 100 - bare)
         let input = payload([("att", att), ("note", .string(filler))])
-        let result = await try pipeline { $0.baseURL = "https://cdn.example.com/" + String(repeating: "m", count: 60) }.process(input)
+        let result = await try pipeline { $0.baseURL = "https://cdn.example.com/" + String(repeating: "m", count: 60) }
+            .process(input)
         #expect(result.bytes.count <= PayloadRewriter.apnsLimit)
         #expect(result.payload["note"] == .string(filler))
         #expect(result.outcome.media?.allSatisfy { $0.status == .rejected && $0.reason == "payload_too_large" } == true)
@@ -250,7 +293,9 @@ struct VendorTests {
         let first = await try Pipeline(config: config).process(try sample("01-photo-exif.json"))
         let made = try #require(first.outcome.attachment)
         // Feed the 2:1 result back in: it already fits, so it passes through byte for byte.
-        let again = payload([("media_url", .string(made.url.replacingOccurrences(of: config.baseURL, with: "file://" + store.path)))])
+        let again = payload([
+            ("media_url", .string(made.url.replacingOccurrences(of: config.baseURL, with: "file://" + store.path)))
+        ])
         config.mediaRoot = store.path
         let second = await try Pipeline(config: config).process(again)
         #expect(second.outcome.status == .passthrough)
@@ -276,7 +321,10 @@ struct VendorTests {
         let rect = try #require(descriptor["clip"]?.objectValue)
         #expect(rect.keys == ["X", "Y", "Width", "Height"])
         // Centre crop puts the same square in the middle.
-        let centred = await try self.pipeline { $0.thumbnailAspect = 1; $0.crop = .centre }.process(try sample("03-webp.json"))
+        let centred = await try self.pipeline {
+            $0.thumbnailAspect = 1
+            $0.crop = .centre
+        }.process(try sample("03-webp.json"))
         let middle = try #require(centred.outcome.media?.first?.hints?.clip)
         #expect(abs(middle.x - 1.0 / 6.0) < 0.01)
     }

@@ -26,7 +26,10 @@ public enum Chromium {
     /// - Throws: `Failure` when Chromium is missing, fails or prints nothing.
     public static func dumpDOM(file: String, budget: Int = 5000) async throws -> String {
         guard let executable else {
-            throw Failure(description: "chromium is not on the PATH: the browser tests need it; install it with `scripts/setup.sh --test` (Debian package `chromium`)")
+            throw Failure(
+                description:
+                    "chromium is not on the PATH: the browser tests need it; install it with `scripts/setup.sh --test` (Debian package `chromium`)"
+            )
         }
         return try await runner.run { try run(executable, file: file, budget: budget) }
     }
@@ -35,14 +38,19 @@ public enum Chromium {
         let work = TemporaryDirectory()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-                             "--user-data-dir=\(work.file("profile"))", "--virtual-time-budget=\(budget)", "--dump-dom",
-                             URL(fileURLWithPath: file).absoluteString]
+        process.arguments = [
+            "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+            "--user-data-dir=\(work.file("profile"))", "--virtual-time-budget=\(budget)", "--dump-dom",
+            URL(fileURLWithPath: file).absoluteString,
+        ]
         FileManager.default.createFile(atPath: work.file("stdout"), contents: nil)
         FileManager.default.createFile(atPath: work.file("stderr"), contents: nil)
         let stdout = try FileHandle(forWritingTo: URL(fileURLWithPath: work.file("stdout")))
         let stderr = try FileHandle(forWritingTo: URL(fileURLWithPath: work.file("stderr")))
-        defer { try? stdout.close(); try? stderr.close() }
+        defer {
+            try? stdout.close()
+            try? stderr.close()
+        }
         process.standardOutput = stdout
         process.standardError = stderr
         process.standardInput = FileHandle.nullDevice
@@ -54,7 +62,8 @@ public enum Chromium {
         let dom = (try? String(contentsOfFile: work.file("stdout"), encoding: .utf8)) ?? ""
         guard process.terminationStatus == 0, dom.contains("<html") else {
             let log = (try? String(contentsOfFile: work.file("stderr"), encoding: .utf8)) ?? ""
-            throw Failure(description: "chromium exited with \(process.terminationStatus) for \(file): \(log.suffix(2000))")
+            throw Failure(
+                description: "chromium exited with \(process.terminationStatus) for \(file): \(log.suffix(2000))")
         }
         return dom
     }
@@ -79,25 +88,42 @@ public enum HTMLTags {
         let bytes = Array(html.utf8)
         var tags: [HTMLTag] = []
         var i = 0
-        func isNameByte(_ b: UInt8) -> Bool { b.isLetter || (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) || b == UInt8(ascii: "-") }
+        func isNameByte(_ b: UInt8) -> Bool {
+            b.isLetter || (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) || b == UInt8(ascii: "-")
+        }
         func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x0A || b == 0x09 || b == 0x0D || b == 0x0C }
         while i < bytes.count {
-            guard bytes[i] == UInt8(ascii: "<"), i + 1 < bytes.count else { i += 1; continue }
-            if bytes[i + 1] == UInt8(ascii: "!") {
-                // A comment or the doctype.
-                if let end = find(Array("-->".utf8), in: bytes, from: i + 2), bytes[i...].starts(with: Array("<!--".utf8)) { i = end + 3 }
-                else { i += 2 }
+            guard bytes[i] == UInt8(ascii: "<"), i + 1 < bytes.count else {
+                i += 1
                 continue
             }
-            guard bytes[i + 1].isLetter else { i += 1; continue }
+            if bytes[i + 1] == UInt8(ascii: "!") {
+                // A comment or the doctype.
+                if let end = find(Array("-->".utf8), in: bytes, from: i + 2),
+                    bytes[i...].starts(with: Array("<!--".utf8))
+                {
+                    i = end + 3
+                } else {
+                    i += 2
+                }
+                continue
+            }
+            guard bytes[i + 1].isLetter else {
+                i += 1
+                continue
+            }
             var j = i + 1
             while j < bytes.count, isNameByte(bytes[j]) { j += 1 }
             let name = String(decoding: bytes[(i + 1)..<j], as: UTF8.self).lowercased()
             var attributes: [String: String] = [:]
             while j < bytes.count, bytes[j] != UInt8(ascii: ">") {
-                if isSpace(bytes[j]) || bytes[j] == UInt8(ascii: "/") { j += 1; continue }
+                if isSpace(bytes[j]) || bytes[j] == UInt8(ascii: "/") {
+                    j += 1
+                    continue
+                }
                 let start = j
-                while j < bytes.count, !isSpace(bytes[j]), bytes[j] != UInt8(ascii: "="), bytes[j] != UInt8(ascii: ">") { j += 1 }
+                while j < bytes.count, !isSpace(bytes[j]), bytes[j] != UInt8(ascii: "="), bytes[j] != UInt8(ascii: ">")
+                { j += 1 }
                 let attribute = String(decoding: bytes[start..<j], as: UTF8.self).lowercased()
                 var value = ""
                 if j < bytes.count, bytes[j] == UInt8(ascii: "=") {
@@ -125,7 +151,10 @@ public enum HTMLTags {
             }
             var k = j
             while k < bytes.count, bytes[k] != UInt8(ascii: "<") { k += 1 }
-            tags.append(HTMLTag(name: name, attributes: attributes, text: decodeEntities(String(decoding: bytes[min(j, bytes.count)..<k], as: UTF8.self))))
+            tags.append(
+                HTMLTag(
+                    name: name, attributes: attributes,
+                    text: decodeEntities(String(decoding: bytes[min(j, bytes.count)..<k], as: UTF8.self))))
             i = j
         }
         return tags
@@ -149,8 +178,13 @@ public enum HTMLTags {
                 case "apos": decoded = "'"
                 case "nbsp": decoded = "\u{A0}"
                 default:
-                    if entity.hasPrefix("#x") || entity.hasPrefix("#X"), let code = UInt32(entity.dropFirst(2), radix: 16) { decoded = Unicode.Scalar(code).map(String.init) }
-                    else if entity.hasPrefix("#"), let code = UInt32(entity.dropFirst()) { decoded = Unicode.Scalar(code).map(String.init) }
+                    if entity.hasPrefix("#x") || entity.hasPrefix("#X"),
+                        let code = UInt32(entity.dropFirst(2), radix: 16)
+                    {
+                        decoded = Unicode.Scalar(code).map(String.init)
+                    } else if entity.hasPrefix("#"), let code = UInt32(entity.dropFirst()) {
+                        decoded = Unicode.Scalar(code).map(String.init)
+                    }
                 }
                 if let decoded {
                     out += decoded
@@ -175,6 +209,9 @@ public enum HTMLTags {
     }
 }
 
-private extension UInt8 {
-    var isLetter: Bool { (self >= UInt8(ascii: "a") && self <= UInt8(ascii: "z")) || (self >= UInt8(ascii: "A") && self <= UInt8(ascii: "Z")) }
+extension UInt8 {
+    fileprivate var isLetter: Bool {
+        (self >= UInt8(ascii: "a") && self <= UInt8(ascii: "z"))
+            || (self >= UInt8(ascii: "A") && self <= UInt8(ascii: "Z"))
+    }
 }

@@ -15,7 +15,7 @@ public enum HostileFixtures {
 
     /// A 1×1 animated GIF with `frames` frames.
     public static func gif(frames: Int, comment: String? = nil) -> [UInt8] {
-        var gif = Array("GIF89a".utf8) + [1, 0, 1, 0, 0x80, 0, 0]     // 1×1, global table of 2 colours
+        var gif = Array("GIF89a".utf8) + [1, 0, 1, 0, 0x80, 0, 0]  // 1×1, global table of 2 colours
         gif += [0, 0, 0, 255, 255, 255]
         gif += [0x21, 0xFF, 0x0B] + Array("NETSCAPE2.0".utf8) + [3, 1, 0, 0, 0]  // loop forever
         if let comment {
@@ -27,25 +27,32 @@ public enum HostileFixtures {
             gif.append(0)
         }
         for frame in 0..<frames {
-            gif += [0x21, 0xF9, 4, 0, 2, 0, 0, 0]                      // 20 ms per frame
-            gif += [0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0]                    // 1×1 image
-            gif += [2, 2, frame % 2 == 0 ? 0x44 : 0x4C, 0x01, 0]        // LZW: one pixel of colour 0 or 1
+            gif += [0x21, 0xF9, 4, 0, 2, 0, 0, 0]  // 20 ms per frame
+            gif += [0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0]  // 1×1 image
+            gif += [2, 2, frame % 2 == 0 ? 0x44 : 0x4C, 0x01, 0]  // LZW: one pixel of colour 0 or 1
         }
         gif.append(0x3B)
         return gif
     }
 
     /// An SVG image (refused: not decoded by the trusted loaders).
-    public static let svg = Array(#"<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>alert(1)</script><rect width="10" height="10"/></svg>"#.utf8)
+    public static let svg = Array(
+        #"<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>alert(1)</script><rect width="10" height="10"/></svg>"#
+            .utf8)
     /// The start of a PDF.
-    public static let pdf = Array("%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n".utf8)
+    public static let pdf = Array(
+        "%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n".utf8)
     /// A Photoshop header (only ImageMagick would read it).
-    public static let psd: [UInt8] = Array("8BPS".utf8) + [0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 16, 0, 0, 0, 16, 0, 8, 0, 3] + [UInt8](repeating: 0, count: 64)
+    public static let psd: [UInt8] =
+        Array("8BPS".utf8) + [0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 16, 0, 0, 0, 16, 0, 8, 0, 3]
+        + [UInt8](repeating: 0, count: 64)
     /// A QuickTime movie header.
-    public static let quicktime: [UInt8] = [0, 0, 0, 0x14] + Array("ftypqt  ".utf8) + [0, 0, 0, 0] + Array("qt  ".utf8)
+    public static let quicktime: [UInt8] =
+        [0, 0, 0, 0x14] + Array("ftypqt  ".utf8) + [0, 0, 0, 0] + Array("qt  ".utf8)
         + [0, 0, 0, 8] + Array("wide".utf8) + [0, 0, 0, 8] + Array("mdat".utf8)
     /// gzip-compressed bytes, served with `Content-Encoding: gzip` (never decoded).
-    public static let gzipBomb: [UInt8] = [0x1F, 0x8B, 0x08, 0x00, 0, 0, 0, 0, 0x02, 0x03] + [UInt8](repeating: 0xED, count: 4096)
+    public static let gzipBomb: [UInt8] =
+        [0x1F, 0x8B, 0x08, 0x00, 0, 0, 0, 0, 0x02, 0x03] + [UInt8](repeating: 0xED, count: 4096)
 
     /// `bytes` padded with zeros to `size`.
     public static func padded(_ bytes: [UInt8], to size: Int) -> [UInt8] {

@@ -23,10 +23,13 @@ public enum ImageFixtures {
 
         /// 7×5 (odd sizes exercise row padding), in `count` colours.
         public static func sample(colours count: Int) -> Picture {
-            let palette: [(UInt8, UInt8, UInt8)] = [(0, 0, 0), (255, 255, 255), (200, 30, 40), (20, 180, 60), (30, 60, 220),
-                                                    (250, 200, 0), (120, 120, 120), (90, 10, 160), (0, 200, 200), (255, 128, 64),
-                                                    (10, 10, 80), (180, 255, 180), (64, 32, 16), (240, 0, 240), (128, 128, 0), (0, 64, 128)]
-            let width = 7, height = 5
+            let palette: [(UInt8, UInt8, UInt8)] = [
+                (0, 0, 0), (255, 255, 255), (200, 30, 40), (20, 180, 60), (30, 60, 220),
+                (250, 200, 0), (120, 120, 120), (90, 10, 160), (0, 200, 200), (255, 128, 64),
+                (10, 10, 80), (180, 255, 180), (64, 32, 16), (240, 0, 240), (128, 128, 0), (0, 64, 128),
+            ]
+            let width = 7
+            let height = 5
             var indices: [Int] = []
             for y in 0..<height { for x in 0..<width { indices.append((x * 3 + y * 5 + (x * y) % 3) % count) } }
             return Picture(width: width, height: height, colours: Array(palette.prefix(count)), indices: indices)
@@ -35,8 +38,9 @@ public enum ImageFixtures {
 
     /// How a BMP variant is written.
     public enum BMPVariant: String, CaseIterable, Sendable {
-        case palette1, palette2, palette4, palette8, palette8Short, rle8, rle4, rgb555, bitfields565, rgb24, topDown24, rgb32, bitfields32Alpha,
-             bitfields32BGRA, os2v1Palette8, os2v1RGB24, os2v2RGB24, topDownPalette8
+        case palette1, palette2, palette4, palette8, palette8Short, rle8, rle4, rgb555, bitfields565, rgb24, topDown24,
+            rgb32, bitfields32Alpha,
+            bitfields32BGRA, os2v1Palette8, os2v1RGB24, os2v2RGB24, topDownPalette8
 
         /// Colours the variant's picture uses.
         public var colours: Int {
@@ -59,30 +63,75 @@ public enum ImageFixtures {
 
     /// `picture` as a BMP of `variant`, written field by field.
     public static func bmp(_ picture: Picture, _ variant: BMPVariant) -> [UInt8] {
-        let w = picture.width, h = picture.height
+        let w = picture.width
+        let h = picture.height
 
-        var bits = 24, compression = 0, headerSize = 40, topDown = false, os2 = false
+        var bits = 24
+        var compression = 0
+        var headerSize = 40
+        var topDown = false
+        var os2 = false
         var paletteCount = 0
         var masks: [UInt32] = []
         switch variant {
-        case .palette1: bits = 1; paletteCount = 2
-        case .palette2: bits = 2; paletteCount = 4
-        case .palette4: bits = 4; paletteCount = 16
-        case .palette8: bits = 8; paletteCount = 16
-        case .palette8Short: bits = 8; paletteCount = 6
-        case .topDownPalette8: bits = 8; paletteCount = 6; topDown = true
-        case .rle8: bits = 8; paletteCount = 16; compression = 1
-        case .rle4: bits = 4; paletteCount = 16; compression = 2
+        case .palette1:
+            bits = 1
+            paletteCount = 2
+        case .palette2:
+            bits = 2
+            paletteCount = 4
+        case .palette4:
+            bits = 4
+            paletteCount = 16
+        case .palette8:
+            bits = 8
+            paletteCount = 16
+        case .palette8Short:
+            bits = 8
+            paletteCount = 6
+        case .topDownPalette8:
+            bits = 8
+            paletteCount = 6
+            topDown = true
+        case .rle8:
+            bits = 8
+            paletteCount = 16
+            compression = 1
+        case .rle4:
+            bits = 4
+            paletteCount = 16
+            compression = 2
         case .rgb555: bits = 16
-        case .bitfields565: bits = 16; compression = 3; masks = [0xF800, 0x07E0, 0x001F]
+        case .bitfields565:
+            bits = 16
+            compression = 3
+            masks = [0xF800, 0x07E0, 0x001F]
         case .rgb24: bits = 24
-        case .topDown24: bits = 24; topDown = true
+        case .topDown24:
+            bits = 24
+            topDown = true
         case .rgb32: bits = 32
-        case .bitfields32Alpha: bits = 32; compression = 3; headerSize = 124; masks = [0x00FF_0000, 0x0000_FF00, 0x0000_00FF, 0xFF00_0000]
-        case .bitfields32BGRA: bits = 32; compression = 3; masks = [0x0000_FF00, 0x00FF_0000, 0xFF00_0000]
-        case .os2v1Palette8: bits = 8; paletteCount = 16; headerSize = 12; os2 = true
-        case .os2v1RGB24: bits = 24; headerSize = 12; os2 = true
-        case .os2v2RGB24: bits = 24; headerSize = 64
+        case .bitfields32Alpha:
+            bits = 32
+            compression = 3
+            headerSize = 124
+            masks = [0x00FF_0000, 0x0000_FF00, 0x0000_00FF, 0xFF00_0000]
+        case .bitfields32BGRA:
+            bits = 32
+            compression = 3
+            masks = [0x0000_FF00, 0x00FF_0000, 0xFF00_0000]
+        case .os2v1Palette8:
+            bits = 8
+            paletteCount = 16
+            headerSize = 12
+            os2 = true
+        case .os2v1RGB24:
+            bits = 24
+            headerSize = 12
+            os2 = true
+        case .os2v2RGB24:
+            bits = 24
+            headerSize = 64
         }
 
         // Pixels.
@@ -98,7 +147,10 @@ public enum ImageFixtures {
                 } else {
                     // Pairs as runs of two alternating nibbles; the odd last pixel as a run of one.
                     var x = 0
-                    while x + 1 < w { body += [2, UInt8(indices[x] << 4 | indices[x + 1])]; x += 2 }
+                    while x + 1 < w {
+                        body += [2, UInt8(indices[x] << 4 | indices[x + 1])]
+                        x += 2
+                    }
                     if x < w { body += [1, UInt8(indices[x] << 4)] }
                 }
                 body += [0, 0]
@@ -116,18 +168,27 @@ public enum ImageFixtures {
                         let bit = x * bits
                         row[bit / 8] |= UInt8(index << (8 - bits - bit % 8))
                     case 16:
-                        let value = compression == 3
+                        let value =
+                            compression == 3
                             ? (Int(r) >> 3) << 11 | (Int(g) >> 2) << 5 | Int(b) >> 3
                             : (Int(r) >> 3) << 10 | (Int(g) >> 3) << 5 | Int(b) >> 3
-                        row[x * 2] = UInt8(value & 0xFF); row[x * 2 + 1] = UInt8(value >> 8)
+                        row[x * 2] = UInt8(value & 0xFF)
+                        row[x * 2 + 1] = UInt8(value >> 8)
                     case 24:
-                        row[x * 3] = b; row[x * 3 + 1] = g; row[x * 3 + 2] = r
+                        row[x * 3] = b
+                        row[x * 3 + 1] = g
+                        row[x * 3 + 2] = r
                     default:
                         if variant == .bitfields32BGRA {
-                            row[x * 4] = 0; row[x * 4 + 1] = r; row[x * 4 + 2] = g; row[x * 4 + 3] = b
+                            row[x * 4] = 0
+                            row[x * 4 + 1] = r
+                            row[x * 4 + 2] = g
+                            row[x * 4 + 3] = b
                         } else {
                             // Alpha: the left column half transparent, the rest opaque.
-                            row[x * 4] = b; row[x * 4 + 1] = g; row[x * 4 + 2] = r
+                            row[x * 4] = b
+                            row[x * 4 + 1] = g
+                            row[x * 4 + 2] = r
                             row[x * 4 + 3] = variant == .bitfields32Alpha ? (x == 0 ? 128 : 255) : 0
                         }
                     }
@@ -185,7 +246,7 @@ public enum ImageFixtures {
     /// A 3-frame 16×16 GIF whose second frame's image data is corrupt (an LZW code past the
     /// table's end) and whose first and third frames are whole.
     public static func gifWithCorruptFrame() -> [UInt8] {
-        var gif = Array("GIF89a".utf8) + [16, 0, 16, 0, 0x81, 0, 0]     // 16×16, global table of 4 colours
+        var gif = Array("GIF89a".utf8) + [16, 0, 16, 0, 0x81, 0, 0]  // 16×16, global table of 4 colours
         gif += [0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255]
         gif += [0x21, 0xFF, 0x0B] + Array("NETSCAPE2.0".utf8) + [3, 1, 0, 0, 0]
         func frame(colour: Int, corrupt: Bool) -> [UInt8] {
@@ -195,11 +256,17 @@ public enum ImageFixtures {
             var codes: [(Int, Int)] = []
             for index in 0..<256 { codes += [(4, 3), (corrupt && index == 40 ? 7 : colour, 3)] }
             codes.append((5, 3))
-            var data: [UInt8] = [], accumulator = 0, count = 0
+            var data: [UInt8] = []
+            var accumulator = 0
+            var count = 0
             for (code, width) in codes {
                 accumulator |= code << count
                 count += width
-                while count >= 8 { data.append(UInt8(accumulator & 0xFF)); accumulator >>= 8; count -= 8 }
+                while count >= 8 {
+                    data.append(UInt8(accumulator & 0xFF))
+                    accumulator >>= 8
+                    count -= 8
+                }
             }
             if count > 0 { data.append(UInt8(accumulator & 0xFF)) }
             bytes.append(2)
@@ -216,7 +283,8 @@ public enum ImageFixtures {
     /// `jpeg` with an APP2 ICC_PROFILE segment inserted after SOI holding `profile`.
     public static func jpeg(_ jpeg: [UInt8], withICCProfile profile: [UInt8]) -> [UInt8] {
         let payload = Array("ICC_PROFILE".utf8) + [0, 1, 1] + profile
-        let segment: [UInt8] = [0xFF, 0xE2, UInt8((payload.count + 2) >> 8), UInt8((payload.count + 2) & 0xFF)] + payload
+        let segment: [UInt8] =
+            [0xFF, 0xE2, UInt8((payload.count + 2) >> 8), UInt8((payload.count + 2) & 0xFF)] + payload
         return Array(jpeg.prefix(2)) + segment + Array(jpeg.dropFirst(2))
     }
 

@@ -1,9 +1,10 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `pushmedia serve` as a real process on an ephemeral loopback port (`--port 0`; the port is
@@ -20,8 +21,10 @@ public final class ServeProcess: @unchecked Sendable {
     public init(arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
         process.arguments = ["serve", "--port", "0"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_") }
-            .merging(environment) { _, given in given }
+        process.environment = ProcessInfo.processInfo.environment.filter {
+            !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_")
+        }
+        .merging(environment) { _, given in given }
         let stdout = Pipe()
         process.standardOutput = stdout
         process.standardError = stderr
@@ -30,11 +33,15 @@ public final class ServeProcess: @unchecked Sendable {
         reader = stdout.fileHandleForReading
         var text = ""
         guard let line = Self.line(containing: "PushMedia listening on", from: reader, into: &text, timeout: 20),
-              let port = line.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+            let port = line.split(separator: ":").last.flatMap({
+                Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
+            })
+        else {
             process.terminate()
             process.waitUntilExit()
             let errors = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "server did not start: \(text) \(errors)"])
+            throw CocoaError(
+                .fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "server did not start: \(text) \(errors)"])
         }
         self.port = port
         output = text
@@ -45,10 +52,14 @@ public final class ServeProcess: @unchecked Sendable {
         Self.line(containing: text, from: reader, into: &output, timeout: timeout)
     }
 
-    private static func line(containing text: String, from reader: FileHandle, into output: inout String, timeout: TimeInterval) -> String? {
+    private static func line(
+        containing text: String, from reader: FileHandle, into output: inout String, timeout: TimeInterval
+    ) -> String? {
         let giveUp = Date().addingTimeInterval(timeout)
         while true {
-            if let line = output.split(separator: "\n").first(where: { $0.contains(text) }), output.contains(line + "\n") {
+            if let line = output.split(separator: "\n").first(where: { $0.contains(text) }),
+                output.contains(line + "\n")
+            {
                 return String(line)
             }
             guard Date() < giveUp else { return nil }
@@ -59,7 +70,9 @@ public final class ServeProcess: @unchecked Sendable {
     }
 
     /// One HTTP request with URLSession (20 s timeout); the response and its body.
-    public static func request(_ url: URL, method: String = "GET", body: String? = nil, headers: [String: String] = [:]) async throws -> (HTTPURLResponse, Data) {
+    public static func request(_ url: URL, method: String = "GET", body: String? = nil, headers: [String: String] = [:])
+        async throws -> (HTTPURLResponse, Data)
+    {
         var request = URLRequest(url: url)
         request.httpMethod = method
         request.httpBody = body.map { Data($0.utf8) }

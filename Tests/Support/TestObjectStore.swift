@@ -5,7 +5,8 @@ import PushMedia
 /// middleware on 127.0.0.1, started by `scripts/object-store.sh` (idempotent; `make test` starts
 /// it first, and a test that needs it starts it too when it is not running).
 public enum TestObjectStore {
-    public static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    public static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent()
         .deletingLastPathComponent().path
     public static let script = repository + "/scripts/object-store.sh"
 
@@ -42,20 +43,27 @@ public enum TestObjectStore {
         posix_spawn_file_actions_addopen(&actions, 2, folder + "/err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         let argv = ["/bin/bash", script] + arguments
         var cArgs = argv.map { strdup($0) } + [nil]
-        defer { cArgs.forEach { free($0) } }
+        defer { for argument in cArgs { free(argument) } }
         var pid: pid_t = 0
         let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, &cArgs, environ)
         guard spawned == 0 else {
-            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "cannot run \(script): \(String(cString: strerror(spawned)))"])
+            throw CocoaError(
+                .executableLoad,
+                userInfo: [NSLocalizedDescriptionKey: "cannot run \(script): \(String(cString: strerror(spawned)))"])
         }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let output = (try? String(contentsOfFile: folder + "/out", encoding: .utf8)) ?? ""
         let messages = (try? String(contentsOfFile: folder + "/err", encoding: .utf8)) ?? ""
-        let exited = status & 0x7f == 0, code = (status >> 8) & 0xff
+        let exited = status & 0x7f == 0
+        let code = (status >> 8) & 0xff
         guard exited && code == 0 else {
-            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey:
-                "object-store.sh \(arguments.joined(separator: " ")) failed (status \(status)): \(messages)"])
+            throw CocoaError(
+                .executableLoad,
+                userInfo: [
+                    NSLocalizedDescriptionKey:
+                        "object-store.sh \(arguments.joined(separator: " ")) failed (status \(status)): \(messages)"
+                ])
         }
         return output
     }
@@ -90,8 +98,10 @@ public enum TestObjectStore {
     }
 
     /// A test configuration whose store is `s3://bucket/prefix` (work files under `work`).
-    public static func config(bucket: String, prefix: String = "media", work: TemporaryDirectory,
-                              budget: Duration = .seconds(10)) -> PushMediaConfig {
+    public static func config(
+        bucket: String, prefix: String = "media", work: TemporaryDirectory,
+        budget: Duration = .seconds(10)
+    ) -> PushMediaConfig {
         var config = PushMediaConfig()
         config.storeLocation = "s3://\(bucket)" + (prefix.isEmpty ? "" : "/" + prefix)
         config.s3Endpoint = endpoint

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A tiny, real HTTP/1.1 origin server for integration tests.
@@ -106,33 +107,39 @@ extension TestOrigin {
         // MARK: State
 
         func setRoute(_ path: String, _ behaviour: Behaviour) {
-            cond.lock(); defer { cond.unlock() }
+            cond.lock()
+            defer { cond.unlock() }
             routes[path] = behaviour
         }
 
         public func hits(_ path: String) -> Int {
-            cond.lock(); defer { cond.unlock() }
+            cond.lock()
+            defer { cond.unlock() }
             return hitCounts[path] ?? 0
         }
 
         func notModified(_ path: String) -> Int {
-            cond.lock(); defer { cond.unlock() }
+            cond.lock()
+            defer { cond.unlock() }
             return notModifiedCounts[path] ?? 0
         }
 
         private func countNotModified(_ path: String) {
-            cond.lock(); defer { cond.unlock() }
+            cond.lock()
+            defer { cond.unlock() }
             notModifiedCounts[path, default: 0] += 1
         }
 
         private var isStopped: Bool {
-            cond.lock(); defer { cond.unlock() }
+            cond.lock()
+            defer { cond.unlock() }
             return stopped
         }
 
         /// Counts the hit and returns the route, atomically.
         private func arrive(_ path: String) -> Behaviour? {
-            cond.lock(); defer { cond.unlock() }
+            cond.lock()
+            defer { cond.unlock() }
             hitCounts[path, default: 0] += 1
             return routes[path]
         }
@@ -189,7 +196,9 @@ extension TestOrigin {
                     if isStopped { return }
                     switch err {
                     case EINTR, ECONNABORTED, EPROTO: continue
-                    case EMFILE, ENFILE, ENOBUFS, ENOMEM: usleep(10_000); continue
+                    case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                        usleep(10_000)
+                        continue
                     default: return
                     }
                 }
@@ -242,14 +251,17 @@ extension TestOrigin {
                 var request: [String: String] = [:]
                 for line in String(decoding: head, as: UTF8.self).split(whereSeparator: \.isNewline).dropFirst() {
                     guard let colon = line.firstIndex(of: ":") else { continue }
-                    request[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    request[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                        in: .whitespaces)
                 }
                 var fields: [(String, String)] = []
                 if let etag { fields.append(("ETag", etag)) }
                 if let lastModified { fields.append(("Last-Modified", lastModified)) }
                 if let cacheControl { fields.append(("Cache-Control", cacheControl)) }
-                let matches = (etag != nil && request["if-none-match"] == etag)
-                    || (request["if-none-match"] == nil && lastModified != nil && request["if-modified-since"] == lastModified)
+                let matches =
+                    (etag != nil && request["if-none-match"] == etag)
+                    || (request["if-none-match"] == nil && lastModified != nil
+                        && request["if-modified-since"] == lastModified)
                 if matches {
                     countNotModified(path)
                     _ = sendAll(fd, Self.head(304, fields))
@@ -275,8 +287,12 @@ extension TestOrigin {
 
             case .status(let code, let body)?:
                 let bytes = Array(body.utf8)
-                let head = Self.head(code, [("Content-Type", "text/html; charset=utf-8"),
-                                            ("Content-Length", "\(bytes.count)")])
+                let head = Self.head(
+                    code,
+                    [
+                        ("Content-Type", "text/html; charset=utf-8"),
+                        ("Content-Length", "\(bytes.count)"),
+                    ])
                 _ = sendAll(fd, head + (includeBody ? bytes : []))
 
             case .redirect(let location, let code)?:
@@ -344,11 +360,11 @@ extension TestOrigin {
         // MARK: Socket helpers
 
         #if os(Linux)
-        private static let streamType = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        private static let sendFlags = Int32(MSG_NOSIGNAL)
+            private static let streamType = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+            private static let sendFlags = Int32(MSG_NOSIGNAL)
         #else
-        private static let streamType = SOCK_STREAM
-        private static let sendFlags: Int32 = 0
+            private static let streamType = SOCK_STREAM
+            private static let sendFlags: Int32 = 0
         #endif
 
         static func openListener() throws -> (Int32, Int) {
@@ -363,7 +379,7 @@ extension TestOrigin {
                 throw SetupError(call: "setsockopt(SO_REUSEADDR)", code: errno)
             }
             #if !os(Linux)
-            _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, size)
+                _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, size)
             #endif
 
             var addr = sockaddr_in()
@@ -389,8 +405,8 @@ extension TestOrigin {
             guard fd >= 0 else { return fd }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // don't leak into processes a test spawns
             #if !os(Linux)
-            var one: Int32 = 1
-            _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+                var one: Int32 = 1
+                _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
             #endif
             return fd
         }
@@ -429,7 +445,10 @@ extension TestOrigin {
                 var offset = 0
                 while offset < raw.count {
                     let n = send(fd, raw.baseAddress! + offset, raw.count - offset, Self.sendFlags)
-                    if n > 0 { offset += n; continue }
+                    if n > 0 {
+                        offset += n
+                        continue
+                    }
                     let err = errno
                     if n < 0 && (err == EINTR || err == EAGAIN || err == EWOULDBLOCK) && !isStopped { continue }
                     return false

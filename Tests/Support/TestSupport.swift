@@ -24,7 +24,9 @@ public final class TemporaryDirectory: @unchecked Sendable {
 }
 
 /// A configuration for tests: its own store, loopback allowed (the test origin is on 127.0.0.1).
-public func testConfig(store: TemporaryDirectory, budget: Duration = .seconds(10), allowPrivate: Bool = true) -> PushMediaConfig {
+public func testConfig(store: TemporaryDirectory, budget: Duration = .seconds(10), allowPrivate: Bool = true)
+    -> PushMediaConfig
+{
     var config = PushMediaConfig()
     config.storeLocation = store.path
     config.baseURL = "https://cdn.example.com/m"
@@ -55,7 +57,8 @@ public func leftovers(_ store: TemporaryDirectory) -> [String] {
     let incoming = store.path + "/.incoming"
     return ((try? FileManager.default.subpathsOfDirectory(atPath: incoming)) ?? []).filter {
         var isDirectory: ObjCBool = false
-        return FileManager.default.fileExists(atPath: incoming + "/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue
+        return FileManager.default.fileExists(atPath: incoming + "/" + $0, isDirectory: &isDirectory)
+            && !isDirectory.boolValue
     }
 }
 
@@ -72,6 +75,7 @@ public let pushmediaExecutable: String = {
         let candidate = directory.appendingPathComponent("pushmedia").path
         if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
     }
-    return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
         .appendingPathComponent(".build/debug/pushmedia").path
 }()

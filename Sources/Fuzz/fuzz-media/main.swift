@@ -6,29 +6,31 @@
 import PushMediaFuzzTargets
 
 #if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    FuzzTargets.media(size > 0 ? Array(UnsafeBufferPointer(start: data, count: size)) : [])
-    return 0
-}
+    @_cdecl("LLVMFuzzerTestOneInput")
+    public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+        FuzzTargets.media(size > 0 ? Array(UnsafeBufferPointer(start: data, count: size)) : [])
+        return 0
+    }
 
-// SwiftPM links every executable with `--defsym main=fuzz_media_main` (the renamed entry point
-// that lets tests link executables), which shadows libFuzzer's own `main`: so this is `main`,
-// and it starts libFuzzer's driver as that `main` would.
-@_silgen_name("LLVMFuzzerRunDriver")
-func runFuzzerDriver(_ argc: UnsafeMutablePointer<CInt>,
-                     _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-                     _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
+    // SwiftPM links every executable with `--defsym main=fuzz_media_main` (the renamed entry point
+    // that lets tests link executables), which shadows libFuzzer's own `main`: so this is `main`,
+    // and it starts libFuzzer's driver as that `main` would.
+    @_silgen_name("LLVMFuzzerRunDriver")
+    func runFuzzerDriver(
+        _ argc: UnsafeMutablePointer<CInt>,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+    ) -> CInt
 
-@_cdecl("fuzz_media_main")
-public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return runFuzzerDriver(&argc, &argv, fuzz)
-}
+    @_cdecl("fuzz_media_main")
+    public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+        var argc = argc
+        var argv = argv
+        return runFuzzerDriver(&argc, &argv, fuzz)
+    }
 #else
-// Replay: runs every file given, and every file under every directory given (`-v` names each).
-// One declaration, no statements: `-parse-as-library` rejects top-level statements even in an
-// inactive `#if` branch, and a global's initializer in main.swift runs at once.
-let replayed = FuzzReplay.main(name: "fuzz-media", target: FuzzTargets.media)
+    // Replay: runs every file given, and every file under every directory given (`-v` names each).
+    // One declaration, no statements: `-parse-as-library` rejects top-level statements even in an
+    // inactive `#if` branch, and a global's initializer in main.swift runs at once.
+    let replayed = FuzzReplay.main(name: "fuzz-media", target: FuzzTargets.media)
 #endif

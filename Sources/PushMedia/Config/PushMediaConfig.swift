@@ -156,21 +156,30 @@ public struct PushMediaConfig: Configurable, Equatable {
     /// The object store settings for `s3://bucket/prefix`.
     func s3Settings(bucket: String, prefix: String) throws(StoreError) -> S3Settings {
         guard let endpoint = s3Endpoint else {
-            throw .invalidLocation("s3://\(bucket) needs --s3-endpoint (or PUSHMEDIA_S3_ENDPOINT), e.g. https://s3.us-east-1.amazonaws.com")
+            throw .invalidLocation(
+                "s3://\(bucket) needs --s3-endpoint (or PUSHMEDIA_S3_ENDPOINT), e.g. https://s3.us-east-1.amazonaws.com"
+            )
         }
         guard let accessKey = s3AccessKey, let secretKey = s3SecretKey else {
-            throw .invalidLocation("s3://\(bucket) needs credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or PUSHMEDIA_S3_ACCESS_KEY_ID and PUSHMEDIA_S3_SECRET_ACCESS_KEY)")
+            throw .invalidLocation(
+                "s3://\(bucket) needs credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or PUSHMEDIA_S3_ACCESS_KEY_ID and PUSHMEDIA_S3_SECRET_ACCESS_KEY)"
+            )
         }
-        return S3Settings(endpoint: endpoint, region: s3Region, bucket: bucket, prefix: prefix, accessKey: accessKey, secretKey: secretKey,
-                          sessionToken: s3SessionToken)
+        return S3Settings(
+            endpoint: endpoint, region: s3Region, bucket: bucket, prefix: prefix, accessKey: accessKey,
+            secretKey: secretKey,
+            sessionToken: s3SessionToken)
     }
 
     /// Parses an age such as `45s`, `90m`, `12h`, `30d` or `2w` (plain numbers are seconds), up to ten years.
     public static func parseAge(_ text: String) -> Duration? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         let units: [(String, Double)] = [("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)]
-        let (number, scale) = units.first { trimmed.hasSuffix($0.0) }.map { (String(trimmed.dropLast()), $0.1) } ?? (trimmed, 1)
-        guard let value = Double(number), value.isFinite, value >= 0, value * scale <= 10 * 365 * 86_400 else { return nil }
+        let (number, scale) =
+            units.first { trimmed.hasSuffix($0.0) }.map { (String(trimmed.dropLast()), $0.1) } ?? (trimmed, 1)
+        guard let value = Double(number), value.isFinite, value >= 0, value * scale <= 10 * 365 * 86_400 else {
+            return nil
+        }
         return .seconds(Int64((value * scale).rounded()))
     }
 
@@ -179,9 +188,15 @@ public struct PushMediaConfig: Configurable, Equatable {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         var number = trimmed
         var scale = 1.0
-        if trimmed.hasSuffix("ms") { number = String(trimmed.dropLast(2)); scale = 0.001 }
-        else if trimmed.hasSuffix("s") { number = String(trimmed.dropLast()) }
-        else if trimmed.hasSuffix("m") { number = String(trimmed.dropLast()); scale = 60 }
+        if trimmed.hasSuffix("ms") {
+            number = String(trimmed.dropLast(2))
+            scale = 0.001
+        } else if trimmed.hasSuffix("s") {
+            number = String(trimmed.dropLast())
+        } else if trimmed.hasSuffix("m") {
+            number = String(trimmed.dropLast())
+            scale = 60
+        }
         guard let value = Double(number), value.isFinite, value >= 0, value * scale <= 86_400 else { return nil }
         return .milliseconds(Int64((value * scale * 1000).rounded()))
     }

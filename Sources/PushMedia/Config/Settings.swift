@@ -46,9 +46,11 @@ public struct Setting<Config>: Sendable {
     let read: @Sendable (inout Config, SettingText) throws(ConfigError) -> Void
 
     /// A setting read by `read`.
-    public init(_ name: String, _ environment: String, fallback: String? = nil, _ kind: Kind = .option,
-                commands: Set<SettingCommand> = .every, default documentedDefault: String, help summary: String,
-                read: @escaping @Sendable (inout Config, SettingText) throws(ConfigError) -> Void) {
+    public init(
+        _ name: String, _ environment: String, fallback: String? = nil, _ kind: Kind = .option,
+        commands: Set<SettingCommand> = .every, default documentedDefault: String, help summary: String,
+        read: @escaping @Sendable (inout Config, SettingText) throws(ConfigError) -> Void
+    ) {
         self.name = name
         self.environment = environment
         self.fallbackEnvironment = fallback

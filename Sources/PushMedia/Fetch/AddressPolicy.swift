@@ -23,7 +23,8 @@ public enum AddressPolicy {
     public static func peerName(_ bytes: [UInt8], port: Int) -> String {
         var text = [CChar](repeating: 0, count: 64)
         let family = bytes.count == 4 ? AF_INET : AF_INET6
-        guard bytes.count == 4 || bytes.count == 16, inet_ntop(family, bytes, &text, socklen_t(text.count)) != nil else { return "?" }
+        guard bytes.count == 4 || bytes.count == 16, inet_ntop(family, bytes, &text, socklen_t(text.count)) != nil
+        else { return "?" }
         let host = String(cBuffer: text)
         return bytes.count == 4 ? "\(host):\(port)" : "[\(host)]:\(port)"
     }
@@ -40,20 +41,20 @@ public enum AddressPolicy {
 
     static func isPublicIPv4(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) -> Bool {
         switch a {
-        case 0: return false                                  // 0.0.0.0/8 "this network"
-        case 10: return false                                 // 10/8 private
-        case 100 where (64...127).contains(b): return false   // 100.64/10 CGNAT
-        case 127: return false                                // 127/8 loopback
-        case 169 where b == 254: return false                 // 169.254/16 link-local (cloud metadata)
-        case 172 where (16...31).contains(b): return false    // 172.16/12 private
-        case 192 where b == 0 && c == 0: return false         // 192.0.0/24 IETF protocol assignments
-        case 192 where b == 0 && c == 2: return false         // 192.0.2/24 documentation
-        case 192 where b == 88 && c == 99: return false       // 192.88.99/24 6to4 relay
-        case 192 where b == 168: return false                 // 192.168/16 private
-        case 198 where b == 18 || b == 19: return false       // 198.18/15 benchmarking
-        case 198 where b == 51 && c == 100: return false      // 198.51.100/24 documentation
-        case 203 where b == 0 && c == 113: return false       // 203.0.113/24 documentation
-        case 224...255: return false                          // multicast, reserved, broadcast
+        case 0: return false  // 0.0.0.0/8 "this network"
+        case 10: return false  // 10/8 private
+        case 100 where (64...127).contains(b): return false  // 100.64/10 CGNAT
+        case 127: return false  // 127/8 loopback
+        case 169 where b == 254: return false  // 169.254/16 link-local (cloud metadata)
+        case 172 where (16...31).contains(b): return false  // 172.16/12 private
+        case 192 where b == 0 && c == 0: return false  // 192.0.0/24 IETF protocol assignments
+        case 192 where b == 0 && c == 2: return false  // 192.0.2/24 documentation
+        case 192 where b == 88 && c == 99: return false  // 192.88.99/24 6to4 relay
+        case 192 where b == 168: return false  // 192.168/16 private
+        case 198 where b == 18 || b == 19: return false  // 198.18/15 benchmarking
+        case 198 where b == 51 && c == 100: return false  // 198.51.100/24 documentation
+        case 203 where b == 0 && c == 113: return false  // 203.0.113/24 documentation
+        case 224...255: return false  // multicast, reserved, broadcast
         default: return true
         }
     }
@@ -79,12 +80,12 @@ public enum AddressPolicy {
         if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0 {
             return isPublicIPv4(~b[12], ~b[13], ~b[14], ~b[15])
         }
-        if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8 { return false } // 2001:db8::/32 documentation
-        if b[0] & 0xfe == 0xfc { return false }               // fc00::/7 unique local
-        if b[0] == 0xfe && b[1] & 0xc0 == 0x80 { return false } // fe80::/10 link-local
-        if b[0] == 0xfe && b[1] & 0xc0 == 0xc0 { return false } // fec0::/10 site-local (deprecated)
-        if b[0] == 0xff { return false }                      // ff00::/8 multicast
-        if b[0] == 0x01 && b[1..<8].allSatisfy({ $0 == 0 }) { return false } // 100::/64 discard
-        return b[0] & 0xe0 == 0x20                            // only 2000::/3 is global unicast
+        if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8 { return false }  // 2001:db8::/32 documentation
+        if b[0] & 0xfe == 0xfc { return false }  // fc00::/7 unique local
+        if b[0] == 0xfe && b[1] & 0xc0 == 0x80 { return false }  // fe80::/10 link-local
+        if b[0] == 0xfe && b[1] & 0xc0 == 0xc0 { return false }  // fec0::/10 site-local (deprecated)
+        if b[0] == 0xff { return false }  // ff00::/8 multicast
+        if b[0] == 0x01 && b[1..<8].allSatisfy({ $0 == 0 }) { return false }  // 100::/64 discard
+        return b[0] & 0xe0 == 0x20  // only 2000::/3 is global unicast
     }
 }

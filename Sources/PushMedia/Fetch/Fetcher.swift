@@ -64,25 +64,36 @@ public final class Fetcher: Sendable {
     /// request is conditional (`If-None-Match`, `If-Modified-Since`) and a 304 answer is a
     /// success with `notModified` set and an empty file.
     /// - Throws: `FetchError`, e.g. `.blockedAddress`, `.tooLarge`, `.httpStatus(404)`, `.deadlineExceeded`.
-    public func fetch(_ url: String, to path: String, limits: FetchLimits, deadline: ContinuousClock.Instant,
-                      revalidating: OriginValidators? = nil) async throws(FetchError) -> FetchResponse {
+    public func fetch(
+        _ url: String, to path: String, limits: FetchLimits, deadline: ContinuousClock.Instant,
+        revalidating: OriginValidators? = nil
+    ) async throws(FetchError) -> FetchResponse {
         let state = TransferState(trusted: limits.trustedPeers)
         let outcome: Result<FetchResponse, FetchError> = await withTaskCancellationHandler {
-            await executor.run { Self.perform(url, path: path, limits: limits, deadline: deadline, conditions: revalidating, state: state) }
+            await executor.run {
+                Self.perform(
+                    url, path: path, limits: limits, deadline: deadline, conditions: revalidating, state: state)
+            }
         } onCancel: {
             state.cancel()
         }
         return try outcome.get()
     }
 
-    private static func perform(_ url: String, path: String, limits: FetchLimits, deadline: ContinuousClock.Instant,
-                                conditions: OriginValidators?, state: TransferState) -> Result<FetchResponse, FetchError> {
+    private static func perform(
+        _ url: String, path: String, limits: FetchLimits, deadline: ContinuousClock.Instant,
+        conditions: OriginValidators?, state: TransferState
+    ) -> Result<FetchResponse, FetchError> {
         let remaining = deadline - .now
         guard remaining > .milliseconds(1) else { return .failure(.deadlineExceeded) }
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return .failure(.localWrite("cannot create \(path): \(String(cString: strerror(errno)))")) }
+        guard fd >= 0 else {
+            return .failure(.localWrite("cannot create \(path): \(String(cString: strerror(errno)))"))
+        }
         defer { close(fd) }
-        guard let handle = pm_curl_thread_handle(limits.policyTag) else { return .failure(.io("libcurl could not create a handle")) }
+        guard let handle = pm_curl_thread_handle(limits.policyTag) else {
+            return .failure(.io("libcurl could not create a handle"))
+        }
 
         let t = state.pointer
         t.pointee.fd = fd
@@ -93,12 +104,17 @@ public final class Fetcher: Sendable {
         t.pointee.address_allowed = { bytes, length, port, context in
             guard let bytes, let context else { return 0 }
             let state = Unmanaged<TransferState>.fromOpaque(context).takeUnretainedValue()
-            return AddressPolicy.allows(UnsafeBufferPointer(start: bytes, count: length), port: Int(port), trusted: state.trusted) ? 1 : 0
+            return AddressPolicy.allows(
+                UnsafeBufferPointer(start: bytes, count: length), port: Int(port), trusted: state.trusted) ? 1 : 0
         }
 
         var setup = pm_curl_install_transfer(handle, t)
-        func set(_ option: CURLoption, _ value: Int) { if setup == CURLE_OK { setup = pm_curl_setopt_long(handle, option, value) } }
-        func set(_ option: CURLoption, _ value: String) { if setup == CURLE_OK { setup = pm_curl_setopt_string(handle, option, value) } }
+        func set(_ option: CURLoption, _ value: Int) {
+            if setup == CURLE_OK { setup = pm_curl_setopt_long(handle, option, value) }
+        }
+        func set(_ option: CURLoption, _ value: String) {
+            if setup == CURLE_OK { setup = pm_curl_setopt_string(handle, option, value) }
+        }
         set(CURLOPT_URL, url)
         set(CURLOPT_PROTOCOLS_STR, "http,https")
         set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
@@ -106,19 +122,25 @@ public final class Fetcher: Sendable {
         set(CURLOPT_MAXREDIRS, limits.maxRedirects)
         set(CURLOPT_FAILONERROR, 1)
         set(CURLOPT_NOSIGNAL, 1)
-        set(CURLOPT_PROXY, "")                  // never route through an environment proxy
-        set(CURLOPT_HTTP_CONTENT_DECODING, 0)   // bytes as served: no gzip bombs
+        set(CURLOPT_PROXY, "")  // never route through an environment proxy
+        set(CURLOPT_HTTP_CONTENT_DECODING, 0)  // bytes as served: no gzip bombs
         set(CURLOPT_CONNECTTIMEOUT_MS, Int(limits.connectTimeout.milliseconds))
         set(CURLOPT_TIMEOUT_MS, max(1, Int(remaining.milliseconds)))
         set(CURLOPT_LOW_SPEED_LIMIT, limits.lowSpeedLimit)
         set(CURLOPT_LOW_SPEED_TIME, max(1, Int(limits.lowSpeedTime.milliseconds / 1000)))
         set(CURLOPT_USERAGENT, "PushMedia/\(PushMediaVersion.string) (+media for push notifications)")
         set(CURLOPT_ACCEPT_ENCODING, "identity")
-        if setup == CURLE_OK { setup = pm_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes)) }
+        if setup == CURLE_OK {
+            setup = pm_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes))
+        }
         var headers: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(headers) }
-        if let etag = OriginValidators.clean(conditions?.etag) { headers = curl_slist_append(headers, "If-None-Match: \(etag)") }
-        if let modified = OriginValidators.clean(conditions?.lastModified) { headers = curl_slist_append(headers, "If-Modified-Since: \(modified)") }
+        if let etag = OriginValidators.clean(conditions?.etag) {
+            headers = curl_slist_append(headers, "If-None-Match: \(etag)")
+        }
+        if let modified = OriginValidators.clean(conditions?.lastModified) {
+            headers = curl_slist_append(headers, "If-Modified-Since: \(modified)")
+        }
         if headers != nil, setup == CURLE_OK { setup = pm_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headers) }
         guard setup == CURLE_OK else {
             return .failure(.transfer(code: Int(setup.rawValue), message: String(cString: curl_easy_strerror(setup))))
@@ -132,39 +154,66 @@ public final class Fetcher: Sendable {
         var value = 0
         if pm_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &value) == CURLE_OK { status = value }
         if pm_curl_getinfo_long(handle, CURLINFO_REDIRECT_COUNT, &value) == CURLE_OK { redirects = value }
-        let effectiveURL = pm_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &text) == CURLE_OK ? text.map { String(cString: $0) } ?? url : url
-        let contentType = pm_curl_getinfo_string(handle, CURLINFO_CONTENT_TYPE, &text) == CURLE_OK ? text.map { String(cString: $0) } : nil
+        let effectiveURL =
+            pm_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &text) == CURLE_OK
+            ? text.map { String(cString: $0) } ?? url : url
+        let contentType =
+            pm_curl_getinfo_string(handle, CURLINFO_CONTENT_TYPE, &text) == CURLE_OK
+            ? text.map { String(cString: $0) } : nil
 
         if t.pointee.blocked != 0 {
-            let address = withUnsafeBytes(of: t.pointee.blocked_address) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let address = withUnsafeBytes(of: t.pointee.blocked_address) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             return .failure(.blockedAddress(address))
         }
-        if t.pointee.cap_exceeded != 0 || code == CURLE_FILESIZE_EXCEEDED { return .failure(.tooLarge(limit: limits.maxBytes)) }
+        if t.pointee.cap_exceeded != 0 || code == CURLE_FILESIZE_EXCEEDED {
+            return .failure(.tooLarge(limit: limits.maxBytes))
+        }
         if t.pointee.cancelled != 0 { return .failure(.cancelled) }
-        if t.pointee.deadline_passed != 0 || (code == CURLE_OPERATION_TIMEDOUT && pm_monotonic_ns() >= t.pointee.deadline_ns - 5_000_000) {
+        if t.pointee.deadline_passed != 0
+            || (code == CURLE_OPERATION_TIMEDOUT && pm_monotonic_ns() >= t.pointee.deadline_ns - 5_000_000)
+        {
             return .failure(.deadlineExceeded)
         }
-        if t.pointee.write_failed != 0 { return .failure(.localWrite("writing \(path): \(String(cString: strerror(t.pointee.write_failed)))")) }
+        if t.pointee.write_failed != 0 {
+            return .failure(.localWrite("writing \(path): \(String(cString: strerror(t.pointee.write_failed)))"))
+        }
         switch code {
         case CURLE_OK:
-            guard (200..<300).contains(status) || (status == 304 && conditions != nil) else { return .failure(.httpStatus(status)) }
-            func header(_ name: String) -> String? { OriginValidators.clean(pm_curl_response_header(handle, name).map { String(cString: $0) }) }
-            let validators = OriginValidators(etag: header("ETag"), lastModified: header("Last-Modified"), cacheControl: header("Cache-Control"),
-                                              expires: header("Expires"), date: header("Date"), age: header("Age"))
-            return .success(FetchResponse(httpStatus: status, bytes: t.pointee.bytes_written, contentType: contentType,
-                                          effectiveURL: effectiveURL, redirects: redirects, validators: validators))
+            guard (200..<300).contains(status) || (status == 304 && conditions != nil) else {
+                return .failure(.httpStatus(status))
+            }
+            func header(_ name: String) -> String? {
+                OriginValidators.clean(pm_curl_response_header(handle, name).map { String(cString: $0) })
+            }
+            let validators = OriginValidators(
+                etag: header("ETag"), lastModified: header("Last-Modified"), cacheControl: header("Cache-Control"),
+                expires: header("Expires"), date: header("Date"), age: header("Age"))
+            return .success(
+                FetchResponse(
+                    httpStatus: status, bytes: t.pointee.bytes_written, contentType: contentType,
+                    effectiveURL: effectiveURL, redirects: redirects, validators: validators))
         case CURLE_HTTP_RETURNED_ERROR: return .failure(.httpStatus(status))
         case CURLE_TOO_MANY_REDIRECTS: return .failure(.tooManyRedirects(limits.maxRedirects))
         case CURLE_UNSUPPORTED_PROTOCOL:
             let scheme = URLComponents(string: effectiveURL)?.scheme ?? URLComponents(string: url)?.scheme ?? "?"
             return .failure(.unsupportedScheme(scheme))
         case CURLE_URL_MALFORMAT: return .failure(.invalidURL("libcurl cannot parse it"))
-        case CURLE_COULDNT_RESOLVE_HOST: return .failure(.dnsFailure(URLComponents(string: effectiveURL)?.host ?? effectiveURL))
+        case CURLE_COULDNT_RESOLVE_HOST:
+            return .failure(.dnsFailure(URLComponents(string: effectiveURL)?.host ?? effectiveURL))
         case CURLE_COULDNT_CONNECT: return .failure(.connectionFailed(String(cString: curl_easy_strerror(code))))
         case CURLE_OPERATION_TIMEDOUT:
-            return .failure(.timeout(t.pointee.bytes_written == 0 && status == 0 ? "no connection within \(limits.connectTimeout)" : "transfer slower than \(limits.lowSpeedLimit) B/s for \(limits.lowSpeedTime)"))
-        case CURLE_PARTIAL_FILE: return .failure(.transfer(code: Int(code.rawValue), message: "connection closed before the declared Content-Length"))
-        default: return .failure(.transfer(code: Int(code.rawValue), message: String(cString: curl_easy_strerror(code))))
+            return .failure(
+                .timeout(
+                    t.pointee.bytes_written == 0 && status == 0
+                        ? "no connection within \(limits.connectTimeout)"
+                        : "transfer slower than \(limits.lowSpeedLimit) B/s for \(limits.lowSpeedTime)"))
+        case CURLE_PARTIAL_FILE:
+            return .failure(
+                .transfer(code: Int(code.rawValue), message: "connection closed before the declared Content-Length"))
+        default:
+            return .failure(.transfer(code: Int(code.rawValue), message: String(cString: curl_easy_strerror(code))))
         }
     }
 }
@@ -181,4 +230,3 @@ private final class TransferState: @unchecked Sendable {
     func cancel() { pm_transfer_cancel(pointer) }
     deinit { pointer.deallocate() }
 }
-

@@ -12,8 +12,10 @@ public struct OriginValidators: Sendable, Equatable {
     public var date: String?
     public var age: String?
 
-    public init(etag: String? = nil, lastModified: String? = nil, cacheControl: String? = nil, expires: String? = nil,
-                date: String? = nil, age: String? = nil) {
+    public init(
+        etag: String? = nil, lastModified: String? = nil, cacheControl: String? = nil, expires: String? = nil,
+        date: String? = nil, age: String? = nil
+    ) {
         self.etag = etag
         self.lastModified = lastModified
         self.cacheControl = cacheControl
@@ -30,7 +32,9 @@ public struct OriginValidators: Sendable, Equatable {
     static func clean(_ value: String?) -> String? {
         guard let value else { return nil }
         let trimmed = value.trimmingCharacters(in: .whitespaces)
-        guard !trimmed.isEmpty, trimmed.utf8.count <= 256, trimmed.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { return nil }
+        guard !trimmed.isEmpty, trimmed.utf8.count <= 256, trimmed.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
+            return nil
+        }
         return trimmed
     }
 }
@@ -50,20 +54,26 @@ public struct FreshnessPolicy: Sendable, Equatable {
 
     /// Seconds the answer described by `validators`, received at `now`, stays fresh.
     public func lifetime(_ validators: OriginValidators, now: Date) -> TimeInterval {
-        let low = Double(minimum.components.seconds), high = Double(maximum.components.seconds)
+        let low = Double(minimum.components.seconds)
+        let high = Double(maximum.components.seconds)
         return min(high, max(low, originLifetime(validators, now: now) ?? low))
     }
 
     func originLifetime(_ validators: OriginValidators, now: Date) -> TimeInterval? {
         let age = validators.age.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }.map { max(0, $0) } ?? 0
         if let cacheControl = validators.cacheControl {
-            var maxAge: Double?, sharedMaxAge: Double?
+            var maxAge: Double?
+            var sharedMaxAge: Double?
             for directive in cacheControl.split(separator: ",") {
-                let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+                let parts = directive.split(separator: "=", maxSplits: 1).map {
+                    $0.trimmingCharacters(in: .whitespaces).lowercased()
+                }
                 switch parts[0] {
                 case "no-cache", "no-store", "private": return 0
-                case "max-age" where parts.count == 2: maxAge = Double(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
-                case "s-maxage" where parts.count == 2: sharedMaxAge = Double(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+                case "max-age" where parts.count == 2:
+                    maxAge = Double(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+                case "s-maxage" where parts.count == 2:
+                    sharedMaxAge = Double(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
                 default: continue
                 }
             }
@@ -85,10 +95,13 @@ public struct FreshnessPolicy: Sendable, Equatable {
     static func parseHTTPDate(_ text: String) -> Date? {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]),
-              let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].firstIndex(of: String(parts[2])) else { return nil }
+            let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].firstIndex(
+                of: String(parts[2]))
+        else { return nil }
         let clock = parts[4].split(separator: ":").compactMap { Int($0) }
         guard clock.count == 3, (1...31).contains(day), (1970...9999).contains(year),
-              (0...23).contains(clock[0]), (0...59).contains(clock[1]), (0...60).contains(clock[2]) else { return nil }
+            (0...23).contains(clock[0]), (0...59).contains(clock[1]), (0...60).contains(clock[2])
+        else { return nil }
         // Days since 1970-01-01 (civil-from-days inverse, proleptic Gregorian).
         let y = month < 2 ? year - 1 : year
         let era = y / 400

@@ -32,20 +32,28 @@ public enum LocalSource {
         guard input >= 0 else { throw .io("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(input) }
         let output = open(destination, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard output >= 0 else { throw .localWrite("cannot create \(destination): \(String(cString: strerror(errno)))") }
+        guard output >= 0 else {
+            throw .localWrite("cannot create \(destination): \(String(cString: strerror(errno)))")
+        }
         defer { close(output) }
         var total: Int64 = 0
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
-            if n < 0 { if errno == EINTR { continue }; throw .io("reading \(path): \(String(cString: strerror(errno)))") }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io("reading \(path): \(String(cString: strerror(errno)))")
+            }
             if n == 0 { break }
             total += Int64(n)
             if total > maxBytes { throw .tooLarge(limit: maxBytes) }
             var written = 0
             while written < n {
                 let w = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, n - written) }
-                if w < 0 { if errno == EINTR { continue }; throw .localWrite("writing \(destination): \(String(cString: strerror(errno)))") }
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    throw .localWrite("writing \(destination): \(String(cString: strerror(errno)))")
+                }
                 written += w
             }
         }

@@ -7,5 +7,7 @@
 public enum MediaLocator {
     /// Top-level keys searched in order; the first one present wins. `posterImageURL` (a common
     /// service-extension tutorial's key) is one; other keys need `--media-key`.
-    public static let builtInKeys = ["media_url", "image_url", "imageUrl", "mediaUrl", "attachment-url", "posterImageURL"]
+    public static let builtInKeys = [
+        "media_url", "image_url", "imageUrl", "mediaUrl", "attachment-url", "posterImageURL",
+    ]
 }

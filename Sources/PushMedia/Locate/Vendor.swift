@@ -69,7 +69,9 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
     case customerio
 
     /// Shapes tried by auto-detection, most specific first.
-    public static let detectionOrder: [Vendor] = [.fcm, .airship, .onesignal, .braze, .clevertap, .iterable, .customerio, .generic]
+    public static let detectionOrder: [Vendor] = [
+        .fcm, .airship, .onesignal, .braze, .clevertap, .iterable, .customerio, .generic,
+    ]
 
     static let airshipKey = "com.urbanairship.media_attachment"
 
@@ -82,7 +84,8 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
     public var keysDescription: String {
         switch self {
         case .generic: (MediaLocator.builtInKeys).joined(separator: ", ")
-        case .fcm: "message.notification.image, message.apns.fcm_options.image, message.android.notification.image, message.webpush.notification.image, fcm_options.image"
+        case .fcm:
+            "message.notification.image, message.apns.fcm_options.image, message.android.notification.image, message.webpush.notification.image, fcm_options.image"
         case .onesignal: "att, os_data.att"
         case .airship: "\(Self.airshipKey).url, \(Self.airshipKey).urls[].url"
         case .braze: "ab.att.url"
@@ -98,18 +101,23 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
         if payload["message"]?.objectValue != nil { return JSONPath(keys: "message") }
         let parts = ["apns", "android", "webpush"].contains { payload[$0]?.objectValue != nil }
         let addressed = ["token", "topic", "condition"].contains { payload[$0] != nil }
-        if payload["aps"] == nil && (parts || (addressed && payload["notification"]?.objectValue != nil)) { return JSONPath([]) }
+        if payload["aps"] == nil && (parts || (addressed && payload["notification"]?.objectValue != nil)) {
+            return JSONPath([])
+        }
         return nil
     }
 
     /// Every media reference of `payload` in this vendor's shape, in payload order. `profile` is
     /// the platform of references whose platform the payload does not say (all but FCM's parts).
     public func slots(in payload: JSONObject, extraKeys: [String], profile: PlatformProfile) -> [MediaSlot] {
-        func slot(_ path: JSONPath, platform: PlatformProfile = profile, typeField: MediaSlot.TypeField? = nil,
-                  removals: [JSONPath]? = nil) -> MediaSlot? {
+        func slot(
+            _ path: JSONPath, platform: PlatformProfile = profile, typeField: MediaSlot.TypeField? = nil,
+            removals: [JSONPath]? = nil
+        ) -> MediaSlot? {
             guard let value = payload[path: path] else { return nil }
-            return MediaSlot(source: path, target: path, platform: platform, typeField: typeField, removals: removals ?? [path],
-                             givenHints: nil, hintsPath: nil, iconTarget: nil, value: value)
+            return MediaSlot(
+                source: path, target: path, platform: platform, typeField: typeField, removals: removals ?? [path],
+                givenHints: nil, hintsPath: nil, iconTarget: nil, value: value)
         }
         switch self {
         case .generic:
@@ -154,11 +162,17 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
                 return item
             }
         case .braze:
-            return [slot(JSONPath(keys: "ab", "att", "url"), typeField: .fileExtension(JSONPath(keys: "ab", "att", "type")),
-                         removals: [JSONPath(keys: "ab", "att")])].compactMap { $0 }
+            return [
+                slot(
+                    JSONPath(keys: "ab", "att", "url"), typeField: .fileExtension(JSONPath(keys: "ab", "att", "type")),
+                    removals: [JSONPath(keys: "ab", "att")])
+            ].compactMap { $0 }
         case .clevertap:
-            return [slot(JSONPath(keys: "ct_mediaUrl"), typeField: .mediaKind(JSONPath(keys: "ct_mediaType")),
-                         removals: [JSONPath(keys: "ct_mediaUrl"), JSONPath(keys: "ct_mediaType")])].compactMap { $0 }
+            return [
+                slot(
+                    JSONPath(keys: "ct_mediaUrl"), typeField: .mediaKind(JSONPath(keys: "ct_mediaType")),
+                    removals: [JSONPath(keys: "ct_mediaUrl"), JSONPath(keys: "ct_mediaType")])
+            ].compactMap { $0 }
         case .iterable:
             return [slot(JSONPath(keys: "itbl", "attachment-url"))].compactMap { $0 }
         case .customerio:
@@ -174,8 +188,11 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
         if payload["aps"] != nil, Self.fcmMessageRoot(payload) == nil {
             let path = JSONPath(keys: "fcm_options", "image")
             guard let value = payload[path: path] else { return [] }
-            return [MediaSlot(source: path, target: path, platform: profile, typeField: nil, removals: [path], givenHints: nil,
-                              hintsPath: nil, iconTarget: nil, value: value)]
+            return [
+                MediaSlot(
+                    source: path, target: path, platform: profile, typeField: nil, removals: [path], givenHints: nil,
+                    hintsPath: nil, iconTarget: nil, value: value)
+            ]
         }
         guard let root = Self.fcmMessageRoot(payload) else { return [] }
         let message = payload[path: root]?.objectValue ?? JSONObject()
@@ -193,13 +210,17 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
             // A part whose shape cannot take the URL (e.g. `fcm_options` is not an object) is left alone.
             guard let value = payload[path: source], payload.canSet(at: target) else { continue }
             let icon = part.icon.map { JSONPath(root.steps + ([part.part] + $0).map(JSONPath.Step.key)) }
-            found.append(MediaSlot(source: source, target: target, platform: part.platform, typeField: nil,
-                                   removals: source == target ? [target] : [], givenHints: nil, hintsPath: nil,
-                                   iconTarget: icon.flatMap { payload[path: $0] == nil ? $0 : nil }, value: value))
+            found.append(
+                MediaSlot(
+                    source: source, target: target, platform: part.platform, typeField: nil,
+                    removals: source == target ? [target] : [], givenHints: nil, hintsPath: nil,
+                    iconTarget: icon.flatMap { payload[path: $0] == nil ? $0 : nil }, value: value))
         }
         if found.isEmpty, let value = payload[path: common] {
-            found.append(MediaSlot(source: common, target: common, platform: profile, typeField: nil, removals: [common],
-                                   givenHints: nil, hintsPath: nil, iconTarget: nil, value: value))
+            found.append(
+                MediaSlot(
+                    source: common, target: common, platform: profile, typeField: nil, removals: [common],
+                    givenHints: nil, hintsPath: nil, iconTarget: nil, value: value))
         }
         return found
     }
@@ -209,8 +230,9 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
         guard let options else { return nil }
         var hints = ThumbnailHints()
         if let crop = options["crop"]?.objectValue,
-           let x = crop["x"]?.doubleValue, let y = crop["y"]?.doubleValue,
-           let width = crop["width"]?.doubleValue, let height = crop["height"]?.doubleValue {
+            let x = crop["x"]?.doubleValue, let y = crop["y"]?.doubleValue,
+            let width = crop["width"]?.doubleValue, let height = crop["height"]?.doubleValue
+        {
             hints.clip = ClipRect(x: x, y: y, width: width, height: height)
         }
         hints.time = options["time"]?.doubleValue
@@ -235,7 +257,8 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
     public func hasAlert(_ payload: JSONObject) -> Bool {
         if let alert = payload[path: apsPath(in: payload).appending(key: "alert")], Self.nonEmpty(alert) { return true }
         if self == .fcm, let root = Self.fcmMessageRoot(payload),
-           let notification = payload[path: root.appending(key: "notification")]?.objectValue {
+            let notification = payload[path: root.appending(key: "notification")]?.objectValue
+        {
             return ["title", "body"].contains { notification[$0].map(Self.nonEmpty) ?? false }
         }
         return false

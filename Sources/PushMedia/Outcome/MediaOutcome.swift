@@ -34,11 +34,13 @@ public struct MediaOutcome: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case path, platform, status, reason, message, attachment, thumbnail, icon, hints
-        case sourceURL = "source_url", sourceMIME = "source_mime", sourceBytes = "source_bytes"
-        case cacheHit = "cache_hit", revalidated
+        case sourceURL = "source_url"
+        case sourceMIME = "source_mime"
+        case sourceBytes = "source_bytes"
+        case cacheHit = "cache_hit"
+        case revalidated
     }
 }
-
 
 /// A produced file as the outcome reports it.
 public struct AttachmentInfo: Codable, Sendable, Equatable {

@@ -120,15 +120,21 @@ extension Outcome {
 extension Outcome: Codable {
     enum CodingKeys: String, CodingKey {
         case status, reason, message, attachment, thumbnail, warnings, vendor, media, revalidated
-        case mediaKey = "media_key", sourceURL = "source_url", sourceMIME = "source_mime", sourceBytes = "source_bytes"
-        case payloadBytes = "payload_bytes", cacheHit = "cache_hit", timingsMs = "timings_ms"
+        case mediaKey = "media_key"
+        case sourceURL = "source_url"
+        case sourceMIME = "source_mime"
+        case sourceBytes = "source_bytes"
+        case payloadBytes = "payload_bytes"
+        case cacheHit = "cache_hit"
+        case timingsMs = "timings_ms"
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(status: try container.decode(OutcomeStatus.self, forKey: .status),
-                  reason: try container.decodeIfPresent(String.self, forKey: .reason),
-                  message: try container.decodeIfPresent(String.self, forKey: .message))
+        self.init(
+            status: try container.decode(OutcomeStatus.self, forKey: .status),
+            reason: try container.decodeIfPresent(String.self, forKey: .reason),
+            message: try container.decodeIfPresent(String.self, forKey: .message))
         mediaKey = try container.decodeIfPresent(String.self, forKey: .mediaKey)
         sourceURL = try container.decodeIfPresent(String.self, forKey: .sourceURL)
         sourceMIME = try container.decodeIfPresent(String.self, forKey: .sourceMIME)

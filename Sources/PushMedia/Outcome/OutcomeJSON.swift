@@ -42,8 +42,11 @@ extension AttachmentInfo {
 
 extension StageTimings {
     var jsonValue: JSONValue {
-        .object(JSONObject([("fetch", .number(fetch)), ("sniff", .number(sniff)), ("store", .number(store)),
-                            ("total", .number(total)), ("transcode", .number(transcode))]))
+        .object(
+            JSONObject([
+                ("fetch", .number(fetch)), ("sniff", .number(sniff)), ("store", .number(store)),
+                ("total", .number(total)), ("transcode", .number(transcode)),
+            ]))
     }
 }
 
@@ -72,8 +75,10 @@ extension ThumbnailHints {
     var jsonValue: JSONValue {
         var members: [(String, JSONValue)] = []
         if let clip {
-            let rect = JSONObject([("height", .number(clip.height)), ("width", .number(clip.width)),
-                                   ("x", .number(clip.x)), ("y", .number(clip.y))])
+            let rect = JSONObject([
+                ("height", .number(clip.height)), ("width", .number(clip.width)),
+                ("x", .number(clip.x)), ("y", .number(clip.y)),
+            ])
             members.append(("clip", .object(rect)))
         }
         members.append(optional: "frame", frame.map { .number(String($0)) })

@@ -297,13 +297,13 @@ private struct JSONParser {
                 }
             case Self.quote:
                 value = .string(try parseString())
-            case 0x74: // t
+            case 0x74:  // t
                 try expectLiteral([0x74, 0x72, 0x75, 0x65])
                 value = .bool(true)
-            case 0x66: // f
+            case 0x66:  // f
                 try expectLiteral([0x66, 0x61, 0x6C, 0x73, 0x65])
                 value = .bool(false)
-            case 0x6E: // n
+            case 0x6E:  // n
                 try expectLiteral([0x6E, 0x75, 0x6C, 0x6C])
                 value = .null
             case Self.minus, Self.zero...Self.nine:
@@ -477,12 +477,12 @@ private struct JSONParser {
         case Self.quote: simple = Self.quote
         case Self.backslash: simple = Self.backslash
         case Self.slash: simple = Self.slash
-        case 0x62: simple = 0x08 // b
-        case 0x66: simple = 0x0C // f
-        case 0x6E: simple = 0x0A // n
-        case 0x72: simple = 0x0D // r
-        case 0x74: simple = 0x09 // t
-        case 0x75: // u
+        case 0x62: simple = 0x08  // b
+        case 0x66: simple = 0x0C  // f
+        case 0x6E: simple = 0x0A  // n
+        case 0x72: simple = 0x0D  // r
+        case 0x74: simple = 0x09  // t
+        case 0x75:  // u
             let unit = try hex4(escapeAt: i)
             var scalar = UInt32(unit)
             var end = i + 6
@@ -551,15 +551,24 @@ private struct JSONParser {
     private func validateUTF8Sequence(at i: Int) throws(JSONParseError) -> Int {
         let lead = bytes[i]
         let length: Int
-        var low: UInt8 = 0x80, high: UInt8 = 0xBF
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
         switch lead {
         case 0xC2...0xDF: length = 2
-        case 0xE0: length = 3; low = 0xA0
+        case 0xE0:
+            length = 3
+            low = 0xA0
         case 0xE1...0xEC, 0xEE...0xEF: length = 3
-        case 0xED: length = 3; high = 0x9F
-        case 0xF0: length = 4; low = 0x90
+        case 0xED:
+            length = 3
+            high = 0x9F
+        case 0xF0:
+            length = 4
+            low = 0x90
         case 0xF1...0xF3: length = 4
-        case 0xF4: length = 4; high = 0x8F
+        case 0xF4:
+            length = 4
+            high = 0x8F
         default: throw error(.invalidUTF8, at: i, detail: showHex(i..<i + 1))
         }
         for k in 1..<length {
@@ -584,8 +593,9 @@ private struct JSONParser {
             line += 1
             lineStart = i + 1
         }
-        return JSONParseError(reason: reason, offset: offset, line: line,
-                              column: offset - lineStart + 1, detail: detail)
+        return JSONParseError(
+            reason: reason, offset: offset, line: line,
+            column: offset - lineStart + 1, detail: detail)
     }
 
     /// The byte at `i` for messages: a JSON-quoted ASCII character (`"}"`,

@@ -62,8 +62,10 @@ struct JobContext: Sendable {
     var heldDecodeMemory: Int64?
     var holdsTranscodeSlot = false
 
-    init(source: Pipeline.Source, key: String, profile: PlatformProfile, transcoder: Transcoder, posterTime: Double?,
-         previous: CacheEntry?, deadline: ContinuousClock.Instant, progress: Locked<JobProgress>, temporary: String) {
+    init(
+        source: Pipeline.Source, key: String, profile: PlatformProfile, transcoder: Transcoder, posterTime: Double?,
+        previous: CacheEntry?, deadline: ContinuousClock.Instant, progress: Locked<JobProgress>, temporary: String
+    ) {
         self.source = source
         self.key = key
         self.profile = profile
@@ -105,9 +107,10 @@ struct JobContext: Sendable {
         guard let attachment = stored.attachment else {
             throw Pipeline.Failure(reason: ReasonCode.internalError, message: "no attachment was stored")
         }
-        var entry = CacheEntry(status: status, attachment: attachment, thumbnail: stored.thumbnail,
-                               sourceMIME: sniff.format.mime, sourceBytes: bytes, pipeline: PushMediaVersion.pipeline,
-                               icon: stored.icon, clip: clip, frame: frame)
+        var entry = CacheEntry(
+            status: status, attachment: attachment, thumbnail: stored.thumbnail,
+            sourceMIME: sniff.format.mime, sourceBytes: bytes, pipeline: PushMediaVersion.pipeline,
+            icon: stored.icon, clip: clip, frame: frame)
         entry.reason = reason
         if !notes.isEmpty { entry.message = notes.joined(separator: "; ") }
         if let validators {
@@ -154,7 +157,8 @@ struct StoredFiles: Sendable {
 
     /// These, with `other`'s files where it has them.
     func merging(_ other: StoredFiles) -> StoredFiles {
-        StoredFiles(attachment: other.attachment ?? attachment, thumbnail: other.thumbnail ?? thumbnail,
-                    icon: other.icon ?? icon, poster: other.poster ?? poster)
+        StoredFiles(
+            attachment: other.attachment ?? attachment, thumbnail: other.thumbnail ?? thumbnail,
+            icon: other.icon ?? icon, poster: other.poster ?? poster)
     }
 }

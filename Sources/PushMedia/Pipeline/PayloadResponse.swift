@@ -38,7 +38,9 @@ struct SlotAnswer: Sendable {
         outcome.sourceURL = slot.value.stringValue
     }
 
-    var edit: PayloadRewriter.Edit { PayloadRewriter.Edit(slot: slot, media: media, typeValue: typeValue, icon: icon, clip: clip) }
+    var edit: PayloadRewriter.Edit {
+        PayloadRewriter.Edit(slot: slot, media: media, typeValue: typeValue, icon: icon, clip: clip)
+    }
     var isIOS: Bool { slot.platform.id == PlatformProfile.ios.id }
 
     /// "file: url", prefixed to messages.
@@ -51,7 +53,9 @@ struct SlotAnswer: Sendable {
     private func url(of file: StoredFile) -> String { baseURL + "/" + file.name }
 
     private func info(_ file: StoredFile) -> AttachmentInfo {
-        AttachmentInfo(url: url(of: file), mime: file.mime, uti: file.uti, bytes: file.bytes, width: file.width, height: file.height)
+        AttachmentInfo(
+            url: url(of: file), mime: file.mime, uti: file.uti, bytes: file.bytes, width: file.width,
+            height: file.height)
     }
 
     /// Nothing done: the reference stays as it is.
@@ -74,7 +78,9 @@ struct SlotAnswer: Sendable {
         outcome.icon = nil
         outcome.hints = nil
         media = onReject == .drop ? .remove : .keep
-        typeValue = media == .keep && sniffed.map({ $0.kind != .unsupported }) == true ? sniffed.flatMap { slot.typeField?.value(for: $0) } : nil
+        typeValue =
+            media == .keep && sniffed.map({ $0.kind != .unsupported }) == true
+            ? sniffed.flatMap { slot.typeField?.value(for: $0) } : nil
         icon = nil
         clip = nil
         descriptor = Descriptor(status: .rejected, reason: reason, type: sniffed?.uti, mime: sniffed?.mime)
@@ -93,16 +99,18 @@ struct SlotAnswer: Sendable {
         outcome.icon = entry.icon.map(info)
         // The payload's own options win over computed ones.
         let given = slot.givenHints
-        let hints = ThumbnailHints(clip: given?.clip ?? entry.clip, hidden: given?.hidden ?? (hidden ? true : nil),
-                                   frame: entry.frame, time: given?.time)
+        let hints = ThumbnailHints(
+            clip: given?.clip ?? entry.clip, hidden: given?.hidden ?? (hidden ? true : nil),
+            frame: entry.frame, time: given?.time)
         outcome.hints = hints.isEmpty ? nil : hints
         clip = given?.clip == nil ? entry.clip : nil
         media = .replace(with: url(of: attachment))
         icon = entry.icon.map(url(of:))
         typeValue = MediaFormat.stored(attachment).map { slot.typeField?.value(for: $0) } ?? nil
-        descriptor = Descriptor(status: outcome.status, type: attachment.uti, mime: attachment.mime, bytes: attachment.bytes,
-                                width: attachment.width, height: attachment.height, thumb: entry.thumbnail.map(url(of:)),
-                                hints: outcome.hints, icon: icon)
+        descriptor = Descriptor(
+            status: outcome.status, type: attachment.uti, mime: attachment.mime, bytes: attachment.bytes,
+            width: attachment.width, height: attachment.height, thumb: entry.thumbnail.map(url(of:)),
+            hints: outcome.hints, icon: icon)
         freshUntil = entry.freshUntil
         if entry.status == .bestAttempt {
             outcome.status = .bestAttempt
@@ -133,7 +141,9 @@ struct SlotAnswer: Sendable {
     /// The budget ran out (or the store failed, `reason` `store_unavailable`): the thumbnail (or a
     /// video's poster frame) if one is stored; else the original URL with the sniffed type if known;
     /// else the reference unchanged.
-    mutating func bestAttempt(_ progress: JobProgress, reason: String = "budget_exceeded", why: String = "the budget ran out") {
+    mutating func bestAttempt(
+        _ progress: JobProgress, reason: String = "budget_exceeded", why: String = "the budget ran out"
+    ) {
         guard progress.started else { return overloaded("the budget ran out while the job waited for a free slot") }
         outcome.status = .bestAttempt
         outcome.reason = reason
@@ -146,8 +156,9 @@ struct SlotAnswer: Sendable {
             outcome.attachment = info(thumbnail)
             media = .replace(with: url(of: thumbnail))
             typeValue = slot.typeField?.value(for: .jpeg)
-            descriptor = Descriptor(status: .bestAttempt, reason: reason, type: thumbnail.uti, mime: thumbnail.mime,
-                                    bytes: thumbnail.bytes, width: thumbnail.width, height: thumbnail.height)
+            descriptor = Descriptor(
+                status: .bestAttempt, reason: reason, type: thumbnail.uti, mime: thumbnail.mime,
+                bytes: thumbnail.bytes, width: thumbnail.width, height: thumbnail.height)
             return
         }
         if let format = progress.sniff?.format, format.kind != .unsupported {
@@ -157,8 +168,10 @@ struct SlotAnswer: Sendable {
             descriptor = Descriptor(status: .bestAttempt, reason: reason, type: format.uti, mime: format.mime)
             return
         }
-        outcome.message = placed(reason == "budget_exceeded" ? "the budget ran out before the media's type was known; the reference is unchanged"
-                                 : "\(why); the reference is unchanged")
+        outcome.message = placed(
+            reason == "budget_exceeded"
+                ? "the budget ran out before the media's type was known; the reference is unchanged"
+                : "\(why); the reference is unchanged")
         media = .keep
         descriptor = nil
     }
@@ -204,10 +217,13 @@ struct PayloadResponse {
     }
 
     /// The payload as it came, with `status` and `reason` (no reference was processed).
-    mutating func unchanged(_ status: OutcomeStatus, reason: String, message: String, answers: [SlotAnswer] = []) -> PipelineResult {
+    mutating func unchanged(_ status: OutcomeStatus, reason: String, message: String, answers: [SlotAnswer] = [])
+        -> PipelineResult
+    {
         outcome.status = status
         outcome.reason = reason
-        outcome.message = [label, answers.first?.slot.value.stringValue.map(SlotAnswer.abbreviate)].compactMap { $0 }
+        outcome.message =
+            [label, answers.first?.slot.value.stringValue.map(SlotAnswer.abbreviate)].compactMap { $0 }
             .joined(separator: ": ").nonEmpty.map { "\($0): \(message)" } ?? message
         if let first = answers.first {
             outcome.mediaKey = first.outcome.path
@@ -226,7 +242,11 @@ struct PayloadResponse {
             var changed = false
             for index in answers.indices {
                 guard case .replace = answers[index].media else { continue }
-                answers[index].rejected("payload_too_large", message: "with the attachment URL the payload would exceed APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data, or use a shorter --base-url")
+                answers[index].rejected(
+                    "payload_too_large",
+                    message:
+                        "with the attachment URL the payload would exceed APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data, or use a shorter --base-url"
+                )
                 changed = true
             }
             if changed { rewritten = rewrite(answers) }
@@ -237,13 +257,15 @@ struct PayloadResponse {
         if let timings = primary.timings { outcome.timingsMs = timings }
         outcome.media = answers.map(\.outcome)
         // What a delivered reference gave up on the way is a warning, not the outcome's message.
-        let notes = answers.filter { [.processed, .passthrough].contains($0.outcome.status) }.compactMap(\.outcome.message)
+        let notes = answers.filter { [.processed, .passthrough].contains($0.outcome.status) }.compactMap(
+            \.outcome.message)
         if [.processed, .passthrough].contains(outcome.status) { outcome.message = nil }
         if !notes.isEmpty { outcome.warnings = (outcome.warnings ?? []) + notes }
         let failed = answers.filter { $0.outcome.status == .rejected && $0.slot != primary.slot }
         if !failed.isEmpty {
             let list = failed.map { "\($0.outcome.path) (\($0.outcome.reason ?? "rejected"))" }.joined(separator: ", ")
-            outcome.warnings = (outcome.warnings ?? []) + ["\(failed.count) of \(answers.count) media references rejected: \(list)"]
+            outcome.warnings =
+                (outcome.warnings ?? []) + ["\(failed.count) of \(answers.count) media references rejected: \(list)"]
         }
         return result(rewritten)
     }
@@ -253,7 +275,9 @@ struct PayloadResponse {
         let ios = answers.filter(\.isIOS)
         guard var descriptor = ios.first(where: { $0.descriptor != nil })?.descriptor else { return nil }
         if ios.count > 1 {
-            descriptor.items = ios.map { Descriptor.Item(path: $0.outcome.path, status: $0.outcome.status, type: $0.descriptor?.type) }
+            descriptor.items = ios.map {
+                Descriptor.Item(path: $0.outcome.path, status: $0.outcome.status, type: $0.descriptor?.type)
+            }
         }
         return descriptor
     }
@@ -266,7 +290,10 @@ struct PayloadResponse {
         let result = rewritten?.payload ?? payload
         let bytes = rewritten?.bytes ?? JSONValue.object(payload).serialized()
         if let dropped = rewritten?.droppedFields, !dropped.isEmpty {
-            outcome.warnings = (outcome.warnings ?? []) + ["trimmed to fit APNs' \(PayloadRewriter.apnsLimit) bytes: dropped \(dropped.joined(separator: ", "))"]
+            outcome.warnings =
+                (outcome.warnings ?? []) + [
+                    "trimmed to fit APNs' \(PayloadRewriter.apnsLimit) bytes: dropped \(dropped.joined(separator: ", "))"
+                ]
         }
         outcome.payloadBytes = bytes.count
         outcome.timingsMs.total = start.millisecondsElapsed

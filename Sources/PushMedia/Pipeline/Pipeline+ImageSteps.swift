@@ -19,14 +19,16 @@ extension Pipeline {
         }
         let image = job.decodable
         let header = try await cpu.run { () throws -> ImageHeader in try transcoder.header(path: image) }
-        let decision = job.profile.decide(sniff, bytes: job.bytes, header: header, longEdge: transcoder.longEdge,
-                                          keepsAnimation: transcoder.keepsAnimation(header))
+        let decision = job.profile.decide(
+            sniff, bytes: job.bytes, header: header, longEdge: transcoder.longEdge,
+            keepsAnimation: transcoder.keepsAnimation(header))
         if case let .reject(reason, message) = decision { throw Failure(reason: reason, message: message) }
         job.header = header
         job.decision = decision
         if header.unusableProfile {
-            job.notes.append("its embedded ICC colour profile is unusable (corrupt, or for another colour space): "
-                + "ignored, the colours are taken as sRGB as browsers do")
+            job.notes.append(
+                "its embedded ICC colour profile is unusable (corrupt, or for another colour space): "
+                    + "ignored, the colours are taken as sRGB as browsers do")
         }
         guard let held = await decodeBudget.reserve(transcoder.decodeMemory(header), until: job.deadline) else {
             return .budgetExceeded
@@ -80,9 +82,11 @@ extension Pipeline {
             }
             job.count(\.transcode)
             let upright = header.uprightSize
-            job.made.attachment = .file(MadeFiles.WorkFile(path: temporary, format: job.sniff.format,
-                                                           width: upright.width, height: upright.height,
-                                                           sha256: job.sourceHash))
+            job.made.attachment = .file(
+                MadeFiles.WorkFile(
+                    path: temporary, format: job.sniff.format,
+                    width: upright.width, height: upright.height,
+                    sha256: job.sourceHash))
             job.status = .passthrough
             job.add(extras)
             return nil

@@ -36,23 +36,30 @@ extension Pipeline {
     /// made: it is the best attempt should the budget run out before the attachment is ready.
     private func steps(for kind: MediaKind) -> [JobStep] {
         if kind == .image {
-            [.work(decideImage), .work(makeThumbnail), .keep(storeOutputs), .work(makeImage),
-             .keep(storeOutputs), .keep(recordEntry)]
+            [
+                .work(decideImage), .work(makeThumbnail), .keep(storeOutputs), .work(makeImage),
+                .keep(storeOutputs), .keep(recordEntry),
+            ]
         } else {
-            [.work(decideMedia), .work(makePoster), .keep(storeOutputs), .keep(chooseAudioVideo),
-             .work(when: \.needsTranscode, transcodeAudioVideo), .keep(storeOutputs), .keep(recordEntry)]
+            [
+                .work(decideMedia), .work(makePoster), .keep(storeOutputs), .keep(chooseAudioVideo),
+                .work(when: \.needsTranscode, transcodeAudioVideo), .keep(storeOutputs), .keep(recordEntry),
+            ]
         }
     }
 
     /// Fetches, checks, transcodes and stores one source, and records the cache entry. With
     /// `previous` (a stale entry), the fetch is conditional: a 304, or the same bytes again,
     /// renew that entry without transcoding.
-    func runJob(source: Source, key: String, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
-                deadline: ContinuousClock.Instant, progress: Locked<JobProgress>) async -> JobResult {
-        var job = JobContext(source: source, key: key, profile: profile,
-                             transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
-                             posterTime: posterTime, previous: previous, deadline: deadline, progress: progress,
-                             temporary: store.temporaryPath())
+    func runJob(
+        source: Source, key: String, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
+        deadline: ContinuousClock.Instant, progress: Locked<JobProgress>
+    ) async -> JobResult {
+        var job = JobContext(
+            source: source, key: key, profile: profile,
+            transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
+            posterTime: posterTime, previous: previous, deadline: deadline, progress: progress,
+            temporary: store.temporaryPath())
         let kind = await perform(&job)
         job.timings.total = job.started.millisecondsElapsed
         release(job)
@@ -105,8 +112,9 @@ extension Pipeline {
             let conditions = job.previous.map(\.validators).flatMap { $0.canRevalidate ? $0 : nil }
             let response: FetchResponse
             do {
-                response = try await fetcher.fetch(url, to: job.temporary, limits: FetchLimits(config: config),
-                                                   deadline: job.deadline, revalidating: conditions)
+                response = try await fetcher.fetch(
+                    url, to: job.temporary, limits: FetchLimits(config: config),
+                    deadline: job.deadline, revalidating: conditions)
             } catch {
                 if error == .deadlineExceeded { return .budgetExceeded }
                 throw error
@@ -143,14 +151,18 @@ extension Pipeline {
             (try Sniffer.sniff(path: temporary), isRemote ? try? MediaStore.sha256(file: temporary) : nil)
         }
         if let previous = job.previous, let sourceHash, previous.sourceSHA256 == sourceHash,
-           let validators = job.validators {
+            let validators = job.validators
+        {
             job.timings.sniff = job.clock.millisecondsElapsed
             return try await renew(previous, validators, job: job)
         }
         job.sniff = sniff
         job.sourceHash = sourceHash
         let bytes = job.bytes
-        job.progress.withLock { $0.sniff = sniff; $0.sourceBytes = bytes }
+        job.progress.withLock {
+            $0.sniff = sniff
+            $0.sourceBytes = bytes
+        }
         job.timings.sniff = job.clock.millisecondsElapsed
         return nil
     }
@@ -175,16 +187,20 @@ extension Pipeline {
     }
 
     /// Blocking: call on the CPU executor.
-    private static func store(_ made: MadeFiles, in store: MediaStore,
-                              deadline: ContinuousClock.Instant) throws -> StoredFiles {
+    private static func store(
+        _ made: MadeFiles, in store: MediaStore,
+        deadline: ContinuousClock.Instant
+    ) throws -> StoredFiles {
         var stored = StoredFiles()
         switch made.attachment {
         case let .encoded(image)?:
-            stored.attachment = try store.put(image.bytes, format: image.format, width: image.width,
-                                              height: image.height, deadline: deadline)
+            stored.attachment = try store.put(
+                image.bytes, format: image.format, width: image.width,
+                height: image.height, deadline: deadline)
         case let .file(file)?:
-            stored.attachment = try store.adopt(file.path, format: file.format, width: file.width,
-                                                height: file.height, sha256: file.sha256, deadline: deadline)
+            stored.attachment = try store.adopt(
+                file.path, format: file.format, width: file.width,
+                height: file.height, sha256: file.sha256, deadline: deadline)
         case nil:
             break
         }
@@ -211,8 +227,10 @@ extension Pipeline {
     }
 
     /// Records `previous` again with the lifetime the origin's answer gives it.
-    private func renew(_ previous: CacheEntry, _ validators: OriginValidators,
-                       job: JobContext) async throws -> JobResult.Kind {
+    private func renew(
+        _ previous: CacheEntry, _ validators: OriginValidators,
+        job: JobContext
+    ) async throws -> JobResult.Kind {
         let entry = previous.renewed(validators, policy: config.freshness, now: Date())
         let key = job.key
         let deadline = job.deadline
@@ -227,9 +245,11 @@ extension Pipeline {
             .replacingOccurrences(of: temporary, with: "the fetched file")
         // The same file under another spelling of its path (libvips may normalise it).
         while let marker = text.range(of: "/.incoming/") {
-            let start = text[..<marker.lowerBound].lastIndex(where: { $0 == " " || $0 == "\"" || $0 == "(" })
+            let start =
+                text[..<marker.lowerBound].lastIndex(where: { $0 == " " || $0 == "\"" || $0 == "(" })
                 .map { text.index(after: $0) } ?? text.startIndex
-            let end = text[marker.upperBound...]
+            let end =
+                text[marker.upperBound...]
                 .firstIndex(where: { $0 == " " || $0 == ":" || $0 == "\"" || $0 == ")" }) ?? text.endIndex
             text.replaceSubrange(start..<end, with: "the fetched file")
         }

@@ -19,9 +19,11 @@ extension Pipeline {
         // A container the platform takes can still hold a codec it cannot play (AV1 or VP9 in
         // MP4): the streams decide.
         if decision == .passthrough, case let .success(info)? = probed,
-           !AVTranscoder.playableVideoCodecs.contains(info.videoCodec) {
-            decision = .transcode(why: "\(info.videoCodec) video (in \(sniff.format.mime)) is not a codec "
-                + "\(job.profile.source) attachments play")
+            !AVTranscoder.playableVideoCodecs.contains(info.videoCodec)
+        {
+            decision = .transcode(
+                why: "\(info.videoCodec) video (in \(sniff.format.mime)) is not a codec "
+                    + "\(job.profile.source) attachments play")
         }
         job.decision = decision
         job.probed = probed
@@ -35,9 +37,10 @@ extension Pipeline {
             return nil
         }
         job.clock = .now
-        let poster = try? await posterImage(job.temporary, info: info, transcoder: job.transcoder,
-                                            full: job.decision != .passthrough, time: job.posterTime,
-                                            deadline: job.deadline)
+        let poster = try? await posterImage(
+            job.temporary, info: info, transcoder: job.transcoder,
+            full: job.decision != .passthrough, time: job.posterTime,
+            deadline: job.deadline)
         job.count(\.transcode)
         job.made.poster = poster?.image
         job.made.thumbnail = poster?.thumbnail
@@ -52,8 +55,10 @@ extension Pipeline {
             guard let poster = job.stored.poster else { throw Failure(reason: reason, message: message) }
             job.deliverPoster(poster, why: message)
         case .passthrough:
-            job.made.attachment = .file(MadeFiles.WorkFile(path: job.temporary, format: job.sniff.format,
-                                                           sha256: job.sourceHash))
+            job.made.attachment = .file(
+                MadeFiles.WorkFile(
+                    path: job.temporary, format: job.sniff.format,
+                    sha256: job.sourceHash))
             job.status = .passthrough
         case .transcode:
             break
@@ -66,8 +71,9 @@ extension Pipeline {
     func transcodeAudioVideo(_ job: inout JobContext) async throws -> JobResult.Kind? {
         guard case let .transcode(why) = job.decision else { return nil }
         guard job.hasFFmpeg else {
-            throw Failure(reason: ReasonCode.unsupportedType,
-                          message: "\(why), and FFmpeg (ffmpeg, ffprobe) is not installed to transcode it")
+            throw Failure(
+                reason: ReasonCode.unsupportedType,
+                message: "\(why), and FFmpeg (ffmpeg, ffprobe) is not installed to transcode it")
         }
         let kind = job.sniff.format.kind
         let output = job.temporary + (kind == .video ? ".out.mp4" : ".out.m4a")
@@ -95,16 +101,19 @@ extension Pipeline {
 
     /// FFmpeg's transcode of the job's source to `output`, and its format: MP4, or M4A for audio
     /// (a WebM or Matroska of sound only included).
-    private func runFFmpeg(_ job: JobContext, to output: String,
-                           maxBytes cap: Int64) async throws -> (AVTranscoder.Output, MediaFormat) {
+    private func runFFmpeg(
+        _ job: JobContext, to output: String,
+        maxBytes cap: Int64
+    ) async throws -> (AVTranscoder.Output, MediaFormat) {
         let av = AVTranscoder(config: config)
         let frames = VideoFrames(maxPixels: config.maxPixels)
         let temporary = job.temporary
         let deadline = job.deadline
         guard job.sniff.format.kind == .video else {
             let made = try await io.run { () throws -> AVTranscoder.Output in
-                try av.audio(temporary, info: try frames.probe(temporary, audioOnly: true, deadline: deadline),
-                             maxBytes: cap, to: output, deadline: deadline)
+                try av.audio(
+                    temporary, info: try frames.probe(temporary, audioOnly: true, deadline: deadline),
+                    maxBytes: cap, to: output, deadline: deadline)
             }
             return (made, .m4a)
         }
@@ -124,16 +133,20 @@ extension Pipeline {
 
     /// A video's poster frame through the image path: the profile's image (`full`) and the
     /// thumbnail (when the profile has thumbnails). Nil parts when not asked for.
-    private func posterImage(_ video: String, info: VideoInfo, transcoder: Transcoder, full: Bool, time: Double?,
-                             deadline: ContinuousClock.Instant) async throws
-        -> (image: EncodedImage?, thumbnail: EncodedImage?) {
+    private func posterImage(
+        _ video: String, info: VideoInfo, transcoder: Transcoder, full: Bool, time: Double?,
+        deadline: ContinuousClock.Instant
+    ) async throws
+        -> (image: EncodedImage?, thumbnail: EncodedImage?)
+    {
         let frames = VideoFrames(maxPixels: config.maxPixels)
         let frame = video + ".poster.png"
         defer { unlink(frame) }
         // FFmpeg works in a child process; these threads only wait for it.
         _ = try await io.run { () throws in
-            try frames.poster(video, info: info, time: time, longEdge: transcoder.longEdge, to: frame,
-                              deadline: deadline)
+            try frames.poster(
+                video, info: info, time: time, longEdge: transcoder.longEdge, to: frame,
+                deadline: deadline)
         }
         let header = try await cpu.run { () throws -> ImageHeader in try transcoder.header(path: frame) }
         guard let held = await decodeBudget.reserve(transcoder.decodeMemory(header), until: deadline) else {
@@ -142,8 +155,10 @@ extension Pipeline {
         defer { decodeBudget.release(held) }
         return try await cpu.run { () throws -> (image: EncodedImage?, thumbnail: EncodedImage?) in
             let decoded = try transcoder.decode(path: frame, header: header)
-            return (full ? try transcoder.attachment(of: decoded) : nil,
-                    transcoder.thumbnailEdge > 0 ? try transcoder.thumbnail(of: decoded) : nil)
+            return (
+                full ? try transcoder.attachment(of: decoded) : nil,
+                transcoder.thumbnailEdge > 0 ? try transcoder.thumbnail(of: decoded) : nil
+            )
         }
     }
 }

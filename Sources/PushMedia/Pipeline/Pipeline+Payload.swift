@@ -9,32 +9,39 @@ extension Pipeline {
         var response = PayloadResponse(payload: payload, vendor: vendor, label: context.label)
         let deadline = context.deadline ?? response.start + (context.budget ?? config.budget)
 
-        let slots = vendor.slots(in: payload, extraKeys: config.extraMediaKeys,
-                                 profile: context.profile ?? config.profile)
+        let slots = vendor.slots(
+            in: payload, extraKeys: config.extraMediaKeys,
+            profile: context.profile ?? config.profile)
         guard !slots.isEmpty else {
-            let keys = vendor == .generic
+            let keys =
+                vendor == .generic
                 ? (MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ") : vendor.keysDescription
-            return response.unchanged(.skipped, reason: ReasonCode.noMedia,
-                                      message: "no media reference (\(vendor.rawValue) keys: \(keys))")
+            return response.unchanged(
+                .skipped, reason: ReasonCode.noMedia,
+                message: "no media reference (\(vendor.rawValue) keys: \(keys))")
         }
         var answers = slots.map {
-            SlotAnswer(slot: $0, baseURL: context.baseURL ?? config.baseURL,
-                       onReject: context.onReject ?? config.onReject, label: context.label,
-                       hidden: config.thumbnailHidden)
+            SlotAnswer(
+                slot: $0, baseURL: context.baseURL ?? config.baseURL,
+                onReject: context.onReject ?? config.onReject, label: context.label,
+                hidden: config.thumbnailHidden)
         }
         // Only the iOS service extension needs alert text; other platforms show the image anyway.
         let hasAlert = vendor.hasAlert(payload)
         if !hasAlert && answers.allSatisfy(\.isIOS) {
             response.outcome.warnings = [
-                "the payload asks for media but has no aps.alert: the Notification Service Extension never runs for it",
+                "the payload asks for media but has no aps.alert: the Notification Service Extension never runs for it"
             ]
-            return response.unchanged(.skipped, reason: ReasonCode.noAlert,
-                                      message: "no aps.alert: the service extension only runs for alert notifications, "
-                                          + "so the media would never be shown", answers: answers)
+            return response.unchanged(
+                .skipped, reason: ReasonCode.noAlert,
+                message: "no aps.alert: the service extension only runs for alert notifications, "
+                    + "so the media would never be shown", answers: answers)
         }
         if sizeAtMost.map({ $0 > PayloadRewriter.apnsLimit }) ?? true,
-           case let inputSize = JSONValue.object(payload).compactByteCount, inputSize > PayloadRewriter.apnsLimit {
-            let message = "the payload is \(inputSize) bytes before any change, over APNs' "
+            case let inputSize = JSONValue.object(payload).compactByteCount, inputSize > PayloadRewriter.apnsLimit
+        {
+            let message =
+                "the payload is \(inputSize) bytes before any change, over APNs' "
                 + "\(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data"
             for index in answers.indices { answers[index].rejected(ReasonCode.payloadTooLarge, message: message) }
             return response.finish(answers)
@@ -60,19 +67,24 @@ extension Pipeline {
     }
 
     /// One reference of a payload: skipped when it is for iOS and there is no alert, else processed.
-    private func answerSlot(_ answer: inout SlotAnswer, hasAlert: Bool, context: PayloadContext,
-                            deadline: ContinuousClock.Instant) async {
+    private func answerSlot(
+        _ answer: inout SlotAnswer, hasAlert: Bool, context: PayloadContext,
+        deadline: ContinuousClock.Instant
+    ) async {
         if answer.isIOS && !hasAlert {
-            answer.skipped(ReasonCode.noAlert,
-                           message: "no aps.alert: the iOS service extension only runs for alert notifications")
+            answer.skipped(
+                ReasonCode.noAlert,
+                message: "no aps.alert: the iOS service extension only runs for alert notifications")
         } else {
             await processSlot(&answer, context: context, deadline: deadline)
         }
     }
 
     /// Processes one media reference: source → cache or (shared) job, raced against the deadline.
-    private func processSlot(_ answer: inout SlotAnswer, context: PayloadContext,
-                             deadline: ContinuousClock.Instant) async {
+    private func processSlot(
+        _ answer: inout SlotAnswer, context: PayloadContext,
+        deadline: ContinuousClock.Instant
+    ) async {
         let source: Source
         switch resolveSource(answer.slot, context: context) {
         case let .success(resolved): source = resolved
@@ -87,12 +99,14 @@ extension Pipeline {
         let cached: CacheEntry?
         let stale: CacheEntry?
         do {
-            (cached, stale) = try await lookup(key: key, remote: source.isRemote, refresh: context.refresh,
-                                               deadline: deadline)
+            (cached, stale) = try await lookup(
+                key: key, remote: source.isRemote, refresh: context.refresh,
+                deadline: deadline)
         } catch {
             // Without the store nothing can be kept or served: the original reference goes out.
-            return answer.bestAttempt(JobProgress(started: true), reason: ReasonCode.storeUnavailable,
-                                      why: "the store cannot be read (\(error))")
+            return answer.bestAttempt(
+                JobProgress(started: true), reason: ReasonCode.storeUnavailable,
+                why: "the store cannot be read (\(error))")
         }
         if let entry = cached {
             answer.outcome.cacheHit = true
@@ -101,8 +115,11 @@ extension Pipeline {
         answer.outcome.cacheHit = false
 
         // Race the (possibly shared) job against the deadline; the first to finish answers.
-        guard let job = sharedJob(key: key, source: source, profile: profile, posterTime: posterTime, previous: stale,
-                                  deadline: deadline + config.backgroundLimit) else {
+        guard
+            let job = sharedJob(
+                key: key, source: source, profile: profile, posterTime: posterTime, previous: stale,
+                deadline: deadline + config.backgroundLimit)
+        else {
             let why = "\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued"
             if let stale { return answer.stale(stale, why: why) }
             return answer.overloaded(why)
@@ -115,8 +132,10 @@ extension Pipeline {
     /// The cached entry for `key` if fresh, else the stale one (to revalidate). A fresh entry in
     /// memory answers at once; a stale one is looked up again in the index, where another node
     /// may have renewed it.
-    private func lookup(key: String, remote: Bool, refresh: Bool,
-                        deadline: ContinuousClock.Instant) async throws -> (fresh: CacheEntry?, stale: CacheEntry?) {
+    private func lookup(
+        key: String, remote: Bool, refresh: Bool,
+        deadline: ContinuousClock.Instant
+    ) async throws -> (fresh: CacheEntry?, stale: CacheEntry?) {
         if let entry = store.remembered(key: key), !refresh && entry.isFresh(remote: remote) { return (entry, nil) }
         // One read of the index (a file, or a GET): on the fetch threads, not behind transcodes.
         let entry = try await io.run { [store] in try store.lookup(key: key, fromIndex: true, deadline: deadline) }

@@ -22,8 +22,10 @@ extension Pipeline {
     }
 
     /// The running job for `key`, or a new one; nil when the gate refuses a new one.
-    func sharedJob(key: String, source: Source, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
-                   deadline: ContinuousClock.Instant) -> SharedJob? {
+    func sharedJob(
+        key: String, source: Source, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
+        deadline: ContinuousClock.Instant
+    ) -> SharedJob? {
         inFlight.withLock { jobs in
             if let job = jobs[key] { return job }
             let ticket = gate?.reserve() ?? .running
@@ -35,8 +37,9 @@ extension Pipeline {
                     return JobResult(kind: .budgetExceeded, timings: StageTimings())
                 }
                 progress.withLock { $0.started = true }
-                let result = await self.runJob(source: source, key: key, profile: profile, posterTime: posterTime,
-                                               previous: previous, deadline: deadline, progress: progress)
+                let result = await self.runJob(
+                    source: source, key: key, profile: profile, posterTime: posterTime,
+                    previous: previous, deadline: deadline, progress: progress)
                 self.gate?.release()
                 return result
             }

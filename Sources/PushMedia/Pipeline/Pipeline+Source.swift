@@ -39,8 +39,10 @@ extension Pipeline {
     /// The source a slot names: an http(s) URL, or a local file inside the media root.
     func resolveSource(_ slot: MediaSlot, context: PayloadContext) -> Result<Source, Failure> {
         guard let text = slot.value.stringValue else {
-            return .failure(Failure(reason: ReasonCode.invalidMediaReference,
-                                    message: "\"\(slot.source)\" holds \(slot.value.kindName), not a URL string"))
+            return .failure(
+                Failure(
+                    reason: ReasonCode.invalidMediaReference,
+                    message: "\"\(slot.source)\" holds \(slot.value.kindName), not a URL string"))
         }
         if let valid = validURLs[text] { return .success(.remote(valid)) }
         let trimmed = text.trimmingCharacters(in: .whitespaces)
@@ -57,14 +59,18 @@ extension Pipeline {
             return remoteSource(text, trimmed: trimmed)
         case nil, "file"?:
             guard let root = context.mediaRoot ?? config.mediaRoot else {
-                return .failure(Failure(reason: scheme == nil ? ReasonCode.invalidURL : ReasonCode.unsupportedScheme,
-                                        message: "local media references are only read by `pushmedia process` and "
-                                            + "`batch`; use an http(s) URL"))
+                return .failure(
+                    Failure(
+                        reason: scheme == nil ? ReasonCode.invalidURL : ReasonCode.unsupportedScheme,
+                        message: "local media references are only read by `pushmedia process` and "
+                            + "`batch`; use an http(s) URL"))
             }
             return Self.localSource(trimmed, root: root)
         case let other?:
-            return .failure(Failure(reason: ReasonCode.unsupportedScheme,
-                                    message: FetchError.unsupportedScheme(other).description))
+            return .failure(
+                Failure(
+                    reason: ReasonCode.unsupportedScheme,
+                    message: FetchError.unsupportedScheme(other).description))
         }
     }
 
@@ -74,9 +80,11 @@ extension Pipeline {
             return .failure(Failure(reason: ReasonCode.invalidURL, message: "not a valid http(s) URL"))
         }
         guard components.user == nil && components.password == nil else {
-            return .failure(Failure(reason: ReasonCode.invalidURL,
-                                    message: "credentials in the URL (user:password@) are refused: they would be "
-                                        + "sent to whatever the URL redirects to"))
+            return .failure(
+                Failure(
+                    reason: ReasonCode.invalidURL,
+                    message: "credentials in the URL (user:password@) are refused: they would be "
+                        + "sent to whatever the URL redirects to"))
         }
         validURLs.remember(text, as: trimmed)
         return .success(.remote(trimmed))
@@ -100,7 +108,8 @@ extension Pipeline {
         guard let colon = text.firstIndex(of: ":") else { return nil }
         let candidate = text[..<colon]
         guard let first = candidate.first, first.isASCII, first.isLetter,
-              candidate.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) else {
+            candidate.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) })
+        else {
             return nil
         }
         return candidate.lowercased()

@@ -17,8 +17,9 @@ public final class Pipeline: Sendable {
     /// Threads for libvips, libmagic, hashing and disk work.
     let cpu: BlockingExecutor
     /// One per core for the whole process, however many pipelines it has.
-    static let sharedCPU = BlockingExecutor(name: "pushmedia-cpu",
-                                            maxThreads: ProcessInfo.processInfo.activeProcessorCount)
+    static let sharedCPU = BlockingExecutor(
+        name: "pushmedia-cpu",
+        maxThreads: ProcessInfo.processInfo.activeProcessorCount)
     static let sharedIO = BlockingExecutor(name: "pushmedia-fetch", maxThreads: 64)
     /// The running job of each cache key.
     let inFlight = Locked<[String: SharedJob]>([:])
@@ -86,8 +87,10 @@ public final class Pipeline: Sendable {
 
     /// Processes one payload given as JSON bytes.
     /// - Throws: `PayloadError` when the bytes are not a JSON object (nothing else throws).
-    public func process(_ json: some Collection<UInt8>,
-                        context: PayloadContext = PayloadContext()) async throws(PayloadError) -> PipelineResult {
+    public func process(
+        _ json: some Collection<UInt8>,
+        context: PayloadContext = PayloadContext()
+    ) async throws(PayloadError) -> PipelineResult {
         let value: JSONValue
         do { value = try JSONValue.parse(json) } catch { throw .invalidJSON(error) }
         guard case let .object(payload) = value else { throw .notAnObject(value.kindName) }

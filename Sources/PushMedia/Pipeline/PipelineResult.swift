@@ -24,9 +24,11 @@ public struct PayloadContext: Sendable {
     public var refresh = false
 
     /// Every setting left nil follows the configuration.
-    public init(mediaRoot: String? = nil, label: String? = nil, budget: Duration? = nil, onReject: OnReject? = nil,
-                baseURL: String? = nil, deadline: ContinuousClock.Instant? = nil, vendor: Vendor? = nil,
-                profile: PlatformProfile? = nil, refresh: Bool = false) {
+    public init(
+        mediaRoot: String? = nil, label: String? = nil, budget: Duration? = nil, onReject: OnReject? = nil,
+        baseURL: String? = nil, deadline: ContinuousClock.Instant? = nil, vendor: Vendor? = nil,
+        profile: PlatformProfile? = nil, refresh: Bool = false
+    ) {
         self.refresh = refresh
         self.mediaRoot = mediaRoot
         self.label = label

@@ -41,12 +41,14 @@ public struct PlatformProfile: Sendable, Equatable {
     public static let android = PlatformProfile(
         id: "android", maxImageBytes: 1_000_000, maxAudioBytes: 0, maxVideoBytes: 0,
         acceptedFormats: [.jpeg, .png, .bmp],
-        longEdge: 1440, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: nil, source: "FCM's Android")
+        longEdge: 1440, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: nil,
+        source: "FCM's Android")
     /// Huawei Push Kit: JPEG or PNG under 512 KB (made 1024×512 at most, 2:1); no audio or video.
     public static let huawei = PlatformProfile(
         id: "huawei", maxImageBytes: 511_999, maxAudioBytes: 0, maxVideoBytes: 0,
         acceptedFormats: [.jpeg, .png],
-        longEdge: 1024, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: nil, source: "Huawei Push Kit's")
+        longEdge: 1024, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: nil,
+        source: "Huawei Push Kit's")
     /// Web Push: a 2:1 image (1440×720 at most, JPEG/PNG/GIF first frame) and a 192×192 icon; no
     /// audio or video. 1 MB keeps the image quick to load in a browser notification.
     public static let web = PlatformProfile(
@@ -55,7 +57,9 @@ public struct PlatformProfile: Sendable, Equatable {
         longEdge: 1440, aspect: 2, animation: false, alpha: true, thumbnail: false, iconEdge: 192, source: "Web Push")
 
     /// Every profile, by `--profile` name.
-    public static let profiles: [String: PlatformProfile] = [ios.id: ios, android.id: android, huawei.id: huawei, web.id: web]
+    public static let profiles: [String: PlatformProfile] = [
+        ios.id: ios, android.id: android, huawei.id: huawei, web.id: web,
+    ]
 
     /// Byte cap for an attachment of `kind`.
     public func maxBytes(for kind: MediaKind) -> Int64 {

@@ -8,7 +8,8 @@ public enum HTML {
     /// Text safe inside an element or a quoted attribute value: `& < > " '` become entities.
     public static func escape(_ text: String) -> String {
         var needsWork = false
-        for byte in text.utf8 where byte == 0x26 || byte == 0x3C || byte == 0x3E || byte == 0x22 || byte == 0x27 || byte == 0 {
+        for byte in text.utf8
+        where byte == 0x26 || byte == 0x3C || byte == 0x3E || byte == 0x22 || byte == 0x27 || byte == 0 {
             needsWork = true
             break
         }
@@ -34,7 +35,8 @@ public enum HTML {
     public static func safeURL(_ text: String) -> String? {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty, !trimmed.hasPrefix("//"),
-              !trimmed.unicodeScalars.contains(where: { $0.value < 0x20 || $0 == "\\" }) else { return nil }
+            !trimmed.unicodeScalars.contains(where: { $0.value < 0x20 || $0 == "\\" })
+        else { return nil }
         if let colon = trimmed.firstIndex(of: ":") {
             let scheme = trimmed[..<colon]
             // A colon after the first "/", "?" or "#" is part of a relative path, not a scheme.
@@ -48,9 +50,12 @@ public enum HTML {
     /// `scheme://host[:port]` of an http(s) URL, for a Content-Security-Policy source list.
     public static func origin(of url: String) -> String? {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-              ["http", "https"].contains(scheme), let host = components.host, !host.isEmpty,
-              host.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) || ".-:[]".unicodeScalars.contains($0) }),
-              host.unicodeScalars.allSatisfy({ $0.isASCII }) else { return nil }
+            ["http", "https"].contains(scheme), let host = components.host, !host.isEmpty,
+            host.unicodeScalars.allSatisfy({
+                CharacterSet.alphanumerics.contains($0) || ".-:[]".unicodeScalars.contains($0)
+            }),
+            host.unicodeScalars.allSatisfy({ $0.isASCII })
+        else { return nil }
         let shownHost = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
         return "\(scheme)://\(shownHost)" + (components.port.map { ":\($0)" } ?? "")
     }
@@ -68,7 +73,8 @@ public enum HTML {
 
     /// One path component as it may stand in a URL: unreserved characters kept, the rest %XX.
     public static func percentEncoded(_ component: String) -> String {
-        var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(0x7F)))
+        var allowed = CharacterSet.alphanumerics.intersection(
+            CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(0x7F)))
         allowed.insert(charactersIn: "-._~")
         return component.addingPercentEncoding(withAllowedCharacters: allowed) ?? component
     }
@@ -137,14 +143,18 @@ public enum HTML {
     /// and nothing else: no remote fetches, no other scripts, no plugins.
     public static func contentSecurityPolicy(mediaSources: [String], formAction: Bool = false) -> String {
         let media = mediaSources.isEmpty ? "'none'" : mediaSources.joined(separator: " ")
-        var directives = ["default-src 'none'", "img-src \(media)", "media-src \(media)", "style-src 'unsafe-inline'",
-                          "script-src \(imagesLoadedScriptHash)", "base-uri 'none'"]
+        var directives = [
+            "default-src 'none'", "img-src \(media)", "media-src \(media)", "style-src 'unsafe-inline'",
+            "script-src \(imagesLoadedScriptHash)", "base-uri 'none'",
+        ]
         directives.append(formAction ? "form-action 'self'" : "form-action 'none'")
         return directives.joined(separator: "; ")
     }
 
     /// A whole page: doctype, charset, the policy as a `<meta>`, title, inline CSS, `body`, and the script.
-    public static func page(title: String, css: String, policy: String, bodyAttributes: String = "", body: String) -> String {
+    public static func page(title: String, css: String, policy: String, bodyAttributes: String = "", body: String)
+        -> String
+    {
         """
         <!DOCTYPE html>
         <html lang="en">

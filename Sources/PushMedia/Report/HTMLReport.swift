@@ -36,8 +36,10 @@ public struct HTMLReport: Sendable {
         public var attachmentBytes: Int64
         public var seconds: Double?
 
-        public init(payloads: Int, byStatus: [String: Int], byReason: [String: Int], cacheHits: Int,
-                    sourceBytes: Int64, attachmentBytes: Int64, seconds: Double? = nil) {
+        public init(
+            payloads: Int, byStatus: [String: Int], byReason: [String: Int], cacheHits: Int,
+            sourceBytes: Int64, attachmentBytes: Int64, seconds: Double? = nil
+        ) {
             self.payloads = payloads
             self.byStatus = byStatus
             self.byReason = byReason
@@ -50,13 +52,14 @@ public struct HTMLReport: Sendable {
         /// Counted as `report.json`'s summary counts them.
         public init(outcomes: [Outcome], seconds: Double? = nil) {
             let converted = outcomes.filter { [.processed, .passthrough].contains($0.status) }
-            self.init(payloads: outcomes.count,
-                      byStatus: Dictionary(grouping: outcomes, by: { $0.status.rawValue }).mapValues(\.count),
-                      byReason: Dictionary(grouping: outcomes.compactMap(\.reason), by: { $0 }).mapValues(\.count),
-                      cacheHits: outcomes.filter { $0.cacheHit == true }.count,
-                      sourceBytes: converted.compactMap(\.sourceBytes).reduce(0, +),
-                      attachmentBytes: converted.compactMap(\.attachment?.bytes).reduce(0, +),
-                      seconds: seconds)
+            self.init(
+                payloads: outcomes.count,
+                byStatus: Dictionary(grouping: outcomes, by: { $0.status.rawValue }).mapValues(\.count),
+                byReason: Dictionary(grouping: outcomes.compactMap(\.reason), by: { $0 }).mapValues(\.count),
+                cacheHits: outcomes.filter { $0.cacheHit == true }.count,
+                sourceBytes: converted.compactMap(\.sourceBytes).reduce(0, +),
+                attachmentBytes: converted.compactMap(\.attachment?.bytes).reduce(0, +),
+                seconds: seconds)
         }
     }
 
@@ -74,8 +77,10 @@ public struct HTMLReport: Sendable {
     /// The batch's input directory, shown in the header.
     public var input: String?
 
-    public init(items: [Item], summary: Summary, reportDirectory: String, storeDirectory: String?, storeLocation: String? = nil,
-                mediaRoot: String?, input: String? = nil) {
+    public init(
+        items: [Item], summary: Summary, reportDirectory: String, storeDirectory: String?, storeLocation: String? = nil,
+        mediaRoot: String?, input: String? = nil
+    ) {
         self.items = items
         self.summary = summary
         self.reportDirectory = reportDirectory
@@ -86,7 +91,9 @@ public struct HTMLReport: Sendable {
     }
 
     /// Source types a browser shows in `<img>`; others are linked, not embedded.
-    static let browserImageTypes: Set<String> = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/avif", "image/bmp"]
+    static let browserImageTypes: Set<String> = [
+        "image/jpeg", "image/png", "image/gif", "image/webp", "image/avif", "image/bmp",
+    ]
 
     public func render() -> String {
         var body = header()
@@ -100,15 +107,19 @@ public struct HTMLReport: Sendable {
         for item in items { body += rows(item) }
         body += "</tbody>\n</table>\n"
         if items.isEmpty { body += "<p class=\"empty\">No payload files were found.</p>\n" }
-        return HTML.page(title: "PushMedia batch report", css: Self.css,
-                         policy: HTML.contentSecurityPolicy(mediaSources: ["'self'", "file:"] + remoteMediaOrigins),
-                         bodyAttributes: " data-payloads=\"\(items.count)\"", body: body)
+        return HTML.page(
+            title: "PushMedia batch report", css: Self.css,
+            policy: HTML.contentSecurityPolicy(mediaSources: ["'self'", "file:"] + remoteMediaOrigins),
+            bodyAttributes: " data-payloads=\"\(items.count)\"", body: body)
     }
 
     /// With an object store, previews load from the attachment URLs' origins.
     private var remoteMediaOrigins: [String] {
         guard storeDirectory == nil else { return [] }
-        let urls = items.flatMap { item in [item.outcome.attachment?.url, item.outcome.thumbnail?.url] + (item.outcome.media ?? []).map { $0.attachment?.url } }
+        let urls = items.flatMap { item in
+            [item.outcome.attachment?.url, item.outcome.thumbnail?.url]
+                + (item.outcome.media ?? []).map { $0.attachment?.url }
+        }
         return Array(Set(urls.compactMap { $0.flatMap(HTML.origin(of:)) })).sorted()
     }
 
@@ -124,17 +135,22 @@ public struct HTMLReport: Sendable {
         out += meta.map(HTML.escape).joined(separator: " · ") + "</p>\n<ul class=\"counts\">"
         for status in OutcomeStatus.allCases {
             let count = summary.byStatus[status.rawValue] ?? 0
-            out += "<li class=\"status-\(status.rawValue)\" data-status=\"\(status.rawValue)\" data-count=\"\(count)\"><b>\(count)</b> \(status.rawValue)</li>"
+            out +=
+                "<li class=\"status-\(status.rawValue)\" data-status=\"\(status.rawValue)\" data-count=\"\(count)\"><b>\(count)</b> \(status.rawValue)</li>"
         }
         out += "</ul>\n"
         let saved = summary.sourceBytes - summary.attachmentBytes
-        out += "<p class=\"bytes\">Media of processed and passthrough payloads: <b>\(HTML.bytes(summary.sourceBytes))</b> in → "
-        out += "<b>\(HTML.bytes(summary.attachmentBytes))</b> out (saved \(HTML.bytes(saved))) · cache hits \(summary.cacheHits)</p>\n"
+        out +=
+            "<p class=\"bytes\">Media of processed and passthrough payloads: <b>\(HTML.bytes(summary.sourceBytes))</b> in → "
+        out +=
+            "<b>\(HTML.bytes(summary.attachmentBytes))</b> out (saved \(HTML.bytes(saved))) · cache hits \(summary.cacheHits)</p>\n"
         if !summary.byReason.isEmpty {
-            let reasons = summary.byReason.sorted { $0.key < $1.key }.map { "\(HTML.escape($0.key)) \($0.value)" }.joined(separator: ", ")
+            let reasons = summary.byReason.sorted { $0.key < $1.key }.map { "\(HTML.escape($0.key)) \($0.value)" }
+                .joined(separator: ", ")
             out += "<p class=\"reasons\">Reasons: \(reasons)</p>\n"
         }
-        out += "<p class=\"note\">Previews show the stored attachment (\"after\") and, for local files, the source (\"before\"), "
+        out +=
+            "<p class=\"note\">Previews show the stored attachment (\"after\") and, for local files, the source (\"before\"), "
         out += "both read from disk; remote sources are shown as their URL, never loaded.</p>\n</header>\n"
         return out
     }
@@ -142,7 +158,8 @@ public struct HTMLReport: Sendable {
     private func rows(_ item: Item) -> String {
         let outcome = item.outcome
         let entries = outcome.mediaEntries
-        var out = "<tr class=\"item\" data-file=\"\(HTML.escape(item.file))\" data-status=\"\(outcome.status.rawValue)\">"
+        var out =
+            "<tr class=\"item\" data-file=\"\(HTML.escape(item.file))\" data-status=\"\(outcome.status.rawValue)\">"
         if let output = item.output {
             let link = output.split(separator: "/").map { HTML.percentEncoded(String($0)) }.joined(separator: "/")
             out += "<td class=\"file\"><a href=\"\(HTML.escape(link))\">\(HTML.escape(item.file))</a></td>"
@@ -150,7 +167,8 @@ public struct HTMLReport: Sendable {
             out += "<td class=\"file\">\(HTML.escape(item.file))</td>"
         }
         out += "<td>\(badge(outcome.status))</td>"
-        out += "<td class=\"why\">\(why(reason: outcome.reason, message: outcome.message, warnings: outcome.warnings, writeError: item.writeError))</td>"
+        out +=
+            "<td class=\"why\">\(why(reason: outcome.reason, message: outcome.message, warnings: outcome.warnings, writeError: item.writeError))</td>"
         out += "<td>\(outcome.vendor.map(HTML.escape) ?? "—")</td>"
         switch entries.count {
         case 0: out += "<td class=\"none\" colspan=\"6\">no media reference</td>"
@@ -188,8 +206,10 @@ public struct HTMLReport: Sendable {
         if !entry.path.isEmpty { out += "<br><code>\(HTML.escape(entry.path))</code>" }
         out += "</td>"
         let before = [entry.sourceMIME, entry.sourceBytes.map(HTML.bytes)].compactMap { $0 }.joined(separator: " ")
-        let after = [entry.attachment?.mime, entry.attachment.map { HTML.bytes($0.bytes) }].compactMap { $0 }.joined(separator: " ")
-        out += "<td class=\"types\">\(HTML.escape(before.isEmpty ? "—" : before)) → \(HTML.escape(after.isEmpty ? "—" : after))</td>"
+        let after = [entry.attachment?.mime, entry.attachment.map { HTML.bytes($0.bytes) }].compactMap { $0 }.joined(
+            separator: " ")
+        out +=
+            "<td class=\"types\">\(HTML.escape(before.isEmpty ? "—" : before)) → \(HTML.escape(after.isEmpty ? "—" : after))</td>"
         if let width = entry.attachment?.width, let height = entry.attachment?.height {
             out += "<td class=\"size\">\(width)×\(height)</td>"
         } else {
@@ -227,7 +247,10 @@ public struct HTMLReport: Sendable {
         guard let mediaRoot else { return nil }
         let trimmed = source.trimmingCharacters(in: .whitespaces)
         if let colon = trimmed.firstIndex(of: ":"), !trimmed[..<colon].contains("/"),
-           trimmed[..<colon].lowercased() != "file" { return nil }
+            trimmed[..<colon].lowercased() != "file"
+        {
+            return nil
+        }
         return try? LocalSource.resolve(trimmed, root: mediaRoot)
     }
 
@@ -239,17 +262,28 @@ public struct HTMLReport: Sendable {
             let src = HTML.escape(link)
             switch MediaOutcome.kind(ofMIME: attachment.mime) {
             case "image"?: out = "<a href=\"\(src)\"><img src=\"\(src)\" alt=\"after\"></a>"
-            case "audio"?: out = "<audio controls preload=\"metadata\" src=\"\(src)\"></audio><br><a href=\"\(src)\">\(HTML.escape(attachment.mime))</a>"
-            case "video"?: out = "<video controls preload=\"metadata\" src=\"\(src)\"></video><br><a href=\"\(src)\">\(HTML.escape(attachment.mime))</a>"
+            case "audio"?:
+                out =
+                    "<audio controls preload=\"metadata\" src=\"\(src)\"></audio><br><a href=\"\(src)\">\(HTML.escape(attachment.mime))</a>"
+            case "video"?:
+                out =
+                    "<video controls preload=\"metadata\" src=\"\(src)\"></video><br><a href=\"\(src)\">\(HTML.escape(attachment.mime))</a>"
             default: out = "<a class=\"box\" href=\"\(src)\">\(HTML.escape(attachment.mime))</a>"
             }
         } else {
-            out = "<span class=\"box missing\">not in the store<br><code class=\"url\">\(HTML.escape(attachment.url))</code></span>"
+            out =
+                "<span class=\"box missing\">not in the store<br><code class=\"url\">\(HTML.escape(attachment.url))</code></span>"
         }
         var extras: [String] = []
-        if let thumbnail = entry.thumbnail, let link = storeLink(thumbnail.url) { extras.append("<a href=\"\(HTML.escape(link))\">thumbnail</a>") }
-        if let icon = entry.icon, let link = storeLink(icon.url) { extras.append("<a href=\"\(HTML.escape(link))\">icon</a>") }
-        if let hints = entry.hints, !hints.isEmpty { extras.append(HTML.escape("hints: " + NotificationCard.describe(hints))) }
+        if let thumbnail = entry.thumbnail, let link = storeLink(thumbnail.url) {
+            extras.append("<a href=\"\(HTML.escape(link))\">thumbnail</a>")
+        }
+        if let icon = entry.icon, let link = storeLink(icon.url) {
+            extras.append("<a href=\"\(HTML.escape(link))\">icon</a>")
+        }
+        if let hints = entry.hints, !hints.isEmpty {
+            extras.append(HTML.escape("hints: " + NotificationCard.describe(hints)))
+        }
         if !extras.isEmpty { out += "<div class=\"extras\">\(extras.joined(separator: " · "))</div>" }
         return out
     }
@@ -258,7 +292,9 @@ public struct HTMLReport: Sendable {
     /// store file that exists; for an object store, the attachment's http(s) URL.
     private func storeLink(_ url: String) -> String? {
         let path = URLComponents(string: url)?.path ?? url
-        guard let name = path.split(separator: "/").last.map(String.init), MediaStore.isValidName(name) else { return nil }
+        guard let name = path.split(separator: "/").last.map(String.init), MediaStore.isValidName(name) else {
+            return nil
+        }
         guard let storeDirectory else { return url.hasPrefix("https://") || url.hasPrefix("http://") ? url : nil }
         let file = storeDirectory + "/" + name
         guard access(file, R_OK) == 0 else { return nil }

@@ -19,7 +19,10 @@ public struct NotificationCard: Sendable {
         public var bytes: Int64?
         public var hints: ThumbnailHints?
 
-        public init(source: String, mime: String, width: Int? = nil, height: Int? = nil, bytes: Int64? = nil, hints: ThumbnailHints? = nil) {
+        public init(
+            source: String, mime: String, width: Int? = nil, height: Int? = nil, bytes: Int64? = nil,
+            hints: ThumbnailHints? = nil
+        ) {
             self.source = source
             self.mime = mime
             self.width = width
@@ -39,7 +42,10 @@ public struct NotificationCard: Sendable {
     /// Said in the caption, e.g. why there is no attachment.
     public var note: String?
 
-    public init(style: Style, appName: String, text: NotificationText, media: Media?, platform: String? = nil, note: String? = nil) {
+    public init(
+        style: Style, appName: String, text: NotificationText, media: Media?, platform: String? = nil,
+        note: String? = nil
+    ) {
         self.style = style
         self.appName = appName
         self.text = text
@@ -54,8 +60,9 @@ public struct NotificationCard: Sendable {
         var media: Media?
         var note: String?
         if let entry, let attachment = entry.attachment {
-            media = Media(source: attachment.url, mime: attachment.mime, width: attachment.width, height: attachment.height,
-                          bytes: attachment.bytes, hints: entry.hints)
+            media = Media(
+                source: attachment.url, mime: attachment.mime, width: attachment.width, height: attachment.height,
+                bytes: attachment.bytes, hints: entry.hints)
             if entry.status == .bestAttempt { note = "best attempt" + (entry.reason.map { " (\($0))" } ?? "") }
         } else if let entry {
             note = "no attachment: \(entry.status.rawValue)" + (entry.reason.map { " (\($0))" } ?? "")
@@ -70,7 +77,8 @@ public struct NotificationCard: Sendable {
         let kind = MediaOutcome.kind(ofMIME: media?.mime)
         var out = "<figure class=\"nc nc-\(style.rawValue)\" data-platform=\"\(HTML.escape(platform))\">\n"
         out += "<div class=\"nc-banner\">\n"
-        out += "<div class=\"nc-head\"><span class=\"nc-icon\" aria-hidden=\"true\"></span><span class=\"nc-app\">\(HTML.escape(appName))</span>"
+        out +=
+            "<div class=\"nc-head\"><span class=\"nc-icon\" aria-hidden=\"true\"></span><span class=\"nc-app\">\(HTML.escape(appName))</span>"
         out += "<span class=\"nc-when\">now</span></div>\n"
         let textBlock = textHTML()
         switch style {
@@ -80,10 +88,14 @@ public struct NotificationCard: Sendable {
                 out += "<div class=\"nc-thumb\" title=\"thumbnail\">\(thumbnailImage(source))</div>"
             }
             out += "</div>\n</div>\n"
-            if let source, let kind { out += "<div class=\"nc-expanded\">\(element(kind: kind, source: source))</div>\n" }
+            if let source, let kind {
+                out += "<div class=\"nc-expanded\">\(element(kind: kind, source: source))</div>\n"
+            }
         case .android:
             out += textBlock + "\n"
-            if let source, let kind { out += "<div class=\"nc-picture\">\(element(kind: kind, source: source))</div>\n" }
+            if let source, let kind {
+                out += "<div class=\"nc-picture\">\(element(kind: kind, source: source))</div>\n"
+            }
             out += "</div>\n"
         }
         out += "<figcaption class=\"nc-caption\">\(HTML.escape(caption(shown: source != nil)))</figcaption>\n"
@@ -113,9 +125,11 @@ public struct NotificationCard: Sendable {
     private func thumbnailImage(_ source: String) -> String {
         var style = ""
         if let clip = media?.hints?.clip, clip.width > 0, clip.height > 0, clip.width <= 1, clip.height <= 1,
-           clip.x >= 0, clip.y >= 0, clip.x < 1, clip.y < 1 {
+            clip.x >= 0, clip.y >= 0, clip.x < 1, clip.y < 1
+        {
             let f = { (value: Double) in String(format: "%.2f", value) }
-            style = " style=\"object-fit:fill;width:\(f(100 / clip.width))%;height:\(f(100 / clip.height))%;"
+            style =
+                " style=\"object-fit:fill;width:\(f(100 / clip.width))%;height:\(f(100 / clip.height))%;"
                 + "left:\(f(-100 * clip.x / clip.width))%;top:\(f(-100 * clip.y / clip.height))%\""
         }
         return "<img src=\"\(HTML.escape(source))\" alt=\"thumbnail\"\(style)>"

@@ -38,11 +38,17 @@ public struct NotificationText: Sendable, Equatable {
         var candidates: [NotificationText] = []
         switch platform {
         case "android", "huawei":
-            candidates = [fields(message?["android"]?.objectValue?["notification"]?.objectValue), fields(fcmCommon), fields(legacy),
-                          alert(apsAlert), alert(fcmAPNsAlert)]
+            candidates = [
+                fields(message?["android"]?.objectValue?["notification"]?.objectValue), fields(fcmCommon),
+                fields(legacy),
+                alert(apsAlert), alert(fcmAPNsAlert),
+            ]
         case "web":
-            candidates = [fields(message?["webpush"]?.objectValue?["notification"]?.objectValue), fields(fcmCommon), fields(legacy),
-                          alert(apsAlert), alert(fcmAPNsAlert)]
+            candidates = [
+                fields(message?["webpush"]?.objectValue?["notification"]?.objectValue), fields(fcmCommon),
+                fields(legacy),
+                alert(apsAlert), alert(fcmAPNsAlert),
+            ]
         default:
             candidates = [fields(airship), alert(apsAlert), alert(fcmAPNsAlert), fields(fcmCommon), fields(legacy)]
         }
@@ -66,8 +72,9 @@ public struct NotificationText: Sendable, Equatable {
 
     private static func fields(_ object: JSONObject?) -> NotificationText {
         guard let object else { return NotificationText() }
-        return NotificationText(title: nonEmpty(object["title"]?.stringValue), subtitle: nonEmpty(object["subtitle"]?.stringValue),
-                                body: nonEmpty(object["body"]?.stringValue))
+        return NotificationText(
+            title: nonEmpty(object["title"]?.stringValue), subtitle: nonEmpty(object["subtitle"]?.stringValue),
+            body: nonEmpty(object["body"]?.stringValue))
     }
 
     private static func nonEmpty(_ text: String?) -> String? {

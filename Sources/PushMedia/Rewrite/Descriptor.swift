@@ -32,9 +32,11 @@ public struct Descriptor: Sendable, Equatable {
         }
     }
 
-    public init(status: OutcomeStatus, reason: String? = nil, type: String? = nil, mime: String? = nil,
-                bytes: Int64? = nil, width: Int? = nil, height: Int? = nil, thumb: String? = nil,
-                hints: ThumbnailHints? = nil, icon: String? = nil) {
+    public init(
+        status: OutcomeStatus, reason: String? = nil, type: String? = nil, mime: String? = nil,
+        bytes: Int64? = nil, width: Int? = nil, height: Int? = nil, thumb: String? = nil,
+        hints: ThumbnailHints? = nil, icon: String? = nil
+    ) {
         self.status = status
         self.reason = reason
         self.type = type
@@ -71,18 +73,28 @@ public struct Descriptor: Sendable, Equatable {
         add("thumb", thumb.map(JSONValue.string))
         add("icon", icon.map(JSONValue.string))
         if let clip = hints?.clip {
-            add("clip", .object(JSONObject([("X", .number(clip.x)), ("Y", .number(clip.y)),
-                                            ("Width", .number(clip.width)), ("Height", .number(clip.height))])))
+            add(
+                "clip",
+                .object(
+                    JSONObject([
+                        ("X", .number(clip.x)), ("Y", .number(clip.y)),
+                        ("Width", .number(clip.width)), ("Height", .number(clip.height)),
+                    ])))
         }
         add("hidden", hints?.hidden.map(JSONValue.bool))
         add("frame", hints?.frame.map { .number(String($0)) })
         add("time", hints?.time.map { .number($0) })
         if let items, !items.isEmpty {
-            add("items", .array(items.map { item in
-                var entry = JSONObject([("path", .string(item.path)), ("status", .string(item.status.rawValue))])
-                if let type = item.type { entry["type"] = .string(type) }
-                return .object(entry)
-            }))
+            add(
+                "items",
+                .array(
+                    items.map { item in
+                        var entry = JSONObject([
+                            ("path", .string(item.path)), ("status", .string(item.status.rawValue)),
+                        ])
+                        if let type = item.type { entry["type"] = .string(type) }
+                        return .object(entry)
+                    }))
         }
         return .object(object)
     }

@@ -28,7 +28,8 @@ public enum PayloadRewriter {
         /// for one and the payload gave none.
         public var clip: ClipRect?
 
-        public init(slot: MediaSlot, media: Media, typeValue: String? = nil, icon: String? = nil, clip: ClipRect? = nil) {
+        public init(slot: MediaSlot, media: Media, typeValue: String? = nil, icon: String? = nil, clip: ClipRect? = nil)
+        {
             self.slot = slot
             self.media = media
             self.typeValue = typeValue
@@ -47,8 +48,10 @@ public enum PayloadRewriter {
     /// Applies `edits` in the shape of `vendor`. The descriptor goes into the APNs payload (the
     /// top level, or `message.apns.payload` of an FCM message). Returns nil when even the smallest
     /// form (no descriptor) exceeds `limit`.
-    public static func rewrite(_ payload: JSONObject, edits: [Edit], vendor: Vendor, descriptor: Descriptor?,
-                               limit: Int = apnsLimit) -> Rewritten? {
+    public static func rewrite(
+        _ payload: JSONObject, edits: [Edit], vendor: Vendor, descriptor: Descriptor?,
+        limit: Int = apnsLimit
+    ) -> Rewritten? {
         var base = payload
         var removals: [JSONPath] = []
         for edit in edits {
@@ -63,9 +66,15 @@ public enum PayloadRewriter {
             }
             if let field = edit.slot.typeField, let value = edit.typeValue { base.set(.string(value), at: field.path) }
             if let target = edit.slot.iconTarget, let icon = edit.icon { base.set(.string(icon), at: target) }
-            if let clip = edit.clip, let options = edit.slot.hintsPath, base[path: options.appending(key: "crop")] == nil {
-                base.set(.object(JSONObject([("x", .number(clip.x)), ("y", .number(clip.y)), ("width", .number(clip.width)),
-                                             ("height", .number(clip.height))])), at: options.appending(key: "crop"))
+            if let clip = edit.clip, let options = edit.slot.hintsPath,
+                base[path: options.appending(key: "crop")] == nil
+            {
+                base.set(
+                    .object(
+                        JSONObject([
+                            ("x", .number(clip.x)), ("y", .number(clip.y)), ("width", .number(clip.width)),
+                            ("height", .number(clip.height)),
+                        ])), at: options.appending(key: "crop"))
             }
         }
         // Array elements are removed from the highest index down, so earlier indexes stay valid.
@@ -113,7 +122,8 @@ public enum PayloadRewriter {
         // No room for a descriptor: an input's own `pushmedia` key would describe the wrong attachment.
         base.set(nil, at: descriptorPath)
         let bytes = JSONValue.object(base).serialized()
-        return bytes.count <= limit ? Rewritten(payload: base, bytes: bytes, droppedFields: dropped + ["pushmedia"]) : nil
+        return bytes.count <= limit
+            ? Rewritten(payload: base, bytes: bytes, droppedFields: dropped + ["pushmedia"]) : nil
     }
 
     /// Deeper and higher-indexed paths first.

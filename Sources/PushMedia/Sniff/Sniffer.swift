@@ -24,7 +24,10 @@ public enum Sniffer {
         var filled = 0
         while filled < headBytes {
             let n = head.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, headBytes - filled) }
-            if n < 0 { if errno == EINTR { continue }; throw .io("reading \(path): \(String(cString: strerror(errno)))") }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io("reading \(path): \(String(cString: strerror(errno)))")
+            }
             if n == 0 { break }
             filled += n
         }
@@ -35,13 +38,15 @@ public enum Sniffer {
     public static func sniff(_ bytes: ArraySlice<UInt8>) -> SniffResult {
         var out = [CChar](repeating: 0, count: 256)
         let mime = bytes.withUnsafeBytes { raw in
-            pm_magic_mime(raw.baseAddress, raw.count, &out, out.count) == 0 ? String(cBuffer: out) : "application/octet-stream"
+            pm_magic_mime(raw.baseAddress, raw.count, &out, out.count) == 0
+                ? String(cBuffer: out) : "application/octet-stream"
         }
         let description = bytes.withUnsafeBytes { raw in
             pm_magic_describe(raw.baseAddress, raw.count, &out, out.count) == 0 ? String(cBuffer: out) : mime
         }
         if mime == "application/octet-stream", isTransportStream(bytes) {
-            return SniffResult(format: .mpegts, magicMIME: MediaFormat.mpegts.mime, description: "MPEG transport stream")
+            return SniffResult(
+                format: .mpegts, magicMIME: MediaFormat.mpegts.mime, description: "MPEG transport stream")
         }
         let format = MediaFormat.byMagicMIME[mime.lowercased()] ?? .unsupported(mime: mime)
         return SniffResult(format: format, magicMIME: mime, description: description)

@@ -27,7 +27,8 @@ final class EntryCache: Sendable {
     func hit(_ key: String, now: Date, interval: Duration, maxAge: Duration) -> (entry: CacheEntry, due: Bool)? {
         slots.withLock { slots in
             guard let slot = slots.peek(key),
-                  now.timeIntervalSince(slot.loaded) < Double(maxAge.components.seconds) else { return nil }
+                now.timeIntervalSince(slot.loaded) < Double(maxAge.components.seconds)
+            else { return nil }
             return slots.update(key) { slot in
                 let due = now.timeIntervalSince(slot.used) >= Double(interval.components.seconds)
                 if due { slot.used = now }

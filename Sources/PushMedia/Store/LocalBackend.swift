@@ -29,25 +29,33 @@ final class LocalBackend: StoreBackend {
 
     private func indexPath(_ key: String) -> String { index + "/" + key + ".json" }
 
-    func putMedia(_ name: String, file: String, bytes: Int64, sha256: String, mime: String, deadline: ContinuousClock.Instant?) throws(StoreError) {
+    func putMedia(
+        _ name: String, file: String, bytes: Int64, sha256: String, mime: String, deadline: ContinuousClock.Instant?
+    ) throws(StoreError) {
         // Renaming over an existing copy (same bytes) also renews its modification time, which
         // retention reads: a file a new entry is about to reference is never "old".
         chmod(file, 0o644)
-        guard rename(file, directory + "/" + name) == 0 else { throw .io(path: directory + "/" + name, reason: String(cString: strerror(errno))) }
+        guard rename(file, directory + "/" + name) == 0 else {
+            throw .io(path: directory + "/" + name, reason: String(cString: strerror(errno)))
+        }
     }
 
     func mediaInfo(_ name: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> ObjectInfo? {
         var info = stat()
         guard stat(directory + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return ObjectInfo(name: name, bytes: Int64(info.st_size), modified: Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec)))
+        return ObjectInfo(
+            name: name, bytes: Int64(info.st_size),
+            modified: Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec)))
     }
 
     func looksIntact(_ name: String, bytes: Int64) -> Bool {
         var info = stat()
-        return stat(directory + "/" + name, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && Int64(info.st_size) == bytes
+        return stat(directory + "/" + name, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+            && Int64(info.st_size) == bytes
     }
 
-    func readEntry(_ key: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> (data: [UInt8], used: Date)? {
+    func readEntry(_ key: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> (data: [UInt8], used: Date)?
+    {
         let path = indexPath(key)
         var info = stat()
         guard stat(path, &info) == 0, let data = FileManager.default.contents(atPath: path) else { return nil }
@@ -56,7 +64,10 @@ final class LocalBackend: StoreBackend {
 
     func writeEntry(_ key: String, data: [UInt8], deadline: ContinuousClock.Instant?) throws(StoreError) {
         let temporary = index + "/.\(key).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(data), attributes: [.posixPermissions: 0o644]) else {
+        guard
+            FileManager.default.createFile(
+                atPath: temporary, contents: Data(data), attributes: [.posixPermissions: 0o644])
+        else {
             throw .io(path: indexPath(key), reason: errno == ENOSPC ? "no space left on device" : "cannot write")
         }
         guard rename(temporary, indexPath(key)) == 0 else {
@@ -67,7 +78,9 @@ final class LocalBackend: StoreBackend {
     }
 
     func touchEntry(_ key: String, data: [UInt8]) throws(StoreError) {
-        guard utimes(indexPath(key), nil) == 0 else { throw .io(path: indexPath(key), reason: String(cString: strerror(errno))) }
+        guard utimes(indexPath(key), nil) == 0 else {
+            throw .io(path: indexPath(key), reason: String(cString: strerror(errno)))
+        }
     }
 
     func list(_ area: StoreArea) throws(StoreError) -> [ObjectInfo] {
@@ -76,16 +89,21 @@ final class LocalBackend: StoreBackend {
             throw .io(path: folder, reason: "cannot list")
         }
         return names.compactMap { name in
-            guard area == .media ? MediaStore.isValidName(name) : (name.hasSuffix(".json") && !name.hasPrefix(".")) else { return nil }
+            guard area == .media ? MediaStore.isValidName(name) : (name.hasSuffix(".json") && !name.hasPrefix("."))
+            else { return nil }
             var info = stat()
             guard stat(folder + "/" + name, &info) == 0 else { return nil }
-            return ObjectInfo(name: name, bytes: Int64(info.st_size), modified: Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec)))
+            return ObjectInfo(
+                name: name, bytes: Int64(info.st_size),
+                modified: Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec)))
         }
     }
 
     func delete(_ area: StoreArea, _ name: String) throws(StoreError) {
         let path = (area == .media ? directory : index) + "/" + name
-        guard unlink(path) == 0 || errno == ENOENT else { throw .io(path: path, reason: String(cString: strerror(errno))) }
+        guard unlink(path) == 0 || errno == ENOENT else {
+            throw .io(path: path, reason: String(cString: strerror(errno)))
+        }
     }
 
     func checkReady(deadline: ContinuousClock.Instant?) throws(StoreError) {

@@ -41,9 +41,11 @@ public struct CacheEntry: Codable, Sendable, Equatable {
     /// without transcoding again.
     public var sourceSHA256: String?
 
-    public init(status: OutcomeStatus, attachment: StoredFile, thumbnail: StoredFile?, sourceMIME: String,
-                sourceBytes: Int64, pipeline: Int,
-                icon: StoredFile? = nil, clip: ClipRect? = nil, frame: Int? = nil) {
+    public init(
+        status: OutcomeStatus, attachment: StoredFile, thumbnail: StoredFile?, sourceMIME: String,
+        sourceBytes: Int64, pipeline: Int,
+        icon: StoredFile? = nil, clip: ClipRect? = nil, frame: Int? = nil
+    ) {
         self.status = status
         self.attachment = attachment
         self.thumbnail = thumbnail
@@ -87,8 +89,12 @@ public struct CacheEntry: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case status, reason, message, attachment, thumbnail, pipeline, icon, clip, frame, etag
-        case sourceMIME = "source_mime", sourceBytes = "source_bytes", freshUntil = "fresh_until", checkedAt = "checked_at"
-        case lastModified = "last_modified", sourceSHA256 = "source_sha256"
+        case sourceMIME = "source_mime"
+        case sourceBytes = "source_bytes"
+        case freshUntil = "fresh_until"
+        case checkedAt = "checked_at"
+        case lastModified = "last_modified"
+        case sourceSHA256 = "source_sha256"
     }
 }
 
@@ -132,17 +138,23 @@ public final class MediaStore: Sendable {
     public convenience init(config: PushMediaConfig) throws(StoreError) {
         switch try StoreLocation(config.storeLocation) {
         case let .directory(path):
-            try self.init(backend: LocalBackend(directory: path), entryCapacity: config.indexCacheEntries, memoryTTL: config.indexCacheTTL)
+            try self.init(
+                backend: LocalBackend(directory: path), entryCapacity: config.indexCacheEntries,
+                memoryTTL: config.indexCacheTTL)
         case let .s3(bucket, prefix):
             let settings = try config.s3Settings(bucket: bucket, prefix: prefix)
             let client = S3Client(settings: settings, connectTimeout: config.connectTimeout)
-            try self.init(backend: S3Backend(client: client, workRoot: config.workDirectory), entryCapacity: config.indexCacheEntries,
-                          memoryTTL: config.indexCacheTTL)
+            try self.init(
+                backend: S3Backend(client: client, workRoot: config.workDirectory),
+                entryCapacity: config.indexCacheEntries,
+                memoryTTL: config.indexCacheTTL)
         }
     }
 
-    init(backend: any StoreBackend, entryCapacity: Int = 100_000, useInterval: Duration = .seconds(3600),
-         memoryTTL: Duration = .seconds(60)) throws(StoreError) {
+    init(
+        backend: any StoreBackend, entryCapacity: Int = 100_000, useInterval: Duration = .seconds(3600),
+        memoryTTL: Duration = .seconds(60)
+    ) throws(StoreError) {
         self.backend = backend
         self.memoryTTL = memoryTTL
         incoming = backend.workRoot + "/.incoming"
@@ -172,8 +184,12 @@ public final class MediaStore: Sendable {
         // Bytes, not Characters: this runs on every cache hit and every /media request.
         let bytes = Array(name.utf8)
         guard bytes.count >= 66, bytes.count <= 70, bytes[64] == UInt8(ascii: ".") else { return false }
-        let isHex = { (b: UInt8) in (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(b) }
-        let isExtension = { (b: UInt8) in (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) }
+        let isHex = { (b: UInt8) in
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(b)
+        }
+        let isExtension = { (b: UInt8) in
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b)
+        }
         return bytes[..<64].allSatisfy(isHex) && bytes[65...].allSatisfy(isExtension)
     }
 
@@ -202,10 +218,15 @@ public final class MediaStore: Sendable {
     public func temporaryPath() -> String { workspace + "/" + UUID().uuidString.lowercased() + ".part" }
 
     /// Stores `bytes` under their hash.
-    public func put(_ bytes: [UInt8], format: MediaFormat, width: Int? = nil, height: Int? = nil,
-                    deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> StoredFile {
+    public func put(
+        _ bytes: [UInt8], format: MediaFormat, width: Int? = nil, height: Int? = nil,
+        deadline: ContinuousClock.Instant? = nil
+    ) throws(StoreError) -> StoredFile {
         let temporary = temporaryPath()
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(bytes), attributes: [.posixPermissions: 0o644]) else {
+        guard
+            FileManager.default.createFile(
+                atPath: temporary, contents: Data(bytes), attributes: [.posixPermissions: 0o644])
+        else {
             throw .io(path: temporary, reason: errno == ENOSPC ? "no space left on device" : "cannot write")
         }
         defer { unlink(temporary) }
@@ -214,15 +235,19 @@ public final class MediaStore: Sendable {
 
     /// Stores the work file at `temporary` under its hash, byte for byte (moved when the store
     /// is local, uploaded otherwise). `sha256`: the file's hash when the caller has it already.
-    public func adopt(_ temporary: String, format: MediaFormat, width: Int? = nil, height: Int? = nil, sha256 known: String? = nil,
-                      deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> StoredFile {
+    public func adopt(
+        _ temporary: String, format: MediaFormat, width: Int? = nil, height: Int? = nil, sha256 known: String? = nil,
+        deadline: ContinuousClock.Instant? = nil
+    ) throws(StoreError) -> StoredFile {
         let sha256: String
         if let known { sha256 = known } else { sha256 = try Self.sha256(file: temporary) }
         var info = stat()
         guard stat(temporary, &info) == 0 else { throw .io(path: temporary, reason: String(cString: strerror(errno))) }
         let name = sha256 + "." + format.fileExtension
-        try backend.putMedia(name, file: temporary, bytes: Int64(info.st_size), sha256: sha256, mime: format.mime, deadline: deadline)
-        return StoredFile(name: name, mime: format.mime, uti: format.uti, bytes: Int64(info.st_size), width: width, height: height)
+        try backend.putMedia(
+            name, file: temporary, bytes: Int64(info.st_size), sha256: sha256, mime: format.mime, deadline: deadline)
+        return StoredFile(
+            name: name, mime: format.mime, uti: format.uti, bytes: Int64(info.st_size), width: width, height: height)
     }
 
     // MARK: Cache index
@@ -230,11 +255,14 @@ public final class MediaStore: Sendable {
     /// The cached entry for `key`: from memory, else read from the index (one read). Blocking.
     /// With `fromIndex`, memory is skipped (to see what another node recorded since).
     /// - Throws: `StoreError` when the index cannot be read (the store is unreachable).
-    public func lookup(key: String, fromIndex: Bool = false, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> CacheEntry? {
+    public func lookup(key: String, fromIndex: Bool = false, deadline: ContinuousClock.Instant? = nil)
+        throws(StoreError) -> CacheEntry?
+    {
         if !fromIndex, let entry = remembered(key: key) { return entry }
         guard let (data, used) = try backend.readEntry(key, deadline: deadline),
-              let entry = try? JSONDecoder().decode(CacheEntry.self, from: Data(data)),
-              entry.pipeline == PushMediaVersion.pipeline, isIntact(entry) else { return nil }
+            let entry = try? JSONDecoder().decode(CacheEntry.self, from: Data(data)),
+            entry.pipeline == PushMediaVersion.pipeline, isIntact(entry)
+        else { return nil }
         entries.insert(key, entry: entry, used: used)
         return entry
     }
@@ -243,7 +271,9 @@ public final class MediaStore: Sendable {
     /// enough for any thread: no round trip. Marks the entry used (written down at most once per
     /// `useInterval`, off this thread).
     public func remembered(key: String) -> CacheEntry? {
-        guard let (entry, due) = entries.hit(key, now: Date(), interval: useInterval, maxAge: memoryTTL) else { return nil }
+        guard let (entry, due) = entries.hit(key, now: Date(), interval: useInterval, maxAge: memoryTTL) else {
+            return nil
+        }
         guard isIntact(entry) else {
             entries.remove(key)
             return nil

@@ -14,7 +14,10 @@ public struct RetentionPolicy: Sendable, Equatable {
     /// before it writes the entry that references them.
     public var grace: Duration
 
-    public init(olderThan: Duration = .seconds(30 * 86_400), maxBytes: Int64? = nil, dryRun: Bool = false, grace: Duration = .seconds(3600)) {
+    public init(
+        olderThan: Duration = .seconds(30 * 86_400), maxBytes: Int64? = nil, dryRun: Bool = false,
+        grace: Duration = .seconds(3600)
+    ) {
         self.olderThan = olderThan
         self.maxBytes = maxBytes
         self.dryRun = dryRun
@@ -33,8 +36,13 @@ public struct RetentionReport: Codable, Sendable, Equatable {
     public var bytesRemoved: Int64 = 0
 
     enum CodingKeys: String, CodingKey {
-        case dryRun = "dry_run", entriesKept = "entries_kept", entriesRemoved = "entries_removed", mediaKept = "media_kept"
-        case mediaRemoved = "media_removed", bytesKept = "bytes_kept", bytesRemoved = "bytes_removed"
+        case dryRun = "dry_run"
+        case entriesKept = "entries_kept"
+        case entriesRemoved = "entries_removed"
+        case mediaKept = "media_kept"
+        case mediaRemoved = "media_removed"
+        case bytesKept = "bytes_kept"
+        case bytesRemoved = "bytes_removed"
     }
 }
 
@@ -47,7 +55,8 @@ public struct VerifyReport: Codable, Sendable, Equatable {
     public var bytesRemoved: Int64 = 0
 
     enum CodingKeys: String, CodingKey {
-        case checked, corrupt, removed, bytesRemoved = "bytes_removed"
+        case checked, corrupt, removed
+        case bytesRemoved = "bytes_removed"
     }
 }
 
@@ -83,7 +92,8 @@ extension MediaStore {
             guard actual != expected else { continue }
             report.corrupt.append(file.name)
             if !dryRun {
-                guard let current = try backend.mediaInfo(file.name, deadline: nil), current.modified == file.modified else { continue }
+                guard let current = try backend.mediaInfo(file.name, deadline: nil), current.modified == file.modified
+                else { continue }
                 try backend.delete(.media, file.name)
                 report.removed += 1
                 report.bytesRemoved += file.bytes
@@ -110,7 +120,11 @@ extension MediaStore {
         let listed = try backend.list(.index)
         let firstSeen = Dictionary(listed.map { ($0.name, $0.modified) }, uniquingKeysWith: { first, _ in first })
 
-        struct Kept { var name: String; var used: Date; var files: [String] }
+        struct Kept {
+            var name: String
+            var used: Date
+            var files: [String]
+        }
         var kept: [Kept] = []
         var doomed: [String] = []
         for info in listed {
@@ -184,14 +198,20 @@ extension MediaStore {
         return report
     }
 
-    private enum EntryFiles { case absent, unusable, files([String]) }
+    private enum EntryFiles {
+        case absent, unusable
+        case files([String])
+    }
 
     private func readFiles(ofEntry name: String) throws(StoreError) -> EntryFiles {
-        guard let (data, _) = try backend.readEntry(String(name.dropLast(".json".count)), deadline: nil) else { return .absent }
-        guard let entry = try? JSONDecoder().decode(CacheEntry.self, from: Data(data)), entry.pipeline == PushMediaVersion.pipeline else {
+        guard let (data, _) = try backend.readEntry(String(name.dropLast(".json".count)), deadline: nil) else {
+            return .absent
+        }
+        guard let entry = try? JSONDecoder().decode(CacheEntry.self, from: Data(data)),
+            entry.pipeline == PushMediaVersion.pipeline
+        else {
             return .unusable  // unreadable, or written by another pipeline version: never a hit again
         }
         return .files(entry.files.map(\.name))
     }
 }
-

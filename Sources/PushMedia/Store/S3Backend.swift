@@ -32,28 +32,36 @@ final class S3Backend: StoreBackend {
 
     static let mediaCacheControl = "public, max-age=31536000, immutable"
 
-    func putMedia(_ name: String, file: String, bytes: Int64, sha256: String, mime: String, deadline: ContinuousClock.Instant?) throws(StoreError) {
+    func putMedia(
+        _ name: String, file: String, bytes: Int64, sha256: String, mime: String, deadline: ContinuousClock.Instant?
+    ) throws(StoreError) {
         // Always uploaded, even when the object exists: the PUT renews its Last-Modified, which
         // retention reads, so a file a new entry is about to reference is never "old".
-        try client.putObject(settings.key(name), body: .file(path: file, bytes: bytes, sha256: sha256), contentType: mime,
-                             cacheControl: Self.mediaCacheControl, deadline: deadline)
+        try client.putObject(
+            settings.key(name), body: .file(path: file, bytes: bytes, sha256: sha256), contentType: mime,
+            cacheControl: Self.mediaCacheControl, deadline: deadline)
     }
 
     func mediaInfo(_ name: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> ObjectInfo? {
-        try client.headObject(settings.key(name), deadline: deadline).map { ObjectInfo(name: name, bytes: $0.bytes, modified: $0.modified ?? .distantPast) }
+        try client.headObject(settings.key(name), deadline: deadline).map {
+            ObjectInfo(name: name, bytes: $0.bytes, modified: $0.modified ?? .distantPast)
+        }
     }
 
     /// Objects are immutable and uploaded whole; their presence is checked when an entry naming
     /// them is recorded (`MediaStore.record`), not on a cache hit.
     func looksIntact(_ name: String, bytes: Int64) -> Bool { true }
 
-    func readEntry(_ key: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> (data: [UInt8], used: Date)? {
+    func readEntry(_ key: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> (data: [UInt8], used: Date)?
+    {
         guard let object = try client.getObject(indexKey(key), limit: 1 << 20, deadline: deadline) else { return nil }
         return (object.bytes, object.modified ?? Date())
     }
 
     func writeEntry(_ key: String, data: [UInt8], deadline: ContinuousClock.Instant?) throws(StoreError) {
-        try client.putObject(indexKey(key), body: .bytes(data), contentType: "application/json", cacheControl: "no-cache", deadline: deadline)
+        try client.putObject(
+            indexKey(key), body: .bytes(data), contentType: "application/json", cacheControl: "no-cache",
+            deadline: deadline)
     }
 
     /// S3 has no "touch": the same bytes are written again, which renews `Last-Modified`.
@@ -67,7 +75,9 @@ final class S3Backend: StoreBackend {
         case .media:
             return try client.list(prefix: base).filter { MediaStore.isValidName($0.name) }
         case .index:
-            return try client.list(prefix: base + "index/").filter { $0.name.hasSuffix(".json") && !$0.name.contains("/") }
+            return try client.list(prefix: base + "index/").filter {
+                $0.name.hasSuffix(".json") && !$0.name.contains("/")
+            }
         }
     }
 

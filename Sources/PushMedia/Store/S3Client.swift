@@ -13,8 +13,10 @@ public struct S3Settings: Sendable, Equatable {
     public var secretKey: String
     public var sessionToken: String?
 
-    public init(endpoint: String, region: String = "us-east-1", bucket: String, prefix: String = "",
-                accessKey: String, secretKey: String, sessionToken: String? = nil) {
+    public init(
+        endpoint: String, region: String = "us-east-1", bucket: String, prefix: String = "",
+        accessKey: String, secretKey: String, sessionToken: String? = nil
+    ) {
         self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
         self.region = region
         self.bucket = bucket
@@ -87,13 +89,19 @@ public final class S3Client: Sendable {
 
     /// Performs one request on the bucket (`key` nil: the bucket itself) and returns any HTTP answer;
     /// throws only when no answer came (connection, timeout, local I/O).
-    func perform(_ method: String, key: String?, query: [(String, String)] = [], headers: [(String, String)] = [],
-                 body: Body = .none, sink: Sink = .memory(limit: 1 << 20), deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> Response {
+    func perform(
+        _ method: String, key: String?, query: [(String, String)] = [], headers: [(String, String)] = [],
+        body: Body = .none, sink: Sink = .memory(limit: 1 << 20), deadline: ContinuousClock.Instant? = nil
+    ) throws(StoreError) -> Response {
         let limit = ContinuousClock.now + requestTimeout
         let end = deadline.map { min($0, limit) } ?? limit
         let remaining = end - .now
-        guard remaining > .milliseconds(1) else { throw .unavailable(endpoint: settings.endpoint, reason: "no time left for the request") }
-        guard let handle = pm_curl_store_handle() else { throw .unavailable(endpoint: settings.endpoint, reason: "libcurl could not create a handle") }
+        guard remaining > .milliseconds(1) else {
+            throw .unavailable(endpoint: settings.endpoint, reason: "no time left for the request")
+        }
+        guard let handle = pm_curl_store_handle() else {
+            throw .unavailable(endpoint: settings.endpoint, reason: "libcurl could not create a handle")
+        }
 
         var transfer = pm_transfer()
         transfer.max_bytes = Int64.max
@@ -123,7 +131,9 @@ public final class S3Client: Sendable {
 
         var list: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(list) }
-        for (name, value) in headers + [("x-amz-content-sha256", payloadHash)] + (settings.sessionToken.map { [("x-amz-security-token", $0)] } ?? []) {
+        for (name, value) in headers + [("x-amz-content-sha256", payloadHash)]
+            + (settings.sessionToken.map { [("x-amz-security-token", $0)] } ?? [])
+        {
             list = curl_slist_append(list, "\(name): \(value)")
         }
         // No empty "Expect:" header to suppress 100-continue: libcurl would sign a header it then
@@ -136,8 +146,12 @@ public final class S3Client: Sendable {
         let code: CURLcode = uploadBytes.withUnsafeBufferPointer { upload in
             withUnsafeMutablePointer(to: &transfer) { t in
                 var setup = pm_curl_install_transfer(handle, t)
-                func set(_ option: CURLoption, _ value: Int) { if setup == CURLE_OK { setup = pm_curl_setopt_long(handle, option, value) } }
-                func set(_ option: CURLoption, _ value: String) { if setup == CURLE_OK { setup = pm_curl_setopt_string(handle, option, value) } }
+                func set(_ option: CURLoption, _ value: Int) {
+                    if setup == CURLE_OK { setup = pm_curl_setopt_long(handle, option, value) }
+                }
+                func set(_ option: CURLoption, _ value: String) {
+                    if setup == CURLE_OK { setup = pm_curl_setopt_string(handle, option, value) }
+                }
                 set(CURLOPT_URL, url)
                 set(CURLOPT_PROTOCOLS_STR, "http,https")
                 set(CURLOPT_NOSIGNAL, 1)
@@ -182,8 +196,12 @@ public final class S3Client: Sendable {
             if transfer.write_failed != 0 {
                 throw .io(path: "request body or answer", reason: String(cString: strerror(transfer.write_failed)))
             }
-            if transfer.cap_exceeded != 0 { throw .unavailable(endpoint: settings.endpoint, reason: "answer larger than expected") }
-            let reason = transfer.deadline_passed != 0 ? "no answer within the time left" : String(cString: curl_easy_strerror(code))
+            if transfer.cap_exceeded != 0 {
+                throw .unavailable(endpoint: settings.endpoint, reason: "answer larger than expected")
+            }
+            let reason =
+                transfer.deadline_passed != 0
+                ? "no answer within the time left" : String(cString: curl_easy_strerror(code))
             throw .unavailable(endpoint: settings.endpoint, reason: reason)
         }
         var filetime: curl_off_t = -1
@@ -191,8 +209,10 @@ public final class S3Client: Sendable {
         var length: curl_off_t = -1
         pm_curl_getinfo_off(handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
         let bytes = transfer.buffer.map { Array(UnsafeBufferPointer(start: $0, count: transfer.buffer_length)) } ?? []
-        return Response(status: status, body: bytes, modified: filetime >= 0 ? Date(timeIntervalSince1970: TimeInterval(filetime)) : nil,
-                        contentLength: length >= 0 ? Int64(length) : nil)
+        return Response(
+            status: status, body: bytes,
+            modified: filetime >= 0 ? Date(timeIntervalSince1970: TimeInterval(filetime)) : nil,
+            contentLength: length >= 0 ? Int64(length) : nil)
     }
 
     /// The error an S3 answer describes (`<Error><Code>…</Code><Message>…</Message></Error>`).
@@ -200,7 +220,9 @@ public final class S3Client: Sendable {
         let text = String(decoding: response.body, as: UTF8.self)
         let code = Self.element("Code", in: text) ?? Self.statusCode(response.status)
         let message = Self.element("Message", in: text)
-        return .s3(endpoint: settings.endpoint, bucket: settings.bucket, what: what, status: response.status, code: code, message: message)
+        return .s3(
+            endpoint: settings.endpoint, bucket: settings.bucket, what: what, status: response.status, code: code,
+            message: message)
     }
 
     /// S3's code for an answer without a body (HEAD).
@@ -221,8 +243,11 @@ public final class S3Client: Sendable {
         var url = settings.endpoint + "/" + Self.encode(settings.bucket, keepSlash: false)
         if let key { url += "/" + Self.encode(key, keepSlash: true) }
         if !query.isEmpty {
-            url += "?" + query.sorted { $0.0 < $1.0 }
-                .map { Self.encode($0.0, keepSlash: false) + "=" + Self.encode($0.1, keepSlash: false) }.joined(separator: "&")
+            url +=
+                "?"
+                + query.sorted { $0.0 < $1.0 }
+                .map { Self.encode($0.0, keepSlash: false) + "=" + Self.encode($0.1, keepSlash: false) }.joined(
+                    separator: "&")
         }
         return url
     }
@@ -232,8 +257,9 @@ public final class S3Client: Sendable {
         var out = ""
         for byte in text.utf8 {
             switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             case UInt8(ascii: "/") where keepSlash:
                 out += "/"
@@ -251,7 +277,9 @@ public final class S3Client: Sendable {
     // MARK: Operations
 
     /// Uploads an object. S3 makes it visible only once complete: a reader never sees part of it.
-    func putObject(_ key: String, body: Body, contentType: String, cacheControl: String?, deadline: ContinuousClock.Instant? = nil) throws(StoreError) {
+    func putObject(
+        _ key: String, body: Body, contentType: String, cacheControl: String?, deadline: ContinuousClock.Instant? = nil
+    ) throws(StoreError) {
         var headers = [("Content-Type", contentType)]
         if let cacheControl { headers.append(("Cache-Control", cacheControl)) }
         let response = try perform("PUT", key: key, headers: headers, body: body, deadline: deadline)
@@ -259,7 +287,9 @@ public final class S3Client: Sendable {
     }
 
     /// An object's bytes and modification time, nil when it does not exist.
-    public func getObject(_ key: String, limit: Int, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> (bytes: [UInt8], modified: Date?)? {
+    public func getObject(_ key: String, limit: Int, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> (
+        bytes: [UInt8], modified: Date?
+    )? {
         let response = try perform("GET", key: key, sink: .memory(limit: limit), deadline: deadline)
         if response.status == 404 { return nil }
         guard response.status == 200 else { throw failure(response, "GET \(key)") }
@@ -267,7 +297,9 @@ public final class S3Client: Sendable {
     }
 
     /// An object's size and modification time, nil when it does not exist.
-    public func headObject(_ key: String, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> (bytes: Int64, modified: Date?)? {
+    public func headObject(_ key: String, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> (
+        bytes: Int64, modified: Date?
+    )? {
         let response = try perform("HEAD", key: key, deadline: deadline)
         if response.status == 404 { return nil }
         guard response.status == 200 else { throw failure(response, "HEAD \(key)") }
@@ -277,7 +309,9 @@ public final class S3Client: Sendable {
     /// Deletes an object (absent is fine).
     public func deleteObject(_ key: String) throws(StoreError) {
         let response = try perform("DELETE", key: key)
-        guard (200..<300).contains(response.status) || response.status == 404 else { throw failure(response, "DELETE \(key)") }
+        guard (200..<300).contains(response.status) || response.status == 404 else {
+            throw failure(response, "DELETE \(key)")
+        }
     }
 
     /// Every object under `prefix` (ListObjectsV2, page by page), names relative to `prefix`.
@@ -306,7 +340,9 @@ public final class S3Client: Sendable {
 
     /// Checks that the endpoint answers, the credentials are accepted and the bucket exists.
     func checkBucket(deadline: ContinuousClock.Instant? = nil) throws(StoreError) {
-        let query = [("list-type", "2"), ("max-keys", "1"), ("prefix", settings.prefix.isEmpty ? "" : settings.prefix + "/")]
+        let query = [
+            ("list-type", "2"), ("max-keys", "1"), ("prefix", settings.prefix.isEmpty ? "" : settings.prefix + "/"),
+        ]
         let response = try perform("GET", key: nil, query: query, deadline: deadline)
         guard response.status == 200 else { throw failure(response, "LIST") }
     }
@@ -314,7 +350,10 @@ public final class S3Client: Sendable {
     /// Creates the bucket (for set-up and tests; an existing bucket of the same owner is fine).
     public func createBucket() throws(StoreError) {
         let response = try perform("PUT", key: nil)
-        guard (200..<300).contains(response.status) || (response.status == 409 && String(decoding: response.body, as: UTF8.self).contains("BucketAlreadyOwnedByYou"))
+        guard
+            (200..<300).contains(response.status)
+                || (response.status == 409
+                    && String(decoding: response.body, as: UTF8.self).contains("BucketAlreadyOwnedByYou"))
         else { throw failure(response, "PUT bucket") }
     }
 
@@ -322,7 +361,9 @@ public final class S3Client: Sendable {
 
     /// The text of the first `<name>…</name>`, unescaped.
     static func element(_ name: String, in text: String) -> String? {
-        guard let open = text.range(of: "<\(name)>"), let close = text.range(of: "</\(name)>", range: open.upperBound..<text.endIndex) else { return nil }
+        guard let open = text.range(of: "<\(name)>"),
+            let close = text.range(of: "</\(name)>", range: open.upperBound..<text.endIndex)
+        else { return nil }
         return unescape(String(text[open.upperBound..<close.lowerBound]))
     }
 
@@ -330,7 +371,9 @@ public final class S3Client: Sendable {
     static func elements(_ name: String, in text: String) -> [String] {
         var found: [String] = []
         var rest = text[...]
-        while let open = rest.range(of: "<\(name)>"), let close = rest.range(of: "</\(name)>", range: open.upperBound..<rest.endIndex) {
+        while let open = rest.range(of: "<\(name)>"),
+            let close = rest.range(of: "</\(name)>", range: open.upperBound..<rest.endIndex)
+        {
             found.append(String(rest[open.upperBound..<close.lowerBound]))
             rest = rest[close.upperBound...]
         }

@@ -22,7 +22,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible, Equatable {
             "object store \(endpoint), bucket \"\(bucket)\": \(what) failed with HTTP \(status) \(code)"
                 + (message.map { ": \($0)" } ?? "") + Self.hint(code)
         case let .invalidLocation(text): "store: \(text)"
-        case let .vanished(name): "store: \(name) was removed while an entry naming it was written (retention ran at the same moment); the entry was withdrawn"
+        case let .vanished(name):
+            "store: \(name) was removed while an entry naming it was written (retention ran at the same moment); the entry was withdrawn"
         }
     }
 
@@ -56,7 +57,9 @@ protocol StoreBackend: Sendable {
     func localPath(of name: String) -> String?
     /// Makes the file at `file` (a work file of this process) the media object `name`, atomically:
     /// readers see the whole object or none. The work file may be gone afterwards.
-    func putMedia(_ name: String, file: String, bytes: Int64, sha256: String, mime: String, deadline: ContinuousClock.Instant?) throws(StoreError)
+    func putMedia(
+        _ name: String, file: String, bytes: Int64, sha256: String, mime: String, deadline: ContinuousClock.Instant?)
+        throws(StoreError)
     /// The size and modification time of media object `name`, nil when absent.
     func mediaInfo(_ name: String, deadline: ContinuousClock.Instant?) throws(StoreError) -> ObjectInfo?
     /// A cheap check for every cache hit that a stored file is still whole (no network round trip).

@@ -87,7 +87,10 @@ public final class DeadlineSemaphore: Sendable {
     /// `deadline`. Returns whether the units are held; the queue place is given back either way.
     public func wait(for weight: Int64 = 1, until deadline: ContinuousClock.Instant) async -> Bool {
         let weight = clamped(weight)
-        let id: UInt64 = state.withLock { $0.nextID += 1; return $0.nextID }
+        let id: UInt64 = state.withLock {
+            $0.nextID += 1
+            return $0.nextID
+        }
         let timer = Task {
             try? await Task.sleep(until: deadline, clock: .continuous)
             self.expire(id)

@@ -32,7 +32,9 @@ public struct AVTranscoder: Sendable {
     }
 
     /// Seconds to keep and the total bitrate (bits/s) that fits `maxBytes` (8 % kept for the container).
-    public static func plan(duration: Double, maxBytes: Int64, minimumRate: Double, maximumRate: Double, clipSeconds: Int) -> (seconds: Double, rate: Double, trimmed: Bool) {
+    public static func plan(
+        duration: Double, maxBytes: Int64, minimumRate: Double, maximumRate: Double, clipSeconds: Int
+    ) -> (seconds: Double, rate: Double, trimmed: Bool) {
         let bits = Double(maxBytes) * 8 * 0.92
         let whole = max(duration, 0.1)
         if bits / whole >= minimumRate { return (whole, min(maximumRate, bits / whole), false) }
@@ -41,42 +43,68 @@ public struct AVTranscoder: Sendable {
     }
 
     /// `source` (a video `info` describes) as an MP4 at `output` of at most `maxBytes`.
-    public func video(_ source: String, info: VideoInfo, maxBytes: Int64, to output: String,
-                      deadline: ContinuousClock.Instant) throws(VideoError) -> Output {
+    public func video(
+        _ source: String, info: VideoInfo, maxBytes: Int64, to output: String,
+        deadline: ContinuousClock.Instant
+    ) throws(VideoError) -> Output {
         let audio = info.audioCodec != nil ? Self.videoAudioRate : 0
-        var plan = Self.plan(duration: info.duration ?? Double(clipSeconds), maxBytes: maxBytes, minimumRate: Self.minimumVideoRate + audio,
-                             maximumRate: Self.maximumVideoRate + audio, clipSeconds: clipSeconds)
+        var plan = Self.plan(
+            duration: info.duration ?? Double(clipSeconds), maxBytes: maxBytes,
+            minimumRate: Self.minimumVideoRate + audio,
+            maximumRate: Self.maximumVideoRate + audio, clipSeconds: clipSeconds)
         for _ in 0..<2 {
             let videoRate = Int(plan.rate - audio)
-            let scale = "scale=w='min(iw,\(videoEdge))':h='min(ih,\(videoEdge))':force_original_aspect_ratio=decrease:force_divisible_by=2"
-            var arguments = ["-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "2"] + VideoFrames.inputOptions
-                + ["-i", "file:" + source, "-map", "0:v:0", "-map", "0:a:0?", "-t", String(format: "%.3f", plan.seconds), "-sn", "-dn",
-                   "-vf", scale, "-c:v", "libx264", "-preset", "veryfast", "-profile:v", "high", "-pix_fmt", "yuv420p",
-                   "-b:v", "\(videoRate)", "-maxrate", "\(videoRate)", "-bufsize", "\(videoRate * 2)"]
+            let scale =
+                "scale=w='min(iw,\(videoEdge))':h='min(ih,\(videoEdge))':force_original_aspect_ratio=decrease:force_divisible_by=2"
+            var arguments =
+                ["-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "2"] + VideoFrames.inputOptions
+                + [
+                    "-i", "file:" + source, "-map", "0:v:0", "-map", "0:a:0?", "-t",
+                    String(format: "%.3f", plan.seconds), "-sn", "-dn",
+                    "-vf", scale, "-c:v", "libx264", "-preset", "veryfast", "-profile:v", "high", "-pix_fmt", "yuv420p",
+                    "-b:v", "\(videoRate)", "-maxrate", "\(videoRate)", "-bufsize", "\(videoRate * 2)",
+                ]
             if audio > 0 { arguments += ["-c:a", "aac", "-b:a", "\(Int(audio))", "-ac", "2"] }
             arguments += ["-movflags", "+faststart", "-map_metadata", "-1", "-f", "mp4", "-y", "file:" + output]
-            let result = try VideoFrames.run(VideoFrames.ffmpeg, arguments, deadline: deadline, memoryLimit: memoryLimit)
-            guard result.status == 0 else { throw .unreadable(VideoFrames.firstLine(result.stderr) ?? "ffmpeg exited with \(result.status)") }
+            let result = try VideoFrames.run(
+                VideoFrames.ffmpeg, arguments, deadline: deadline, memoryLimit: memoryLimit)
+            guard result.status == 0 else {
+                throw .unreadable(VideoFrames.firstLine(result.stderr) ?? "ffmpeg exited with \(result.status)")
+            }
             let bytes = Self.size(output)
-            if bytes > 0 && bytes <= maxBytes { return Output(bytes: bytes, seconds: plan.seconds, trimmed: plan.trimmed) }
+            if bytes > 0 && bytes <= maxBytes {
+                return Output(bytes: bytes, seconds: plan.seconds, trimmed: plan.trimmed)
+            }
             plan.rate = max(audio + 100_000, plan.rate * 0.7)  // the encoder overshot: once more, lower
         }
         throw .unreadable("the transcoded video does not fit \(maxBytes) bytes")
     }
 
     /// The first audio stream of `source` as AAC in an M4A at `output` of at most `maxBytes`.
-    public func audio(_ source: String, info: VideoInfo, maxBytes: Int64, to output: String,
-                      deadline: ContinuousClock.Instant) throws(VideoError) -> Output {
-        let plan = Self.plan(duration: info.duration ?? Double(clipSeconds), maxBytes: maxBytes, minimumRate: Self.audioRate,
-                             maximumRate: Self.audioRate, clipSeconds: clipSeconds)
-        let arguments = ["-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "1"] + VideoFrames.inputOptions
-            + ["-i", "file:" + source, "-map", "0:a:0", "-vn", "-sn", "-dn", "-t", String(format: "%.3f", plan.seconds),
-               "-c:a", "aac", "-b:a", "\(Int(Self.audioRate))", "-ac", "2", "-movflags", "+faststart", "-map_metadata", "-1",
-               "-f", "ipod", "-y", "file:" + output]
+    public func audio(
+        _ source: String, info: VideoInfo, maxBytes: Int64, to output: String,
+        deadline: ContinuousClock.Instant
+    ) throws(VideoError) -> Output {
+        let plan = Self.plan(
+            duration: info.duration ?? Double(clipSeconds), maxBytes: maxBytes, minimumRate: Self.audioRate,
+            maximumRate: Self.audioRate, clipSeconds: clipSeconds)
+        let arguments =
+            ["-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "1"] + VideoFrames.inputOptions
+            + [
+                "-i", "file:" + source, "-map", "0:a:0", "-vn", "-sn", "-dn", "-t",
+                String(format: "%.3f", plan.seconds),
+                "-c:a", "aac", "-b:a", "\(Int(Self.audioRate))", "-ac", "2", "-movflags", "+faststart", "-map_metadata",
+                "-1",
+                "-f", "ipod", "-y", "file:" + output,
+            ]
         let result = try VideoFrames.run(VideoFrames.ffmpeg, arguments, deadline: deadline, memoryLimit: memoryLimit)
-        guard result.status == 0 else { throw .unreadable(VideoFrames.firstLine(result.stderr) ?? "ffmpeg exited with \(result.status)") }
+        guard result.status == 0 else {
+            throw .unreadable(VideoFrames.firstLine(result.stderr) ?? "ffmpeg exited with \(result.status)")
+        }
         let bytes = Self.size(output)
-        guard bytes > 0 && bytes <= maxBytes else { throw .unreadable("the transcoded audio does not fit \(maxBytes) bytes") }
+        guard bytes > 0 && bytes <= maxBytes else {
+            throw .unreadable("the transcoded audio does not fit \(maxBytes) bytes")
+        }
         return Output(bytes: bytes, seconds: plan.seconds, trimmed: plan.trimmed)
     }
 

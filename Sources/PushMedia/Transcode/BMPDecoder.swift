@@ -36,7 +36,13 @@ public enum BMPDecoder {
 
     /// Compression codes of the Windows headers.
     private enum Compression: UInt32 {
-        case rgb = 0, rle8 = 1, rle4 = 2, bitFields = 3, jpeg = 4, png = 5, alphaBitFields = 6
+        case rgb = 0
+        case rle8 = 1
+        case rle4 = 2
+        case bitFields = 3
+        case jpeg = 4
+        case png = 5
+        case alphaBitFields = 6
     }
 
     /// One colour channel's bit field.
@@ -72,14 +78,17 @@ public enum BMPDecoder {
         }
         func u32(_ at: Int) throws(Failure) -> UInt32 {
             guard at >= 0, at + 4 <= data.count else { throw .truncated }
-            return UInt32(data[at]) | UInt32(data[at + 1]) << 8 | UInt32(data[at + 2]) << 16 | UInt32(data[at + 3]) << 24
+            return UInt32(data[at]) | UInt32(data[at + 1]) << 8 | UInt32(data[at + 2]) << 16 | UInt32(data[at + 3])
+                << 24
         }
         guard data.count >= 26, data[0] == 0x42, data[1] == 0x4D else { throw .unsupported("missing BM signature") }
         let pixelOffset = Int(try u32(10))
         let headerSize = Int(try u32(14))
 
         // The header.
-        let width: Int, rawHeight: Int, bitCount: Int
+        let width: Int
+        let rawHeight: Int
+        let bitCount: Int
         var compressionCode: UInt32 = 0
         var coloursUsed = 0
         var paletteEntry = 4
@@ -101,7 +110,9 @@ public enum BMPDecoder {
             if os2 && (compressionCode == 3 || compressionCode == 4) {
                 throw .unsupported(compressionCode == 3 ? "OS/2 Huffman 1D compression" : "OS/2 RLE24 compression")
             }
-            if compressionCode == Compression.bitFields.rawValue || compressionCode == Compression.alphaBitFields.rawValue {
+            if compressionCode == Compression.bitFields.rawValue
+                || compressionCode == Compression.alphaBitFields.rawValue
+            {
                 let withAlpha = compressionCode == Compression.alphaBitFields.rawValue
                 if headerSize >= 52 {
                     masks = [try u32(54), try u32(58), try u32(62), headerSize >= 56 ? try u32(66) : 0]
@@ -114,15 +125,22 @@ public enum BMPDecoder {
         default:
             throw .unsupported("header of \(headerSize) bytes")
         }
-        guard let compression = Compression(rawValue: compressionCode) else { throw .unsupported("compression \(compressionCode)") }
-        if compression == .jpeg || compression == .png { throw .unsupported("an embedded \(compression == .jpeg ? "JPEG" : "PNG")") }
+        guard let compression = Compression(rawValue: compressionCode) else {
+            throw .unsupported("compression \(compressionCode)")
+        }
+        if compression == .jpeg || compression == .png {
+            throw .unsupported("an embedded \(compression == .jpeg ? "JPEG" : "PNG")")
+        }
         let height = abs(rawHeight)
         let topDown = rawHeight < 0
-        guard width > 0, height > 0, width <= 1 << 24, height <= 1 << 24 else { throw .unsupported("\(width)×\(rawHeight) dimensions") }
+        guard width > 0, height > 0, width <= 1 << 24, height <= 1 << 24 else {
+            throw .unsupported("\(width)×\(rawHeight) dimensions")
+        }
         guard Int64(width) * Int64(height) <= maxPixels else { throw .tooManyPixels(width: width, height: height) }
 
         switch (bitCount, compression) {
-        case (1, .rgb), (2, .rgb), (4, .rgb), (8, .rgb), (8, .rle8), (4, .rle4), (24, .rgb), (16, .rgb), (32, .rgb): break
+        case (1, .rgb), (2, .rgb), (4, .rgb), (8, .rgb), (8, .rle8), (4, .rle4), (24, .rgb), (16, .rgb), (32, .rgb):
+            break
         case (16, .bitFields), (32, .bitFields), (16, .alphaBitFields), (32, .alphaBitFields): break
         default: throw .unsupported("\(bitCount)-bit with compression \(compressionCode)")
         }
@@ -144,12 +162,15 @@ public enum BMPDecoder {
         func colour(_ index: Int) -> (UInt8, UInt8, UInt8) { index < palette.count ? palette[index] : (0, 0, 0) }
 
         if compression == .rle8 || compression == .rle4 {
-            return try decodeRLE(data, from: pixelOffset, width: width, height: height, fourBit: compression == .rle4, colour: colour)
+            return try decodeRLE(
+                data, from: pixelOffset, width: width, height: height, fourBit: compression == .rle4, colour: colour)
         }
 
         // Uncompressed rows (bit fields included).
         let rowBytes = ((width * bitCount + 31) / 32) * 4
-        guard pixelOffset >= 14 + 12, pixelOffset <= data.count, rowBytes * height <= data.count - pixelOffset else { throw .truncated }
+        guard pixelOffset >= 14 + 12, pixelOffset <= data.count, rowBytes * height <= data.count - pixelOffset else {
+            throw .truncated
+        }
         var fields: [Field]?
         if let masks {
             fields = [try Field(masks[0]), try Field(masks[1]), try Field(masks[2]), try Field(masks[3])]
@@ -206,15 +227,19 @@ public enum BMPDecoder {
     /// RLE8/RLE4: runs, absolute runs, end of line, end of bitmap and deltas, bottom-up. Pixels
     /// never written (skipped by a delta or an early end) are transparent; data that ends early
     /// ends the image there, as browsers do.
-    private static func decodeRLE(_ data: [UInt8], from offset: Int, width: Int, height: Int, fourBit: Bool,
-                                  colour: (Int) -> (UInt8, UInt8, UInt8)) throws(Failure) -> Image {
+    private static func decodeRLE(
+        _ data: [UInt8], from offset: Int, width: Int, height: Int, fourBit: Bool,
+        colour: (Int) -> (UInt8, UInt8, UInt8)
+    ) throws(Failure) -> Image {
         guard offset >= 26, offset < data.count else { throw .truncated }
         // A run of 255 pixels takes 2 bytes; more than 1024 pixels a byte is a bomb, not a picture.
         guard Int64(width) * Int64(height) <= Int64(data.count - offset) * 1024 else {
             throw .unsupported("\(data.count - offset) bytes of RLE data for \(width)×\(height) pixels")
         }
         var pixels = [UInt8](repeating: 0, count: width * height * 4)
-        var x = 0, y = 0, i = offset
+        var x = 0
+        var y = 0
+        var i = offset
         var complete = true
         func put(_ index: Int) {
             if x < width && y < height {
@@ -228,7 +253,8 @@ public enum BMPDecoder {
             x += 1
         }
         decoding: while y < height, i + 1 < data.count {
-            let count = Int(data[i]), value = data[i + 1]
+            let count = Int(data[i])
+            let value = data[i + 1]
             i += 2
             if count > 0 {
                 for k in 0..<count {
@@ -263,7 +289,10 @@ public enum BMPDecoder {
         if complete {
             // Every pixel written (the usual case): no alpha needed.
             var opaque = true
-            for index in stride(from: 3, to: pixels.count, by: 4) where pixels[index] == 0 { opaque = false; break }
+            for index in stride(from: 3, to: pixels.count, by: 4) where pixels[index] == 0 {
+                opaque = false
+                break
+            }
             if opaque {
                 var rgb = [UInt8](repeating: 0, count: width * height * 3)
                 for pixel in 0..<(width * height) {

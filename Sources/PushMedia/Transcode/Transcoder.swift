@@ -67,7 +67,8 @@ public enum TranscodeError: Error, Sendable, CustomStringConvertible {
         switch self {
         case let .decodeFailed(why): "image could not be decoded: \(why)"
         case let .encodeFailed(why): "image could not be encoded: \(why)"
-        case let .tooManyPixels(w, h, limit): "image is \(w)×\(h) = \(Int64(w) * Int64(h)) pixels, over the \(limit)-pixel cap (checked from the header, nothing decoded)"
+        case let .tooManyPixels(w, h, limit):
+            "image is \(w)×\(h) = \(Int64(w) * Int64(h)) pixels, over the \(limit)-pixel cap (checked from the header, nothing decoded)"
         case let .loaderNotAllowed(loader): "libvips would decode it with \(loader), which is not an allowed loader"
         case let .doesNotFit(limit): "no encoding fits the \(limit)-byte cap"
         }
@@ -80,7 +81,9 @@ public enum TranscodeError: Error, Sendable, CustomStringConvertible {
 /// Every method blocks: call from a `BlockingExecutor`.
 public struct Transcoder: Sendable {
     /// Loaders allowed to touch untrusted bytes (libvips' untrusted ones are blocked globally).
-    public static let allowedLoaders: Set<String> = ["jpegload", "pngload", "gifload", "webpload", "heifload", "tiffload"]
+    public static let allowedLoaders: Set<String> = [
+        "jpegload", "pngload", "gifload", "webpload", "heifload", "tiffload",
+    ]
     /// Loaders that decode a reduced image for much less than a full decode (JPEG's DCT scaling);
     /// the others decode whole frames (`decodeMemory`).
     public static let shrinkOnLoadLoaders: Set<String> = ["jpegload"]
@@ -139,8 +142,9 @@ public struct Transcoder: Sendable {
         let animation = Self.animationLoaders.contains(loader)
         let frames = animation ? max(1, Int(raw.n_pages)) : 1
         let pageHeight = animation && raw.page_height > 0 ? Int(raw.page_height) : Int(raw.height)
-        var header = ImageHeader(width: Int(raw.width), height: pageHeight, frames: frames, hasAlpha: raw.has_alpha != 0,
-                                 orientation: Int(raw.orientation), loader: loader, hasProfile: raw.has_icc != 0 && raw.icc_usable != 0)
+        var header = ImageHeader(
+            width: Int(raw.width), height: pageHeight, frames: frames, hasAlpha: raw.has_alpha != 0,
+            orientation: Int(raw.orientation), loader: loader, hasProfile: raw.has_icc != 0 && raw.icc_usable != 0)
         header.unusableProfile = raw.has_icc != 0 && raw.icc_usable == 0
         guard header.pixels <= maxPixels, header.width > 0, header.height > 0 else {
             throw .tooManyPixels(width: header.width, height: header.height, limit: maxPixels)
@@ -154,11 +158,15 @@ public struct Transcoder: Sendable {
         guard let data = FileManager.default.contents(atPath: path) else { throw .decodeFailed("cannot read \(path)") }
         let bmp: BMPDecoder.Image
         do { bmp = try BMPDecoder.decode(Array(data), maxPixels: maxPixels) } catch {
-            if case let .tooManyPixels(width, height) = error { throw .tooManyPixels(width: width, height: height, limit: maxPixels) }
+            if case let .tooManyPixels(width, height) = error {
+                throw .tooManyPixels(width: width, height: height, limit: maxPixels)
+            }
             throw .decodeFailed(error.description)
         }
         var image: OpaquePointer?
-        let made = bmp.pixels.withUnsafeBytes { pm_vips_from_memory($0.baseAddress, $0.count, Int32(bmp.width), Int32(bmp.height), Int32(bmp.bands), &image) }
+        let made = bmp.pixels.withUnsafeBytes {
+            pm_vips_from_memory($0.baseAddress, $0.count, Int32(bmp.width), Int32(bmp.height), Int32(bmp.bands), &image)
+        }
         guard made == 0, let image else { throw .decodeFailed(takeVipsError()) }
         defer { pm_image_unref(image) }
         guard pm_vips_tiffsave_file(image, output) == 0 else { throw .encodeFailed(takeVipsError()) }
@@ -167,7 +175,8 @@ public struct Transcoder: Sendable {
     /// Whether an animation is kept animated: the profile shows animations, and it is within the
     /// frame cap and the pixel cap over all frames.
     public func keepsAnimation(_ header: ImageHeader) -> Bool {
-        profile.animation && header.frames > 1 && header.frames <= maxFrames && header.pixels * Int64(header.frames) <= maxPixels
+        profile.animation && header.frames > 1 && header.frames <= maxFrames
+            && header.pixels * Int64(header.frames) <= maxPixels
     }
 
     /// Estimated peak memory of making this image's attachment, from its header: the pixels the
@@ -199,7 +208,10 @@ public struct Transcoder: Sendable {
         let (w, h) = header.uprightSize
         var width = min(edge, w, Int((Double(h) * aspect).rounded(.down)))
         var height = Int((Double(width) / aspect).rounded())
-        if height > h { height = h; width = Int((Double(h) * aspect).rounded(.down)) }
+        if height > h {
+            height = h
+            width = Int((Double(h) * aspect).rounded(.down))
+        }
         return (max(1, width), max(1, height), crop.code)
     }
 
@@ -207,7 +219,8 @@ public struct Transcoder: Sendable {
     /// (`thumbnailEdge` 0) a 64 px one is still decoded: it proves the file decodes whole.
     public func thumbnail(path: String, header: ImageHeader? = nil) throws(TranscodeError) -> EncodedImage {
         let edge = thumbnailEdge > 0 ? thumbnailEdge : 64
-        let image = try load(path, width: edge, height: edge, crop: 0, animated: false, profile: header?.hasProfile ?? true)
+        let image = try load(
+            path, width: edge, height: edge, crop: 0, animated: false, profile: header?.hasProfile ?? true)
         defer { pm_image_unref(image) }
         return try encodeThumbnail(image)
     }
@@ -215,7 +228,9 @@ public struct Transcoder: Sendable {
     /// The small JPEG variant of an already encoded image (an attachment).
     public func thumbnail(encoded: [UInt8]) throws(TranscodeError) -> EncodedImage {
         var raw: OpaquePointer?
-        let loaded = encoded.withUnsafeBytes { pm_vips_thumbnail_buffer($0.baseAddress, $0.count, Int32(thumbnailEdge), Int32(thumbnailEdge), 0, &raw) }
+        let loaded = encoded.withUnsafeBytes {
+            pm_vips_thumbnail_buffer($0.baseAddress, $0.count, Int32(thumbnailEdge), Int32(thumbnailEdge), 0, &raw)
+        }
         guard loaded == 0, let raw else { throw .decodeFailed(takeVipsError()) }
         defer { pm_image_unref(raw) }
         return try encodeThumbnail(raw)
@@ -226,14 +241,20 @@ public struct Transcoder: Sendable {
     public func icon(encoded: [UInt8]) throws(TranscodeError) -> EncodedImage? {
         guard let edge = profile.iconEdge else { return nil }
         var raw: OpaquePointer?
-        let loaded = encoded.withUnsafeBytes { pm_vips_thumbnail_buffer($0.baseAddress, $0.count, Int32(edge), Int32(edge), crop.code, &raw) }
+        let loaded = encoded.withUnsafeBytes {
+            pm_vips_thumbnail_buffer($0.baseAddress, $0.count, Int32(edge), Int32(edge), crop.code, &raw)
+        }
         guard loaded == 0, let raw else { throw .decodeFailed(takeVipsError()) }
         defer { pm_image_unref(raw) }
-        let width = Int(pm_image_width(raw)), height = Int(pm_image_height(raw))
+        let width = Int(pm_image_width(raw))
+        let height = Int(pm_image_height(raw))
         if pm_image_has_alpha(raw) != 0 {
-            return EncodedImage(bytes: try save { pm_vips_pngsave(raw, $0, $1) }, format: .png, width: width, height: height, frames: 1)
+            return EncodedImage(
+                bytes: try save { pm_vips_pngsave(raw, $0, $1) }, format: .png, width: width, height: height, frames: 1)
         }
-        return EncodedImage(bytes: try save { pm_vips_jpegsave(raw, Int32(jpegQuality), $0, $1) }, format: .jpeg, width: width, height: height, frames: 1)
+        return EncodedImage(
+            bytes: try save { pm_vips_jpegsave(raw, Int32(jpegQuality), $0, $1) }, format: .jpeg, width: width,
+            height: height, frames: 1)
     }
 
     /// The normalized rectangle of `aspect` (width / height) that the phone should show as the
@@ -243,7 +264,9 @@ public struct Transcoder: Sendable {
         var rect = [Double](repeating: 0, count: 4)
         let code = crop == .none ? CropMode.centre.code : crop.code
         let result = encoded.withUnsafeBytes { buffer in
-            rect.withUnsafeMutableBufferPointer { pm_vips_clip_rect(buffer.baseAddress, buffer.count, aspect, code, $0.baseAddress) }
+            rect.withUnsafeMutableBufferPointer {
+                pm_vips_clip_rect(buffer.baseAddress, buffer.count, aspect, code, $0.baseAddress)
+            }
         }
         guard result == 0 else { throw .decodeFailed(takeVipsError()) }
         func rounded(_ value: Double) -> Double { (value * 10_000).rounded() / 10_000 }
@@ -263,14 +286,17 @@ public struct Transcoder: Sendable {
         let opaque = try flatten(image)
         defer { if opaque != image { pm_image_unref(opaque) } }
         let bytes = try save { pm_vips_jpegsave(opaque, Int32(jpegQuality), $0, $1) }
-        return EncodedImage(bytes: bytes, format: .jpeg, width: Int(pm_image_width(opaque)), height: Int(pm_image_height(opaque)), frames: 1)
+        return EncodedImage(
+            bytes: bytes, format: .jpeg, width: Int(pm_image_width(opaque)), height: Int(pm_image_height(opaque)),
+            frames: 1)
     }
 
     /// Decodes a still image once, into memory, at the box its attachment is made in (shrink-on-load
     /// where the loader can). Truncated or corrupt pixels fail here.
     public func decode(path: String, header: ImageHeader) throws(TranscodeError) -> DecodedImage {
         let box = box(header, edge: longEdge)
-        let lazy = try load(path, width: box.width, height: box.height, crop: box.crop, animated: false, profile: header.hasProfile)
+        let lazy = try load(
+            path, width: box.width, height: box.height, crop: box.crop, animated: false, profile: header.hasProfile)
         defer { pm_image_unref(lazy) }
         var memory: OpaquePointer?
         guard pm_vips_copy_memory(lazy, &memory) == 0, let memory else { throw .decodeFailed(takeVipsError()) }
@@ -280,7 +306,8 @@ public struct Transcoder: Sendable {
     /// The small JPEG variant of a decoded image: a resize of pixels already in memory.
     public func thumbnail(of decoded: DecodedImage) throws(TranscodeError) -> EncodedImage {
         var small: OpaquePointer?
-        guard pm_vips_thumbnail_image(decoded.image, Int32(thumbnailEdge), Int32(thumbnailEdge), &small) == 0, let small else {
+        guard pm_vips_thumbnail_image(decoded.image, Int32(thumbnailEdge), Int32(thumbnailEdge), &small) == 0, let small
+        else {
             throw .decodeFailed(takeVipsError())
         }
         defer { pm_image_unref(small) }
@@ -296,7 +323,8 @@ public struct Transcoder: Sendable {
         for _ in 0..<4 {
             if let encoded = try encodeStill(image) { return encoded }
             var smaller: OpaquePointer?
-            let width = Int32(pm_image_width(image) * 3 / 4), height = Int32(pm_image_height(image) * 3 / 4)
+            let width = Int32(pm_image_width(image) * 3 / 4)
+            let height = Int32(pm_image_height(image) * 3 / 4)
             guard pm_vips_thumbnail_image(image, max(1, width), max(1, height), &smaller) == 0, let smaller else {
                 throw .encodeFailed(takeVipsError())
             }
@@ -314,10 +342,15 @@ public struct Transcoder: Sendable {
     public func attachment(path: String, header: ImageHeader) throws(TranscodeError) -> EncodedImage {
         if keepsAnimation(header) {
             do {
-                if let gif = try encodeAnimated(path, edge: longEdge, profile: header.hasProfile), gif.bytes.count <= maxBytes { return gif }
+                if let gif = try encodeAnimated(path, edge: longEdge, profile: header.hasProfile),
+                    gif.bytes.count <= maxBytes
+                {
+                    return gif
+                }
             } catch {
                 var still = try attachment(of: decode(path: path, header: header))
-                still.note = "a frame of the animation does not decode (\(error.description)): its first frame is delivered as a still"
+                still.note =
+                    "a frame of the animation does not decode (\(error.description)): its first frame is delivered as a still"
                 return still
             }
         }
@@ -327,16 +360,20 @@ public struct Transcoder: Sendable {
     /// One still encoding at the image's size: PNG with alpha, else JPEG down the quality ladder;
     /// nil when none fits `maxBytes`.
     private func encodeStill(_ image: OpaquePointer) throws(TranscodeError) -> EncodedImage? {
-        let width = Int(pm_image_width(image)), height = Int(pm_image_height(image))
+        let width = Int(pm_image_width(image))
+        let height = Int(pm_image_height(image))
         if pm_image_has_alpha(image) != 0 && profile.alpha {
             let png = try save { pm_vips_pngsave(image, $0, $1) }
-            return png.count <= maxBytes ? EncodedImage(bytes: png, format: .png, width: width, height: height, frames: 1) : nil
+            return png.count <= maxBytes
+                ? EncodedImage(bytes: png, format: .png, width: width, height: height, frames: 1) : nil
         }
         let opaque = try flatten(image)
         defer { if opaque != image { pm_image_unref(opaque) } }
         for quality in [jpegQuality] + Self.qualityLadder.filter({ $0 < jpegQuality }) {
             let jpeg = try save { pm_vips_jpegsave(opaque, Int32(quality), $0, $1) }
-            if jpeg.count <= maxBytes { return EncodedImage(bytes: jpeg, format: .jpeg, width: width, height: height, frames: 1) }
+            if jpeg.count <= maxBytes {
+                return EncodedImage(bytes: jpeg, format: .jpeg, width: width, height: height, frames: 1)
+            }
         }
         return nil
     }
@@ -346,17 +383,21 @@ public struct Transcoder: Sendable {
         defer { pm_image_unref(image) }
         let bytes = try save { pm_vips_gifsave(image, $0, $1) }
         let pageHeight = Int(pm_image_page_height(image))
-        return EncodedImage(bytes: bytes, format: .gif, width: Int(pm_image_width(image)), height: pageHeight,
-                            frames: Int(pm_image_n_pages(image)))
+        return EncodedImage(
+            bytes: bytes, format: .gif, width: Int(pm_image_width(image)), height: pageHeight,
+            frames: Int(pm_image_n_pages(image)))
     }
 
     /// Decodes and shrinks; an embedded ICC profile (`profile`) is transformed to sRGB, otherwise
     /// the pixels are taken as sRGB already (what browsers and iOS assume) and only the colour
     /// space is converted, without an lcms transform.
-    private func load(_ path: String, width: Int, height: Int, crop: Int32, animated: Bool, profile: Bool) throws(TranscodeError) -> OpaquePointer {
+    private func load(_ path: String, width: Int, height: Int, crop: Int32, animated: Bool, profile: Bool)
+        throws(TranscodeError) -> OpaquePointer
+    {
         var image: OpaquePointer?
         let name = animated ? path + "[n=-1]" : path
-        guard pm_vips_thumbnail(name, Int32(width), Int32(height), 1, profile ? 1 : 0, crop, &image) == 0, let image else {
+        guard pm_vips_thumbnail(name, Int32(width), Int32(height), 1, profile ? 1 : 0, crop, &image) == 0, let image
+        else {
             throw .decodeFailed(takeVipsError())
         }
         var srgb: OpaquePointer?
@@ -376,7 +417,9 @@ public struct Transcoder: Sendable {
     }
 
     /// Runs a save call; pixels are decoded lazily here, so truncated input fails here.
-    private func save(_ call: (UnsafeMutablePointer<UnsafeMutableRawPointer?>, UnsafeMutablePointer<Int>) -> Int32) throws(TranscodeError) -> [UInt8] {
+    private func save(_ call: (UnsafeMutablePointer<UnsafeMutableRawPointer?>, UnsafeMutablePointer<Int>) -> Int32)
+        throws(TranscodeError) -> [UInt8]
+    {
         var buffer: UnsafeMutableRawPointer?
         var length = 0
         guard call(&buffer, &length) == 0, let buffer else { throw .decodeFailed(takeVipsError()) }

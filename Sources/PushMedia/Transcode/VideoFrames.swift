@@ -55,12 +55,16 @@ public struct VideoFrames: Sendable {
     /// Sets a child's address-space and core-size limits before it runs the tool.
     static let prlimit = "/usr/bin/prlimit"
     /// Demuxers FFmpeg may use (its names; `mov` covers MP4/M4A/3GP).
-    public static let allowedDemuxers = ["mov", "matroska", "webm", "avi", "mpegts", "mpeg", "ogg", "flac", "aac", "mp3", "wav", "aiff"]
+    public static let allowedDemuxers = [
+        "mov", "matroska", "webm", "avi", "mpegts", "mpeg", "ogg", "flac", "aac", "mp3", "wav", "aiff",
+    ]
     /// Decoders FFmpeg may use: video, then audio.
-    public static let allowedDecoders = ["h264", "hevc", "vp8", "vp9", "av1", "libdav1d", "mpeg4", "mpeg1video", "mpeg2video",
-                                         "mjpeg", "theora", "msmpeg4v3", "h263", "prores",
-                                         "aac", "mp3", "mp3float", "mp2", "opus", "libopus", "vorbis", "flac", "alac", "ac3",
-                                         "pcm_s16le", "pcm_s16be", "pcm_s24le", "pcm_s32le", "pcm_f32le", "pcm_u8"]
+    public static let allowedDecoders = [
+        "h264", "hevc", "vp8", "vp9", "av1", "libdav1d", "mpeg4", "mpeg1video", "mpeg2video",
+        "mjpeg", "theora", "msmpeg4v3", "h263", "prores",
+        "aac", "mp3", "mp3float", "mp2", "opus", "libopus", "vorbis", "flac", "alac", "ac3",
+        "pcm_s16le", "pcm_s16be", "pcm_s24le", "pcm_s32le", "pcm_f32le", "pcm_u8",
+    ]
 
     /// Frames whose `deviation(ofImage:)` is below this are blank.
     public static let blankDeviation = 8.0
@@ -80,42 +84,61 @@ public struct VideoFrames: Sendable {
     }
 
     static var inputOptions: [String] {
-        ["-protocol_whitelist", "file", "-format_whitelist", allowedDemuxers.joined(separator: ","),
-         "-codec_whitelist", allowedDecoders.joined(separator: ",")]
+        [
+            "-protocol_whitelist", "file", "-format_whitelist", allowedDemuxers.joined(separator: ","),
+            "-codec_whitelist", allowedDecoders.joined(separator: ","),
+        ]
     }
 
     /// The container, duration, size and codecs of the video at `path` (`audioOnly`: of an audio
     /// file, whose frame size is 0).
-    public func probe(_ path: String, audioOnly: Bool = false, deadline: ContinuousClock.Instant) throws(VideoError) -> VideoInfo {
-        let result = try Self.run(Self.ffprobe, ["-v", "error"] + Self.inputOptions
-                                  + ["-show_entries", "format=format_name,duration:stream=codec_type,codec_name,width,height",
-                                     "-of", "json", "file:" + path], deadline: deadline, memoryLimit: memoryLimit)
-        guard result.status == 0 else { throw .unreadable(Self.firstLine(result.stderr) ?? "ffprobe exited with \(result.status)") }
+    public func probe(_ path: String, audioOnly: Bool = false, deadline: ContinuousClock.Instant) throws(VideoError)
+        -> VideoInfo
+    {
+        let result = try Self.run(
+            Self.ffprobe,
+            ["-v", "error"] + Self.inputOptions
+                + [
+                    "-show_entries", "format=format_name,duration:stream=codec_type,codec_name,width,height",
+                    "-of", "json", "file:" + path,
+                ], deadline: deadline, memoryLimit: memoryLimit)
+        guard result.status == 0 else {
+            throw .unreadable(Self.firstLine(result.stderr) ?? "ffprobe exited with \(result.status)")
+        }
         return try Self.info(probeOutput: result.stdout, audioOnly: audioOnly, maxPixels: maxPixels)
     }
 
     /// Reads ffprobe's JSON answer (`-show_entries format=format_name,duration:stream=codec_type,
     /// codec_name,width,height -of json`), which repeats what the file claims: untrusted.
     public static func info(probeOutput: [UInt8], audioOnly: Bool, maxPixels: Int64) throws(VideoError) -> VideoInfo {
-        guard let object = try? JSONValue.parse(probeOutput).objectValue else { throw .unreadable("ffprobe gave no JSON answer") }
+        guard let object = try? JSONValue.parse(probeOutput).objectValue else {
+            throw .unreadable("ffprobe gave no JSON answer")
+        }
         let streams = object["streams"]?.arrayValue?.compactMap(\.objectValue) ?? []
         let format = object["format"]?.objectValue
         let container = format?["format_name"]?.stringValue ?? ""
-        let duration = format?["duration"]?.stringValue.flatMap(Double.init).flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
+        let duration = format?["duration"]?.stringValue.flatMap(Double.init).flatMap {
+            $0.isFinite && $0 >= 0 ? $0 : nil
+        }
         let audio = streams.first(where: { $0["codec_type"]?.stringValue == "audio" })?["codec_name"]?.stringValue
         if audioOnly {
             guard let audio else { throw .unreadable("no audio stream") }
-            return VideoInfo(container: container, duration: duration, width: 0, height: 0, videoCodec: "", audioCodec: audio)
+            return VideoInfo(
+                container: container, duration: duration, width: 0, height: 0, videoCodec: "", audioCodec: audio)
         }
         guard let video = streams.first(where: { $0["codec_type"]?.stringValue == "video" }),
-              let codec = video["codec_name"]?.stringValue,
-              let width = video["width"]?.intValue, let height = video["height"]?.intValue, width > 0, height > 0 else {
+            let codec = video["codec_name"]?.stringValue,
+            let width = video["width"]?.intValue, let height = video["height"]?.intValue, width > 0, height > 0
+        else {
             throw .unreadable("no video stream")
         }
-        guard width.multipliedReportingOverflow(by: height).overflow == false, Int64(width) * Int64(height) <= maxPixels else {
+        guard width.multipliedReportingOverflow(by: height).overflow == false, Int64(width) * Int64(height) <= maxPixels
+        else {
             throw .tooManyPixels(width: width, height: height, limit: maxPixels)
         }
-        return VideoInfo(container: container, duration: duration, width: width, height: height, videoCodec: codec, audioCodec: audio)
+        return VideoInfo(
+            container: container, duration: duration, width: width, height: height, videoCodec: codec, audioCodec: audio
+        )
     }
 
     /// Writes one frame as PNG to `output`, at most `longEdge` pixels on its long side: the one
@@ -123,11 +146,14 @@ public struct VideoFrames: Sendable {
     /// way in, a third, half) that is not blank (black or one colour, as fades and title cards
     /// start), or the busiest of them. Returns the time of the frame.
     @discardableResult
-    public func poster(_ path: String, info: VideoInfo, time: Double? = nil, longEdge: Int, to output: String,
-                       deadline: ContinuousClock.Instant) throws(VideoError) -> Double {
+    public func poster(
+        _ path: String, info: VideoInfo, time: Double? = nil, longEdge: Int, to output: String,
+        deadline: ContinuousClock.Instant
+    ) throws(VideoError) -> Double {
         let duration = info.duration ?? 0
         // A given time past the end means the last frames.
-        let candidates: [Double] = time.map { [duration > 0 ? min(max(0, $0), max(0, duration - 0.1)) : max(0, $0)] }
+        let candidates: [Double] =
+            time.map { [duration > 0 ? min(max(0, $0), max(0, duration - 0.1)) : max(0, $0)] }
             ?? (duration > 0 ? [min(1, duration / 10), duration / 3, duration / 2] : [0, 1, 3])
         var best: (time: Double, deviation: Double)?
         for (index, candidate) in candidates.enumerated() {
@@ -144,12 +170,17 @@ public struct VideoFrames: Sendable {
     }
 
     /// One frame at `time` (or the last one before it, for a time past the end) as PNG.
-    private func frame(_ path: String, at time: Double, longEdge: Int, to output: String,
-                       deadline: ContinuousClock.Instant) throws(VideoError) -> Bool {
+    private func frame(
+        _ path: String, at time: Double, longEdge: Int, to output: String,
+        deadline: ContinuousClock.Instant
+    ) throws(VideoError) -> Bool {
         let scale = "scale=w='min(iw,\(longEdge))':h='min(ih,\(longEdge))':force_original_aspect_ratio=decrease"
-        let arguments = ["-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "1"] + Self.inputOptions
-            + ["-ss", String(format: "%.3f", time), "-i", "file:" + path, "-map", "0:v:0", "-an", "-sn", "-dn",
-               "-frames:v", "1", "-vf", scale, "-c:v", "png", "-f", "image2", "-y", "file:" + output]
+        let arguments =
+            ["-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "1"] + Self.inputOptions
+            + [
+                "-ss", String(format: "%.3f", time), "-i", "file:" + path, "-map", "0:v:0", "-an", "-sn", "-dn",
+                "-frames:v", "1", "-vf", scale, "-c:v", "png", "-f", "image2", "-y", "file:" + output,
+            ]
         let result = try Self.run(Self.ffmpeg, arguments, deadline: deadline, memoryLimit: memoryLimit)
         var info = stat()
         return result.status == 0 && stat(output, &info) == 0 && info.st_size > 0
@@ -160,7 +191,10 @@ public struct VideoFrames: Sendable {
     /// cannot be decoded.
     public static func deviation(ofImage path: String) -> Double? {
         var deviation = 0.0
-        guard pm_vips_file_deviation(path, &deviation) == 0 else { _ = takeVipsError(); return nil }
+        guard pm_vips_file_deviation(path, &deviation) == 0 else {
+            _ = takeVipsError()
+            return nil
+        }
         return deviation
     }
 
@@ -172,11 +206,16 @@ public struct VideoFrames: Sendable {
 
     /// Runs `tool` with `arguments` until it exits or `deadline` passes (then its process group
     /// is killed). Its output goes through temporary files, read at the end (at most 1 MB).
-    static func run(_ tool: String, _ arguments: [String], deadline: ContinuousClock.Instant,
-                    memoryLimit: Int64) throws(VideoError) -> (status: Int32, stdout: [UInt8], stderr: [UInt8]) {
-        guard FileManager.default.isExecutableFile(atPath: tool) else { throw .toolMissing((tool as NSString).lastPathComponent) }
+    static func run(
+        _ tool: String, _ arguments: [String], deadline: ContinuousClock.Instant,
+        memoryLimit: Int64
+    ) throws(VideoError) -> (status: Int32, stdout: [UInt8], stderr: [UInt8]) {
+        guard FileManager.default.isExecutableFile(atPath: tool) else {
+            throw .toolMissing((tool as NSString).lastPathComponent)
+        }
         let base = NSTemporaryDirectory() + "pushmedia-ffmpeg-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
-        let outPath = base + ".out", errPath = base + ".err"
+        let outPath = base + ".out"
+        let errPath = base + ".err"
         let out = open(outPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         let err = open(errPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         defer {
@@ -185,13 +224,15 @@ public struct VideoFrames: Sendable {
             unlink(outPath)
             unlink(errPath)
         }
-        guard out >= 0, err >= 0 else { throw .unreadable("cannot create a temporary file: \(String(cString: strerror(errno)))") }
+        guard out >= 0, err >= 0 else {
+            throw .unreadable("cannot create a temporary file: \(String(cString: strerror(errno)))")
+        }
         var pid: Int32 = 0
         // prlimit (util-linux) sets the limits and becomes the tool (same pid, same group).
         let limited = memoryLimit > 0 && FileManager.default.isExecutableFile(atPath: prlimit)
         let command = limited ? [prlimit, "--as=\(memoryLimit)", "--core=0", "--", tool] : [tool]
         let argv = (command + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer { for argument in argv { free(argument) } }
         let started = argv.withUnsafeBufferPointer { pm_spawn(command[0], $0.baseAddress, out, err, &pid) }
         guard started == 0 else { throw .unreadable("cannot start \(tool): \(String(cString: strerror(started)))") }
         var status: Int32 = 0
