@@ -1,21 +1,29 @@
 # PushMedia — the two entry points of the README, plus helpers.
 SWIFT ?= swift
 
-.PHONY: run test setup setup-test build release clean asan tsan sanitize fuzz fuzz-smoke object-store-stop
+.PHONY: run test lint format setup setup-test build release clean asan tsan sanitize fuzz fuzz-smoke object-store-stop
 
 ## Install missing system libraries, build, and rewrite every payload in samples/.
 run: setup release
 	.build/release/pushmedia batch samples --out out --store pushmedia-store
 
-## Install missing system libraries (and Chromium for the browser tests), start the real
-## S3-compatible object store the store and fleet tests use (scripts/object-store.sh: OpenStack
-## Swift on 127.0.0.1, installed from Debian's packages when missing), and run the whole test
-## suite. Tests run one at a time: several check answers against deadlines, which needs cores
-## that other tests are not saturating. Then Schemathesis checks the HTTP hook's answers
-## against its OpenAPI document (scripts/api-conformance.sh).
-test: setup-test
+## Check the format (`make lint`), install missing system libraries (and Chromium for the
+## browser tests), start the real S3-compatible object store the store and fleet tests use
+## (scripts/object-store.sh: OpenStack Swift on 127.0.0.1, installed from Debian's packages when
+## missing), and run the whole test suite. Tests run one at a time: several check answers
+## against deadlines, which needs cores that other tests are not saturating. Then Schemathesis
+## checks the HTTP hook's answers against its OpenAPI document (scripts/api-conformance.sh).
+test: lint setup-test
 	$(SWIFT) test --no-parallel
 	scripts/api-conformance.sh
+
+## The code's format (.swift-format: 4 spaces, 120 columns), checked first by `make test`.
+FORMATTED = Sources Tests Package.swift
+lint:
+	$(SWIFT) format lint --strict --recursive --parallel $(FORMATTED)
+
+format:
+	$(SWIFT) format format --in-place --recursive --parallel $(FORMATTED)
 
 ## The test suite under AddressSanitizer / ThreadSanitizer (separate build folders).
 ## Leak checking is off: the Swift runtime's, Foundation's and SwiftNIO's process-wide singletons
