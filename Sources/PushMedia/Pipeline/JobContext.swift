@@ -79,6 +79,16 @@ struct JobContext: Sendable {
         workFiles = [temporary]
     }
 
+    /// Whether the source is a video whose streams FFmpeg can read.
+    var readsStreams: Bool { sniff.format.kind == .video && hasFFmpeg }
+
+    /// Whether a video gets a poster frame: its thumbnail (where the profile has thumbnails),
+    /// or the image that goes out instead of a video that is transcoded or refused.
+    var needsPoster: Bool {
+        guard case .success? = probed else { return false }
+        return profile.thumbnail || decision != .passthrough
+    }
+
     /// Whether the decision is a transcode (of audio or video: FFmpeg's work).
     var needsTranscode: Bool {
         if case .transcode = decision { return true }

@@ -245,7 +245,8 @@ struct PayloadResponse {
                 answers[index].rejected(
                     "payload_too_large",
                     message:
-                        "with the attachment URL the payload would exceed APNs' \(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data, or use a shorter --base-url"
+                        "with the attachment URL the payload would exceed APNs' \(PayloadRewriter.apnsLimit)-byte "
+                        + "limit; shorten its text or custom data, or use a shorter --base-url"
                 )
                 changed = true
             }
@@ -292,7 +293,8 @@ struct PayloadResponse {
         if let dropped = rewritten?.droppedFields, !dropped.isEmpty {
             outcome.warnings =
                 (outcome.warnings ?? []) + [
-                    "trimmed to fit APNs' \(PayloadRewriter.apnsLimit) bytes: dropped \(dropped.joined(separator: ", "))"
+                    "trimmed to fit APNs' \(PayloadRewriter.apnsLimit) bytes: dropped "
+                        + "\(dropped.joined(separator: ", "))"
                 ]
         }
         outcome.payloadBytes = bytes.count

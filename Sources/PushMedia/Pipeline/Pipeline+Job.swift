@@ -4,13 +4,23 @@ extension Pipeline {
     /// One step of a job: it reads and fills the job's context, and returns how the job ended,
     /// or nil to go on to the next step.
     struct JobStep {
+        /// What the step does once the job's deadline has passed.
+        enum PastDeadline {
+            /// New work the job needs: the job ends (`budgetExceeded`) instead.
+            case endsJob
+            /// New work the job can do without (reading a video's streams, its poster frame):
+            /// skipped, the job goes on.
+            case skipped
+            /// Storing and recording keep what is already made: the deadline does not stop them.
+            case runs
+        }
+
         let run: (inout JobContext) async throws -> JobResult.Kind?
-        /// Storing and recording keep what is already made: the deadline does not stop them.
-        var keepsWork = false
+        var pastDeadline = PastDeadline.endsJob
         /// Whether the step has anything to do for this job.
         var applies: (JobContext) -> Bool = { _ in true }
 
-        /// New work: not started past the deadline.
+        /// New work: not started past the deadline, which ends the job.
         static func work(_ run: @escaping (inout JobContext) async throws -> JobResult.Kind?) -> JobStep {
             JobStep(run: run)
         }
@@ -23,9 +33,17 @@ extension Pipeline {
             JobStep(run: run, applies: applies)
         }
 
+        /// New work the job can do without: skipped past the deadline (and when `applies` says no).
+        static func optional(
+            when applies: @escaping (JobContext) -> Bool = { _ in true },
+            _ run: @escaping (inout JobContext) async throws -> JobResult.Kind?
+        ) -> JobStep {
+            JobStep(run: run, pastDeadline: .skipped, applies: applies)
+        }
+
         /// Keeps what is made: runs past the deadline too.
         static func keep(_ run: @escaping (inout JobContext) async throws -> JobResult.Kind?) -> JobStep {
-            JobStep(run: run, keepsWork: true)
+            JobStep(run: run, pastDeadline: .runs)
         }
     }
 
@@ -42,7 +60,8 @@ extension Pipeline {
             ]
         } else {
             [
-                .work(decideMedia), .work(makePoster), .keep(storeOutputs), .keep(chooseAudioVideo),
+                .keep(decideMedia), .optional(when: \.readsStreams, probeStreams),
+                .optional(when: \.needsPoster, makePoster), .keep(storeOutputs), .keep(chooseAudioVideo),
                 .work(when: \.needsTranscode, transcodeAudioVideo), .keep(storeOutputs), .keep(recordEntry),
             ]
         }
@@ -85,10 +104,17 @@ extension Pipeline {
     }
 
     /// Runs `steps` in order until one ends the job. The one rule for the deadline: past it, no
-    /// step of new work starts (what is made is still stored and recorded).
+    /// step of new work starts (the job ends, or goes on without what it can do without); what
+    /// is made is still stored and recorded.
     private func run(_ steps: [JobStep], on job: inout JobContext) async throws -> JobResult.Kind? {
         for step in steps where step.applies(job) {
-            if !step.keepsWork && ContinuousClock.now >= job.deadline { return .budgetExceeded }
+            if ContinuousClock.now >= job.deadline {
+                switch step.pastDeadline {
+                case .endsJob: return .budgetExceeded
+                case .skipped: continue
+                case .runs: break
+                }
+            }
             if let end = try await step.run(&job) { return end }
         }
         return nil

@@ -1,31 +1,31 @@
 import Foundation
 
 extension Pipeline {
-    /// Decides for audio or video. A video's streams are read once (ffprobe, in a child process
-    /// the fetch threads only wait for): for the codec check, the poster frame and the transcode.
-    func decideMedia(_ job: inout JobContext) async -> JobResult.Kind? {
-        let sniff: SniffResult = job.sniff
-        var decision = job.profile.decide(sniff, bytes: job.bytes)
+    /// Decides for audio or video by type and size (the streams may change it: `probeStreams`).
+    func decideMedia(_ job: inout JobContext) -> JobResult.Kind? {
+        job.decision = job.profile.decide(job.sniff, bytes: job.bytes)
         job.hasFFmpeg = VideoFrames.available
+        return nil
+    }
+
+    /// Reads a video's streams once (ffprobe, in a child process the fetch threads only wait
+    /// for): for the codec check, the poster frame and the transcode. A container the platform
+    /// takes can still hold a codec it cannot play (AV1 or VP9 in MP4): the streams decide.
+    func probeStreams(_ job: inout JobContext) async -> JobResult.Kind? {
+        let sniff: SniffResult = job.sniff
         let frames = VideoFrames(maxPixels: config.maxPixels)
         let temporary = job.temporary
         let deadline = job.deadline
-        var probed: Result<VideoInfo, VideoError>?
-        if sniff.format.kind == .video && job.hasFFmpeg {
-            probed = await io.run {
-                Result { () throws(VideoError) -> VideoInfo in try frames.probe(temporary, deadline: deadline) }
-            }
+        let probed = await io.run {
+            Result { () throws(VideoError) -> VideoInfo in try frames.probe(temporary, deadline: deadline) }
         }
-        // A container the platform takes can still hold a codec it cannot play (AV1 or VP9 in
-        // MP4): the streams decide.
-        if decision == .passthrough, case let .success(info)? = probed,
+        if job.decision == .passthrough, case let .success(info) = probed,
             !AVTranscoder.playableVideoCodecs.contains(info.videoCodec)
         {
-            decision = .transcode(
+            job.decision = .transcode(
                 why: "\(info.videoCodec) video (in \(sniff.format.mime)) is not a codec "
                     + "\(job.profile.source) attachments play")
         }
-        job.decision = decision
         job.probed = probed
         return nil
     }
@@ -33,9 +33,7 @@ extension Pipeline {
     /// A video gets a poster frame: its thumbnail when it passes through or is transcoded, the
     /// image that goes out when it cannot be played.
     func makePoster(_ job: inout JobContext) async -> JobResult.Kind? {
-        guard case let .success(info)? = job.probed, job.profile.thumbnail || job.decision != .passthrough else {
-            return nil
-        }
+        guard case let .success(info)? = job.probed else { return nil }
         job.clock = .now
         let poster = try? await posterImage(
             job.temporary, info: info, transcoder: job.transcoder,
