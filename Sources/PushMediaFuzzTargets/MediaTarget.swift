@@ -48,7 +48,8 @@ extension FuzzTargets {
             let upright = header.uprightSize
             precondition(
                 thumbnail.width <= max(upright.width, 1) && thumbnail.height <= max(upright.height, 1),
-                "thumbnail \(thumbnail.width)×\(thumbnail.height) larger than the image \(upright.width)×\(upright.height)"
+                "thumbnail \(thumbnail.width)×\(thumbnail.height) larger than the image "
+                    + "\(upright.width)×\(upright.height)"
             )
             precondition(thumbnail.bytes.starts(with: [0xFF, 0xD8, 0xFF]), "thumbnail is not a JPEG")
             // The transcode path: one decode into memory, then the thumbnail and the attachment from it.

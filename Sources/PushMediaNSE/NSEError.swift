@@ -36,7 +36,8 @@ public enum NSEError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .noMedia:
-            "no media URL in the payload (looked at the pushmedia descriptor's items and \(MediaURLLocator.keysDescription))"
+            "no media URL in the payload (looked at the pushmedia descriptor's items and "
+                + "\(MediaURLLocator.keysDescription))"
         case let .rejectedByServer(reason):
             "PushMedia rejected the media on the server (\(reason ?? "no reason given")): the text is shown without it"
         case let .invalidDescriptor(field, problem):

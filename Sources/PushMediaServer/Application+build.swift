@@ -12,7 +12,8 @@ public enum ServerError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .unauthenticatedPublicListener(host):
-            "refusing to listen on \(host) without auth: give --token or --hmac-secret, or --insecure-no-auth to accept anyone"
+            "refusing to listen on \(host) without auth: give --token or --hmac-secret, or --insecure-no-auth to "
+                + "accept anyone"
         }
     }
 }

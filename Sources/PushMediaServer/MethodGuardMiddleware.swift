@@ -24,7 +24,8 @@ struct MethodGuardMiddleware<Context: RequestContext>: RouterMiddleware {
             var error = APIError(
                 .methodNotAllowed, code: "method_not_allowed",
                 message:
-                    "\(request.method.rawValue) is not allowed on \(path); use \(match.methods.map(\.rawValue).joined(separator: " or "))"
+                    "\(request.method.rawValue) is not allowed on \(path); use "
+                    + "\(match.methods.map(\.rawValue).joined(separator: " or "))"
             )
             error.headers[.allow] = match.methods.map(\.rawValue).joined(separator: ", ")
             throw error

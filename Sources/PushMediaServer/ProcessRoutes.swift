@@ -157,7 +157,8 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
                 throw APIError(
                     .badRequest, code: "invalid_parameter",
                     message:
-                        "vendor must be auto or one of \(Vendor.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\""
+                        "vendor must be auto or one of \(Vendor.allCases.map(\.rawValue).joined(separator: ", ")), "
+                        + "got \"\(text)\""
                 )
             }
             options.vendor = value
@@ -167,7 +168,8 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
                 throw APIError(
                     .badRequest, code: "invalid_parameter",
                     message:
-                        "profile must be one of \(PlatformProfile.profiles.keys.sorted().joined(separator: ", ")), got \"\(text)\""
+                        "profile must be one of \(PlatformProfile.profiles.keys.sorted().joined(separator: ", ")), "
+                        + "got \"\(text)\""
                 )
             }
             options.profile = value

@@ -22,7 +22,10 @@ struct BatchCommand: AsyncParsableCommand {
     var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
     @Option(
         help:
-            "Payloads read and fetched ahead of those transcoding, so that no core waits for the network (default: as many as --concurrency)."
+            ArgumentHelp(
+                "Payloads read and fetched ahead of those transcoding, so that no core waits for the network "
+                    + "(default: as "
+                    + "many as --concurrency).")
     )
     var prefetch: Int?
     @Flag(
@@ -243,7 +246,8 @@ struct BatchSummary: Encodable {
                     + byReason.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         lines.append(
-            "  media: \(formatBytes(sourceBytes)) in → \(formatBytes(attachmentBytes)) out (saved \(formatBytes(bytesSaved))); cache hits \(cacheHits)"
+            "  media: \(formatBytes(sourceBytes)) in → \(formatBytes(attachmentBytes)) out (saved "
+                + "\(formatBytes(bytesSaved))); cache hits \(cacheHits)"
         )
         lines.append("  report: \(out)/report.json, \(out)/report.html")
         return lines.joined(separator: "\n")

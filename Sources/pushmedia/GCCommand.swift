@@ -21,7 +21,10 @@ struct GCCommand: AsyncParsableCommand {
     var maxBytes: String?
     @Flag(
         help:
-            "Then read every media file again and remove those whose content no longer matches their name (truncated, altered, a bad copy)."
+            ArgumentHelp(
+                "Then read every media file again and remove those whose content no longer matches their name "
+                    + "(truncated, "
+                    + "altered, a bad copy).")
     )
     var verify = false
     @Flag(name: .customLong("dry-run"), help: "Report what would be removed; remove nothing.")
@@ -64,11 +67,13 @@ struct GCCommand: AsyncParsableCommand {
         let verb = dryRun ? "would remove" : "removed"
         FileHandle.writeError(
             "pushmedia gc \(store.location): \(verb) \(report.entriesRemoved) entries and \(report.mediaRemoved) files "
-                + "(\(formatBytes(report.bytesRemoved))); kept \(report.entriesKept) entries and \(report.mediaKept) files (\(formatBytes(report.bytesKept)))"
+                + "(\(formatBytes(report.bytesRemoved))); kept \(report.entriesKept) entries and \(report.mediaKept) "
+                + "files (\(formatBytes(report.bytesKept)))"
         )
         if let verified {
             FileHandle.writeError(
-                "pushmedia gc \(store.location): verified \(verified.checked) files; \(verified.corrupt.count) no longer match their name"
+                "pushmedia gc \(store.location): verified \(verified.checked) files; \(verified.corrupt.count) no "
+                    + "longer match their name"
                     + (verified.corrupt.isEmpty
                         ? "" : " (\(dryRun ? "would remove" : "removed") \(verified.corrupt.joined(separator: ", ")))"))
         }

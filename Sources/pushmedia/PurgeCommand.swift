@@ -37,7 +37,8 @@ struct PurgeCommand: AsyncParsableCommand {
             let text =
                 entries == 0
                 ? "nothing cached for \(url) in \(pipeline.store.location) (with these settings)"
-                : "purged \(url): \(entries) cache \(entries == 1 ? "entry" : "entries") removed from \(pipeline.store.location)"
+                : "purged \(url): \(entries) cache \(entries == 1 ? "entry" : "entries") removed from "
+                    + "\(pipeline.store.location)"
             print(text)
         }
     }

@@ -9,7 +9,8 @@ struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract:
-            "Run the HTTP hook: POST /v1/process and /v1/batch, GET /media/<name>, /preview, /healthz, /readyz, /metrics.",
+            "Run the HTTP hook: POST /v1/process and /v1/batch, GET /media/<name>, /preview, /healthz, /readyz, "
+            + "/metrics.",
         discussion: """
             Listens on 127.0.0.1:8080 by default. A non-loopback address needs --token or --hmac-secret \
             (or --insecure-no-auth). /preview, a page that shows a payload as notifications, is on \

@@ -162,7 +162,8 @@ public struct PushMediaConfig: Configurable, Equatable {
         }
         guard let accessKey = s3AccessKey, let secretKey = s3SecretKey else {
             throw .invalidLocation(
-                "s3://\(bucket) needs credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or PUSHMEDIA_S3_ACCESS_KEY_ID and PUSHMEDIA_S3_SECRET_ACCESS_KEY)"
+                "s3://\(bucket) needs credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                    + "PUSHMEDIA_S3_ACCESS_KEY_ID and PUSHMEDIA_S3_SECRET_ACCESS_KEY)"
             )
         }
         return S3Settings(

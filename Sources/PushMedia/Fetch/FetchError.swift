@@ -60,7 +60,8 @@ public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .unsupportedScheme(scheme): "scheme \"\(scheme)\" is not allowed (only http and https)"
         case let .invalidURL(why): "not a usable URL: \(why)"
         case let .blockedAddress(address):
-            "connection to internal address \(address) refused (loopback, private, link-local and similar ranges are denied; --allow-private-networks permits them)"
+            "connection to internal address \(address) refused (loopback, private, link-local and similar ranges are "
+                + "denied; --allow-private-networks permits them)"
         case let .tooLarge(limit): "body exceeds the \(limit)-byte download cap"
         case let .httpStatus(code): "origin answered HTTP \(code)"
         case let .tooManyRedirects(limit): "more than \(limit) redirects"

@@ -49,7 +49,8 @@ public struct MediaSlot: Sendable, Equatable {
 /// the vendor's own shape. Detection tries `detectionOrder` and takes the first shape that has
 /// media; `--vendor` forces one.
 public enum Vendor: String, Sendable, CaseIterable, Codable {
-    /// Top-level `media_url`, `image_url`, `imageUrl`, `mediaUrl`, `attachment-url`, `posterImageURL` (and `--media-key`s).
+    /// Top-level `media_url`, `image_url`, `imageUrl`, `mediaUrl`, `attachment-url`, `posterImageURL`
+    /// (and `--media-key`s).
     case generic
     /// Firebase Cloud Messaging: an HTTP v1 message (`message.notification.image`,
     /// `message.apns.fcm_options.image`, `message.android.notification.image`,
@@ -85,7 +86,8 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
         switch self {
         case .generic: (MediaLocator.builtInKeys).joined(separator: ", ")
         case .fcm:
-            "message.notification.image, message.apns.fcm_options.image, message.android.notification.image, message.webpush.notification.image, fcm_options.image"
+            "message.notification.image, message.apns.fcm_options.image, message.android.notification.image, "
+                + "message.webpush.notification.image, fcm_options.image"
         case .onesignal: "att, os_data.att"
         case .airship: "\(Self.airshipKey).url, \(Self.airshipKey).urls[].url"
         case .braze: "ab.att.url"

@@ -25,7 +25,8 @@ extension PlatformProfile {
             return .reject(
                 reason: "unsupported_type",
                 message:
-                    "the bytes are \(sniff.magicMIME) (\(sniff.description)), not an image, audio or video format a notification can show"
+                    "the bytes are \(sniff.magicMIME) (\(sniff.description)), not an image, audio or video format a "
+                    + "notification can show"
             )
         case .audio, .video:
             guard maxBytes(for: format.kind) > 0 else {
@@ -36,14 +37,16 @@ extension PlatformProfile {
             guard acceptedFormats.contains(format) else {
                 return .transcode(
                     why:
-                        "\(format.mime) is not a \(format.kind.rawValue) type \(source) attachments take (audio: AIFF, WAV, MP3, M4A; video: MPEG, MPEG-2, MPEG-4, AVI)"
+                        "\(format.mime) is not a \(format.kind.rawValue) type \(source) attachments take (audio: "
+                        + "AIFF, WAV, MP3, M4A; video: MPEG, MPEG-2, MPEG-4, AVI)"
                 )
             }
             let cap = maxBytes(for: format.kind)
             guard bytes <= cap else {
                 return .transcode(
                     why:
-                        "\(format.kind.rawValue) is \(bytes) bytes, over \(source) \(cap)-byte cap for \(format.kind.rawValue) attachments"
+                        "\(format.kind.rawValue) is \(bytes) bytes, over \(source) \(cap)-byte cap for "
+                        + "\(format.kind.rawValue) attachments"
                 )
             }
             return .passthrough
@@ -64,7 +67,8 @@ extension PlatformProfile {
             if !hasShape(width: width, height: height), let aspect {
                 return .transcode(
                     why:
-                        "\(width)×\(height) is not the \(id) profile's \(aspect == aspect.rounded() ? String(Int(aspect)) : String(aspect)):1 shape"
+                        "\(width)×\(height) is not the \(id) profile's "
+                        + "\(aspect == aspect.rounded() ? String(Int(aspect)) : String(aspect)):1 shape"
                 )
             }
             if max(width, height) > longEdge {

@@ -23,7 +23,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible, Equatable {
                 + (message.map { ": \($0)" } ?? "") + Self.hint(code)
         case let .invalidLocation(text): "store: \(text)"
         case let .vanished(name):
-            "store: \(name) was removed while an entry naming it was written (retention ran at the same moment); the entry was withdrawn"
+            "store: \(name) was removed while an entry naming it was written (retention ran at the same moment); the "
+                + "entry was withdrawn"
         }
     }
 

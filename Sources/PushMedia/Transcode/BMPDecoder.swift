@@ -9,8 +9,8 @@
 /// - bottom-up or top-down rows.
 ///
 /// Every offset and size is checked against the input before it is read, and the pixel cap
-/// before anything is allocated (RLE: also at most 1024 pixels per byte of data). Embedded JPEG/PNG and OS/2 Huffman or RLE24 are refused with a
-/// clear reason.
+/// before anything is allocated (RLE: also at most 1024 pixels per byte of data). Embedded
+/// JPEG/PNG and OS/2 Huffman or RLE24 are refused with a clear reason.
 public enum BMPDecoder {
     public struct Image: Sendable {
         public var width: Int

@@ -68,7 +68,8 @@ public enum TranscodeError: Error, Sendable, CustomStringConvertible {
         case let .decodeFailed(why): "image could not be decoded: \(why)"
         case let .encodeFailed(why): "image could not be encoded: \(why)"
         case let .tooManyPixels(w, h, limit):
-            "image is \(w)×\(h) = \(Int64(w) * Int64(h)) pixels, over the \(limit)-pixel cap (checked from the header, nothing decoded)"
+            "image is \(w)×\(h) = \(Int64(w) * Int64(h)) pixels, over the \(limit)-pixel cap (checked from the "
+                + "header, nothing decoded)"
         case let .loaderNotAllowed(loader): "libvips would decode it with \(loader), which is not an allowed loader"
         case let .doesNotFit(limit): "no encoding fits the \(limit)-byte cap"
         }
@@ -350,7 +351,8 @@ public struct Transcoder: Sendable {
             } catch {
                 var still = try attachment(of: decode(path: path, header: header))
                 still.note =
-                    "a frame of the animation does not decode (\(error.description)): its first frame is delivered as a still"
+                    "a frame of the animation does not decode (\(error.description)): its first frame is delivered as "
+                    + "a still"
                 return still
             }
         }

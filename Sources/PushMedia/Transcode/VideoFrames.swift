@@ -46,8 +46,9 @@ public enum VideoError: Error, Sendable, Equatable, CustomStringConvertible, Rea
 /// Frames of videos, with FFmpeg's programs run as supervised child processes (not its
 /// libraries in this process): a hostile file that crashes a demuxer or decoder takes down a
 /// child, not the service; a child is killed (its whole process group) at the deadline; its
-/// address space is capped (`memoryLimit`, through util-linux's `prlimit`) and it dumps no core. FFmpeg reads only the local file (`file` protocol
-/// only, no network), only through the demuxers and decoders listed here, on one thread.
+/// address space is capped (`memoryLimit`, through util-linux's `prlimit`) and it dumps no core.
+/// FFmpeg reads only the local file (`file` protocol only, no network), only through the
+/// demuxers and decoders listed here, on one thread.
 /// Every method blocks: call from a `BlockingExecutor`.
 public struct VideoFrames: Sendable {
     public static let ffmpeg = "/usr/bin/ffmpeg"
