@@ -41,7 +41,7 @@ extension Pipeline {
             JobStep(run: run, pastDeadline: .skipped, applies: applies)
         }
 
-        /// Keeps what is made: runs past the deadline too.
+        /// Keeps what is made (or only decides, at no cost): runs past the deadline too.
         static func keep(_ run: @escaping (inout JobContext) async throws -> JobResult.Kind?) -> JobStep {
             JobStep(run: run, pastDeadline: .runs)
         }
