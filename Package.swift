@@ -41,7 +41,11 @@ let package = Package(
             linkerSettings: [.linkedLibrary("magic")]),
         .target(
             name: "PushMedia",
-            dependencies: ["CPushMediaShim"],
+            dependencies: [
+                "CPushMediaShim",
+                // SHA-256 by BoringSSL: the CPU's SHA instructions where it has them.
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "Sources/PushMedia"),
         // The phone side: reads the descriptor, downloads the attachment within the extension's
         // time, calls the content handler once. Apple glue behind canImport(UserNotifications).

@@ -1,9 +1,9 @@
 /*
  * The C shim: every variadic libvips/libcurl call PushMedia makes is wrapped here in a
- * fixed-signature function, together with the libcurl callbacks and the libmagic/GLib
+ * fixed-signature function, together with the libcurl callbacks and the libmagic
  * helpers. Swift sees plain integers, pointers and small structs; libvips and libmagic
- * types stay opaque. One source file per library: curl.c, vips.c, magic.c, hash.c (GLib
- * checksums) and spawn.c (child processes).
+ * types stay opaque. One source file per library: curl.c, vips.c, magic.c and spawn.c
+ * (child processes).
  */
 #ifndef PUSHMEDIA_SHIM_H
 #define PUSHMEDIA_SHIM_H
@@ -155,13 +155,6 @@ void pm_image_unref(pm_image *image);
 int pm_magic_mime(const void *buffer, size_t length, char *out, size_t out_length);
 /** Human description ("PNG image data, 800 x 600, ..."). 0 on success. */
 int pm_magic_describe(const void *buffer, size_t length, char *out, size_t out_length);
-
-/* -------------------------------------------------------------------- GLib */
-
-/** SHA-256 of a file as 64 lowercase hex characters + NUL. 0 on success, errno otherwise. */
-int pm_sha256_file(const char *path, char out_hex[65]);
-void pm_sha256_buffer(const void *buffer, size_t length, char out_hex[65]);
-
 
 /* ---------------------------------------------------------------- child processes */
 

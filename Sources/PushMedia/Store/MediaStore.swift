@@ -1,4 +1,5 @@
 import CPushMediaShim
+import Crypto
 import Foundation
 
 /// A file in the store, named `<sha256>.<ext>` after its content and sniffed type.
@@ -332,25 +333,44 @@ public final class MediaStore: Sendable {
 
     /// SHA-256 (lowercase hex) of bytes in memory.
     public static func sha256(_ bytes: UnsafeRawBufferPointer) -> String {
-        var hex = [CChar](repeating: 0, count: 65)
-        pm_sha256_buffer(bytes.baseAddress, bytes.count, &hex)
-        return String(cBuffer: hex)
+        hex(SHA256.hash(data: bytes))
     }
 
-    /// SHA-256 (lowercase hex) of a file's content, read in blocks. Blocking.
+    /// SHA-256 (lowercase hex) of a file's content, read in 1 MiB blocks. Blocking.
     public static func sha256(file path: String) throws(StoreError) -> String {
-        var hex = [CChar](repeating: 0, count: 65)
-        let status = pm_sha256_file(path, &hex)
-        guard status == 0 else { throw .io(path: path, reason: String(cString: strerror(status))) }
-        return String(cBuffer: hex)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .io(path: path, reason: String(cString: strerror(errno))) }
+        defer { close(fd) }
+        var hasher = SHA256()
+        let block = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { block.deallocate() }
+        while true {
+            let count = readBlock(fd, into: block)
+            if count == 0 { break }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .io(path: path, reason: String(cString: strerror(errno)))
+            }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: block[..<count]))
+        }
+        return hex(hasher.finalize())
     }
 
     /// The key under which a source's result is cached: source identity, options and pipeline version.
     public static func cacheKey(source: String, options: String) -> String {
-        var hex = [CChar](repeating: 0, count: 65)
-        let text = Array("pushmedia/\(PushMediaVersion.pipeline)\n\(source)\n\(options)".utf8)
-        text.withUnsafeBytes { pm_sha256_buffer($0.baseAddress, $0.count, &hex) }
-        return String(cBuffer: hex)
+        hex(SHA256.hash(data: Array("pushmedia/\(PushMediaVersion.pipeline)\n\(source)\n\(options)".utf8)))
+    }
+
+    /// Lowercase hex of a digest.
+    private static func hex(_ digest: SHA256.Digest) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text = [UInt8]()
+        text.reserveCapacity(SHA256.Digest.byteCount * 2)
+        for byte in digest {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     // MARK: Health and work files
@@ -381,4 +401,9 @@ public final class MediaStore: Sendable {
     public func temporaryFiles() -> [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: workspace)) ?? []
     }
+}
+
+/// `read(2)` into `buffer` (a global function: inside `MediaStore`, `read` names its method).
+private func readBlock(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    read(fd, buffer.baseAddress, buffer.count)
 }
