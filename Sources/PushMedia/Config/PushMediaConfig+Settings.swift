@@ -79,27 +79,15 @@ extension PushMediaConfig {
         .integer(
             "index-cache", "PUSHMEDIA_INDEX_CACHE", \.indexCacheEntries, in: 1...100_000_000, default: "`100000`",
             help: "Cache entries kept in memory in front of the store's index"),
-        Setting(
-            "index-cache-ttl", "PUSHMEDIA_INDEX_CACHE_TTL", default: "`60s`",
-            help: "How long an entry held in memory is used before the index is read again"
-        ) {
-            config, value throws(ConfigError) in
-            config.indexCacheTTL = try value.ageOfSeconds()
-        },
-        Setting(
-            "min-ttl", "PUSHMEDIA_MIN_TTL", default: "`1m`",
-            help: "A fetched URL is reused at least this long before it is revalidated with its origin"
-        ) {
-            config, value throws(ConfigError) in
-            config.minTTL = try value.ageOfSeconds()
-        },
-        Setting(
-            "max-ttl", "PUSHMEDIA_MAX_TTL", default: "`1d`",
-            help: "...and at most this long, whatever the origin's Cache-Control or Expires"
-        ) {
-            config, value throws(ConfigError) in
-            config.maxTTL = try value.ageOfSeconds()
-        },
+        .age(
+            "index-cache-ttl", "PUSHMEDIA_INDEX_CACHE_TTL", \.indexCacheTTL, default: "`60s`",
+            help: "How long an entry held in memory is used before the index is read again"),
+        .age(
+            "min-ttl", "PUSHMEDIA_MIN_TTL", \.minTTL, default: "`1m`",
+            help: "A fetched URL is reused at least this long before it is revalidated with its origin"),
+        .age(
+            "max-ttl", "PUSHMEDIA_MAX_TTL", \.maxTTL, default: "`1d`",
+            help: "...and at most this long, whatever the origin's Cache-Control or Expires"),
         Setting(
             "base-url", "PUSHMEDIA_BASE_URL", default: "`http://127.0.0.1:8080/media`",
             help: "Public URL the store is served under"
@@ -284,13 +272,10 @@ extension PushMediaConfig {
 
     /// Retention: `pushmedia gc`, and `pushmedia serve --gc-every`.
     static let retention: [Setting<PushMediaConfig>] = [
-        Setting(
-            "older-than", "PUSHMEDIA_GC_OLDER_THAN", commands: [.gc, .serve], default: "`30d`",
-            help: "Remove cache entries unused this long, e.g. 30d, 12h (serve: with --gc-every)"
-        ) {
-            config, value throws(ConfigError) in
-            config.gcOlderThan = try value.ageOfMinutes()
-        },
+        .age(
+            "older-than", "PUSHMEDIA_GC_OLDER_THAN", \.gcOlderThan, atLeastAMinute: true, commands: [.gc, .serve],
+            default: "`30d`",
+            help: "Remove cache entries unused this long, e.g. 30d, 12h (serve: with --gc-every)"),
         .integer(
             "max-bytes", "PUSHMEDIA_GC_MAX_BYTES", \.gcMaxBytes, in: 0...Int64.max / 2, commands: [.gc, .serve],
             default: "none",

@@ -114,6 +114,18 @@ extension Setting {
         }
     }
 
+    /// An age such as `30s`, `10m`, `12h` or `7d`, of at least a second (or a minute: `atLeastAMinute`).
+    public static func age(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Duration> & Sendable,
+        atLeastAMinute: Bool = false, commands: Set<SettingCommand> = .every, default documentedDefault: String,
+        help summary: String
+    ) -> Setting {
+        Setting(name, environment, commands: commands, default: documentedDefault, help: summary) {
+            config, value throws(ConfigError) in
+            config[keyPath: keyPath] = try atLeastAMinute ? value.ageOfMinutes() : value.ageOfSeconds()
+        }
+    }
+
     /// A flag that turns something on (`off` by default); its variable is true or false.
     public static func flag(
         _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Bool> & Sendable,
