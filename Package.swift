@@ -16,6 +16,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -52,7 +55,8 @@ let package = Package(
         .target(
             name: "PushMediaNSE",
             path: "Sources/PushMediaNSE"),
-        // The HTTP hook: thin Hummingbird routes over the library.
+        // The HTTP hook: thin Hummingbird routes over the library; and the APNs relay (`APNs/`),
+        // HTTP/2 on SwiftNIO both ways.
         .target(
             name: "PushMediaServer",
             dependencies: [
@@ -64,6 +68,11 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             path: "Sources/PushMediaServer",
             resources: [.copy("openapi.yaml")]),

@@ -77,12 +77,13 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
 
 /// The application: checks that a public listener has auth and that the store answers (an
 /// object store: endpoint, credentials, bucket), derives the base URL from the bound address
-/// unless `--base-url` was given, runs retention every `gcEvery` when set, and calls `onRunning`
-/// with the port. The pipeline runs with `serve`'s defaults for `max-jobs` and `background-limit`
+/// unless `--base-url` was given, runs retention every `gcEvery` when set, opens the APNs relay
+/// when `server.apns.port` is set (`onAPNsRunning`), and calls `onRunning` with the port. The pipeline runs with `serve`'s defaults for `max-jobs` and `background-limit`
 /// unless `config` gives them (see `ServerParts.init`).
 public func buildApplication(
     config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger,
     onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    onAPNsRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
     onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(server.host) || server.host.hasPrefix("127.")
@@ -104,6 +105,21 @@ public func buildApplication(
             policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes), logger: logger)
     }
     var services: [any Service] = retention.map { [$0] } ?? []
+    if server.apns.port != nil {
+        // Apple's provider API on its own listener, over the same pipeline, memo and metrics.
+        let apnsHost = server.apns.host
+        services.append(
+            try APNsRelayService(parts: parts, logger: logger) { port, tls in
+                logger.info(
+                    "apns relay listening",
+                    metadata: [
+                        "address": "\(apnsHost):\(port)", "tls": "\(tls)",
+                        "upstream": "\(server.apns.upstreamEndpoint.authority)",
+                        "auth": "\(server.apns.ownKey ? "own key" : "pass-through")",
+                    ])
+                await onAPNsRunning(port, tls)
+            })
+    }
     if let metricsPort = server.metricsPort {
         // /metrics alone, without auth, on its own address (as image proxies do): for a
         // Prometheus on the internal network, with the hook's own port public.

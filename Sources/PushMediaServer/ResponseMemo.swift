@@ -1,9 +1,10 @@
 import Foundation
 import PushMedia
 
-/// Answers to repeated `/v1/process` requests. A campaign tool sends the same payload for every
-/// device; once its media came from the cache, the answer to the same body under the same
-/// options is the same bytes except for the time taken. Those answers are kept ready, split
+/// Answers to repeated `/v1/process` requests and rewritten payloads of repeated relayed pushes.
+/// A campaign tool sends the same payload for every device; once its media came from the
+/// cache, the answer to the same body under the same options is the same bytes except for the
+/// time taken (a relayed push's payload: the same bytes). Those answers are kept ready, split
 /// around `timings_ms.total`, and served without parsing, rewriting or encoding again, after
 /// checking that the stored files still look whole (`MediaStore.looksIntact`: a local file's
 /// size; an object store's files are taken as present). Only answers whose every media
@@ -21,6 +22,8 @@ final class ResponseMemo: Sendable {
         /// `{"payload":…,"outcome":{…"total":` and the rest after the total.
         var head: [UInt8]
         var tail: [UInt8]
+        /// An answer with a total between `head` and `tail`; false: a payload, all in `head`.
+        var timed = true
         /// Stored files (name, bytes) the answer refers to.
         var files: [(name: String, bytes: Int64)]
         /// Past this the answer is made again: the media's freshness ends, or the index is to be
@@ -50,6 +53,19 @@ final class ResponseMemo: Sendable {
 
     /// The kept answer for `key` with `total` milliseconds, if its files all still look whole in `store`.
     func answer(_ key: Key, total: Double, store: MediaStore) -> (bytes: [UInt8], outcome: Outcome)? {
+        guard let entry = entry(key, store: store), entry.timed else { return nil }
+        var outcome = entry.outcome
+        outcome.timingsMs.total = total
+        return (entry.head + JSONValue.number(total).serialized() + entry.tail, outcome)
+    }
+
+    /// The kept rewritten payload for `key` (see `keepPayload`), if its files all still look whole.
+    func payload(_ key: Key, store: MediaStore) -> (bytes: [UInt8], outcome: Outcome)? {
+        guard let entry = entry(key, store: store), !entry.timed else { return nil }
+        return (entry.head, entry.outcome)
+    }
+
+    private func entry(_ key: Key, store: MediaStore) -> Entry? {
         guard let entry = entries.withLock({ $0.value(forKey: key) }) else { return nil }
         guard ContinuousClock.now < entry.expires,
             entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) })
@@ -58,45 +74,67 @@ final class ResponseMemo: Sendable {
             return nil
         }
         answered.withLock { $0 += 1 }
-        var outcome = entry.outcome
-        outcome.timingsMs.total = total
-        return (entry.head + JSONValue.number(total).serialized() + entry.tail, outcome)
+        return entry
     }
 
     /// The encoded answer for `result` (with its total) when every media reference came from
     /// the cache, kept for the next identical request if this body was seen before; nil when
     /// the answer is not one to keep (encode it as usual).
     func keep(_ key: Key, result: PipelineResult) -> [UInt8]? {
+        guard keepable(key, result: result) else { return nil }
         let outcome = result.outcome
-        let media = outcome.media ?? []
-        guard outcome.cacheHit == true, !media.isEmpty,
-            media.allSatisfy({ $0.cacheHit == true && ($0.status == .processed || $0.status == .passthrough) })
-        else { return nil }
-        let fingerprint = key.hashValue
-        let repeated = seen.withLock { seen in
-            if seen.value(forKey: fingerprint) != nil { return true }
-            seen.setValue(true, forKey: fingerprint)
-            return false
-        }
-        guard repeated else { return nil }
         var template = outcome
         let total = outcome.timingsMs.total
         template.timingsMs = StageTimings()
         template.timingsMs.total = Self.sentinel
         let encoded = resultJSON(payload: result.bytes, outcome: template) + [0x0A]
         guard let range = Self.range(of: Array(String(Self.sentinel).utf8), in: encoded) else { return nil }
-        let files = media.flatMap { [$0.attachment, $0.thumbnail, $0.icon] }.compactMap { $0 }
-            .compactMap { file in file.url.split(separator: "/").last.map { (name: String($0), bytes: file.bytes) } }
-        var lifetime = memoryTTL
-        if let freshUntil = result.freshUntil {
-            lifetime = min(lifetime, .milliseconds(Int64((Double(freshUntil) - Date().timeIntervalSince1970) * 1000)))
-        }
         let entry = Entry(
             outcome: template, head: Array(encoded[..<range.lowerBound]), tail: Array(encoded[range.upperBound...]),
-            files: files,
-            expires: .now + lifetime)
+            files: Self.files(of: outcome),
+            expires: .now + lifetime(of: result))
         entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.count) }
         return entry.head + JSONValue.number(total).serialized() + entry.tail
+    }
+
+    /// The rewritten payload of `result`, kept for the next identical push as `keep` keeps
+    /// answers; nil when it is not one to keep.
+    func keepPayload(_ key: Key, result: PipelineResult) -> [UInt8]? {
+        guard keepable(key, result: result) else { return nil }
+        var template = result.outcome
+        template.timingsMs = StageTimings()
+        let entry = Entry(
+            outcome: template, head: result.bytes, tail: [], timed: false, files: Self.files(of: result.outcome),
+            expires: .now + lifetime(of: result))
+        entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.count) }
+        return result.bytes
+    }
+
+    /// Whether every media reference of `result` came from the cache and its body was seen before.
+    private func keepable(_ key: Key, result: PipelineResult) -> Bool {
+        let outcome = result.outcome
+        let media = outcome.media ?? []
+        guard outcome.cacheHit == true, !media.isEmpty,
+            media.allSatisfy({ $0.cacheHit == true && ($0.status == .processed || $0.status == .passthrough) })
+        else { return false }
+        let fingerprint = key.hashValue
+        return seen.withLock { seen in
+            if seen.value(forKey: fingerprint) != nil { return true }
+            seen.setValue(true, forKey: fingerprint)
+            return false
+        }
+    }
+
+    /// Stored files (name, bytes) an outcome refers to.
+    private static func files(of outcome: Outcome) -> [(name: String, bytes: Int64)] {
+        (outcome.media ?? []).flatMap { [$0.attachment, $0.thumbnail, $0.icon] }.compactMap { $0 }
+            .compactMap { file in file.url.split(separator: "/").last.map { (name: String($0), bytes: file.bytes) } }
+    }
+
+    /// How long an answer for `result` is kept: the memory TTL, or less when the media's freshness ends sooner.
+    private func lifetime(of result: PipelineResult) -> Duration {
+        guard let freshUntil = result.freshUntil else { return memoryTTL }
+        return min(memoryTTL, .milliseconds(Int64((Double(freshUntil) - Date().timeIntervalSince1970) * 1000)))
     }
 
     /// A total no real answer has, to find where the total goes in the encoded answer.

@@ -27,6 +27,7 @@ public final class ServerMetrics: Sendable {
         self.gate = gate
         inFlight = CoreMetrics.Gauge(label: "pushmedia_jobs_in_flight", factory: factory)
         queued = CoreMetrics.Gauge(label: "pushmedia_jobs_queued", factory: factory)
+        apnsUpstreamConnections = CoreMetrics.Gauge(label: "pushmedia_apns_upstream_connections", factory: factory)
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Counter {
@@ -85,10 +86,27 @@ public final class ServerMetrics: Sendable {
         }
     }
 
+    /// Open connections to the APNs upstream, when the relay runs.
+    let apnsConnections = Locked<(@Sendable () -> Int)?>(nil)
+    private let apnsUpstreamConnections: CoreMetrics.Gauge
+
+    /// Counts one push through the APNs relay: Apple's status and reason (or the relay's own
+    /// refusal), how it was handled (`processed`, `memo`, `passthrough`, `refused`) and the
+    /// time the relay added to the upstream's.
+    func apnsPush(status: Int, reason: String?, handling: String, added: Duration) {
+        counter(
+            "pushmedia_apns_pushes_total",
+            [("status", String(status)), ("reason", reason ?? ""), ("handling", handling)]
+        ).increment()
+        timer("pushmedia_apns_added_seconds").recordNanoseconds(
+            Int64(added.components.seconds) * 1_000_000_000 + added.components.attoseconds / 1_000_000_000)
+    }
+
     /// Prometheus text exposition.
     public func render() -> [UInt8] {
         inFlight.record(gate?.inFlight ?? 0)
         queued.record(gate?.queued ?? 0)
+        if let connections = apnsConnections.withLock({ $0 }) { apnsUpstreamConnections.record(connections()) }
         return registry.emitToBuffer()
     }
 }

@@ -52,6 +52,8 @@ public struct ServerConfig: Configurable, Equatable {
     public var maxBatchBodyBytes = 4 * 1024 * 1024
     /// Most payloads in a `/v1/batch` body: 500.
     public var maxBatchPayloads = 500
+    /// The APNs relay (`--apns-*`); off unless `apns.port` is set.
+    public var apns = APNsRelayConfig()
 
     public init() {}
 
@@ -72,8 +74,11 @@ public struct ServerConfig: Configurable, Equatable {
         return served
     }
 
-    /// Every server setting (all taken by `serve` only); see `Setting`.
-    public static let settings: [Setting<ServerConfig>] = [
+    /// Every server setting (all taken by `serve` only), the APNs relay's last; see `Setting`.
+    public static let settings: [Setting<ServerConfig>] = hook + APNsRelayConfig.settings
+
+    /// The hook's own settings.
+    static let hook: [Setting<ServerConfig>] = [
         Setting(
             "host", "PUSHMEDIA_HOST", commands: [.serve], default: "`127.0.0.1`",
             help: "Address to listen on"

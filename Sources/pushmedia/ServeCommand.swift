@@ -10,7 +10,7 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract:
             "Run the HTTP hook: POST /v1/process and /v1/batch, GET /media/<name>, /preview, /healthz, /readyz, "
-            + "/metrics.",
+            + "/metrics; and, with --apns-port, the APNs relay.",
         discussion: """
             Listens on 127.0.0.1:8080 by default. A non-loopback address needs --token or --hmac-secret \
             (or --insecure-no-auth). /preview, a page that shows a payload as notifications, is on \
@@ -55,6 +55,32 @@ struct ServeCommand: AsyncParsableCommand {
     var mediaMemory: String?
     @Option(name: .customLong("min-free-space"), help: .setting("min-free-space"))
     var minFreeSpace: String?
+    @Option(name: .customLong("apns-port"), help: .setting("apns-port"))
+    var apnsPort: String?
+    @Option(name: .customLong("apns-host"), help: .setting("apns-host"))
+    var apnsHost: String?
+    @Option(name: .customLong("apns-tls-cert"), help: .setting("apns-tls-cert"))
+    var apnsTLSCert: String?
+    @Option(name: .customLong("apns-tls-key"), help: .setting("apns-tls-key"))
+    var apnsTLSKey: String?
+    @Option(name: .customLong("apns-client-ca"), help: .setting("apns-client-ca"))
+    var apnsClientCA: String?
+    @Option(name: .customLong("apns-allow-team"), help: .setting("apns-allow-team"))
+    var apnsAllowTeams: [String] = []
+    @Option(name: .customLong("apns-upstream"), help: .setting("apns-upstream"))
+    var apnsUpstream: String?
+    @Option(name: .customLong("apns-upstream-ca"), help: .setting("apns-upstream-ca"))
+    var apnsUpstreamCA: String?
+    @Option(name: .customLong("apns-key"), help: .setting("apns-key"))
+    var apnsKey: String?
+    @Option(name: .customLong("apns-key-id"), help: .setting("apns-key-id"))
+    var apnsKeyID: String?
+    @Option(name: .customLong("apns-team-id"), help: .setting("apns-team-id"))
+    var apnsTeamID: String?
+    @Option(name: .customLong("apns-budget"), help: .setting("apns-budget"))
+    var apnsBudget: String?
+    @Option(name: .customLong("apns-upstream-timeout"), help: .setting("apns-upstream-timeout"))
+    var apnsUpstreamTimeout: String?
     @OptionGroup var options: SharedOptions
 
     /// The flags of `serve`'s library settings (`PushMediaConfig.settings` scoped to `serve`).
@@ -73,7 +99,11 @@ struct ServeCommand: AsyncParsableCommand {
             ("preview", preview ? "true" : nil), ("log-format", logFormat), ("log-level", logLevel),
             ("gc-every", gcEvery),
             ("media-memory", mediaMemory), ("min-free-space", minFreeSpace),
-        ] + tokens.map { ("token", $0) }
+            ("apns-port", apnsPort), ("apns-host", apnsHost), ("apns-tls-cert", apnsTLSCert),
+            ("apns-tls-key", apnsTLSKey), ("apns-client-ca", apnsClientCA), ("apns-upstream", apnsUpstream),
+            ("apns-upstream-ca", apnsUpstreamCA), ("apns-key", apnsKey), ("apns-key-id", apnsKeyID),
+            ("apns-team-id", apnsTeamID), ("apns-budget", apnsBudget), ("apns-upstream-timeout", apnsUpstreamTimeout),
+        ] + tokens.map { ("token", $0) } + apnsAllowTeams.map { ("apns-allow-team", $0) }
     }
 
     func run() async throws {
@@ -108,11 +138,18 @@ struct ServeCommand: AsyncParsableCommand {
                         let line = "PushMedia metrics on http://\(metricsHost):\(port)/metrics\n"
                         FileHandle.standardOutput.write(Data(line.utf8))
                     },
+                    onAPNsRunning: { [apnsHost = server.apns.host] port, tls in
+                        let line = "PushMedia APNs relay on \(tls ? "https" : "http")://\(apnsHost):\(port)\n"
+                        FileHandle.standardOutput.write(Data(line.utf8))
+                    },
                     onRunning: { port in
                         FileHandle.standardOutput.write(Data("PushMedia listening on http://\(host):\(port)\n".utf8))
                     }
                 ) as any Service
         } catch let error as ServerError {
+            FileHandle.writeError("pushmedia: \(error)")
+            throw Exit.usage
+        } catch let error as APNsSetupError {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.usage
         } catch {

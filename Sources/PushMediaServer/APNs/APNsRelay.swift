@@ -1,0 +1,228 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHPACK
+import PushMedia
+
+/// What the relay answers a client: Apple's answer, or one in Apple's shape.
+struct APNsAnswer: Sendable {
+    var status: Int
+    var headers: HPACKHeaders
+    var body: ByteBuffer?
+}
+
+/// Apple's provider API in front of the pipeline: checks a push as Apple would, prepares the
+/// media of a rich alert (`aps.mutable-content: 1` and a media reference) through the same
+/// pipeline, cache and memo as `/v1/process`, forwards every other push byte for byte, and
+/// answers with Apple's status, headers and body plus `x-pushmedia-outcome`.
+final class APNsRelay: Sendable {
+    let config: APNsRelayConfig
+    let pipeline: Pipeline
+    let upstream: APNsUpstream
+    let signer: ProviderTokenSigner?
+    let metrics: ServerMetrics
+    let memo: ResponseMemo
+    let baseURL: @Sendable () -> String
+    let logger: Logger
+    private let inFlight = Locked(0)
+
+    init(
+        config: APNsRelayConfig, parts: ServerParts, upstream: APNsUpstream, signer: ProviderTokenSigner?,
+        logger: Logger
+    ) {
+        self.config = config
+        pipeline = parts.pipeline
+        self.upstream = upstream
+        self.signer = signer
+        metrics = parts.metrics
+        memo = parts.memo
+        let baseURL = parts.baseURL
+        self.baseURL = { baseURL.withLock { $0 } }
+        self.logger = logger
+    }
+
+    /// Pushes being handled.
+    var pushesInFlight: Int { inFlight.withLock { $0 } }
+
+    /// The largest body Apple takes: 4096 bytes, 5120 for VoIP.
+    static func payloadLimit(pushType: String?) -> Int { pushType == "voip" ? 5120 : 4096 }
+
+    /// Handles one request of a client.
+    func handle(method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop)
+        -> EventLoopFuture<APNsAnswer>
+    {
+        let start = ContinuousClock.now
+        let apnsID = headers.first(name: "apns-id")
+        let pushType = headers.first(name: "apns-push-type")
+        if let refusal = check(method: method, path: path, headers: headers, body: body, pushType: pushType) {
+            let answer = Self.refusal(refusal.status, refusal.reason, apnsID: apnsID)
+            finish(
+                answer, outcome: nil, handling: "refused", start: start, upstreamTime: .zero, headers: headers,
+                path: path)
+            return eventLoop.makeSucceededFuture(answer)
+        }
+        inFlight.withLock { $0 += 1 }
+        let team: String
+        var forwarded = HPACKHeaders()
+        forwarded.reserveCapacity(headers.count + 1)
+        for (name, value, indexing) in headers where !Self.notForwarded.contains(name) {
+            if name == "authorization" && signer != nil { continue }
+            forwarded.add(name: name, value: value, indexing: name == "authorization" ? .neverIndexed : indexing)
+        }
+        if let signer {
+            team = signer.teamID
+            forwarded.add(name: "authorization", value: signer.authorization(), indexing: .neverIndexed)
+        } else {
+            team = headers.first(name: "authorization").flatMap(ProviderToken.team(ofAuthorization:)) ?? ""
+        }
+        let prepared = prepare(body: body, pushType: pushType, on: eventLoop)
+        return prepared.flatMap { prepared in
+            let sent = ContinuousClock.now
+            let push = UpstreamPush(path: path, headers: forwarded, body: prepared.body)
+            return self.upstream.send(push, team: team).hop(to: eventLoop).map { answer in
+                var headers = answer.headers
+                headers.add(name: "x-pushmedia-outcome", value: prepared.label)
+                return (APNsAnswer(status: answer.status, headers: headers, body: answer.body), sent)
+            }.flatMapErrorThrowing { error in
+                self.logger.warning(
+                    "apns upstream failed",
+                    metadata: ["error": "\(error)", "upstream": "\(self.upstream.endpoint.authority)"])
+                var answer = Self.refusal(503, "ServiceUnavailable", apnsID: apnsID)
+                answer.headers.add(name: "x-pushmedia-outcome", value: prepared.label)
+                return (answer, sent)
+            }.map { answer, sent in
+                self.inFlight.withLock { $0 -= 1 }
+                self.finish(
+                    answer, outcome: prepared.label, handling: prepared.handling, start: start,
+                    upstreamTime: ContinuousClock.now - sent, headers: headers, path: path)
+                return answer
+            }
+        }
+    }
+
+    /// The body to forward and what was done to it.
+    struct Prepared: Sendable {
+        var body: ByteBuffer
+        /// `x-pushmedia-outcome`: the pipeline's `status[/reason]`, or `skipped/<why>`.
+        var label: String
+        /// `processed` (the pipeline ran), `memo` (a kept answer), `passthrough` (untouched).
+        var handling: String
+    }
+
+    /// A rich alert goes through the pipeline (or the memo); anything else is forwarded as is.
+    private func prepare(body: ByteBuffer, pushType: String?, on eventLoop: any EventLoop) -> EventLoopFuture<Prepared>
+    {
+        guard pushType == nil || pushType == "alert" else {
+            return eventLoop.makeSucceededFuture(
+                Prepared(body: body, label: "skipped/push_type", handling: "passthrough"))
+        }
+        let bytes = Array(body.readableBytesView)
+        let key = ResponseMemo.Key(options: "apns|\(baseURL())", body: bytes)
+        if let ready = memo.payload(key, store: pipeline.store) {
+            metrics.record(ready.outcome)
+            return eventLoop.makeSucceededFuture(
+                Prepared(
+                    body: ByteBuffer(bytes: ready.bytes), label: ProcessRoutes<AppRequestContext>.label(ready.outcome),
+                    handling: "memo"))
+        }
+        guard let payload = Self.richAlert(bytes, pushType: pushType) else {
+            return eventLoop.makeSucceededFuture(
+                Prepared(body: body, label: "skipped/not_rich", handling: "passthrough"))
+        }
+        let promise = eventLoop.makePromise(of: Prepared.self)
+        promise.completeWithTask {
+            let result = await self.pipeline.process(
+                payload,
+                context: PayloadContext(
+                    budget: self.config.budget, baseURL: self.baseURL(), profile: PlatformProfile.profiles["ios"]))
+            self.metrics.record(result.outcome)
+            let label = ProcessRoutes<AppRequestContext>.label(result.outcome)
+            if result.outcome.status == .skipped {
+                return Prepared(body: body, label: label, handling: "passthrough")
+            }
+            let rewritten = self.memo.keepPayload(key, result: result) ?? result.bytes
+            return Prepared(body: ByteBuffer(bytes: rewritten), label: label, handling: "processed")
+        }
+        return promise.futureResult
+    }
+
+    /// The payload when `bytes` is a JSON object whose `aps` has `mutable-content: 1` and, unless
+    /// `apns-push-type` says alert, an `alert`.
+    static func richAlert(_ bytes: [UInt8], pushType: String?) -> JSONObject? {
+        guard let payload = try? JSONValue.parse(bytes).objectValue, let aps = payload["aps"]?.objectValue,
+            case let .number(mutable)? = aps["mutable-content"], Double(mutable) == 1,
+            pushType == "alert" || aps["alert"] != nil
+        else { return nil }
+        return payload
+    }
+
+    /// Refusals the relay answers itself, before anything is forwarded.
+    private func check(method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, pushType: String?)
+        -> (status: Int, reason: String)?
+    {
+        guard method == "POST" else { return (405, "MethodNotAllowed") }
+        let prefix = "/3/device/"
+        guard path.hasPrefix(prefix), path.utf8.count > prefix.utf8.count, path.utf8.count <= prefix.utf8.count + 200,
+            path.utf8.dropFirst(prefix.utf8.count).allSatisfy({ $0.isHexDigit })
+        else { return (404, "BadPath") }
+        guard body.readableBytes > 0 else { return (400, "PayloadEmpty") }
+        guard body.readableBytes <= Self.payloadLimit(pushType: pushType) else { return (413, "PayloadTooLarge") }
+        if signer == nil, !config.allowedTeams.isEmpty {
+            guard let team = headers.first(name: "authorization").flatMap(ProviderToken.team(ofAuthorization:)),
+                config.allowedTeams.contains(team)
+            else { return (403, "InvalidProviderToken") }
+        }
+        return nil
+    }
+
+    /// An answer in Apple's error shape, `{"reason":…}`, with the push's `apns-id` (or a new one:
+    /// clients match answers by it).
+    static func refusal(_ status: Int, _ reason: String, apnsID: String?) -> APNsAnswer {
+        var headers = HPACKHeaders()
+        headers.add(name: "apns-id", value: apnsID ?? UUID().uuidString)
+        headers.add(name: "content-type", value: "application/json")
+        return APNsAnswer(status: status, headers: headers, body: ByteBuffer(string: #"{"reason":"\#(reason)"}"#))
+    }
+
+    /// Request headers that are not forwarded: HTTP/2 pseudo-headers (set anew) and the
+    /// connection's own (`content-length` is set for the body sent).
+    static let notForwarded: Set<String> = [
+        ":method", ":path", ":scheme", ":authority", "content-length", "host", "connection", "keep-alive",
+        "proxy-connection", "transfer-encoding", "upgrade", "te",
+    ]
+
+    /// Metrics and the push's log line.
+    private func finish(
+        _ answer: APNsAnswer, outcome: String?, handling: String, start: ContinuousClock.Instant,
+        upstreamTime: Duration,
+        headers: HPACKHeaders, path: String
+    ) {
+        let total = ContinuousClock.now - start
+        let reason = answer.body.flatMap { Self.reason(of: $0) }
+        metrics.apnsPush(status: answer.status, reason: reason, handling: handling, added: total - upstreamTime)
+        let device = path.split(separator: "/").last.map { String($0.prefix(8)) } ?? ""
+        logger.info(
+            "push",
+            metadata: [
+                "topic": "\(headers.first(name: "apns-topic") ?? "")",
+                "push_type": "\(headers.first(name: "apns-push-type") ?? "")",
+                "status": "\(answer.status)", "reason": "\(reason ?? "")", "outcome": "\(outcome ?? "")",
+                "handling": "\(handling)", "device": "\(device)",
+                "ms": "\(total.reportedMilliseconds)",
+            ])
+    }
+
+    /// The `reason` of an error body.
+    static func reason(of body: ByteBuffer) -> String? {
+        guard body.readableBytes <= 4096, let object = try? JSONValue.parse(Array(body.readableBytesView)).objectValue,
+            case let .string(reason)? = object["reason"]
+        else { return nil }
+        return reason
+    }
+}
+
+extension UInt8 {
+    fileprivate var isHexDigit: Bool {
+        (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self)
+    }
+}

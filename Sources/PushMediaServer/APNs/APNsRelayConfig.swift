@@ -1,0 +1,189 @@
+import Foundation
+import PushMedia
+
+/// The APNs relay's settings (`serve --apns-port …`), part of `ServerConfig` as `apns`. The relay
+/// is off unless `port` is set.
+public struct APNsRelayConfig: Sendable, Equatable {
+    /// `--apns-port`, `PUSHMEDIA_APNS_PORT`: port of the relay's HTTP/2 listener (0 picks a free
+    /// one); nil (the default): no relay.
+    public var port: Int?
+    /// `--apns-host`, `PUSHMEDIA_APNS_HOST`: its address: 127.0.0.1.
+    public var host = "127.0.0.1"
+    /// `--apns-tls-cert`, `--apns-tls-key`: PEM certificate chain and key; without them the relay
+    /// speaks cleartext HTTP/2 with prior knowledge (h2c), for a sidecar on loopback.
+    public var tlsCertificate: String?
+    public var tlsKey: String?
+    /// `--apns-client-ca`: accept only clients with a certificate signed by this CA (mutual TLS).
+    public var clientCA: String?
+    /// `--apns-allow-team` (repeatable): teams (`iss` of the provider token) that may push.
+    public var allowedTeams: [String] = []
+    /// `--apns-upstream`: `production`, `development` or an `https://host[:port]` URL.
+    public var upstream = "production"
+    /// `--apns-upstream-ca`: an extra CA trusted for the upstream (a private egress proxy).
+    public var upstreamCA: String?
+    /// `--apns-key`, `--apns-key-id`, `--apns-team-id`: sign provider tokens with this `.p8` key
+    /// instead of passing the client's through.
+    public var key: String?
+    public var keyID: String?
+    public var teamID: String?
+    /// `--apns-budget`: time a rich push may spend on its media before it goes on: 2 s.
+    public var budget: Duration = .seconds(2)
+    /// `--apns-upstream-timeout`: connecting to and hearing from the upstream: 10 s.
+    public var upstreamTimeout: Duration = .seconds(10)
+
+    public init() {}
+
+    /// The upstream's scheme, host and port.
+    public struct Upstream: Sendable, Equatable {
+        public var host: String
+        public var port: Int
+        /// The `:authority` sent.
+        public var authority: String { port == 443 ? host : "\(host):\(port)" }
+    }
+
+    /// `upstream` resolved: Apple's production or development host, or the URL's.
+    public var upstreamEndpoint: Upstream {
+        switch upstream {
+        case "production": return Upstream(host: "api.push.apple.com", port: 443)
+        case "development": return Upstream(host: "api.sandbox.push.apple.com", port: 443)
+        default:
+            let url = URL(string: upstream)
+            return Upstream(host: url?.host ?? upstream, port: url?.port ?? 443)
+        }
+    }
+
+    /// Whether the relay signs its own tokens.
+    public var ownKey: Bool { key != nil }
+
+    /// The relay's settings, appended to `ServerConfig.settings`.
+    static let settings: [Setting<ServerConfig>] = [
+        .integer(
+            "apns-port", "PUSHMEDIA_APNS_PORT", \.apns.port, in: 0...65535, commands: [.serve], default: "none",
+            help: "Open the APNs relay (Apple's provider API, HTTP/2) on this port; 0 for any free one"),
+        Setting(
+            "apns-host", "PUSHMEDIA_APNS_HOST", commands: [.serve], default: "`127.0.0.1`",
+            help: "Address of the APNs relay"
+        ) {
+            config, value throws(ConfigError) in
+            guard !value.text.isEmpty else { throw value.invalid(expected: "an address such as 127.0.0.1 or 0.0.0.0") }
+            config.apns.host = value.text
+        },
+        file("apns-tls-cert", "PUSHMEDIA_APNS_TLS_CERT", \.apns.tlsCertificate, "a PEM certificate chain") {
+            "The relay's TLS certificate chain (PEM); without it and --apns-tls-key: cleartext HTTP/2 (h2c)"
+        },
+        file("apns-tls-key", "PUSHMEDIA_APNS_TLS_KEY", \.apns.tlsKey, "a PEM private key") {
+            "The relay's TLS private key (PEM)"
+        },
+        file("apns-client-ca", "PUSHMEDIA_APNS_CLIENT_CA", \.apns.clientCA, "a PEM CA certificate") {
+            "Require client certificates signed by this CA (mutual TLS)"
+        },
+        Setting(
+            "apns-allow-team", "PUSHMEDIA_APNS_ALLOW_TEAMS", .list, commands: [.serve], default: "none",
+            help: "A team ID (the provider token's iss) that may push through the relay; repeatable"
+        ) {
+            config, value throws(ConfigError) in
+            for team in value.items {
+                guard team.utf8.count <= 64, team.allSatisfy({ $0.isLetter || $0.isNumber }) else {
+                    throw value.invalid(expected: "a team ID such as ABCDE12345")
+                }
+                config.apns.allowedTeams.append(team)
+            }
+        },
+        Setting(
+            "apns-upstream", "PUSHMEDIA_APNS_UPSTREAM", commands: [.serve], default: "`production`",
+            help: "Where pushes go: production, development or https://host[:port]"
+        ) {
+            config, value throws(ConfigError) in
+            if !["production", "development"].contains(value.text) {
+                guard let url = URL(string: value.text), url.scheme == "https", let host = url.host, !host.isEmpty,
+                    url.path.isEmpty || url.path == "/", url.query == nil
+                else { throw value.invalid(expected: "production, development or https://host[:port]") }
+            }
+            config.apns.upstream = value.text
+        },
+        file("apns-upstream-ca", "PUSHMEDIA_APNS_UPSTREAM_CA", \.apns.upstreamCA, "a PEM CA certificate") {
+            "Also trust this CA (PEM) for the upstream"
+        },
+        file("apns-key", "PUSHMEDIA_APNS_KEY", \.apns.key, "an AuthKey_<id>.p8 file") {
+            "Sign provider tokens with this .p8 key instead of passing the client's through"
+        },
+        Setting(
+            "apns-key-id", "PUSHMEDIA_APNS_KEY_ID", commands: [.serve], default: "none",
+            help: "The key ID (kid) of --apns-key"
+        ) {
+            config, value throws(ConfigError) in
+            guard !value.text.isEmpty, value.text.utf8.count <= 64,
+                value.text.allSatisfy({ $0.isLetter || $0.isNumber })
+            else { throw value.invalid(expected: "a key ID such as ABC123DEFG") }
+            config.apns.keyID = value.text
+        },
+        Setting(
+            "apns-team-id", "PUSHMEDIA_APNS_TEAM_ID", commands: [.serve], default: "none",
+            help: "The team ID (iss) of --apns-key"
+        ) {
+            config, value throws(ConfigError) in
+            guard !value.text.isEmpty, value.text.utf8.count <= 64,
+                value.text.allSatisfy({ $0.isLetter || $0.isNumber })
+            else { throw value.invalid(expected: "a team ID such as ABCDE12345") }
+            config.apns.teamID = value.text
+        },
+        .duration(
+            "apns-budget", "PUSHMEDIA_APNS_BUDGET", \.apns.budget, commands: [.serve], default: "`2s`",
+            help: "Time a rich push may wait for its media; past it the best attempt goes to Apple"),
+        .duration(
+            "apns-upstream-timeout", "PUSHMEDIA_APNS_UPSTREAM_TIMEOUT", \.apns.upstreamTimeout, commands: [.serve],
+            default: "`10s`",
+            help: "Answer 503 when the upstream has not connected or answered in this time"),
+    ]
+
+    /// A setting naming a readable file.
+    private static func file(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<ServerConfig, String?> & Sendable,
+        _ expected: String, help: () -> String
+    ) -> Setting<ServerConfig> {
+        Setting(name, environment, commands: [.serve], default: "none", help: help()) {
+            config, value throws(ConfigError) in
+            guard FileManager.default.isReadableFile(atPath: value.text) else {
+                throw value.invalid(expected: "a readable file: \(expected)")
+            }
+            config[keyPath: keyPath] = value.text
+        }
+    }
+
+    /// Settings that only make sense together, and the access rule of a non-loopback relay.
+    public func validate() throws(APNsSetupError) {
+        guard port != nil else { return }
+        if (tlsCertificate == nil) != (tlsKey == nil) {
+            throw .incomplete("--apns-tls-cert and --apns-tls-key go together")
+        }
+        if clientCA != nil && tlsCertificate == nil {
+            throw .incomplete("--apns-client-ca needs --apns-tls-cert and --apns-tls-key")
+        }
+        if key != nil || keyID != nil || teamID != nil, key == nil || keyID == nil || teamID == nil {
+            throw .incomplete("--apns-key, --apns-key-id and --apns-team-id go together")
+        }
+    }
+
+    /// Whether the relay listens on loopback only.
+    var loopback: Bool { ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host) || host.hasPrefix("127.") }
+}
+
+/// Why the relay cannot start.
+public enum APNsSetupError: Error, CustomStringConvertible {
+    case incomplete(String)
+    case unreadable(what: String, path: String, why: String)
+    case unrestricted(host: String, ownKey: Bool)
+
+    public var description: String {
+        switch self {
+        case let .incomplete(message): message
+        case let .unreadable(what, path, why): "\(what) \(path): \(why)"
+        case let .unrestricted(host, ownKey):
+            ownKey
+                ? "refusing to run the APNs relay on \(host) with --apns-key without --apns-client-ca: anyone could "
+                    + "push as your team; listen on loopback or require client certificates"
+                : "refusing to run the APNs relay on \(host) without --apns-allow-team or --apns-client-ca: anyone "
+                    + "could relay through it; restrict it, or give --insecure-no-auth"
+        }
+    }
+}
