@@ -10,8 +10,8 @@ import ServiceLifecycle
 
 /// The relay's listener: HTTP/2 only, over TLS (ALPN `h2` offered; a client that sends no ALPN
 /// and starts with the HTTP/2 preface is served the same) or cleartext with prior knowledge (h2c).
-/// On graceful shutdown it stops accepting, sends `GOAWAY` to every client, lets the pushes in
-/// flight finish and closes.
+/// On graceful shutdown it stops accepting, lets the pushes in flight finish, sends `GOAWAY` to
+/// every client and closes.
 public struct APNsRelayService: Service {
     let relay: APNsRelay
     let tls: NIOSSLContext?
@@ -53,7 +53,7 @@ public struct APNsRelayService: Service {
         let signer = try config.key.map { key throws(APNsSetupError) in
             try ProviderTokenSigner(keyFile: key, keyID: config.keyID ?? "", teamID: config.teamID ?? "")
         }
-        let upstream = try APNsUpstream(config: config, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+        let upstream = try APNsUpstream(config: config, logger: logger)
         relay = APNsRelay(config: config, parts: parts, upstream: upstream, signer: signer, logger: logger)
         parts.metrics.apnsConnections.withLock { $0 = { upstream.connectionCount } }
         self.onRunning = onRunning
@@ -77,14 +77,8 @@ public struct APNsRelayService: Service {
                         HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
                         HTTP2Setting(parameter: .maxHeaderListSize, value: 1 << 16),
                     ]
-                    _ = try sync.configureHTTP2Pipeline(
-                        mode: .server, connectionConfiguration: connection,
-                        streamConfiguration: NIOHTTP2Handler.StreamConfiguration()
-                    ) { stream in
-                        stream.eventLoop.makeCompletedFuture {
-                            try stream.pipeline.syncOperations.addHandler(APNsStreamHandler(relay: relay))
-                        }
-                    }
+                    try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connection))
+                    try sync.addHandler(APNsConnectionHandler(relay: relay))
                     let id = ObjectIdentifier(channel)
                     clients.withLock { $0[id] = channel }
                     channel.closeFuture.whenComplete { _ in _ = clients.withLock { $0.removeValue(forKey: id) } }
@@ -94,14 +88,13 @@ public struct APNsRelayService: Service {
         await onRunning(server.localAddress?.port ?? config.port ?? 0, tls != nil)
         try? await gracefulShutdown()
         try? await server.close()
-        // GOAWAY: clients open no new streams; those in flight finish.
+        // Each connection gets GOAWAY once its pushes in flight are answered, and closes (some
+        // clients, those on Python's h2 among them, drop answers that come after a GOAWAY).
         for channel in clients.withLock({ Array($0.values) }) {
-            let goAway = HTTP2Frame(
-                streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: nil))
-            channel.writeAndFlush(goAway, promise: nil)
+            channel.pipeline.fireUserInboundEventTriggered(APNsConnectionHandler.Drain())
         }
         let limit = ContinuousClock.now + config.budget + config.upstreamTimeout + .seconds(1)
-        while relay.pushesInFlight > 0 && ContinuousClock.now < limit {
+        while !clients.withLock({ $0.isEmpty }) && ContinuousClock.now < limit {
             try? await Task.sleep(for: .milliseconds(20))
         }
         for channel in clients.withLock({ Array($0.values) }) {
@@ -111,55 +104,121 @@ public struct APNsRelayService: Service {
     }
 }
 
-/// One client stream: collects the request (a body past 64 KiB is answered 413 at once), hands it
-/// to the relay and writes the answer.
-final class APNsStreamHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame.FramePayload
-    typealias OutboundOut = HTTP2Frame.FramePayload
+/// The server side of one client connection, on its frames: collects each stream's request (a
+/// body past 64 KiB is answered 413 at once), hands it to the relay and writes the answer on the
+/// same stream. Writes made in one turn of the event loop are flushed together.
+final class APNsConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    private struct Request {
+        var headers: HPACKHeaders
+        var body: ByteBuffer?
+    }
 
     private let relay: APNsRelay
-    private var head: HPACKHeaders?
-    private var body: ByteBuffer?
-    private var answered = false
+    private var requests: [HTTP2StreamID: Request] = [:]
+    /// Streams answered before their request ended (413): the rest of their frames is ignored.
+    private var answeredEarly: Set<HTTP2StreamID> = []
+    private var receivedBytes = 0
+    private var flushScheduled = false
+    private var windowOpened = false
     private static let bodyLimit = 64 * 1024
+    /// Streams handed to the relay and not yet answered.
+    private var answering = 0
+    private var lastStreamID = HTTP2StreamID(0)
+    private var draining = false
+
+    /// Asks the connection to close once its pushes in flight are answered, with `GOAWAY`.
+    struct Drain {}
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is Drain {
+            draining = true
+            if answering == 0 { goAway(context: context) }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func goAway(context: ChannelHandlerContext) {
+        let frame = HTTP2Frame(
+            streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
+    }
 
     init(relay: APNsRelay) { self.relay = relay }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !answered else { return }
-        switch unwrapInboundIn(data) {
-        case let .headers(frame):
-            if head == nil { head = frame.headers }
-            if frame.endStream { respond(context: context) }
-        case let .data(frame):
-            if case var .byteBuffer(buffer) = frame.data, buffer.readableBytes > 0 {
-                if body == nil {
-                    body = buffer
-                } else {
-                    body!.writeBuffer(&buffer)
+        let frame = unwrapInboundIn(data)
+        let id = frame.streamID
+        if !windowOpened {
+            // A large connection window (after the preface): many pushes are in flight at once.
+            windowOpened = true
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: 1 << 24))),
+                promise: nil)
+            scheduleFlush(context: context)
+        }
+        switch frame.payload {
+        case let .headers(headers):
+            guard !answeredEarly.contains(id) else {
+                if headers.endStream { answeredEarly.remove(id) }
+                return
+            }
+            if requests[id] == nil { requests[id] = Request(headers: headers.headers) }
+            if headers.endStream { dispatch(id, context: context) }
+        case let .data(data):
+            if case var .byteBuffer(buffer) = data.data {
+                receivedBytes += buffer.readableBytes + (data.paddingBytes ?? 0)
+                if requests[id] != nil, buffer.readableBytes > 0 {
+                    if requests[id]!.body == nil {
+                        requests[id]!.body = buffer
+                    } else {
+                        requests[id]!.body!.writeBuffer(&buffer)
+                    }
                 }
             }
-            if (body?.readableBytes ?? 0) > Self.bodyLimit {
-                answered = true
+            if let request = requests[id], (request.body?.readableBytes ?? 0) > Self.bodyLimit {
+                requests[id] = nil
+                if !data.endStream { answeredEarly.insert(id) }
                 write(
-                    APNsRelay.refusal(413, "PayloadTooLarge", apnsID: head?.first(name: "apns-id")), context: context)
-            } else if frame.endStream {
-                respond(context: context)
+                    APNsRelay.refusal(413, "PayloadTooLarge", apnsID: request.headers.first(name: "apns-id")), on: id,
+                    context: context)
+            } else if data.endStream {
+                if answeredEarly.remove(id) == nil { dispatch(id, context: context) }
             }
+        case .rstStream:
+            requests[id] = nil
+            answeredEarly.remove(id)
         default:
             break
         }
     }
 
-    private func respond(context: ChannelHandlerContext) {
-        guard !answered else { return }
-        answered = true
-        let head = head ?? HPACKHeaders()
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if receivedBytes >= 1 << 22 {
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: receivedBytes))),
+                promise: nil)
+            receivedBytes = 0
+            scheduleFlush(context: context)
+        }
+        context.fireChannelReadComplete()
+    }
+
+    private func dispatch(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
+        guard let request = requests.removeValue(forKey: id) else { return }
+        answering += 1
+        lastStreamID = max(lastStreamID, id)
         var headers = HPACKHeaders()
-        headers.reserveCapacity(head.count)
+        headers.reserveCapacity(request.headers.count)
         var method = ""
         var path = ""
-        for (name, value, indexing) in head {
+        for (name, value, indexing) in request.headers {
             switch name {
             case ":method": method = value
             case ":path": path = value
@@ -168,28 +227,48 @@ final class APNsStreamHandler: ChannelInboundHandler {
         }
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         relay.handle(
-            method: method, path: path, headers: headers, body: body ?? ByteBuffer(), on: context.eventLoop
+            method: method, path: path, headers: headers, body: request.body ?? ByteBuffer(), on: context.eventLoop
         ).whenComplete { result in
             let (handler, context) = loopBound.value
             switch result {
-            case let .success(answer): handler.write(answer, context: context)
-            case .failure: handler.write(APNsRelay.refusal(500, "InternalServerError", apnsID: nil), context: context)
+            case let .success(answer): handler.write(answer, on: id, context: context)
+            case .failure:
+                handler.write(APNsRelay.refusal(500, "InternalServerError", apnsID: nil), on: id, context: context)
             }
+            handler.answering -= 1
+            if handler.draining && handler.answering == 0 { handler.goAway(context: context) }
         }
     }
 
-    private func write(_ answer: APNsAnswer, context: ChannelHandlerContext) {
+    private func write(_ answer: APNsAnswer, on id: HTTP2StreamID, context: ChannelHandlerContext) {
         var headers = HPACKHeaders()
         headers.reserveCapacity(answer.headers.count + 2)
         headers.add(name: ":status", value: String(answer.status))
         headers.add(contentsOf: answer.headers)
         let body = answer.body.flatMap { $0.readableBytes > 0 ? $0 : nil }
         if let body { headers.add(name: "content-length", value: String(body.readableBytes)) }
-        context.write(wrapOutboundOut(.headers(.init(headers: headers, endStream: body == nil))), promise: nil)
+        context.write(
+            wrapOutboundOut(
+                HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body == nil)))),
+            promise: nil)
         if let body {
-            context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(body), endStream: true))), promise: nil)
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
+                promise: nil)
         }
-        context.flush()
+        scheduleFlush(context: context)
+    }
+
+    private func scheduleFlush(context: ChannelHandlerContext) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = loopBound.value
+            handler.flushScheduled = false
+            context.flush()
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

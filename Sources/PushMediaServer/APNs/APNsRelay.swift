@@ -25,6 +25,8 @@ final class APNsRelay: Sendable {
     let baseURL: @Sendable () -> String
     let logger: Logger
     private let inFlight = Locked(0)
+    /// Teams of recent pass-through tokens.
+    private let teams = Locked<[String: String]>([:])
 
     init(
         config: APNsRelayConfig, parts: ServerParts, upstream: APNsUpstream, signer: ProviderTokenSigner?,
@@ -73,31 +75,54 @@ final class APNsRelay: Sendable {
             team = signer.teamID
             forwarded.add(name: "authorization", value: signer.authorization(), indexing: .neverIndexed)
         } else {
-            team = headers.first(name: "authorization").flatMap(ProviderToken.team(ofAuthorization:)) ?? ""
+            team = self.team(of: headers.first(name: "authorization"))
         }
-        let prepared = prepare(body: body, pushType: pushType, on: eventLoop)
-        return prepared.flatMap { prepared in
+        let promise = eventLoop.makePromise(of: APNsAnswer.self)
+        let forward: @Sendable (Prepared) -> Void = { [forwarded] prepared in
             let sent = ContinuousClock.now
             let push = UpstreamPush(path: path, headers: forwarded, body: prepared.body)
-            return self.upstream.send(push, team: team).hop(to: eventLoop).map { answer in
-                var headers = answer.headers
-                headers.add(name: "x-pushmedia-outcome", value: prepared.label)
-                return (APNsAnswer(status: answer.status, headers: headers, body: answer.body), sent)
-            }.flatMapErrorThrowing { error in
-                self.logger.warning(
-                    "apns upstream failed",
-                    metadata: ["error": "\(error)", "upstream": "\(self.upstream.endpoint.authority)"])
-                var answer = Self.refusal(503, "ServiceUnavailable", apnsID: apnsID)
+            self.upstream.send(push, team: team, on: eventLoop).whenComplete { result in
+                var answer: APNsAnswer
+                switch result {
+                case let .success(upstream):
+                    answer = APNsAnswer(status: upstream.status, headers: upstream.headers, body: upstream.body)
+                case let .failure(error):
+                    self.logger.warning(
+                        "apns upstream failed",
+                        metadata: ["error": "\(error)", "upstream": "\(self.upstream.endpoint.authority)"])
+                    answer = Self.refusal(503, "ServiceUnavailable", apnsID: apnsID)
+                }
                 answer.headers.add(name: "x-pushmedia-outcome", value: prepared.label)
-                return (answer, sent)
-            }.map { answer, sent in
                 self.inFlight.withLock { $0 -= 1 }
                 self.finish(
                     answer, outcome: prepared.label, handling: prepared.handling, start: start,
                     upstreamTime: ContinuousClock.now - sent, headers: headers, path: path)
-                return answer
+                promise.succeed(answer)
             }
         }
+        switch prepare(body: body, pushType: pushType, on: eventLoop) {
+        case let .ready(prepared): forward(prepared)
+        case let .later(prepared): prepared.whenSuccess(forward)
+        }
+        return promise.futureResult
+    }
+
+    /// The team of a pass-through token, remembered: tokens are reused for 20 to 60 minutes.
+    private func team(of authorization: String?) -> String {
+        guard let authorization else { return "" }
+        if let team = teams.withLock({ $0[authorization] }) { return team }
+        let team = ProviderToken.team(ofAuthorization: authorization) ?? ""
+        teams.withLock { teams in
+            if teams.count >= 1024 { teams.removeAll(keepingCapacity: true) }
+            teams[authorization] = team
+        }
+        return team
+    }
+
+    /// A prepared body now, or once the pipeline is done.
+    enum Preparation {
+        case ready(Prepared)
+        case later(EventLoopFuture<Prepared>)
     }
 
     /// The body to forward and what was done to it.
@@ -110,24 +135,21 @@ final class APNsRelay: Sendable {
     }
 
     /// A rich alert goes through the pipeline (or the memo); anything else is forwarded as is.
-    private func prepare(body: ByteBuffer, pushType: String?, on eventLoop: any EventLoop) -> EventLoopFuture<Prepared>
-    {
+    private func prepare(body: ByteBuffer, pushType: String?, on eventLoop: any EventLoop) -> Preparation {
         guard pushType == nil || pushType == "alert" else {
-            return eventLoop.makeSucceededFuture(
-                Prepared(body: body, label: "skipped/push_type", handling: "passthrough"))
+            return .ready(Prepared(body: body, label: "skipped/push_type", handling: "passthrough"))
         }
         let bytes = Array(body.readableBytesView)
-        let key = ResponseMemo.Key(options: "apns|\(baseURL())", body: bytes)
+        let key = ResponseMemo.Key(options: memoOptions(), body: bytes)
         if let ready = memo.payload(key, store: pipeline.store) {
             metrics.record(ready.outcome)
-            return eventLoop.makeSucceededFuture(
+            return .ready(
                 Prepared(
                     body: ByteBuffer(bytes: ready.bytes), label: ProcessRoutes<AppRequestContext>.label(ready.outcome),
                     handling: "memo"))
         }
         guard let payload = Self.richAlert(bytes, pushType: pushType) else {
-            return eventLoop.makeSucceededFuture(
-                Prepared(body: body, label: "skipped/not_rich", handling: "passthrough"))
+            return .ready(Prepared(body: body, label: "skipped/not_rich", handling: "passthrough"))
         }
         let promise = eventLoop.makePromise(of: Prepared.self)
         promise.completeWithTask {
@@ -143,8 +165,11 @@ final class APNsRelay: Sendable {
             let rewritten = self.memo.keepPayload(key, result: result) ?? result.bytes
             return Prepared(body: ByteBuffer(bytes: rewritten), label: label, handling: "processed")
         }
-        return promise.futureResult
+        return .later(promise.futureResult)
     }
+
+    /// What besides the body changes a rewrite: the media's base URL.
+    private func memoOptions() -> String { "apns|" + baseURL() }
 
     /// The payload when `bytes` is a JSON object whose `aps` has `mutable-content: 1` and, unless
     /// `apns-push-type` says alert, an `alert`.
@@ -200,14 +225,14 @@ final class APNsRelay: Sendable {
         let total = ContinuousClock.now - start
         let reason = answer.body.flatMap { Self.reason(of: $0) }
         metrics.apnsPush(status: answer.status, reason: reason, handling: handling, added: total - upstreamTime)
-        let device = path.split(separator: "/").last.map { String($0.prefix(8)) } ?? ""
         logger.info(
             "push",
             metadata: [
                 "topic": "\(headers.first(name: "apns-topic") ?? "")",
                 "push_type": "\(headers.first(name: "apns-push-type") ?? "")",
                 "status": "\(answer.status)", "reason": "\(reason ?? "")", "outcome": "\(outcome ?? "")",
-                "handling": "\(handling)", "device": "\(device)",
+                "handling": "\(handling)",
+                "device": "\(path.split(separator: "/").last.map { String($0.prefix(8)) } ?? "")",
                 "ms": "\(total.reportedMilliseconds)",
             ])
     }

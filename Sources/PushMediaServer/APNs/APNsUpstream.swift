@@ -42,23 +42,23 @@ enum UpstreamFailure: Error, CustomStringConvertible {
     }
 }
 
-/// The HTTP/2 client to Apple (or `--apns-upstream`): one connection per provider team (Apple
-/// accepts one team's tokens per connection), kept and reused, its streams multiplexed up to
-/// the server's `SETTINGS_MAX_CONCURRENT_STREAMS` (SwiftNIO's HTTP/2 handler queues the rest).
-/// A connection that received `GOAWAY` or closed takes no new streams; the next push opens a
-/// new one. Streams the server refused unprocessed are sent once more on a new connection.
+/// The HTTP/2 client to Apple (or `--apns-upstream`): per provider team (Apple accepts one
+/// team's tokens per connection) one connection on each event loop, so that a push goes out
+/// on the thread its client's connection is served on. Connections are kept and reused, their
+/// streams multiplexed up to the server's `SETTINGS_MAX_CONCURRENT_STREAMS` (SwiftNIO's HTTP/2
+/// handler queues the rest). A connection that received `GOAWAY` or closed takes no new
+/// streams; the next push opens a new one. A push the server refused unprocessed is sent once
+/// more on a new connection.
 final class APNsUpstream: Sendable {
     let endpoint: APNsRelayConfig.Upstream
     let timeout: Duration
     private let tls: NIOSSLContext
-    private let group: any EventLoopGroup
     private let connections = Locked<[String: UpstreamConnection]>([:])
     private let logger: Logger
 
-    init(config: APNsRelayConfig, group: any EventLoopGroup, logger: Logger) throws(APNsSetupError) {
+    init(config: APNsRelayConfig, logger: Logger) throws(APNsSetupError) {
         endpoint = config.upstreamEndpoint
         timeout = config.upstreamTimeout
-        self.group = group
         self.logger = logger
         var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
         tlsConfiguration.applicationProtocols = ["h2"]
@@ -74,43 +74,25 @@ final class APNsUpstream: Sendable {
     /// Open connections.
     var connectionCount: Int { connections.withLock { $0.count } }
 
-    /// Sends `push` on `team`'s connection; a push refused unprocessed is sent once more.
-    func send(_ push: UpstreamPush, team: String) -> EventLoopFuture<UpstreamAnswer> {
-        attempt(push, team: team).flatMapError { error in
-            guard case UpstreamFailure.notProcessed = error else {
-                return self.group.any().makeFailedFuture(error)
-            }
-            return self.attempt(push, team: team)
+    /// Sends `push` on `team`'s connection of `eventLoop`; a push refused unprocessed is sent once more.
+    func send(_ push: UpstreamPush, team: String, on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamAnswer> {
+        connection(for: team, on: eventLoop).send(push).flatMapError { error in
+            guard case UpstreamFailure.notProcessed = error else { return eventLoop.makeFailedFuture(error) }
+            return self.connection(for: team, on: eventLoop).send(push)
         }
     }
 
-    private func attempt(_ push: UpstreamPush, team: String) -> EventLoopFuture<UpstreamAnswer> {
-        let connection = connection(for: team)
-        let timeout = TimeAmount(timeout)
-        return connection.multiplexer.flatMap { multiplexer in
-            let promise = connection.eventLoop.makePromise(of: UpstreamAnswer.self)
-            multiplexer.createStreamChannel(promise: nil) { stream in
-                stream.eventLoop.makeCompletedFuture {
-                    try stream.pipeline.syncOperations.addHandler(
-                        UpstreamStreamHandler(
-                            push: push, authority: self.endpoint.authority, answer: promise, timeout: timeout))
-                }
-            }
-            return promise.futureResult
-        }
-    }
-
-    /// `team`'s open connection, or a new one.
-    private func connection(for team: String) -> UpstreamConnection {
-        connections.withLock { connections in
-            if let connection = connections[team], connection.usable { return connection }
+    /// `team`'s open connection on `eventLoop`, or a new one.
+    private func connection(for team: String, on eventLoop: any EventLoop) -> UpstreamConnection {
+        let key = "\(team)\u{1F}\(ObjectIdentifier(eventLoop))"
+        return connections.withLock { connections in
+            if let connection = connections[key], connection.usable { return connection }
             let connection = UpstreamConnection(
-                endpoint: endpoint, tls: tls, eventLoop: group.next(), connectTimeout: TimeAmount(timeout),
-                logger: logger)
-            connections[team] = connection
+                endpoint: endpoint, tls: tls, eventLoop: eventLoop, timeout: TimeAmount(timeout), logger: logger)
+            connections[key] = connection
             connection.closed.whenComplete { [weak self, weak connection] _ in
                 self?.connections.withLock { connections in
-                    if let connection, connections[team] === connection { connections[team] = nil }
+                    if let connection, connections[key] === connection { connections[key] = nil }
                 }
             }
             return connection
@@ -120,22 +102,26 @@ final class APNsUpstream: Sendable {
     /// Closes every connection.
     func shutdown() -> EventLoopFuture<Void> {
         let all = connections.withLock { Array($0.values) }
-        let closes = all.map { $0.close() }
-        return EventLoopFuture.andAllComplete(closes, on: group.any())
+        let group = MultiThreadedEventLoopGroup.singleton
+        return EventLoopFuture.andAllComplete(all.map { $0.close() }, on: group.any())
     }
 }
 
-/// One HTTP/2 connection to the upstream.
+/// One HTTP/2 connection to the upstream, served on one event loop.
 final class UpstreamConnection: Sendable {
     let eventLoop: any EventLoop
-    /// The stream multiplexer once TCP is connected (TLS completes as the first stream is written).
-    let multiplexer: EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer>
+    /// The connection's handler once TCP is connected (TLS completes as the first push is written).
+    private let handler: EventLoopFuture<NIOLoopBound<UpstreamConnectionHandler>>
     /// Completes when the connection closed or never opened.
     let closed: EventLoopFuture<Void>
-    private let state = Locked((goingAway: false, closed: false, channel: Channel?.none))
+    private let state = Locked(
+        (
+            goingAway: false, closed: false, channel: Channel?.none,
+            handler: NIOLoopBound<UpstreamConnectionHandler>?.none
+        ))
 
     init(
-        endpoint: APNsRelayConfig.Upstream, tls: NIOSSLContext, eventLoop: any EventLoop, connectTimeout: TimeAmount,
+        endpoint: APNsRelayConfig.Upstream, tls: NIOSSLContext, eventLoop: any EventLoop, timeout: TimeAmount,
         logger: Logger
     ) {
         self.eventLoop = eventLoop
@@ -144,7 +130,7 @@ final class UpstreamConnection: Sendable {
         let state = state
         closed.whenComplete { _ in state.withLock { $0.closed = true } }
         let connected = ClientBootstrap(group: eventLoop)
-            .connectTimeout(connectTimeout)
+            .connectTimeout(timeout)
             .channelOption(.socketOption(.so_keepalive), value: 1)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
@@ -160,11 +146,15 @@ final class UpstreamConnection: Sendable {
                         HTTP2Setting(parameter: .maxHeaderListSize, value: 1 << 16),
                         HTTP2Setting(parameter: .enablePush, value: 0),
                     ]
-                    _ = try sync.configureHTTP2Pipeline(
-                        mode: .client, connectionConfiguration: connection,
-                        streamConfiguration: NIOHTTP2Handler.StreamConfiguration()
-                    ) { stream in stream.close() }  // no server push
-                    try sync.addHandler(GoAwayWatcher { state.withLock { $0.goingAway = true } })
+                    // The headers sent are the relay's own and those it took from a client through the
+                    // listener, which validated them.
+                    connection.headerBlockValidation = .disabled
+                    connection.contentLengthValidation = .disabled
+                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: connection))
+                    try sync.addHandler(
+                        UpstreamConnectionHandler(authority: endpoint.authority, timeout: timeout) {
+                            state.withLock { $0.goingAway = true }
+                        })
                 }
             }
             .connect(host: endpoint.host, port: endpoint.port)
@@ -179,18 +169,36 @@ final class UpstreamConnection: Sendable {
                 closedPromise.succeed()
             }
         }
-        multiplexer =
+        handler =
             connected
             .flatMapErrorThrowing { error in throw UpstreamFailure.unreachable("\(endpoint.authority): \(error)") }
-            .flatMap { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer()
-                }
+            .flatMapThrowing { channel in
+                let handler = NIOLoopBound(
+                    try channel.pipeline.syncOperations.handler(type: UpstreamConnectionHandler.self),
+                    eventLoop: channel.eventLoop)
+                state.withLock { $0.handler = handler }
+                return handler
             }
     }
 
     /// Takes new streams: connected or connecting, no `GOAWAY` received, not closed.
     var usable: Bool { state.withLock { !$0.goingAway && !$0.closed } }
+
+    /// Sends `push` and waits for its answer.
+    func send(_ push: UpstreamPush) -> EventLoopFuture<UpstreamAnswer> {
+        let promise = eventLoop.makePromise(of: UpstreamAnswer.self)
+        if eventLoop.inEventLoop, let ready = state.withLock({ $0.handler }) {
+            ready.value.send(push, answer: promise)
+        } else {
+            handler.whenComplete { result in
+                switch result {
+                case let .success(handler): handler.value.send(push, answer: promise)
+                case let .failure(error): promise.fail(error)
+                }
+            }
+        }
+        return promise.futureResult
+    }
 
     func close() -> EventLoopFuture<Void> {
         guard let channel = state.withLock({ $0.channel }) else { return closed }
@@ -198,68 +206,85 @@ final class UpstreamConnection: Sendable {
     }
 }
 
-/// Marks the connection as going away when the server sends `GOAWAY`.
-final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
+/// The client side of one connection, on its frames: numbers the streams, writes each push as a
+/// `HEADERS` and a `DATA` frame, matches the answers by stream, fails pushes past the timeout,
+/// and fails the streams a `GOAWAY` left unprocessed so that they are sent again. Writes made in
+/// one turn of the event loop are flushed together.
+final class UpstreamConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
-    typealias InboundOut = HTTP2Frame
-    let goingAway: @Sendable () -> Void
+    typealias OutboundOut = HTTP2Frame
 
-    init(goingAway: @escaping @Sendable () -> Void) { self.goingAway = goingAway }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .goAway = unwrapInboundIn(data).payload { goingAway() }
-        context.fireChannelRead(data)
+    private struct Pending {
+        var answer: EventLoopPromise<UpstreamAnswer>
+        var status: Int?
+        var headers = HPACKHeaders()
+        var body: ByteBuffer?
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        goingAway()
-        context.close(promise: nil)
-    }
-}
-
-/// One push on one stream: writes the request, collects the answer, fails on timeout or reset.
-final class UpstreamStreamHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame.FramePayload
-    typealias OutboundOut = HTTP2Frame.FramePayload
-
-    private let push: UpstreamPush
     private let authority: String
-    private let answer: EventLoopPromise<UpstreamAnswer>
     private let timeout: TimeAmount
-    private var status: Int?
-    private var headers = HPACKHeaders()
-    private var body: ByteBuffer?
-    private var done = false
-    private var refused = false
-    private var timer: Scheduled<Void>?
+    private let goingAway: @Sendable () -> Void
+    private var context: ChannelHandlerContext?
+    private var pending: [HTTP2StreamID: Pending] = [:]
+    /// Streams in the order sent, with their deadlines (ascending).
+    private var deadlines = CircularBuffer<(HTTP2StreamID, NIODeadline)>()
+    private var nextStreamID: Int32 = 1
+    private var flushScheduled = false
+    private var receivedBytes = 0
+    private var timer: RepeatedTask?
+    private var closed = false
+    /// The last stream of a `GOAWAY` received: streams above it were not processed.
+    private var goAwayLastStream: HTTP2StreamID?
+    private var cancelled: [HTTP2StreamID] = []
 
-    init(push: UpstreamPush, authority: String, answer: EventLoopPromise<UpstreamAnswer>, timeout: TimeAmount) {
-        self.push = push
+    init(authority: String, timeout: TimeAmount, goingAway: @escaping @Sendable () -> Void) {
         self.authority = authority
-        self.answer = answer
         self.timeout = timeout
+        self.goingAway = goingAway
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(in: timeout) {
-            let (handler, context) = loopBound.value
-            handler.finish(.failure(UpstreamFailure.timedOut))
-            context.close(promise: nil)
+        self.context = context
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) {
+            _ in loopBound.value.expire()
         }
-        if context.channel.isActive { sendRequest(context: context) }
     }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        failAll(UpstreamFailure.reset("connection closed"))
+        self.context = nil
+    }
+
+    /// Pushes given before the channel was active (the connect future completes first).
+    private var waiting: [(UpstreamPush, EventLoopPromise<UpstreamAnswer>)] = []
+    private var active = false
 
     func channelActive(context: ChannelHandlerContext) {
-        sendRequest(context: context)
+        active = true
         context.fireChannelActive()
+        let waiting = waiting
+        self.waiting = []
+        for (push, answer) in waiting { send(push, answer: answer) }
     }
 
-    private var sent = false
-
-    private func sendRequest(context: ChannelHandlerContext) {
-        guard !sent else { return }
-        sent = true
+    /// Writes `push` on a new stream.
+    func send(_ push: UpstreamPush, answer: EventLoopPromise<UpstreamAnswer>) {
+        guard let context, !closed, nextStreamID < Int32.max - 2 else {
+            return answer.fail(UpstreamFailure.notProcessed)
+        }
+        guard active else { return waiting.append((push, answer)) }
+        if nextStreamID == 1 {
+            // A large connection window (after the preface): answers are small, but many are in flight at once.
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: 1 << 24))),
+                promise: nil)
+        }
+        let id = HTTP2StreamID(nextStreamID)
+        nextStreamID += 2
+        if nextStreamID >= Int32.max - 2 { goingAway() }
         var headers = HPACKHeaders()
         headers.reserveCapacity(push.headers.count + 5)
         headers.add(name: ":method", value: "POST")
@@ -268,73 +293,150 @@ final class UpstreamStreamHandler: ChannelInboundHandler {
         headers.add(name: ":path", value: push.path)
         headers.add(contentsOf: push.headers)
         headers.add(name: "content-length", value: String(push.body.readableBytes))
+        pending[id] = Pending(answer: answer)
+        deadlines.append((id, .now() + timeout))
         let empty = push.body.readableBytes == 0
         context.write(
-            wrapOutboundOut(.headers(.init(headers: headers, endStream: empty))), promise: nil)
+            wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: empty)))),
+            promise: nil)
         if !empty {
-            context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(push.body), endStream: true))), promise: nil)
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(push.body), endStream: true)))),
+                promise: nil)
         }
-        context.flush()
+        scheduleFlush(context: context)
+    }
+
+    private func scheduleFlush(context: ChannelHandlerContext) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = loopBound.value
+            handler.flushScheduled = false
+            context.flush()
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case let .headers(frame):
-            if status == nil, let text = frame.headers.first(name: ":status"), let code = Int(text) {
-                if code >= 200 {
-                    status = code
-                    for (name, value, _) in frame.headers where !name.hasPrefix(":") && name != "content-length" {
-                        headers.add(name: name, value: value)
+        let frame = unwrapInboundIn(data)
+        let id = frame.streamID
+        switch frame.payload {
+        case let .headers(headers):
+            if pending[id]?.status == nil, let text = headers.headers.first(name: ":status"), let code = Int(text),
+                code >= 200
+            {
+                pending[id]?.status = code
+                for (name, value, _) in headers.headers where !name.hasPrefix(":") && name != "content-length" {
+                    pending[id]?.headers.add(name: name, value: value)
+                }
+            }
+            if headers.endStream { complete(id) }
+        case let .data(data):
+            if case var .byteBuffer(buffer) = data.data {
+                receivedBytes += buffer.readableBytes + (data.paddingBytes ?? 0)
+                if buffer.readableBytes > 0, pending[id] != nil {
+                    if pending[id]!.body == nil {
+                        pending[id]!.body = buffer
+                    } else if pending[id]!.body!.readableBytes + buffer.readableBytes <= 64 * 1024 {
+                        pending[id]!.body!.writeBuffer(&buffer)
                     }
                 }
             }
-            if frame.endStream { complete() }
-        case let .data(frame):
-            if case var .byteBuffer(buffer) = frame.data, buffer.readableBytes > 0 {
-                if body == nil {
-                    body = buffer
-                } else if body!.readableBytes + buffer.readableBytes <= 64 * 1024 {
-                    body!.writeBuffer(&buffer)
-                }
-            }
-            if frame.endStream { complete() }
+            if data.endStream { complete(id) }
         case let .rstStream(code):
-            if code == .refusedStream { refused = true }
+            fail(
+                id, code == .refusedStream ? UpstreamFailure.notProcessed : UpstreamFailure.reset("RST_STREAM \(code)"))
+        case let .goAway(lastStreamID, _, _):
+            goingAway()
+            goAwayLastStream = min(goAwayLastStream ?? lastStreamID, lastStreamID)
+            for id in pending.keys where id > lastStreamID { fail(id, UpstreamFailure.notProcessed) }
+            resolveCancelled()
         default:
             break
         }
     }
 
-    private func complete() {
-        guard let status else { return finish(.failure(UpstreamFailure.reset("no status"))) }
-        finish(.success(UpstreamAnswer(status: status, headers: headers, body: body)))
+    func channelReadComplete(context: ChannelHandlerContext) {
+        resolveCancelled()
+        if receivedBytes >= 1 << 22 {
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: receivedBytes))),
+                promise: nil)
+            receivedBytes = 0
+            scheduleFlush(context: context)
+        }
+        context.fireChannelReadComplete()
     }
 
+    /// SwiftNIO closes the streams above a `GOAWAY`'s last stream with reason `CANCEL`, maybe before
+    /// the frame reaches this handler: such closings wait for the end of the read to be told apart.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let closed = event as? StreamClosedEvent, closed.reason == .refusedStream { refused = true }
+        if let event = event as? StreamClosedEvent, pending[event.streamID] != nil {
+            let id = event.streamID
+            if event.reason == .refusedStream || goAwayLastStream.map({ id > $0 }) == true {
+                fail(id, .notProcessed)
+            } else if event.reason == .cancel {
+                cancelled.append(id)
+            } else {
+                fail(id, .reset("stream closed: \(event.reason.map { "\($0)" } ?? "")"))
+            }
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
+    /// Fails the streams closed with `CANCEL` that no `GOAWAY` explains.
+    private func resolveCancelled() {
+        for id in cancelled { fail(id, .reset("stream cancelled")) }
+        cancelled.removeAll()
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
-        finish(.failure(refused || !sent ? UpstreamFailure.notProcessed : UpstreamFailure.reset("stream closed")))
+        closed = true
+        goingAway()
+        resolveCancelled()
+        for (_, answer) in waiting { answer.fail(UpstreamFailure.reset("connection closed")) }
+        waiting = []
+        failAll(UpstreamFailure.reset("connection closed"))
         context.fireChannelInactive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
-        finish(.failure(refused || !sent ? UpstreamFailure.notProcessed : UpstreamFailure.reset("stream closed")))
-    }
-
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let error = error as? NIOHTTP2Errors.StreamClosed, error.errorCode == .refusedStream { refused = true }
-        finish(.failure(refused ? UpstreamFailure.notProcessed : UpstreamFailure.reset("\(error)")))
+        goingAway()
         context.close(promise: nil)
     }
 
-    private func finish(_ result: Result<UpstreamAnswer, any Error>) {
-        guard !done else { return }
-        done = true
-        timer?.cancel()
-        answer.completeWith(result)
+    private func complete(_ id: HTTP2StreamID) {
+        guard let done = pending.removeValue(forKey: id) else { return }
+        guard let status = done.status else { return done.answer.fail(UpstreamFailure.reset("no status")) }
+        done.answer.succeed(UpstreamAnswer(status: status, headers: done.headers, body: done.body))
+    }
+
+    private func fail(_ id: HTTP2StreamID, _ error: UpstreamFailure) {
+        pending.removeValue(forKey: id)?.answer.fail(error)
+    }
+
+    private func failAll(_ error: UpstreamFailure) {
+        let all = pending
+        pending = [:]
+        deadlines.removeAll()
+        for (_, stream) in all { stream.answer.fail(error) }
+    }
+
+    /// Fails the pushes past their deadline and resets their streams.
+    private func expire() {
+        let now = NIODeadline.now()
+        while let (id, deadline) = deadlines.first, deadline <= now || pending[id] == nil {
+            deadlines.removeFirst()
+            guard pending[id] != nil else { continue }
+            fail(id, .timedOut)
+            if let context {
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+                scheduleFlush(context: context)
+            }
+        }
     }
 }
 
