@@ -12,10 +12,13 @@ run: setup release
 ## (scripts/object-store.sh: OpenStack Swift on 127.0.0.1, installed from Debian's packages when
 ## missing), and run the whole test suite. Tests run one at a time: several check answers
 ## against deadlines, which needs cores that other tests are not saturating. Then Schemathesis
-## checks the HTTP hook's answers against its OpenAPI document (scripts/api-conformance.sh).
+## checks the HTTP hook's answers against its OpenAPI document (scripts/api-conformance.sh), and
+## real APNs clients from PyPI push through the APNs relay to a strict stand-in for Apple
+## (scripts/apns-relay.sh).
 test: lint setup-test
 	$(SWIFT) test --no-parallel
 	scripts/api-conformance.sh
+	scripts/apns-relay.sh
 
 ## The code's format (.swift-format: 4 spaces, 120 columns), checked first by `make test`.
 FORMATTED = Sources Tests Package.swift

@@ -1,0 +1,1362 @@
+#!/usr/bin/env python3
+"""End-to-end test of the APNs relay (`pushmedia serve --apns-port`).
+
+Apple cannot be reached from here, so the upstream is standin.py (a strict stand-in for Apple's
+provider API) and the clients are real, unmodified APNs libraries from PyPI (aioapns: TLS
+without ALPN; pyapns_client: httpx with ALPN h2), a raw h2 client and h2load. Everything runs on
+127.0.0.1: a test CA, server certificate and ES256 provider key made here, a media origin
+(http.server) serving samples/media/banner.webp under paths without an extension, the stand-in
+and several relays, each a subprocess killed at the end.
+
+Each check prints `ok  name` or `FAIL name: why`; the last line counts them; exit 1 when any
+failed. The stand-in checks come first and need no relay.
+
+  python3 Tests/apns/relay_test.py [--bin .build/debug/pushmedia] [--standin-only] [--only NAME]...
+"""
+
+import argparse
+import asyncio
+import base64
+import datetime
+import http.server
+import ipaddress
+import json
+import logging
+import os
+import queue
+import re
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+import uuid
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+STANDIN = os.path.join(HERE, "standin.py")
+BANNER = os.path.join(ROOT, "samples", "media", "banner.webp")
+
+TEAM = "TEAM123456"
+KEY_ID = "KEY1234567"
+OTHER_TEAM = "OTHER12345"
+OTHER_KEY_ID = "OTHERKEY12"
+TOPIC = "com.example.pushmedia"
+
+STORE_URL = r"^http://127\.0\.0\.1:{port}/media/[0-9a-f]{{64}}\.jpg$"
+RICH_TEXT = {"title": "Hi", "body": "Text"}
+CUSTOM = {"k": [1, 2]}
+
+log = logging.getLogger("relay_test")
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def expect(condition, message):
+    if not condition:
+        raise CheckFailed(message)
+
+
+# The stand-in answers device tokens starting with these with errors (see standin.py --help).
+DESIGNATED = ("dead", "bad0", "4290", "5000", "5030")
+
+
+def device_token(prefix=""):
+    while True:
+        token = (prefix + secrets.token_hex(32))[:64]
+        if prefix or not token.startswith(DESIGNATED):
+            return token
+
+
+# -- material: CA, server certificate, provider keys, tokens ---------------------------------
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class Material:
+    def __init__(self, folder):
+        self.folder = folder
+        now = datetime.datetime.now(datetime.timezone.utc)
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "PushMedia test CA")])
+        ca = (
+            x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+            .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                key_encipherment=False, data_encipherment=False, key_agreement=False,
+                encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        server_key = ec.generate_private_key(ec.SECP256R1())
+        server = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+            .issuer_name(ca_name).public_key(server_key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        pem = serialization.Encoding.PEM
+        pkcs8 = serialization.PrivateFormat.PKCS8
+        plain = serialization.NoEncryption()
+        client_key = ec.generate_private_key(ec.SECP256R1())
+        client = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "push sender")]))
+            .issuer_name(ca_name).public_key(client_key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        self.ca = self._write("ca.pem", ca.public_bytes(pem))
+        self.cert = self._write("server.pem", server.public_bytes(pem))
+        self.key = self._write("server.key", server_key.private_bytes(pem, pkcs8, plain))
+        self.client_cert = self._write("client.pem", client.public_bytes(pem))
+        self.client_key = self._write("client.key", client_key.private_bytes(pem, pkcs8, plain))
+        # Provider keys as Apple issues them: AuthKey_<kid>.p8, PKCS #8 PEM.
+        self.provider_key = ec.generate_private_key(ec.SECP256R1())
+        self.p8 = self._write(f"AuthKey_{KEY_ID}.p8", self.provider_key.private_bytes(pem, pkcs8, plain))
+        self.p8_text = open(self.p8).read()
+        self.other_key = ec.generate_private_key(ec.SECP256R1())
+        self.other_p8 = self._write(f"AuthKey_{OTHER_KEY_ID}.p8", self.other_key.private_bytes(pem, pkcs8, plain))
+        self.stranger_key = ec.generate_private_key(ec.SECP256R1())
+
+    def _write(self, name, data):
+        path = os.path.join(self.folder, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def jwt(self, team=TEAM, kid=KEY_ID, iat=None, key=None):
+        key = key or (self.other_key if kid == OTHER_KEY_ID else self.provider_key)
+        header = b64url(json.dumps({"alg": "ES256", "kid": kid}).encode())
+        claims = b64url(json.dumps({"iss": team, "iat": int(time.time()) if iat is None else iat}).encode())
+        signing_input = f"{header}.{claims}"
+        r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+        return signing_input + "." + b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+
+    def bearer(self, **kw):
+        return "bearer " + self.jwt(**kw)
+
+    def client_context(self, alpn=True, certificate=False):
+        ctx = ssl.create_default_context(cafile=self.ca)
+        if alpn:
+            ctx.set_alpn_protocols(["h2"])
+        if certificate:
+            ctx.load_cert_chain(self.client_cert, self.client_key)
+        return ctx
+
+
+# -- media origin ---------------------------------------------------------------------------
+
+class Origin:
+    """http.server on 127.0.0.1 serving the WebP sample at paths without an extension; counts
+    GET requests per path."""
+
+    PATHS = ("/img/banner", "/img/campaign", "/img/hostile", "/img/slow")
+
+    def __init__(self):
+        with open(BANNER, "rb") as f:
+            self.webp = f.read()
+        self.gets = {}
+        self.heads = {}
+        self.requests = []  # (time, method, path, Range header, User-Agent)
+        self.lock = threading.Lock()
+        origin = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _serve(self, body):
+                path = self.path.split("?", 1)[0]
+                with origin.lock:
+                    counter = origin.gets if body else origin.heads
+                    counter[path] = counter.get(path, 0) + 1
+                    origin.requests.append((time.time(), self.command, path, self.headers.get("Range"),
+                                            self.headers.get("User-Agent")))
+                if path not in Origin.PATHS:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if path == "/img/slow":
+                    time.sleep(1.5)
+                self.send_response(200)
+                self.send_header("Content-Type", "image/webp")
+                self.send_header("Content-Length", str(len(origin.webp)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(origin.webp)
+
+            def do_GET(self):
+                self._serve(True)
+
+            def do_HEAD(self):
+                self._serve(False)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def fetches(self, path):
+        with self.lock:
+            return self.gets.get(path, 0)
+
+    def describe(self, path, since=0.0):
+        """The requests for path, as text, times relative to `since`."""
+        with self.lock:
+            return "; ".join(f"{m} at {t - since:+.3f}s range={r} ua={ua}"
+                             for t, m, p, r, ua in self.requests if p == path)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# -- subprocesses ---------------------------------------------------------------------------
+
+PROCESSES = []
+
+
+class Proc:
+    """A subprocess whose stdout is read by a thread; stderr goes to a file."""
+
+    def __init__(self, name, argv, folder, env=None):
+        self.name = name
+        self.argv = argv
+        self.err_path = os.path.join(folder, f"{name}.stderr")
+        self.err = open(self.err_path, "wb")
+        self.lines = queue.Queue()
+        self.out = []
+        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.err, stdin=subprocess.DEVNULL,
+                                  env=env, start_new_session=True)
+        PROCESSES.append(self)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for raw in self.p.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.out.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, patterns, timeout=20.0):
+        """The match of each regex in patterns, in any order, from stdout lines."""
+        found = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(patterns):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CheckFailed(f"{self.name} did not start within {timeout:.0f}s: {self.stderr_tail()}")
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise CheckFailed(f"{self.name} exited ({self.p.wait()}) before it listened: {self.stderr_tail()}")
+            for i, pattern in enumerate(patterns):
+                m = re.search(pattern, line)
+                if m and i not in found:
+                    found[i] = m
+        return [found[i] for i in range(len(patterns))]
+
+    def stderr_tail(self, n=1500):
+        self.err.flush()
+        try:
+            with open(self.err_path, "rb") as f:
+                data = f.read()[-n:].decode("utf-8", "replace").strip()
+        except OSError:
+            data = ""
+        return data or "(no stderr)"
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.p.wait(timeout=5)
+        self.err.close()
+
+
+def stop_all():
+    for p in reversed(PROCESSES):
+        try:
+            p.stop()
+        except Exception:
+            pass
+
+
+def free_port():
+    """A port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Standin:
+    def __init__(self, world, name, *extra):
+        self.record = os.path.join(world.work, f"{name}.jsonl")
+        m = world.material
+        argv = [sys.executable, STANDIN, "--port", "0", "--cert", m.cert, "--key", m.key,
+                "--team", f"{TEAM}:{KEY_ID}:{m.p8}", "--team", f"{OTHER_TEAM}:{OTHER_KEY_ID}:{m.other_p8}",
+                "--topic", TOPIC, "--record", self.record, *extra]
+        self.proc = Proc(name, argv, world.work)
+        (m,) = self.proc.wait_for([r"^standin listening on (\d+)$"])
+        self.port = int(m.group(1))
+
+    def mark(self):
+        """How many requests are recorded now: entries(since=mark()) gives only later ones."""
+        return len(self.entries())
+
+    def entries(self, tokens=None, since=0):
+        """The recorded requests (for these device tokens), in the order they were answered."""
+        out = []
+        try:
+            with open(self.record, encoding="utf-8") as f:
+                for n, line in enumerate(f):
+                    if n < since:
+                        continue
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if tokens is None or entry.get("token") in tokens:
+                        out.append(entry)
+        except FileNotFoundError:
+            pass
+        return out
+
+
+class Relay:
+    def __init__(self, world, name, upstream, tls=True, extra=()):
+        m = world.material
+        store = os.path.join(world.work, f"store-{name}")
+        os.makedirs(store, exist_ok=True)
+        argv = [world.bin, "serve", "--port", "0", "--store", store, "--apns-port", "0",
+                "--apns-upstream", upstream, "--apns-upstream-ca", m.ca,
+                "--trust-peer", f"127.0.0.1:{world.origin.port}"]
+        if tls:
+            argv += ["--apns-tls-cert", m.cert, "--apns-tls-key", m.key]
+        argv += list(extra)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PUSHMEDIA_")}
+        self.proc = Proc(name, argv, world.work, env=env)
+        hook, relay = self.proc.wait_for([
+            r"PushMedia listening on http://127\.0\.0\.1:(\d+)",
+            r"PushMedia APNs relay on (https?)://127\.0\.0\.1:(\d+)",
+        ])
+        self.hook = int(hook.group(1))
+        self.scheme = relay.group(1)
+        self.port = int(relay.group(2))
+        expect(self.scheme == ("https" if tls else "http"),
+               f"{name}: relay on {self.scheme}, expected {'https' if tls else 'http'}")
+        self.tls = tls
+
+    def store_url_re(self):
+        return re.compile(STORE_URL.format(port=self.hook))
+
+    def h2(self, world, requests, **kw):
+        ctx = world.material.client_context() if self.tls else None
+        return h2_run(self.port, requests, ssl_context=ctx, **kw)
+
+
+# -- a raw HTTP/2 client ------------------------------------------------------------------------
+
+class Response:
+    def __init__(self):
+        self.status = None
+        self.headers = {}
+        self.body = bytearray()
+        self.error = None
+        self.elapsed = None
+
+    def json(self):
+        try:
+            return json.loads(bytes(self.body))
+        except ValueError:
+            return None
+
+    def __repr__(self):
+        if self.error:
+            return f"<error {self.error} after {self.elapsed:.2f}s>"
+        return f"<{self.status} {dict(self.headers)} {bytes(self.body)[:200]!r}>"
+
+
+class Request:
+    def __init__(self, path, headers=(), body=b"", method="POST"):
+        self.method = method
+        self.path = path
+        self.headers = list(headers)
+        self.body = body
+
+
+async def h2_exchange(port, requests, ssl_context=None, timeout=15.0, concurrency=100, sequential=False):
+    """Sends requests on one HTTP/2 connection (TLS when ssl_context is given, h2c otherwise),
+    up to `concurrency` at once (one at a time when sequential), and returns a Response for each
+    (with .error set for a stream that was refused, reset or never answered)."""
+    loop = asyncio.get_running_loop()
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection("127.0.0.1", port, ssl=ssl_context,
+                                server_hostname="localhost" if ssl_context else None), timeout)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    conn.increment_flow_control_window((1 << 24) - 65535)
+    writer.write(conn.data_to_send())
+    streams = {}
+    window = asyncio.Event()
+    closed = []
+
+    def finish(sid, error=None):
+        entry = streams.pop(sid, None)
+        if entry is None:
+            return
+        response, future, started = entry
+        response.elapsed = loop.time() - started
+        if error:
+            response.error = error
+        if not future.done():
+            future.set_result(response)
+
+    async def read_loop():
+        try:
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                try:
+                    events = conn.receive_data(data)
+                except h2.exceptions.ProtocolError as e:
+                    closed.append(f"protocol error: {e}")
+                    break
+                for event in events:
+                    if isinstance(event, h2.events.ResponseReceived):
+                        if event.stream_id in streams:
+                            streams[event.stream_id][0].status = int(dict(event.headers)[":status"])
+                            streams[event.stream_id][0].headers = dict(event.headers)
+                    elif isinstance(event, h2.events.DataReceived):
+                        if event.stream_id in streams:
+                            streams[event.stream_id][0].body += event.data
+                        try:
+                            conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                        except h2.exceptions.StreamClosedError:
+                            pass
+                    elif isinstance(event, h2.events.StreamEnded):
+                        finish(event.stream_id)
+                        window.set()
+                    elif isinstance(event, h2.events.StreamReset):
+                        finish(event.stream_id, f"reset ({event.error_code!r})")
+                        window.set()
+                    elif isinstance(event, h2.events.ConnectionTerminated):
+                        last = event.last_stream_id or 0
+                        for sid in [s for s in streams if s > last]:
+                            finish(sid, f"refused by GOAWAY (last_stream_id {last})")
+                    elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
+                        window.set()
+                writer.write(conn.data_to_send())
+        except (ConnectionError, ssl.SSLError, OSError) as e:
+            closed.append(f"connection error: {e}")
+        closed.append("connection closed")
+        for sid in list(streams):
+            finish(sid, closed[0])
+        window.set()
+
+    reader_task = asyncio.ensure_future(read_loop())
+    gate = asyncio.Semaphore(1 if sequential else concurrency)
+    authority = "localhost:%d" % port
+    scheme = "https" if ssl_context else "http"
+
+    async def one(req):
+        response = Response()
+        started = loop.time()
+        sid = None
+
+        async def attempt():
+            nonlocal sid
+            async with gate:
+                while not closed and conn.open_outbound_streams >= conn.remote_settings.max_concurrent_streams:
+                    window.clear()
+                    await window.wait()
+                if closed:
+                    response.error = closed[0]
+                    return response
+                future = loop.create_future()
+                sid = conn.get_next_available_stream_id()
+                headers = [(":method", req.method), (":scheme", scheme), (":authority", authority),
+                           (":path", req.path)] + req.headers
+                conn.send_headers(sid, headers, end_stream=not req.body)
+                streams[sid] = (response, future, started)
+                body = memoryview(req.body)
+                while body and not closed:
+                    size = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size, len(body))
+                    if size <= 0:
+                        writer.write(conn.data_to_send())
+                        window.clear()
+                        await window.wait()
+                        continue
+                    conn.send_data(sid, bytes(body[:size]), end_stream=size == len(body))
+                    body = body[size:]
+                writer.write(conn.data_to_send())
+                return await asyncio.shield(future)
+
+        try:
+            return await asyncio.wait_for(attempt(), timeout)
+        except asyncio.TimeoutError:
+            response.error = f"no answer within {timeout:.1f}s"
+            if sid is not None and streams.pop(sid, None) is not None:
+                try:
+                    conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+                    writer.write(conn.data_to_send())
+                except h2.exceptions.ProtocolError:
+                    pass
+        except (h2.exceptions.ProtocolError, h2.exceptions.StreamClosedError) as e:
+            response.error = f"could not send: {e}"
+        response.elapsed = loop.time() - started
+        return response
+
+    try:
+        return await asyncio.gather(*(one(r) for r in requests))
+    finally:
+        try:
+            conn.close_connection()
+            writer.write(conn.data_to_send())
+        except Exception:
+            pass
+        writer.close()
+        reader_task.cancel()
+        try:
+            await asyncio.wait_for(writer.wait_closed(), 2)
+        except Exception:
+            pass
+
+
+def h2_run(port, requests, ssl_context=None, timeout=15.0, **kw):
+    return asyncio.run(asyncio.wait_for(
+        h2_exchange(port, requests, ssl_context=ssl_context, timeout=timeout, **kw), timeout + 15))
+
+
+def push_headers(world, auth=True, push_type="alert", apns_id=None, **extra):
+    headers = [("apns-topic", TOPIC)]
+    if push_type:
+        headers.append(("apns-push-type", push_type))
+    if apns_id:
+        headers.append(("apns-id", apns_id))
+    if auth:
+        headers.append(("authorization", world.material.bearer()))
+    headers += [(k.replace("_", "-"), v) for k, v in extra.items()]
+    return headers
+
+
+def http_get(url, timeout=10.0):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+# -- the clients under test ---------------------------------------------------------------------
+
+def rich_message(world, media_path="/img/banner"):
+    return {"aps": {"alert": dict(RICH_TEXT), "mutable-content": 1},
+            "media_url": world.origin.url(media_path), "custom": CUSTOM}
+
+
+BACKGROUND = {"aps": {"content-available": 1}, "x": "  spaced  "}
+
+
+class AioAPNs:
+    """aioapns 4.0, pointed at a host by its protocol class attributes; trusts the test CA by
+    the ssl_context it is given (a default context holds no ALPN: aioapns negotiates none)."""
+
+    name = "aioapns"
+
+    def __init__(self, world, port):
+        self.world, self.port = world, port
+
+    def _run(self, coro_fn, timeout=20.0):
+        from aioapns.connection import APNsProductionClientProtocol
+
+        APNsProductionClientProtocol.APNS_SERVER = "127.0.0.1"
+        APNsProductionClientProtocol.APNS_PORT = self.port
+
+        async def main():
+            from aioapns import APNs
+
+            client = APNs(key=self.world.material.p8_text, key_id=KEY_ID, team_id=TEAM, topic=TOPIC,
+                          ssl_context=ssl.create_default_context(cafile=self.world.material.ca),
+                          max_connection_attempts=2)
+            try:
+                return await asyncio.wait_for(coro_fn(client), timeout)
+            finally:
+                client.pool.close()
+
+        return asyncio.run(main())
+
+    def push(self, token, message, push_type=None, priority=None):
+        """(status, apns_id matched, reason, timestamp); the apns-id is the one aioapns matched
+        the answer to (it pairs answers with requests by the answer's apns-id)."""
+        from aioapns import NotificationRequest, PushType
+
+        request = NotificationRequest(device_token=token, message=message,
+                                      push_type=PushType(push_type) if push_type else None, priority=priority)
+
+        async def send(client):
+            return await client.send_notification(request)
+
+        try:
+            result = self._run(send)
+        except asyncio.TimeoutError:
+            raise CheckFailed("aioapns had no answer within 20s (it never matches an answer whose apns-id "
+                              "is not the request's)")
+        expect(result.notification_id == request.notification_id,
+               f"aioapns matched apns-id {result.notification_id}, sent {request.notification_id}")
+        return int(result.status), result.notification_id, result.description, result.timestamp
+
+    @staticmethod
+    def body_of(message):
+        # aioapns's own serialization.
+        return json.dumps(message, ensure_ascii=False).encode()
+
+
+class PyAPNsClient:
+    """pyapns_client 2.0.6, pointed at a host by a mode added to APNSClient.BASE_URLS; trusts
+    the test CA by root_cert_path, which it passes to httpx as verify= (an SSLContext works)."""
+
+    name = "pyapns_client"
+
+    def __init__(self, world, port):
+        import pyapns_client
+
+        self.world, self.port = world, port
+        mode = f"test-{port}"
+        pyapns_client.APNSClient.BASE_URLS[mode] = f"https://127.0.0.1:{port}"
+        self.client = pyapns_client.APNSClient(
+            mode=mode, root_cert_path=ssl.create_default_context(cafile=world.material.ca),
+            auth_key_path=world.material.p8, auth_key_id=KEY_ID, team_id=TEAM)
+
+    @staticmethod
+    def notification(message, push_type=None, priority=None, apns_id=None):
+        import pyapns_client as P
+
+        aps = message["aps"]
+        alert = aps.get("alert")
+        payload = P.IOSPayload(
+            alert=P.IOSPayloadAlert(title=alert.get("title"), body=alert.get("body")) if alert else None,
+            mutable_content=bool(aps.get("mutable-content")),
+            content_available=bool(aps.get("content-available")),
+            custom={k: v for k, v in message.items() if k != "aps"})
+        return P.IOSNotification(payload=payload, topic=TOPIC, apns_id=apns_id or str(uuid.uuid4()),
+                                 push_type=push_type, priority=priority)
+
+    def push(self, token, message, push_type=None, priority=None):
+        import pyapns_client as P
+
+        n = self.notification(message, push_type, None if priority is None else str(priority))
+        try:
+            self.client.push(n, token)
+        except P.APNSConnectionException:
+            raise CheckFailed("pyapns_client: no connection or no answer (3 tries)")
+        except P.APNSException as e:
+            expect(e.apns_id == n.apns_id, f"pyapns_client got apns-id {e.apns_id}, sent {n.apns_id}")
+            return e.status_code, e.apns_id, type(e).__name__.removesuffix("Exception"), getattr(e, "timestamp", None)
+        finally:
+            self.client.close()
+        # pyapns_client returns nothing on success: the 200 is all it shows.
+        return 200, n.apns_id, None, None
+
+    @staticmethod
+    def body_of(message):
+        return PyAPNsClient.notification(message).get_json_data()
+
+
+# -- the world: everything a check may need, made on first use ----------------------------------
+
+class World:
+    def __init__(self, bin_path, work):
+        self.bin = bin_path
+        self.work = work
+        self._made = {}
+
+    def _once(self, name, make):
+        if name not in self._made:
+            try:
+                self._made[name] = (True, make())
+            except Exception as e:
+                self._made[name] = (False, e)
+        ok, value = self._made[name]
+        if not ok:
+            raise CheckFailed(f"{name} unavailable: {value}")
+        return value
+
+    @property
+    def material(self):
+        return self._once("material", lambda: Material(self.work))
+
+    @property
+    def origin(self):
+        return self._once("origin", Origin)
+
+    @property
+    def standin(self):
+        return self._once("standin", lambda: Standin(self, "standin"))
+
+    def relay_support(self):
+        def probe():
+            if not os.access(self.bin, os.X_OK):
+                raise CheckFailed(f"{self.bin} is missing (swift build first)")
+            out = subprocess.run([self.bin, "serve", "--help"], capture_output=True, timeout=30)
+            if b"--apns-port" not in out.stdout + out.stderr:
+                raise CheckFailed(f"`{self.bin} serve --help` lists no --apns-port (no relay in this build)")
+            return True
+        return self._once("relay", probe)
+
+    def relay(self, name, make_upstream, tls=True, extra=()):
+        def make():
+            self.relay_support()
+            return Relay(self, name, make_upstream(), tls=tls, extra=extra)
+        return self._once(name, make)
+
+    @property
+    def relay_tls(self):
+        return self.relay("relay-tls", lambda: f"https://localhost:{self.standin.port}")
+
+    @property
+    def relay_h2c(self):
+        return self.relay("relay-h2c", lambda: f"https://localhost:{self.standin.port}", tls=False)
+
+    def wait_record(self, standin, tokens, count, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            entries = standin.entries(tokens)
+            if len(entries) >= count or time.monotonic() > deadline:
+                return entries
+            time.sleep(0.05 if count < 100 else 0.3)
+
+    def single_entry(self, standin, token):
+        entries = self.wait_record(standin, {token}, 1)
+        expect(len(entries) == 1, f"the stand-in recorded {len(entries)} pushes to {token[:8]}…, expected one")
+        return entries[0]
+
+
+# -- checks -------------------------------------------------------------------------------------
+
+CHECKS = []
+
+
+def check(group):
+    def register(fn):
+        CHECKS.append((fn.__name__, group, fn))
+        return fn
+    return register
+
+
+def client_against_standin(world, client_cls):
+    client = client_cls(world, world.standin.port)
+    token = device_token()
+    status, apns_id, reason, _ = client.push(token, {"aps": {"alert": dict(RICH_TEXT)}})
+    expect(status == 200, f"push: {status} {reason}")
+    entry = world.single_entry(world.standin, token)
+    expect(entry["status"] == 200 and entry["apns_id"] == apns_id,
+           f"stand-in answered {entry['status']} with apns-id {entry['apns_id']}, client has {apns_id}")
+    dead = device_token("dead")
+    status, _, reason, timestamp = client.push(dead, {"aps": {"alert": dict(RICH_TEXT)}})
+    expect(status == 410 and reason == "Unregistered", f"dead token: {status} {reason}")
+    expect(isinstance(timestamp, int) and timestamp > 1_500_000_000_000,
+           f"dead token: timestamp {timestamp!r} is not milliseconds since the epoch")
+    return entry
+
+
+@check("standin")
+def standin_aioapns(world):
+    entry = client_against_standin(world, AioAPNs)
+    expect(entry["alpn"] is None, f"aioapns negotiated ALPN {entry['alpn']!r}, expected none")
+
+
+@check("standin")
+def standin_pyapns_client(world):
+    entry = client_against_standin(world, PyAPNsClient)
+    expect(entry["alpn"] == "h2", f"pyapns_client negotiated ALPN {entry['alpn']!r}, expected h2")
+    iat = entry["authorization"]["jwt_claims"]["iat"]
+    expect(isinstance(iat, float), f"pyapns_client's iat {iat!r} was expected to be a float")
+
+
+@check("standin")
+def standin_strict(world):
+    m = world.material
+    old = int(time.time()) - 7200
+    token = device_token
+
+    def req(path=None, headers=None, body=b'{"aps":{"alert":"x"}}', method="POST", tok=None, **kw):
+        return Request(path or f"/3/device/{tok or token()}",
+                       push_headers(world, **kw) if headers is None else headers, body, method)
+
+    base = push_headers(world)
+    cases = [
+        ("valid", req(), 200, None),
+        ("float iat", req(headers=[("apns-topic", TOPIC), ("authorization", "bearer " + m.jwt(iat=time.time()))]),
+         200, None),
+        ("voip 5120 bytes", req(push_type="voip", body=b'{"aps":{},"p":"' + b"v" * 5103 + b'"}'), 200, None),
+        ("voip 5121 bytes", req(push_type="voip", body=b'{"aps":{},"p":"' + b"v" * 5104 + b'"}'),
+         413, "PayloadTooLarge"),
+        ("GET", req(method="GET", body=b""), 405, "MethodNotAllowed"),
+        ("other path", req(path="/4/other"), 404, "BadPath"),
+        ("short token", req(path="/3/device/abc"), 400, "BadDeviceToken"),
+        ("non-hex token", req(path="/3/device/" + "zz" * 32), 400, "BadDeviceToken"),
+        ("no authorization", req(auth=False), 403, "MissingProviderToken"),
+        ("foreign key", req(headers=[("apns-topic", TOPIC), ("authorization",
+                                                             "bearer " + m.jwt(key=m.stranger_key))]),
+         403, "InvalidProviderToken"),
+        ("unknown kid", req(headers=[("apns-topic", TOPIC), ("authorization",
+                                                             "bearer " + m.jwt(kid="NOPE123456"))]),
+         403, "InvalidProviderToken"),
+        ("old iat", req(headers=[("apns-topic", TOPIC), ("authorization", "bearer " + m.jwt(iat=old))]),
+         403, "ExpiredProviderToken"),
+        ("no topic", req(headers=[("authorization", m.bearer())]), 400, "MissingTopic"),
+        ("other topic", req(headers=[("apns-topic", "com.other.app"), ("authorization", m.bearer())]),
+         400, "BadTopic"),
+        ("bad push type", req(push_type="banner"), 400, "InvalidPushType"),
+        ("bad priority", req(apns_priority="7"), 400, "BadPriority"),
+        ("bad expiration", req(apns_expiration="soon"), 400, "BadExpirationDate"),
+        ("long collapse id", req(apns_collapse_id="c" * 65), 400, "BadCollapseId"),
+        ("bad apns-id", req(headers=base + [("apns-id", "not-a-uuid")]), 400, "BadMessageId"),
+        ("empty body", req(body=b""), 400, "PayloadEmpty"),
+        ("4096 bytes", req(body=b'{"aps":{},"p":"' + b"x" * 4079 + b'"}'), 200, None),
+        ("4097 bytes", req(body=b'{"aps":{},"p":"' + b"x" * 4080 + b'"}'), 413, "PayloadTooLarge"),
+        ("bad0", req(tok=device_token("bad0")), 400, "BadDeviceToken"),
+        ("4290", req(tok=device_token("4290")), 429, "TooManyRequests"),
+        ("5000", req(tok=device_token("5000")), 500, "InternalServerError"),
+        ("dead", req(tok=device_token("dead")), 410, "Unregistered"),
+    ]
+    responses = h2_run(world.standin.port, [c[1] for c in cases], ssl_context=m.client_context())
+    problems = []
+    for (label, request, status, reason), r in zip(cases, responses):
+        got_reason = (r.json() or {}).get("reason") if r.status and r.status != 200 else None
+        if r.error or r.status != status or got_reason != reason or not r.headers.get("apns-id"):
+            problems.append(f"{label}: {r!r}, expected {status} {reason}")
+        if reason == "Unregistered" and not isinstance((r.json() or {}).get("timestamp"), int):
+            problems.append(f"{label}: no integer timestamp in {bytes(r.body)!r}")
+    # One team per connection: a second team's valid token on the same connection is refused.
+    mixed = h2_run(world.standin.port, [
+        req(), req(headers=[("apns-topic", TOPIC), ("authorization", m.bearer(team=OTHER_TEAM, kid=OTHER_KEY_ID))]),
+    ], ssl_context=m.client_context(), sequential=True)
+    if [r.status for r in mixed] != [200, 403] or (mixed[1].json() or {}).get("reason") != "InvalidProviderToken":
+        problems.append(f"team mixing: {mixed!r}, expected 200 then 403 InvalidProviderToken")
+    expect(not problems, "; ".join(problems))
+
+
+@check("standin")
+def standin_h2load(world):
+    expect(shutil.which("h2load"), "h2load is missing (apt-get install nghttp2-client)")
+    tokens = [device_token() for _ in range(2000)]
+    results = run_h2load(world, f"https://127.0.0.1:{world.standin.port}", tokens,
+                         b'{"aps":{"alert":"h2load"}}', clients=2, streams=100)
+    entries = world.wait_record(world.standin, set(tokens), len(tokens))
+    statuses = {}
+    for e in entries:
+        statuses[e["status"]] = statuses.get(e["status"], 0) + 1
+    expect(results == len(tokens), f"h2load: {results} of {len(tokens)} answered 2xx")
+    expect(len(entries) == len(tokens) and statuses == {200: len(tokens)},
+           f"stand-in recorded {len(entries)} pushes, statuses {statuses}")
+
+
+def run_h2load(world, base, tokens, body, clients=4, streams=100, headers=None, timeout=180.0):
+    """Sends one push per token with h2load: `clients` h2load processes of one connection each
+    (h2load starts every client at the first URI of its list, so one list per process gives
+    every token exactly once). Returns how many answers were 2xx."""
+    body_path = os.path.join(world.work, f"h2load-body-{secrets.token_hex(4)}.json")
+    with open(body_path, "wb") as f:
+        f.write(body)
+    headers = headers if headers is not None else [
+        f"authorization: {world.material.bearer()}", f"apns-topic: {TOPIC}", "apns-push-type: alert"]
+    procs = []
+    share = (len(tokens) + clients - 1) // clients
+    for i in range(clients):
+        part = tokens[i * share:(i + 1) * share]
+        if not part:
+            continue
+        uri_path = os.path.join(world.work, f"h2load-uris-{secrets.token_hex(4)}.txt")
+        with open(uri_path, "w") as f:
+            f.write("".join(f"{base}/3/device/{t}\n" for t in part))
+        argv = ["h2load", "-n", str(len(part)), "-c", "1", "-m", str(streams), "-i", uri_path, "-d", body_path,
+                "-N", "30s"]
+        for h in headers:
+            argv += ["-H", h]
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True))
+    ok = 0
+    deadline = time.monotonic() + timeout
+    outputs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            text = out.decode("utf-8", "replace")
+            outputs.append(text)
+            m = re.search(r"status codes: (\d+) 2xx", text)
+            ok += int(m.group(1)) if m else 0
+    except subprocess.TimeoutExpired:
+        raise CheckFailed(f"h2load did not finish within {timeout:.0f}s")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    if ok != len(tokens):
+        tail = " | ".join(o.strip().splitlines()[-1] if o.strip() else "" for o in outputs)
+        log.info("h2load output: %s", outputs)
+        raise CheckFailed(f"h2load: {ok} of {len(tokens)} answered 2xx ({tail})")
+    return ok
+
+
+# b. Real clients through the relay.
+
+def rich_through_relay(world, client_cls):
+    relay = world.relay_tls
+    client = client_cls(world, relay.port)
+    pattern = relay.store_url_re()
+    message = rich_message(world)
+    token = device_token()
+    deadline = time.monotonic() + 10.0
+    attempts = 0
+    entry = None
+    while True:
+        attempts += 1
+        status, apns_id, reason, _ = client.push(token, message)
+        expect(status == 200, f"push {attempts}: {status} {reason}")
+        entries = world.wait_record(world.standin, {token}, attempts, timeout=5)
+        expect(len(entries) >= attempts, f"push {attempts}: the stand-in recorded {len(entries)} pushes")
+        entry = entries[-1]
+        expect(entry["apns_id"] == apns_id, f"stand-in answered apns-id {entry['apns_id']}, client has {apns_id}")
+        payload = json.loads(entry["body"])
+        if isinstance(payload.get("media_url"), str) and pattern.match(payload["media_url"]):
+            break
+        expect(time.monotonic() < deadline,
+               f"after {attempts} pushes in 10s the media URL is still {payload.get('media_url')!r}")
+        time.sleep(0.3)
+    expect(payload["aps"].get("alert") == RICH_TEXT, f"alert changed: {payload['aps'].get('alert')!r}")
+    expect(payload.get("custom") == CUSTOM, f"custom changed: {payload.get('custom')!r}")
+    status, data = http_get(payload["media_url"])
+    expect(status == 200 and data[:3] == b"\xff\xd8\xff",
+           f"GET {payload['media_url']}: {status}, starts {data[:8].hex()}")
+
+
+def unregistered_through_relay(world, client_cls):
+    client = client_cls(world, world.relay_tls.port)
+    status, _, reason, timestamp = client.push(device_token("dead"), rich_message(world))
+    expect(status == 410 and reason == "Unregistered", f"{status} {reason}")
+    expect(isinstance(timestamp, int) and timestamp > 1_500_000_000_000, f"timestamp {timestamp!r}")
+
+
+def background_through_relay(world, client_cls):
+    client = client_cls(world, world.relay_tls.port)
+    token = device_token()
+    status, _, reason, _ = client.push(token, BACKGROUND, push_type="background", priority=5)
+    expect(status == 200, f"{status} {reason}")
+    entry = world.single_entry(world.standin, token)
+    sent = client_cls.body_of(BACKGROUND)
+    expect(entry["body"].encode() == sent, f"arrived {entry['body']!r}, sent {sent!r}")
+    h = entry["headers"]
+    expect(h.get("apns-push-type") == "background" and h.get("apns-priority") == "5",
+           f"headers arrived as apns-push-type {h.get('apns-push-type')!r}, apns-priority {h.get('apns-priority')!r}")
+
+
+@check("relay")
+def relay_aioapns_rich(world):
+    rich_through_relay(world, AioAPNs)
+
+
+@check("relay")
+def relay_aioapns_unregistered(world):
+    unregistered_through_relay(world, AioAPNs)
+
+
+@check("relay")
+def relay_aioapns_background(world):
+    background_through_relay(world, AioAPNs)
+
+
+@check("relay")
+def relay_pyapns_client_rich(world):
+    rich_through_relay(world, PyAPNsClient)
+
+
+@check("relay")
+def relay_pyapns_client_unregistered(world):
+    unregistered_through_relay(world, PyAPNsClient)
+
+
+@check("relay")
+def relay_pyapns_client_background(world):
+    background_through_relay(world, PyAPNsClient)
+
+
+@check("relay")
+def relay_background_bytes(world):
+    relay = world.relay_tls
+    token = device_token()
+    body = b'{ "aps" : {"content-available":1} ,\n\t"x":"  spaced  "   }'
+    apns_id = str(uuid.uuid4())
+    (r,) = relay.h2(world, [Request(f"/3/device/{token}", push_headers(
+        world, push_type="background", apns_id=apns_id, apns_priority="5", apns_collapse_id="c1",
+        apns_expiration="0"), body)])
+    expect(r.status == 200, f"relay answered {r!r}")
+    expect(r.headers.get("apns-id") == apns_id, f"apns-id {r.headers.get('apns-id')!r}, sent {apns_id}")
+    entry = world.single_entry(world.standin, token)
+    expect(entry["body"].encode() == body, f"arrived {entry['body']!r}, sent {body!r}")
+    h = entry["headers"]
+    for name, value in (("apns-id", apns_id), ("apns-priority", "5"), ("apns-collapse-id", "c1"),
+                        ("apns-expiration", "0"), ("apns-topic", TOPIC), ("apns-push-type", "background")):
+        expect(h.get(name) == value, f"{name} arrived as {h.get(name)!r}, sent {value!r}")
+
+
+# c. The relay's own provider key.
+
+@check("relay")
+def relay_own_key(world):
+    relay = world.relay("relay-own-key", lambda: f"https://localhost:{world.standin.port}", tls=False,
+                        extra=["--apns-key", world.material.p8, "--apns-key-id", KEY_ID, "--apns-team-id", TEAM])
+    tokens = [device_token() for _ in range(50)]
+    responses = relay.h2(world, [Request(f"/3/device/{t}", push_headers(world, auth=False),
+                                         b'{"aps":{"alert":"own key"}}') for t in tokens])
+    bad = [r for r in responses if r.status != 200]
+    expect(not bad, f"{len(bad)} of 50 not 200, e.g. {bad[:1]!r}")
+    entries = world.wait_record(world.standin, set(tokens), 50)
+    expect(len(entries) == 50 and all(e["status"] == 200 for e in entries),
+           f"stand-in: {len(entries)} recorded, statuses {sorted({e['status'] for e in entries}, key=str)}")
+    digests = {(e["authorization"] or {}).get("sha256") for e in entries}
+    expect(len(digests) == 1 and None not in digests, f"{len(digests)} distinct provider tokens: {digests}")
+    auth = entries[0]["authorization"]
+    expect(auth["jwt_header"].get("kid") == KEY_ID and auth["jwt_claims"].get("iss") == TEAM,
+           f"token header {auth['jwt_header']}, claims {auth['jwt_claims']}")
+
+
+# d. Upstream down or stalling.
+
+def expect_503(relay, world, low, high):
+    started = time.monotonic()
+    (r,) = relay.h2(world, [Request(f"/3/device/{device_token()}", push_headers(world),
+                                    json.dumps({"aps": {"alert": dict(RICH_TEXT)}}).encode())], timeout=high + 5)
+    took = time.monotonic() - started
+    expect(r.status == 503 and r.json() == {"reason": "ServiceUnavailable"},
+           f"answered {r!r} after {took:.1f}s, expected 503 ServiceUnavailable")
+    expect(low <= took <= high, f"503 after {took:.1f}s, expected {low:.1f}-{high:.1f}s")
+    expect(r.headers.get("apns-id"), f"no apns-id in {r.headers}")
+    status, _ = http_get(f"http://127.0.0.1:{relay.hook}/healthz")
+    expect(status == 200, f"/healthz answered {status} afterwards")
+
+
+@check("relay")
+def relay_upstream_down(world):
+    closed = free_port()
+    relay = world.relay("relay-closed", lambda: f"https://localhost:{closed}", tls=False)
+    expect_503(relay, world, 0.0, 3.0)
+
+
+@check("relay")
+def relay_upstream_stall(world):
+    stalled = world._once("standin-stall", lambda: Standin(world, "standin-stall", "--stall"))
+    relay = world.relay("relay-stall", lambda: f"https://localhost:{stalled.port}", tls=False,
+                        extra=["--apns-upstream-timeout", "2s"])
+    expect_503(relay, world, 1.5, 5.0)
+
+
+# e. A campaign.
+
+@check("relay")
+def relay_campaign(world):
+    relay = world.relay_h2c
+    pattern = relay.store_url_re()
+    path = "/img/campaign"
+    message = rich_message(world, path)
+    tokens = [device_token() for _ in range(10_000)]
+    before = world.origin.fetches(path)
+    expect(before == 0, f"the origin already served {path} {before} times")
+    run_h2load(world, f"http://127.0.0.1:{relay.port}", tokens, json.dumps(message).encode(), clients=4,
+               streams=100)
+    entries = world.wait_record(world.standin, set(tokens), len(tokens))
+    expect(len(entries) == len(tokens), f"the stand-in recorded {len(entries)} of {len(tokens)} pushes")
+    expect(len({e["token"] for e in entries}) == len(tokens), "some tokens were pushed twice, others never")
+    not_ok = [e for e in entries if e["status"] != 200]
+    if not_ok:
+        raise CheckFailed(f"{len(not_ok)} answered other than 200, e.g. {not_ok[0]['status']} {not_ok[0]['reason']}")
+    fetched = world.origin.fetches(path)
+    entries.sort(key=lambda e: e["time"])
+    expect(fetched == 1, f"the origin served {path} {fetched} times, expected once: "
+                         f"{world.origin.describe(path, since=entries[0]['time'])} (times from the first push "
+                         f"the stand-in recorded)")
+    urls = []
+    for e in entries:
+        payload = json.loads(e["body"])
+        expect(payload["aps"].get("alert") == RICH_TEXT and payload.get("custom") == CUSTOM,
+               f"text changed: {e['body'][:300]}")
+        urls.append(payload.get("media_url"))
+    first = next((i for i, u in enumerate(urls) if isinstance(u, str) and pattern.match(u)), None)
+    expect(first is not None, f"no push carried a store URL; e.g. {urls[0]!r}")
+    late = [i for i in range(first, len(urls)) if not (isinstance(urls[i], str) and pattern.match(urls[i]))]
+    if late:
+        i = late[0]
+        raise CheckFailed(f"{len(late)} pushes after the first processed one (#{first}) lack the store URL, "
+                          f"e.g. #{i} {urls[i]!r}, {entries[i]['time'] - entries[first]['time']:.3f}s after it")
+    print(f"     campaign: {first} of {len(urls)} pushes went out before the media was ready")
+
+
+# f. Hostile media and wrong requests.
+
+@check("relay")
+def relay_hostile_media(world):
+    relay = world.relay_tls
+    elsewhere = free_port()
+    cases = [f"http://127.0.0.1:{elsewhere}/x", "http://169.254.169.254/latest/meta-data"]
+    tokens = [device_token() for _ in cases]
+    responses = relay.h2(world, [
+        Request(f"/3/device/{t}", push_headers(world),
+                json.dumps({"aps": {"alert": dict(RICH_TEXT), "mutable-content": 1}, "media_url": url,
+                            "custom": CUSTOM}).encode())
+        for t, url in zip(tokens, cases)], timeout=20)
+    entries = {e["token"]: e for e in world.wait_record(world.standin, set(tokens), len(tokens))}
+    for url, token, r in zip(cases, tokens, responses):
+        expect(r.status == 200, f"{url}: relay answered {r!r}")
+        outcome = r.headers.get("x-pushmedia-outcome")
+        expect(outcome and not outcome.startswith("processed") and not outcome.startswith("passthrough"),
+               f"{url}: x-pushmedia-outcome {outcome!r}, expected a refusal")
+        entry = entries.get(token)
+        expect(entry is not None, f"{url}: never reached the stand-in")
+        payload = json.loads(entry["body"])
+        expect(payload["aps"].get("alert") == RICH_TEXT and payload.get("custom") == CUSTOM,
+               f"{url}: text changed: {entry['body']}")
+        expect(not relay.store_url_re().match(str(payload.get("media_url"))),
+               f"{url}: media URL became {payload.get('media_url')!r}")
+
+
+@check("relay")
+def relay_bad_method_and_path(world):
+    relay = world.relay_tls
+    get_token = device_token()
+    mark = world.standin.mark()
+    responses = relay.h2(world, [
+        Request(f"/3/device/{get_token}", push_headers(world), b"", method="GET"),
+        Request("/4/other", push_headers(world), b'{"aps":{"alert":"x"}}'),
+    ])
+    expect(responses[0].status == 405 and responses[0].json() == {"reason": "MethodNotAllowed"},
+           f"GET answered {responses[0]!r}")
+    expect(responses[1].status == 404 and responses[1].json() == {"reason": "BadPath"},
+           f"POST /4/other answered {responses[1]!r}")
+    for r in responses:
+        expect(r.headers.get("apns-id"), f"no apns-id in {r.headers}")
+    time.sleep(0.3)
+    leaked = [e for e in world.standin.entries(since=mark) if e["token"] == get_token or e["path"] == "/4/other"]
+    expect(not leaked, f"reached the stand-in: {[e['path'] for e in leaked]}")
+
+
+# g. GOAWAY from upstream.
+
+@check("relay")
+def relay_goaway(world):
+    goaway = world._once("standin-goaway", lambda: Standin(
+        world, "standin-goaway", "--goaway-after", "5", "--goaway-connections", "1"))
+    relay = world.relay("relay-goaway", lambda: f"https://localhost:{goaway.port}", tls=False)
+    tokens = [device_token() for _ in range(20)]
+    responses = relay.h2(world, [Request(f"/3/device/{t}", push_headers(world), b'{"aps":{"alert":"go"}}')
+                                 for t in tokens], timeout=20)
+    bad = [(t[:8], r) for t, r in zip(tokens, responses) if r.status != 200]
+    expect(not bad, f"{len(bad)} of 20 not 200: {bad[:3]!r}")
+    entries = world.wait_record(goaway, set(tokens), 20)
+    answered = [e for e in entries if e["status"] == 200]
+    per_token = {}
+    for e in answered:
+        per_token[e["token"]] = per_token.get(e["token"], 0) + 1
+    expect(len(per_token) == 20 and set(per_token.values()) == {1},
+           f"{len(per_token)} tokens answered 200, some more than once: {sorted(per_token.values())}")
+    conns = {e["conn"] for e in answered}
+    expect(len(conns) >= 2, f"all answers on connection(s) {conns}: the GOAWAY was never seen")
+
+
+# h. Who may push: allowed teams, client certificates.
+
+@check("relay")
+def relay_allowed_teams(world):
+    relay = world.relay("relay-teams", lambda: f"https://localhost:{world.standin.port}", tls=False,
+                        extra=["--apns-allow-team", TEAM])
+    ours, theirs = device_token(), device_token()
+    mark = world.standin.mark()
+    stranger = world.material.bearer(team="STRANGER01", kid="STRANGERK1", key=world.material.stranger_key)
+    headers = [(k, stranger if k == "authorization" else v) for k, v in push_headers(world)]
+    responses = relay.h2(world, [
+        Request(f"/3/device/{ours}", push_headers(world), b'{"aps":{"alert":"team"}}'),
+        Request(f"/3/device/{theirs}", headers, b'{"aps":{"alert":"stranger"}}'),
+    ])
+    expect(responses[0].status == 200, f"allowed team: {responses[0]!r}")
+    expect(responses[1].status == 403 and responses[1].json() == {"reason": "InvalidProviderToken"},
+           f"other team: {responses[1]!r}")
+    time.sleep(0.3)
+    leaked = [e for e in world.standin.entries(since=mark) if e["token"] == theirs]
+    expect(not leaked, "the other team's push reached the stand-in")
+
+
+@check("relay")
+def relay_client_certificates(world):
+    m = world.material
+    relay = world.relay("relay-mtls", lambda: f"https://localhost:{world.standin.port}",
+                        extra=["--apns-client-ca", m.ca])
+    token = device_token()
+    push = [Request(f"/3/device/{token}", push_headers(world), b'{"aps":{"alert":"mtls"}}')]
+    (r,) = h2_run(relay.port, push, ssl_context=m.client_context(certificate=True))
+    expect(r.status == 200, f"with a client certificate: {r!r}")
+    try:
+        answers = h2_run(relay.port, push, ssl_context=m.client_context(), timeout=5)
+        refused = all(a.status is None for a in answers)
+    except Exception:
+        refused = True
+    expect(refused, "a client without a certificate was served")
+
+
+# i. SIGTERM: GOAWAY, pushes in flight finish, exit 0.
+
+@check("relay")
+def relay_sigterm(world):
+    relay = Relay(world, "relay-sigterm", f"https://localhost:{world.standin.port}", tls=False,
+                  extra=["--apns-budget", "5s"])
+    token = device_token()
+    results = []
+
+    def push():
+        try:
+            results.extend(relay.h2(world, [Request(f"/3/device/{token}", push_headers(world),
+                                                    json.dumps(rich_message(world, "/img/slow")).encode())],
+                                    timeout=20))
+        except Exception as e:
+            results.append(e)
+
+    sender = threading.Thread(target=push)
+    sender.start()
+    time.sleep(0.7)  # the push waits for its media (the origin takes 1.5 s)
+    expect(relay.proc.alive(), "the relay exited early")
+    relay.proc.p.send_signal(signal.SIGTERM)
+    sender.join(timeout=20)
+    try:
+        code = relay.proc.p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        raise CheckFailed("the relay did not exit within 20 s of SIGTERM")
+    expect(code == 0, f"the relay exited {code}: {relay.proc.stderr_tail()}")
+    expect(len(results) == 1 and not isinstance(results[0], Exception) and results[0].status == 200,
+           f"the push in flight got {results!r}")
+    outcome = results[0].headers.get("x-pushmedia-outcome", "")
+    expect(outcome.startswith("processed"), f"x-pushmedia-outcome {outcome!r}")
+    expect(len(world.wait_record(world.standin, {token}, 1)) == 1, "the push never reached the stand-in")
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", default=os.environ.get("BIN", os.path.join(ROOT, ".build/debug/pushmedia")),
+                        help="the pushmedia binary (env BIN; default .build/debug/pushmedia)")
+    parser.add_argument("--standin-only", action="store_true", help="only the stand-in checks (no relay needed)")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="run the checks whose name contains NAME; repeatable")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (its path is printed)")
+    parser.add_argument("--timeout", type=float, default=900, help="abort everything after this many seconds")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="     %(message)s")
+    # aioapns logs every non-200 answer as an error; the checks say what matters.
+    logging.getLogger("aioapns").setLevel(logging.CRITICAL)
+
+    bin_path = args.bin if os.path.isabs(args.bin) else os.path.join(ROOT, args.bin)
+    work = tempfile.mkdtemp(prefix="apns-relay-test-")
+
+    def watchdog():
+        print(f"FAIL watchdog: the test did not finish within {args.timeout:.0f}s", flush=True)
+        stop_all()
+        os._exit(1)
+
+    timer = threading.Timer(args.timeout, watchdog)
+    timer.daemon = True
+    timer.start()
+
+    world = World(bin_path, work)
+    passed = failed = 0
+    try:
+        for name, group, fn in CHECKS:
+            if args.standin_only and group != "standin":
+                continue
+            if args.only and not any(o in name for o in args.only):
+                continue
+            started = time.monotonic()
+            try:
+                fn(world)
+            except CheckFailed as e:
+                failed += 1
+                print(f"FAIL {name}: {e}", flush=True)
+                continue
+            except Exception as e:
+                failed += 1
+                detail = traceback.format_exc() if args.verbose else f"{type(e).__name__}: {e}"
+                print(f"FAIL {name}: {detail}", flush=True)
+                continue
+            passed += 1
+            print(f"ok  {name} ({time.monotonic() - started:.1f}s)", flush=True)
+    finally:
+        timer.cancel()
+        stop_all()
+        if "origin" in world._made and world._made["origin"][0]:
+            world._made["origin"][1].stop()
+        if args.keep or failed:
+            print(f"     work folder: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"relay_test: {passed} passed, {failed} failed")
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

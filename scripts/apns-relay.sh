@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The APNs relay (`pushmedia serve --apns-port`) end to end, on 127.0.0.1 only: a strict stand-in
+# for Apple's provider API (Tests/apns/standin.py: HTTP/2 over TLS, ES256 provider tokens, Apple's
+# status codes and reasons) takes the place of Apple, and real, unmodified APNs clients from PyPI
+# (aioapns over TLS without ALPN, pyapns_client over httpx with ALPN h2), a raw h2 client and
+# h2load push through the relay. Checked: the stand-in itself against both clients; a rich push
+# arrives upstream with its text intact and its media URL on the relay's store (a JPEG), a
+# background push byte for byte, 410 Unregistered with its timestamp back to the client; the
+# relay's own provider key (one token for 50 pushes); 503 ServiceUnavailable when the upstream is
+# down or stalls, /healthz still 200; a 10,000-push campaign with one origin fetch; hostile media
+# URLs refused with the text still delivered; 405/404 answered without reaching upstream; GOAWAY
+# from upstream retried on a new connection; --apns-allow-team and client certificates keep
+# others out; SIGTERM lets a push in flight finish, then exits 0. Python packages are pinned in
+# Tests/apns/requirements.txt and installed into a venv (.build/tools/apns, rebuilt when that file
+# changes); h2load comes from Debian's nghttp2-client. Exits 1 when a check fails.
+#   scripts/apns-relay.sh                          # BIN=.build/debug/pushmedia
+#   scripts/apns-relay.sh --only campaign -v       # arguments go to Tests/apns/relay_test.py
+#   scripts/apns-relay.sh --standin-only           # the stand-in's own checks, no relay needed
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=${BIN:-.build/debug/pushmedia}
+TOOLS=.build/tools/apns
+REQUIREMENTS=Tests/apns/requirements.txt
+PY=$TOOLS/bin/python
+
+want=$(sha256sum "$REQUIREMENTS" | cut -c1-64)
+if ! { [ -x "$PY" ] && [ "$(cat "$TOOLS/requirements.sha256" 2>/dev/null)" = "$want" ]; }; then
+  echo "apns-relay: installing $REQUIREMENTS into $TOOLS" >&2
+  rm -rf "$TOOLS"
+  python3 -m venv "$TOOLS"
+  "$TOOLS/bin/pip" install -q --disable-pip-version-check -r "$REQUIREMENTS"
+  echo "$want" >"$TOOLS/requirements.sha256"
+fi
+
+if ! command -v h2load >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    echo "apns-relay: installing h2load (nghttp2-client)" >&2
+    install() { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nghttp2-client >/dev/null; }
+    install || { $SUDO apt-get update -qq >/dev/null && install; }
+  fi
+  command -v h2load >/dev/null || { echo "apns-relay: h2load is missing (Debian: nghttp2-client)" >&2; exit 1; }
+fi
+
+exec "$PY" Tests/apns/relay_test.py --bin "$BIN" "$@"
