@@ -34,7 +34,7 @@ public struct ServerParts: Sendable {
         let config = ServerConfig.served(config)
         self.server = server
         pipeline = try Pipeline(config: config)
-        memo = ResponseMemo(memoryTTL: config.indexCacheTTL)
+        memo = ResponseMemo(byteLimit: server.memoBytes, memoryTTL: config.indexCacheTTL)
         metrics = ServerMetrics(gate: pipeline.gate)
         baseURL = Locked(config.baseURL)
     }

@@ -32,7 +32,7 @@ final class ResponseMemo: Sendable {
         var size: Int { head.count + tail.count + 2 * 1024 }
     }
 
-    /// Bytes of answers and bodies kept at most; past that the least recently used answers go.
+    /// Bytes of answers and bodies kept at most; past that the least recently used answers go (0: none kept).
     let byteLimit: Int
     private let entries: Locked<LRUCache<Key, Entry>>
     private let answered = Locked(0)
@@ -112,6 +112,7 @@ final class ResponseMemo: Sendable {
 
     /// Whether every media reference of `result` came from the cache and its body was seen before.
     private func keepable(_ key: Key, result: PipelineResult) -> Bool {
+        guard byteLimit > 0 else { return false }
         let outcome = result.outcome
         let media = outcome.media ?? []
         guard outcome.cacheHit == true, !media.isEmpty,

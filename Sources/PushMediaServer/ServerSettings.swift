@@ -46,6 +46,9 @@ public struct ServerConfig: Configurable, Equatable {
     /// `pushmedia gc` from cron, or use bucket lifecycle rules). `PushMediaConfig.gcOlderThan`
     /// and `gcMaxBytes` say what it removes.
     public var gcEvery: Duration?
+    /// `--memo-bytes`, `PUSHMEDIA_MEMO_BYTES`: bytes of ready answers to repeated `/v1/process`
+    /// bodies and relayed pushes kept in memory (`ResponseMemo`): 32 MiB; 0 keeps none.
+    public var memoBytes = 32 * 1024 * 1024
     /// Largest `/v1/process` body: 64 KiB.
     public var maxPayloadBodyBytes = 64 * 1024
     /// Largest `/v1/batch` body: 4 MiB.
@@ -155,6 +158,10 @@ public struct ServerConfig: Configurable, Equatable {
             "media-memory", "PUSHMEDIA_MEDIA_MEMORY", \.mediaMemory, in: 0...1_000_000_000_000, commands: [.serve],
             default: "`64000000`",
             help: "Bytes of recently served media /media keeps in memory, local store; 0 = off"),
+        .integer(
+            "memo-bytes", "PUSHMEDIA_MEMO_BYTES", \.memoBytes, in: 0...64_000_000_000, commands: [.serve],
+            default: "`33554432`",
+            help: "Bytes of ready answers to repeated bodies (/v1/process, relayed pushes) kept in memory; 0 = none"),
         .integer(
             "min-free-space", "PUSHMEDIA_MIN_FREE_SPACE", \.minFreeSpace, in: 0...1_000_000_000_000_000,
             commands: [.serve], default: "`256000000`",

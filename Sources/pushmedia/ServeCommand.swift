@@ -53,6 +53,8 @@ struct ServeCommand: AsyncParsableCommand {
     var maxBytes: String?
     @Option(name: .customLong("media-memory"), help: .setting("media-memory"))
     var mediaMemory: String?
+    @Option(name: .customLong("memo-bytes"), help: .setting("memo-bytes"))
+    var memoBytes: String?
     @Option(name: .customLong("min-free-space"), help: .setting("min-free-space"))
     var minFreeSpace: String?
     @Option(name: .customLong("apns-port"), help: .setting("apns-port"))
@@ -98,7 +100,7 @@ struct ServeCommand: AsyncParsableCommand {
             ("hmac-secret", hmacSecret), ("insecure-no-auth", insecureNoAuth ? "true" : nil),
             ("preview", preview ? "true" : nil), ("log-format", logFormat), ("log-level", logLevel),
             ("gc-every", gcEvery),
-            ("media-memory", mediaMemory), ("min-free-space", minFreeSpace),
+            ("media-memory", mediaMemory), ("memo-bytes", memoBytes), ("min-free-space", minFreeSpace),
             ("apns-port", apnsPort), ("apns-host", apnsHost), ("apns-tls-cert", apnsTLSCert),
             ("apns-tls-key", apnsTLSKey), ("apns-client-ca", apnsClientCA), ("apns-upstream", apnsUpstream),
             ("apns-upstream-ca", apnsUpstreamCA), ("apns-key", apnsKey), ("apns-key-id", apnsKeyID),
