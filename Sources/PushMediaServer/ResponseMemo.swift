@@ -7,7 +7,7 @@ import PushMedia
 /// time taken (a relayed push's payload: the same bytes). Those answers are kept ready, split
 /// around `timings_ms.total`, and served without parsing, rewriting or encoding again, after
 /// checking that the stored files still look whole (`MediaStore.looksIntact`: a local file's
-/// size; an object store's files are taken as present). Only answers whose every media
+/// size, at most every quarter second; an object store's files are taken as present). Only answers whose every media
 /// reference was a cache hit (`processed` or `passthrough`) are kept, and only for a body seen
 /// before: a stream of distinct payloads costs one hash each.
 final class ResponseMemo: Sendable {
@@ -29,6 +29,8 @@ final class ResponseMemo: Sendable {
         /// Past this the answer is made again: the media's freshness ends, or the index is to be
         /// read again (another node may have renewed or purged the entries).
         var expires: ContinuousClock.Instant
+        /// Until this the files are not checked again.
+        var checkedUntil = ContinuousClock.Instant.now
         var size: Int { head.count + tail.count + 2 * 1024 }
     }
 
@@ -65,17 +67,26 @@ final class ResponseMemo: Sendable {
         return (entry.head, entry.outcome)
     }
 
+    /// The entry for `key`, its files checked at most every `checkEvery` (a campaign repeats a
+    /// body thousands of times a second; a file's `stat` is most of the memo's cost).
     private func entry(_ key: Key, store: MediaStore) -> Entry? {
+        let now = ContinuousClock.now
         guard let entry = entries.withLock({ $0.value(forKey: key) }) else { return nil }
-        guard ContinuousClock.now < entry.expires,
-            entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) })
+        guard now < entry.expires,
+            now < entry.checkedUntil || entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) })
         else {
             entries.withLock { _ = $0.removeValue(forKey: key) }
             return nil
         }
+        if now >= entry.checkedUntil {
+            entries.withLock { _ = $0.update(key) { $0.checkedUntil = now + Self.checkEvery } }
+        }
         answered.withLock { $0 += 1 }
         return entry
     }
+
+    /// How long the files of an answer are taken as whole once checked: a quarter of a second.
+    static let checkEvery: Duration = .milliseconds(250)
 
     /// The encoded answer for `result` (with its total) when every media reference came from
     /// the cache, kept for the next identical request if this body was seen before; nil when

@@ -128,6 +128,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var answering = 0
     private var lastStreamID = HTTP2StreamID(0)
     private var draining = false
+    private var wentAway = false
 
     /// Asks the connection to close once its pushes in flight are answered, with `GOAWAY`.
     struct Drain {}
@@ -138,10 +139,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             if answering == 0 { goAway(context: context) }
             return
         }
+        if let closed = event as? StreamClosedEvent {
+            // A stream reset before its request ended.
+            requests[closed.streamID] = nil
+            answeredEarly.remove(closed.streamID)
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
     private func goAway(context: ChannelHandlerContext) {
+        guard !wentAway else { return }
+        wentAway = true
         let frame = HTTP2Frame(
             streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
         let channel = context.channel
@@ -271,7 +279,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// A protocol error (SwiftNIO has reset the stream, or sent `GOAWAY` for the connection): the
+    /// connection closes once the pushes in flight on it are answered.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        context.close(promise: nil)
+        guard !draining else { return }
+        draining = true
+        if answering == 0 { goAway(context: context) }
     }
 }

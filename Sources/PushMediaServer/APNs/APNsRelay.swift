@@ -69,11 +69,15 @@ final class APNsRelay: Sendable {
         forwarded.reserveCapacity(headers.count + 1)
         for (name, value, indexing) in headers where !Self.notForwarded.contains(name) {
             if name == "authorization" && signer != nil { continue }
-            forwarded.add(name: name, value: value, indexing: name == "authorization" ? .neverIndexed : indexing)
+            // The client's own HPACK choice: a header it sent never-indexed stays so (RFC 7541 7.1.3);
+            // a token it lets be indexed costs a table index per push instead of 200 bytes.
+            forwarded.add(name: name, value: value, indexing: indexing)
         }
         if let signer {
             team = signer.teamID
-            forwarded.add(name: "authorization", value: signer.authorization(), indexing: .neverIndexed)
+            // Indexed: one token serves the connection's pushes for 40 minutes, and the connection
+            // carries this team's pushes only.
+            forwarded.add(name: "authorization", value: signer.authorization(), indexing: .indexable)
         } else {
             team = self.team(of: headers.first(name: "authorization"))
         }
