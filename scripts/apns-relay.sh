@@ -12,7 +12,8 @@
 # from upstream retried on a new connection; --apns-allow-team and client certificates keep
 # others out; SIGTERM lets a push in flight finish, then exits 0. Python packages are pinned in
 # Tests/apns/requirements.txt and installed into a venv (.build/tools/apns, rebuilt when that file
-# changes); h2load comes from Debian's nghttp2-client. Exits 1 when a check fails.
+# changes); h2load comes from Debian's nghttp2-client, node (for the README's Node.js sender,
+# Tests/apns/node-sender.js) from its nodejs. Exits 1 when a check fails.
 #   scripts/apns-relay.sh                          # BIN=.build/debug/pushmedia
 #   scripts/apns-relay.sh --only campaign -v       # arguments go to Tests/apns/relay_test.py
 #   scripts/apns-relay.sh --standin-only           # the stand-in's own checks, no relay needed
@@ -33,15 +34,18 @@ if ! { [ -x "$PY" ] && [ "$(cat "$TOOLS/requirements.sha256" 2>/dev/null)" = "$w
   echo "$want" >"$TOOLS/requirements.sha256"
 fi
 
-if ! command -v h2load >/dev/null; then
-  if command -v apt-get >/dev/null; then
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO=sudo
-    echo "apns-relay: installing h2load (nghttp2-client)" >&2
-    install() { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nghttp2-client >/dev/null; }
-    install || { $SUDO apt-get update -qq >/dev/null && install; }
-  fi
-  command -v h2load >/dev/null || { echo "apns-relay: h2load is missing (Debian: nghttp2-client)" >&2; exit 1; }
+# h2load (Debian's nghttp2-client) and Node.js (the README's sender) when missing.
+packages=()
+command -v h2load >/dev/null || packages+=(nghttp2-client)
+command -v node >/dev/null || command -v nodejs >/dev/null || packages+=(nodejs)
+if ((${#packages[@]})) && command -v apt-get >/dev/null; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  echo "apns-relay: installing ${packages[*]}" >&2
+  install() { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null; }
+  install || { $SUDO apt-get update -qq >/dev/null && install; }
 fi
+command -v h2load >/dev/null || { echo "apns-relay: h2load is missing (Debian: nghttp2-client)" >&2; exit 1; }
+command -v node >/dev/null || command -v nodejs >/dev/null || { echo "apns-relay: node is missing (Debian: nodejs)" >&2; exit 1; }
 
 exec "$PY" Tests/apns/relay_test.py --bin "$BIN" "$@"

@@ -54,6 +54,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 STANDIN = os.path.join(HERE, "standin.py")
+NODE_SENDER = os.path.join(HERE, "node-sender.js")
 BANNER = os.path.join(ROOT, "samples", "media", "banner.webp")
 
 TEAM = "TEAM123456"
@@ -1292,6 +1293,34 @@ def relay_sigterm(world):
     outcome = results[0].headers.get("x-pushmedia-outcome", "")
     expect(outcome.startswith("processed"), f"x-pushmedia-outcome {outcome!r}")
     expect(len(world.wait_record(world.standin, {token}, 1)) == 1, "the push never reached the stand-in")
+
+
+# j. The README's Node.js sender, only its host changed.
+
+@check("relay")
+def relay_node_sender(world):
+    node = shutil.which("node") or shutil.which("nodejs")
+    expect(node, "node is missing (scripts/apns-relay.sh installs Debian's nodejs)")
+    relay = world.relay_tls
+    m = world.material
+    pattern = relay.store_url_re()
+    deadline = time.monotonic() + 15
+    while True:
+        token = device_token()
+        env = dict(os.environ, APNS_HOST=f"localhost:{relay.port}", KEY_FILE=m.p8, KEY_ID=KEY_ID, TEAM_ID=TEAM,
+                   TOPIC=TOPIC, DEVICE=token, BODY=json.dumps(rich_message(world)), NODE_EXTRA_CA_CERTS=m.ca)
+        run = subprocess.run([node, NODE_SENDER], env=env, capture_output=True, timeout=30)
+        expect(run.returncode == 0, f"node exited {run.returncode}: {run.stderr.decode(errors='replace')[-500:]}")
+        answer = json.loads(run.stdout.decode().strip().splitlines()[-1])
+        expect(answer["status"] == 200 and answer.get("apns-id"), f"node sender got {answer}")
+        payload = json.loads(world.single_entry(world.standin, token)["body"])
+        expect(payload["aps"].get("alert") == RICH_TEXT and payload.get("custom") == CUSTOM,
+               f"text changed: {payload}")
+        if pattern.match(str(payload.get("media_url"))):
+            expect(str(answer.get("outcome", "")).startswith("processed"), f"x-pushmedia-outcome {answer}")
+            return
+        expect(time.monotonic() < deadline, f"no store URL within 15 s: {payload.get('media_url')!r}")
+        time.sleep(0.5)
 
 
 # -- main ---------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ final class APNsRelay: Sendable {
     private let inFlight = Locked(0)
     /// Teams of recent pass-through tokens.
     private let teams = Locked<[String: String]>([:])
+    private let lastTeam = Locked<(String, String)?>(nil)
 
     init(
         config: APNsRelayConfig, parts: ServerParts, upstream: APNsUpstream, signer: ProviderTokenSigner?,
@@ -67,11 +68,13 @@ final class APNsRelay: Sendable {
         let team: String
         var forwarded = HPACKHeaders()
         forwarded.reserveCapacity(headers.count + 1)
-        for (name, value, indexing) in headers where !Self.notForwarded.contains(name) {
+        for (name, value, indexing) in headers where !Self.isConnectionHeader(name) {
             if name == "authorization" && signer != nil { continue }
             // The client's own HPACK choice: a header it sent never-indexed stays so (RFC 7541 7.1.3);
             // a token it lets be indexed costs a table index per push instead of 200 bytes.
-            forwarded.add(name: name, value: value, indexing: indexing)
+            forwarded.add(
+                name: name, value: value,
+                indexing: indexing == .indexable && UpstreamConnectionHandler.unique(name) ? .nonIndexable : indexing)
         }
         if let signer {
             team = signer.teamID
@@ -114,7 +117,12 @@ final class APNsRelay: Sendable {
     /// The team of a pass-through token, remembered: tokens are reused for 20 to 60 minutes.
     private func team(of authorization: String?) -> String {
         guard let authorization else { return "" }
-        if let team = teams.withLock({ $0[authorization] }) { return team }
+        // Most pushes carry the token the one before carried: a comparison, not a hash of 200 bytes.
+        if let (last, team) = lastTeam.withLock({ $0 }), last == authorization { return team }
+        if let team = teams.withLock({ $0[authorization] }) {
+            lastTeam.withLock { $0 = (authorization, team) }
+            return team
+        }
         let team = ProviderToken.team(ofAuthorization: authorization) ?? ""
         teams.withLock { teams in
             if teams.count >= 1024 { teams.removeAll(keepingCapacity: true) }
@@ -215,10 +223,15 @@ final class APNsRelay: Sendable {
 
     /// Request headers that are not forwarded: HTTP/2 pseudo-headers (set anew) and the
     /// connection's own (`content-length` is set for the body sent).
-    static let notForwarded: Set<String> = [
-        ":method", ":path", ":scheme", ":authority", "content-length", "host", "connection", "keep-alive",
-        "proxy-connection", "transfer-encoding", "upgrade", "te",
-    ]
+    static func isConnectionHeader(_ name: String) -> Bool {
+        if name.hasPrefix(":") { return true }
+        switch name {
+        case "content-length", "host", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
+            "te":
+            return true
+        default: return false
+        }
+    }
 
     /// Metrics and the push's log line.
     private func finish(

@@ -290,7 +290,9 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
         headers.add(name: ":method", value: "POST")
         headers.add(name: ":scheme", value: "https")
         headers.add(name: ":authority", value: authority)
-        headers.add(name: ":path", value: push.path)
+        // Never the same twice (a device token each): kept out of the HPACK table, which then
+        // holds the headers that repeat and stays quick to search.
+        headers.add(name: ":path", value: push.path, indexing: .nonIndexable)
         headers.add(contentsOf: push.headers)
         headers.add(name: "content-length", value: String(push.body.readableBytes))
         pending[id] = Pending(answer: answer)
@@ -324,27 +326,29 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
         let id = frame.streamID
         switch frame.payload {
         case let .headers(headers):
-            if pending[id]?.status == nil, let text = headers.headers.first(name: ":status"), let code = Int(text),
+            guard var stream = pending.removeValue(forKey: id) else { break }
+            if stream.status == nil, let text = headers.headers.first(name: ":status"), let code = Int(text),
                 code >= 200
             {
-                pending[id]?.status = code
+                stream.status = code
                 for (name, value, _) in headers.headers where !name.hasPrefix(":") && name != "content-length" {
-                    pending[id]?.headers.add(name: name, value: value)
+                    stream.headers.add(
+                        name: name, value: value, indexing: Self.unique(name) ? .nonIndexable : .indexable)
                 }
             }
-            if headers.endStream { complete(id) }
+            if headers.endStream { complete(stream) } else { pending[id] = stream }
         case let .data(data):
-            if case var .byteBuffer(buffer) = data.data {
-                receivedBytes += buffer.readableBytes + (data.paddingBytes ?? 0)
-                if buffer.readableBytes > 0, pending[id] != nil {
-                    if pending[id]!.body == nil {
-                        pending[id]!.body = buffer
-                    } else if pending[id]!.body!.readableBytes + buffer.readableBytes <= 64 * 1024 {
-                        pending[id]!.body!.writeBuffer(&buffer)
-                    }
+            guard case var .byteBuffer(buffer) = data.data else { break }
+            receivedBytes += buffer.readableBytes + (data.paddingBytes ?? 0)
+            guard var stream = pending.removeValue(forKey: id) else { break }
+            if buffer.readableBytes > 0 {
+                if stream.body == nil {
+                    stream.body = buffer
+                } else if stream.body!.readableBytes + buffer.readableBytes <= 64 * 1024 {
+                    stream.body!.writeBuffer(&buffer)
                 }
             }
-            if data.endStream { complete(id) }
+            if data.endStream { complete(stream) } else { pending[id] = stream }
         case let .rstStream(code):
             fail(
                 id, code == .refusedStream ? UpstreamFailure.notProcessed : UpstreamFailure.reset("RST_STREAM \(code)"))
@@ -408,8 +412,11 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    private func complete(_ id: HTTP2StreamID) {
-        guard let done = pending.removeValue(forKey: id) else { return }
+    /// Headers whose value is new for each push (`apns-id`, `apns-unique-id`): not worth a place
+    /// in the HPACK table of the client's connection.
+    static func unique(_ name: String) -> Bool { name == "apns-id" || name == "apns-unique-id" }
+
+    private func complete(_ done: Pending) {
         guard let status = done.status else { return done.answer.fail(UpstreamFailure.reset("no status")) }
         done.answer.succeed(UpstreamAnswer(status: status, headers: done.headers, body: done.body))
     }
