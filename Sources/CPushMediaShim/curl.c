@@ -90,8 +90,8 @@ static int transfer_should_stop(pm_transfer *t) {
     return 0;
 }
 
-/* Body bytes: counted against the cap while streaming, written straight to the file (or, with
- * `to_buffer`, appended to the buffer). */
+/* Body bytes: counted against the cap while streaming, written straight to the file and shown to
+ * `on_data` (or, with `to_buffer`, appended to the buffer). */
 static size_t transfer_write(char *data, size_t size, size_t count, void *user) {
     pm_transfer *t = user;
     size_t length = size * count;
@@ -127,6 +127,7 @@ static size_t transfer_write(char *data, size_t size, size_t count, void *user) 
         }
         done += (size_t)n;
     }
+    if (t->on_data) t->on_data((const unsigned char *)data, length, t->data_context);
     t->bytes_written += (int64_t)length;
     return length;
 }

@@ -49,16 +49,22 @@ struct FetchTests {
         #expect(response.bytes == Int64(body.count))
         #expect(response.contentType == "application/octet-stream")
         #expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == body)
+        // Hashed while it streamed: the same digest as the bytes' own.
+        #expect(response.sha256 == body.withUnsafeBytes { MediaStore.sha256($0) })
+        #expect(response.sha256 == (try MediaStore.sha256(file: path)))
     }
 
     @Test func followsARedirectChain() async throws {
-        origin.route("/final.png", .file(body: try sampleMedia("logo-alpha.png"), contentType: "image/png"))
+        let png = try sampleMedia("logo-alpha.png")
+        origin.route("/final.png", .file(body: png, contentType: "image/png"))
         origin.route("/r3", .redirect(to: "/final.png"))
         origin.route("/r2", .redirect(to: origin.url("/r3"), status: 301))
         origin.route("/r1", .redirect(to: "/r2", status: 307))
         let response = try await fetch("/r1").0.get()
         #expect(response.redirects == 3)
         #expect(response.effectiveURL.hasSuffix("/final.png"))
+        // The redirects' own bodies are not part of the hash.
+        #expect(response.sha256 == png.withUnsafeBytes { MediaStore.sha256($0) })
     }
 
     @Test func stopsRedirectLoopsAndLongChains() async {

@@ -35,6 +35,8 @@ const char *pm_curl_response_header(CURL *handle, const char *name);
  *  `address` holds 4 (IPv4) or 16 (IPv6) bytes in network order; `port` is in host order;
  *  `context` is the transfer's `address_context`. */
 typedef int (*pm_address_check_fn)(const unsigned char *address, size_t length, int port, void *context);
+/** Sees each chunk of body written to `fd` (the fetch hashes it while it streams). */
+typedef void (*pm_data_fn)(const unsigned char *data, size_t length, void *context);
 
 /** State shared with the transfer callbacks. Owned by the caller for the transfer's life. */
 typedef struct pm_transfer {
@@ -45,6 +47,8 @@ typedef struct pm_transfer {
     int check_addresses;            /* 1: every connection's address goes through address_allowed */
     pm_address_check_fn address_allowed;
     void *address_context;
+    pm_data_fn on_data;             /* optional: called with every chunk written to `fd` */
+    void *data_context;
     /* outputs */
     int64_t bytes_written;
     int cap_exceeded;

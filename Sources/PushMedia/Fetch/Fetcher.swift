@@ -1,4 +1,5 @@
 import CPushMediaShim
+import Crypto
 import Foundation
 
 /// Limits of one download.
@@ -44,6 +45,9 @@ public struct FetchResponse: Sendable {
     public var redirects: Int
     /// The freshness and validator headers of the last response.
     public var validators = OriginValidators()
+    /// SHA-256 (lowercase hex) of the body, hashed while it was written: the file is not read
+    /// again to name it. Nil for a 304.
+    public var sha256: String?
     /// The origin answered 304 to a conditional request: the copy held is current, nothing was downloaded.
     public var notModified: Bool { httpStatus == 304 }
 }
@@ -101,6 +105,12 @@ public final class Fetcher: Sendable {
         t.pointee.deadline_ns = pm_monotonic_ns() + remaining.nanoseconds
         t.pointee.check_addresses = limits.allowPrivateNetworks ? 0 : 1
         t.pointee.address_context = Unmanaged.passUnretained(state).toOpaque()
+        t.pointee.data_context = Unmanaged.passUnretained(state).toOpaque()
+        t.pointee.on_data = { data, length, context in
+            guard let data, let context else { return }
+            Unmanaged<TransferState>.fromOpaque(context).takeUnretainedValue().hasher.update(
+                bufferPointer: UnsafeRawBufferPointer(start: data, count: length))
+        }
         t.pointee.address_allowed = { bytes, length, port, context in
             guard let bytes, let context else { return 0 }
             let state = Unmanaged<TransferState>.fromOpaque(context).takeUnretainedValue()
@@ -193,7 +203,8 @@ public final class Fetcher: Sendable {
             return .success(
                 FetchResponse(
                     httpStatus: status, bytes: t.pointee.bytes_written, contentType: contentType,
-                    effectiveURL: effectiveURL, redirects: redirects, validators: validators))
+                    effectiveURL: effectiveURL, redirects: redirects, validators: validators,
+                    sha256: status == 304 ? nil : MediaStore.hex(state.hasher.finalize())))
         case CURLE_HTTP_RETURNED_ERROR: return .failure(.httpStatus(status))
         case CURLE_TOO_MANY_REDIRECTS: return .failure(.tooManyRedirects(limits.maxRedirects))
         case CURLE_UNSUPPORTED_PROTOCOL:
@@ -222,6 +233,8 @@ public final class Fetcher: Sendable {
 private final class TransferState: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<pm_transfer>
     let trusted: Set<String>
+    /// The body's hash so far (updated on the transfer's thread only).
+    var hasher = SHA256()
     init(trusted: Set<String>) {
         self.trusted = trusted
         pointer = .allocate(capacity: 1)

@@ -30,6 +30,8 @@ struct JobContext: Sendable {
     var validators: OriginValidators?
     /// SHA-256 of a remote source, to recognise the same bytes when it is fetched again.
     var sourceHash: String?
+    /// The fetch's hash of the download, made while it streamed.
+    var streamedHash: String?
     /// Set by the sniff step, read by the steps after it.
     var sniff: SniffResult!
 

@@ -151,6 +151,7 @@ extension Pipeline {
             }
             job.bytes = response.bytes
             job.validators = response.validators
+            job.streamedHash = response.sha256
         case let .local(path, _):
             let maxBytes = config.maxSourceBytes
             let temporary = job.temporary
@@ -168,13 +169,15 @@ extension Pipeline {
         return nil
     }
 
-    /// Sniffs the type (and hashes a remote source: the same bytes again renew the previous entry).
+    /// Sniffs the type (and takes a remote source's hash: the same bytes again renew the previous entry).
     private func sniff(_ job: inout JobContext) async throws -> JobResult.Kind? {
         job.clock = .now
         let temporary = job.temporary
         let isRemote = job.source.isRemote
+        let streamed = job.streamedHash
         let (sniff, sourceHash) = try await cpu.run { () throws -> (SniffResult, String?) in
-            (try Sniffer.sniff(path: temporary), isRemote ? try? MediaStore.sha256(file: temporary) : nil)
+            // A download was hashed as it streamed; the file is read again only without that hash.
+            (try Sniffer.sniff(path: temporary), isRemote ? streamed ?? (try? MediaStore.sha256(file: temporary)) : nil)
         }
         if let previous = job.previous, let sourceHash, previous.sourceSHA256 == sourceHash,
             let validators = job.validators

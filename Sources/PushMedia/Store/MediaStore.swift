@@ -362,7 +362,7 @@ public final class MediaStore: Sendable {
     }
 
     /// Lowercase hex of a digest.
-    private static func hex(_ digest: SHA256.Digest) -> String {
+    static func hex(_ digest: SHA256.Digest) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()
         text.reserveCapacity(SHA256.Digest.byteCount * 2)
