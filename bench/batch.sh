@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Batch throughput beside its floor, in one run, on the first ITEMS items of run.sh's corpus:
-#   floor        xargs -P CONCURRENCY: curl to a file, then vipsthumbnail (fit 2048, JPEG Q 82)
+#   floor        the image work alone: vipsthumbnail over the local files (fit 2048, JPEG Q 82,
+#                strip), CONCURRENCY processes, each given its share of the files
+#   floor_curl   xargs -P CONCURRENCY: curl to a file, then one vipsthumbnail per file (each pays
+#                a process start: an easier floor, kept for comparison)
 #   pushmedia    pushmedia batch --concurrency CONCURRENCY (its 512 px thumbnail included)
 #   nothumb      the same with --thumb-edge 0
 #   decode_<N>   pushmedia with --decode-memory N, for each N in DECODE_MEMORY (choosing the default)
 # Passes take turns, ROUNDS times; each pass's best round counts (this machine is noisy).
 #
 #   bench/batch.sh     ITEMS=60 ROUNDS=3 CONCURRENCY=2 DECODE_MEMORY="64000000 256000000 1000000000"
+#   DECODE_MEMORY= bench/batch.sh     # no decode-memory passes
 #
 # Writes bench/out/batch/results.json and prints a table of ratios to the floor.
 set -euo pipefail
@@ -17,7 +21,7 @@ OUT="$BENCH/out/batch"
 ITEMS=${ITEMS:-60}
 ROUNDS=${ROUNDS:-3}
 CONCURRENCY=${CONCURRENCY:-2}
-DECODE_MEMORY=${DECODE_MEMORY:-"64000000 256000000 1000000000"}
+DECODE_MEMORY=${DECODE_MEMORY-"64000000 256000000 1000000000"}
 BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
 PY="$BENCH/.venv/bin/python"
 source "$BENCH/lib.sh"
@@ -51,10 +55,12 @@ import json, os, sys
 items = json.load(open(sys.argv[1]))["items"][: int(sys.argv[2])]
 out = sys.argv[4]
 os.makedirs(f"{out}/payloads")
-with open(f"{out}/urls.txt", "w") as urls:
+corpus = os.path.dirname(os.path.abspath(sys.argv[1]))
+with open(f"{out}/urls.txt", "w") as urls, open(f"{out}/files.txt", "w") as files:
     for n, item in enumerate(items):
         url = f"{sys.argv[3]}/{item['name']}"
         urls.write(url + "\n")
+        files.write(f"{corpus}/{item['name']}\n")
         with open(f"{out}/payloads/{n:03d}.json", "w") as f:
             json.dump({"aps": {"alert": {"title": "Bench", "body": f"Item {n}"}, "mutable-content": 1}, "media_url": url}, f)
 PY
@@ -70,15 +76,24 @@ pm() { # NAME ROUND [batch flags...]
   python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]["by_status"]; assert s.get("processed",0)+s.get("passthrough",0)==int(sys.argv[2]), s' \
     "$OUT/run/out/report.json" "$ITEMS" || die "$name: not every item was delivered"
 }
+floor_curl() { # ROUND
+  rm -rf "$OUT/run"; mkdir -p "$OUT/run"
+  VIPS_CONCURRENCY=1 M --name floor_curl --items "$ITEMS" --tree --out "$OUT/results/floor_curl.$1.json" --stderr /dev/null -- \
+    xargs -a "$OUT/urls.txt" -P "$CONCURRENCY" -n 1 "$BENCH/vips_item.sh" fetch "$OUT/run"
+}
+# Each of CONCURRENCY vipsthumbnail processes converts every CONCURRENCY-th local file.
 floor() { # ROUND
   rm -rf "$OUT/run"; mkdir -p "$OUT/run"
+  split -n "r/$CONCURRENCY" "$OUT/files.txt" "$OUT/run/share."
   VIPS_CONCURRENCY=1 M --name floor --items "$ITEMS" --tree --out "$OUT/results/floor.$1.json" --stderr /dev/null -- \
-    xargs -a "$OUT/urls.txt" -P "$CONCURRENCY" -n 1 "$BENCH/vips_item.sh" fetch "$OUT/run"
+    bash -c 'for share in "$1"/share.*; do xargs -a "$share" vipsthumbnail -s "2048x2048>" -o "$1/%s.jpg[Q=82,strip]" & done; wait' \
+    _ "$OUT/run"
 }
 
 for ((round = 1; round <= ROUNDS; round++)); do
   log "round $round of $ROUNDS"
   floor "$round"
+  floor_curl "$round"
   pm pushmedia "$round"
   pm nothumb "$round" --thumb-edge 0
   for bytes in $DECODE_MEMORY; do pm "decode_$bytes" "$round" --decode-memory "$bytes"; done
@@ -95,7 +110,7 @@ best = {name: max(rs, key=lambda r: r["items_per_s"]) for name, rs in runs.items
 floor = best["floor"]
 rows = []
 print("\n| pass | best items/s | CPU-s/item | peak RSS MB | × floor items/s | × floor CPU/item | rounds (items/s) |\n|---|---:|---:|---:|---:|---:|---|")
-for name in ["floor", "pushmedia", "nothumb"] + sorted(n for n in best if n.startswith("decode_")):
+for name in ["floor", "floor_curl", "pushmedia", "nothumb"] + sorted(n for n in best if n.startswith("decode_")):
     r = best[name]
     ratio = r["items_per_s"] / floor["items_per_s"]
     cpu = r["cpu_s_per_item"] / floor["cpu_s_per_item"]

@@ -177,6 +177,29 @@ int pm_vips_thumbnail_image(pm_image *in, int width, int height, pm_image **out)
     return vips_thumbnail_image(in, out, width, "height", height, "size", VIPS_SIZE_DOWN, NULL);
 }
 
+int pm_vips_fit_shrink(pm_image *in, int edge, pm_image **out) {
+    int width = vips_image_get_width(in), height = vips_image_get_height(in);
+    int longest = width > height ? width : height;
+    if (edge <= 0 || longest <= edge) return vips_copy(in, out, NULL);
+    int shrink = longest / edge;
+    VipsImage *shrunk = in;
+    if (shrink >= 2) {
+        if (vips_shrink(in, &shrunk, (double)shrink, (double)shrink, NULL)) return -1;
+    } else {
+        g_object_ref(in);
+    }
+    int shrunk_longest = vips_image_get_width(shrunk) > vips_image_get_height(shrunk) ? vips_image_get_width(shrunk)
+                                                                                       : vips_image_get_height(shrunk);
+    int result;
+    if (shrunk_longest <= edge) {
+        result = vips_copy(shrunk, out, NULL);
+    } else {
+        result = vips_resize(shrunk, out, (double)edge / (double)shrunk_longest, NULL);
+    }
+    g_object_unref(shrunk);
+    return result;
+}
+
 int pm_vips_flatten_white(pm_image *in, pm_image **out) {
     double white[3] = {255.0, 255.0, 255.0};
     VipsArrayDouble *background = vips_array_double_new(white, 3);

@@ -304,10 +304,16 @@ public struct Transcoder: Sendable {
         return DecodedImage(memory)
     }
 
-    /// The small JPEG variant of a decoded image: a resize of pixels already in memory.
+    /// The small JPEG variant of a decoded image: a resize of pixels already in memory. An opaque
+    /// image is box-shrunk by the whole part of the factor, then reduced for the rest; one with
+    /// alpha goes through `vips_thumbnail_image`, which premultiplies.
     public func thumbnail(of decoded: DecodedImage) throws(TranscodeError) -> EncodedImage {
         var small: OpaquePointer?
-        guard pm_vips_thumbnail_image(decoded.image, Int32(thumbnailEdge), Int32(thumbnailEdge), &small) == 0, let small
+        let resized =
+            pm_image_has_alpha(decoded.image) != 0
+            ? pm_vips_thumbnail_image(decoded.image, Int32(thumbnailEdge), Int32(thumbnailEdge), &small)
+            : pm_vips_fit_shrink(decoded.image, Int32(thumbnailEdge), &small)
+        guard resized == 0, let small
         else {
             throw .decodeFailed(takeVipsError())
         }
