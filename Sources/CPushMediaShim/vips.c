@@ -27,6 +27,10 @@ int pm_vips_init(const char *argv0, int concurrency) {
     return 0;
 }
 
+void pm_vips_set_concurrency(int threads) {
+    if (threads > 0 && threads != vips_concurrency_get()) vips_concurrency_set(threads);
+}
+
 const char *pm_vips_version(void) {
     return vips_version_string();
 }

@@ -136,6 +136,8 @@ int pm_vips_thumbnail_image(pm_image *in, int width, int height, pm_image **out)
  *  (vips_shrink) for the whole part of the factor, then a Lanczos reduce (vips_resize) for the
  *  rest. About half the CPU of vips_thumbnail_image for a 2048 → 512 reduction. */
 int pm_vips_fit_shrink(pm_image *in, int edge, pm_image **out);
+/** Threads libvips gives each pipeline started from now on (read when a pipeline starts). */
+void pm_vips_set_concurrency(int threads);
 /** Removes alpha by compositing over white. */
 int pm_vips_flatten_white(pm_image *in, pm_image **out);
 int pm_vips_jpegsave(pm_image *in, int quality, void **buffer, size_t *length);

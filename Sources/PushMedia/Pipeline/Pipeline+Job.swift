@@ -79,7 +79,9 @@ extension Pipeline {
             transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
             posterTime: posterTime, previous: previous, deadline: deadline, progress: progress,
             temporary: store.temporaryPath())
+        Transcoder.jobBegan()
         let kind = await perform(&job)
+        Transcoder.jobEnded()
         job.timings.total = job.started.millisecondsElapsed
         release(job)
         return JobResult(kind: kind, timings: job.timings)

@@ -126,6 +126,29 @@ public struct Transcoder: Sendable {
         }
     }()
 
+    /// Jobs running (fetching, converting, storing) and images being decoded, resized or
+    /// encoded now.
+    private static let load = Locked((jobs: 0, working: 0))
+    private static let cores = ProcessInfo.processInfo.activeProcessorCount
+
+    /// A job started: its image may soon be worked on.
+    static func jobBegan() { load.withLock { $0.jobs += 1 } }
+    static func jobEnded() { load.withLock { $0.jobs -= 1 } }
+
+    /// Runs a step of heavy pixel work. The only image of the only job running gets a libvips
+    /// thread per core (a single request is then as quick as libvips on its own); with other
+    /// jobs running, each pipeline started gets one thread, and parallelism comes from the
+    /// images worked on side by side.
+    private func pixelWork<T>(_ body: () throws(TranscodeError) -> T) throws(TranscodeError) -> T {
+        let alone = Self.load.withLock {
+            $0.working += 1
+            return $0.working == 1 && $0.jobs <= 1
+        }
+        defer { Self.load.withLock { $0.working -= 1 } }
+        pm_vips_set_concurrency(alone ? Int32(Self.cores) : 1)
+        return try body()
+    }
+
     /// Whether libvips answers: encodes a tiny image. Blocking.
     public static func selfTest() -> Bool {
         _ = startVips
@@ -295,6 +318,10 @@ public struct Transcoder: Sendable {
     /// Decodes a still image once, into memory, at the box its attachment is made in (shrink-on-load
     /// where the loader can). Truncated or corrupt pixels fail here.
     public func decode(path: String, header: ImageHeader) throws(TranscodeError) -> DecodedImage {
+        try pixelWork { () throws(TranscodeError) in try decodeNow(path: path, header: header) }
+    }
+
+    private func decodeNow(path: String, header: ImageHeader) throws(TranscodeError) -> DecodedImage {
         let box = box(header, edge: longEdge)
         let lazy = try load(
             path, width: box.width, height: box.height, crop: box.crop, animated: false, profile: header.hasProfile)
@@ -308,6 +335,10 @@ public struct Transcoder: Sendable {
     /// image is box-shrunk by the whole part of the factor, then reduced for the rest; one with
     /// alpha goes through `vips_thumbnail_image`, which premultiplies.
     public func thumbnail(of decoded: DecodedImage) throws(TranscodeError) -> EncodedImage {
+        try pixelWork { () throws(TranscodeError) in try thumbnailNow(of: decoded) }
+    }
+
+    private func thumbnailNow(of decoded: DecodedImage) throws(TranscodeError) -> EncodedImage {
         var small: OpaquePointer?
         let resized =
             pm_image_has_alpha(decoded.image) != 0
@@ -324,6 +355,10 @@ public struct Transcoder: Sendable {
     /// The attachment of a decoded still image: PNG when it has alpha (and the profile keeps it),
     /// JPEG otherwise; quality, then size, stepped down until it fits `maxBytes`.
     public func attachment(of decoded: DecodedImage) throws(TranscodeError) -> EncodedImage {
+        try pixelWork { () throws(TranscodeError) in try attachmentNow(of: decoded) }
+    }
+
+    private func attachmentNow(of decoded: DecodedImage) throws(TranscodeError) -> EncodedImage {
         var image = decoded.image
         var owned: OpaquePointer?
         defer { pm_image_unref(owned) }
