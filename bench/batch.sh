@@ -2,6 +2,7 @@
 # Batch throughput beside its floor, in one run, on the first ITEMS items of run.sh's corpus:
 #   floor        the image work alone: vipsthumbnail over the local files (fit 2048, JPEG Q 82,
 #                strip), CONCURRENCY processes, each given its share of the files
+#   floor_opt    the floor with PushMedia's JPEG settings (optimize_coding on): the same encode
 #   floor_curl   xargs -P CONCURRENCY: curl to a file, then one vipsthumbnail per file (each pays
 #                a process start: an easier floor, kept for comparison)
 #   pushmedia    pushmedia batch --concurrency CONCURRENCY (its 512 px thumbnail included)
@@ -82,17 +83,18 @@ floor_curl() { # ROUND
     xargs -a "$OUT/urls.txt" -P "$CONCURRENCY" -n 1 "$BENCH/vips_item.sh" fetch "$OUT/run"
 }
 # Each of CONCURRENCY vipsthumbnail processes converts every CONCURRENCY-th local file.
-floor() { # ROUND
+floor() { # NAME ROUND SAVE_OPTIONS
   rm -rf "$OUT/run"; mkdir -p "$OUT/run"
   split -n "r/$CONCURRENCY" "$OUT/files.txt" "$OUT/run/share."
-  VIPS_CONCURRENCY=1 M --name floor --items "$ITEMS" --tree --out "$OUT/results/floor.$1.json" --stderr /dev/null -- \
-    bash -c 'for share in "$1"/share.*; do xargs -a "$share" vipsthumbnail -s "2048x2048>" -o "$1/%s.jpg[Q=82,strip]" & done; wait' \
-    _ "$OUT/run"
+  VIPS_CONCURRENCY=1 M --name "$1" --items "$ITEMS" --tree --out "$OUT/results/$1.$2.json" --stderr /dev/null -- \
+    bash -c 'for share in "$1"/share.*; do xargs -a "$share" vipsthumbnail -s "2048x2048>" -o "$1/%s.jpg[$2]" & done; wait' \
+    _ "$OUT/run" "$3"
 }
 
 for ((round = 1; round <= ROUNDS; round++)); do
   log "round $round of $ROUNDS"
-  floor "$round"
+  floor floor "$round" "Q=82,strip"
+  floor floor_opt "$round" "Q=82,strip,optimize_coding"
   floor_curl "$round"
   pm pushmedia "$round"
   pm nothumb "$round" --thumb-edge 0
@@ -110,7 +112,7 @@ best = {name: max(rs, key=lambda r: r["items_per_s"]) for name, rs in runs.items
 floor = best["floor"]
 rows = []
 print("\n| pass | best items/s | CPU-s/item | peak RSS MB | × floor items/s | × floor CPU/item | rounds (items/s) |\n|---|---:|---:|---:|---:|---:|---|")
-for name in ["floor", "floor_curl", "pushmedia", "nothumb"] + sorted(n for n in best if n.startswith("decode_")):
+for name in ["floor", "floor_opt", "floor_curl", "pushmedia", "nothumb"] + sorted(n for n in best if n.startswith("decode_")):
     r = best[name]
     ratio = r["items_per_s"] / floor["items_per_s"]
     cpu = r["cpu_s_per_item"] / floor["cpu_s_per_item"]
