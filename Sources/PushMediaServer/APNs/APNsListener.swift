@@ -120,9 +120,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var requests: [HTTP2StreamID: Request] = [:]
     /// Streams answered before their request ended (413): the rest of their frames is ignored.
     private var answeredEarly: Set<HTTP2StreamID> = []
-    private var receivedBytes = 0
-    private var flushScheduled = false
-    private var windowOpened = false
+    private let flow = ConnectionFlow()
     private static let bodyLimit = 64 * 1024
     /// Streams handed to the relay and not yet answered.
     private var answering = 0
@@ -161,15 +159,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         let id = frame.streamID
-        if !windowOpened {
-            // A large connection window (after the preface): many pushes are in flight at once.
-            windowOpened = true
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: 1 << 24))),
-                promise: nil)
-            scheduleFlush(context: context)
-        }
+        flow.open(context)
         switch frame.payload {
         case let .headers(headers):
             guard !answeredEarly.contains(id) else {
@@ -179,8 +169,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             if requests[id] == nil { requests[id] = Request(headers: headers.headers) }
             if headers.endStream { dispatch(id, context: context) }
         case let .data(data):
+            flow.received(data)
             if case var .byteBuffer(buffer) = data.data {
-                receivedBytes += buffer.readableBytes + (data.paddingBytes ?? 0)
                 if requests[id] != nil, buffer.readableBytes > 0 {
                     if requests[id]!.body == nil {
                         requests[id]!.body = buffer
@@ -207,14 +197,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if receivedBytes >= 1 << 22 {
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: receivedBytes))),
-                promise: nil)
-            receivedBytes = 0
-            scheduleFlush(context: context)
-        }
+        flow.readComplete(context)
         context.fireChannelReadComplete()
     }
 
@@ -265,18 +248,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                     HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
                 promise: nil)
         }
-        scheduleFlush(context: context)
-    }
-
-    private func scheduleFlush(context: ChannelHandlerContext) {
-        guard !flushScheduled else { return }
-        flushScheduled = true
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        context.eventLoop.execute {
-            let (handler, context) = loopBound.value
-            handler.flushScheduled = false
-            context.flush()
-        }
+        flow.flushSoon(context)
     }
 
     /// A protocol error (SwiftNIO has reset the stream, or sent `GOAWAY` for the connection): the

@@ -204,10 +204,10 @@ final class APNsRelay: Sendable {
         else { return (404, "BadPath") }
         guard body.readableBytes > 0 else { return (400, "PayloadEmpty") }
         guard body.readableBytes <= Self.payloadLimit(pushType: pushType) else { return (413, "PayloadTooLarge") }
-        if signer == nil, !config.allowedTeams.isEmpty {
-            guard let team = headers.first(name: "authorization").flatMap(ProviderToken.team(ofAuthorization:)),
-                config.allowedTeams.contains(team)
-            else { return (403, "InvalidProviderToken") }
+        if signer == nil, !config.allowedTeams.isEmpty,
+            !config.allowedTeams.contains(team(of: headers.first(name: "authorization")))
+        {
+            return (403, "InvalidProviderToken")
         }
         return nil
     }

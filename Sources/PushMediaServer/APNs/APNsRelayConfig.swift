@@ -107,25 +107,11 @@ public struct APNsRelayConfig: Sendable, Equatable {
         file("apns-key", "PUSHMEDIA_APNS_KEY", \.apns.key, "an AuthKey_<id>.p8 file") {
             "Sign provider tokens with this .p8 key instead of passing the client's through"
         },
-        Setting(
-            "apns-key-id", "PUSHMEDIA_APNS_KEY_ID", commands: [.serve], default: "none",
-            help: "The key ID (kid) of --apns-key"
-        ) {
-            config, value throws(ConfigError) in
-            guard !value.text.isEmpty, value.text.utf8.count <= 64,
-                value.text.allSatisfy({ $0.isLetter || $0.isNumber })
-            else { throw value.invalid(expected: "a key ID such as ABC123DEFG") }
-            config.apns.keyID = value.text
+        identifier("apns-key-id", "PUSHMEDIA_APNS_KEY_ID", \.apns.keyID, "ABC123DEFG") {
+            "The key ID (kid) of --apns-key"
         },
-        Setting(
-            "apns-team-id", "PUSHMEDIA_APNS_TEAM_ID", commands: [.serve], default: "none",
-            help: "The team ID (iss) of --apns-key"
-        ) {
-            config, value throws(ConfigError) in
-            guard !value.text.isEmpty, value.text.utf8.count <= 64,
-                value.text.allSatisfy({ $0.isLetter || $0.isNumber })
-            else { throw value.invalid(expected: "a team ID such as ABCDE12345") }
-            config.apns.teamID = value.text
+        identifier("apns-team-id", "PUSHMEDIA_APNS_TEAM_ID", \.apns.teamID, "ABCDE12345") {
+            "The team ID (iss) of --apns-key"
         },
         .duration(
             "apns-budget", "PUSHMEDIA_APNS_BUDGET", \.apns.budget, commands: [.serve], default: "`2s`",
@@ -135,6 +121,20 @@ public struct APNsRelayConfig: Sendable, Equatable {
             default: "`10s`",
             help: "Answer 503 when the upstream has not connected or answered in this time"),
     ]
+
+    /// An Apple identifier: letters and digits, at most 64.
+    private static func identifier(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<ServerConfig, String?> & Sendable,
+        _ example: String, help: () -> String
+    ) -> Setting<ServerConfig> {
+        Setting(name, environment, commands: [.serve], default: "none", help: help()) {
+            config, value throws(ConfigError) in
+            guard !value.text.isEmpty, value.text.utf8.count <= 64,
+                value.text.allSatisfy({ $0.isLetter || $0.isNumber })
+            else { throw value.invalid(expected: "letters and digits, such as \(example)") }
+            config[keyPath: keyPath] = value.text
+        }
+    }
 
     /// A setting naming a readable file.
     private static func file(

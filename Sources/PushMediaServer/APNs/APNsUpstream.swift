@@ -229,8 +229,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
     /// Streams in the order sent, with their deadlines (ascending).
     private var deadlines = CircularBuffer<(HTTP2StreamID, NIODeadline)>()
     private var nextStreamID: Int32 = 1
-    private var flushScheduled = false
-    private var receivedBytes = 0
+    private let flow = ConnectionFlow()
     private var timer: RepeatedTask?
     private var closed = false
     /// The last stream of a `GOAWAY` received: streams above it were not processed.
@@ -275,13 +274,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
             return answer.fail(UpstreamFailure.notProcessed)
         }
         guard active else { return waiting.append((push, answer)) }
-        if nextStreamID == 1 {
-            // A large connection window (after the preface): answers are small, but many are in flight at once.
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: 1 << 24))),
-                promise: nil)
-        }
+        flow.open(context)
         let id = HTTP2StreamID(nextStreamID)
         nextStreamID += 2
         if nextStreamID >= Int32.max - 2 { goingAway() }
@@ -307,18 +300,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
                     HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(push.body), endStream: true)))),
                 promise: nil)
         }
-        scheduleFlush(context: context)
-    }
-
-    private func scheduleFlush(context: ChannelHandlerContext) {
-        guard !flushScheduled else { return }
-        flushScheduled = true
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        context.eventLoop.execute {
-            let (handler, context) = loopBound.value
-            handler.flushScheduled = false
-            context.flush()
-        }
+        flow.flushSoon(context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -338,8 +320,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
             }
             if headers.endStream { complete(stream) } else { pending[id] = stream }
         case let .data(data):
+            flow.received(data)
             guard case var .byteBuffer(buffer) = data.data else { break }
-            receivedBytes += buffer.readableBytes + (data.paddingBytes ?? 0)
             guard var stream = pending.removeValue(forKey: id) else { break }
             if buffer.readableBytes > 0 {
                 if stream.body == nil {
@@ -364,14 +346,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         resolveCancelled()
-        if receivedBytes >= 1 << 22 {
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: receivedBytes))),
-                promise: nil)
-            receivedBytes = 0
-            scheduleFlush(context: context)
-        }
+        flow.readComplete(context)
         context.fireChannelReadComplete()
     }
 
@@ -441,7 +416,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
             fail(id, .timedOut)
             if let context {
                 context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
-                scheduleFlush(context: context)
+                flow.flushSoon(context)
             }
         }
     }
