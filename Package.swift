@@ -55,13 +55,16 @@ let package = Package(
         .target(
             name: "PushMediaNSE",
             path: "Sources/PushMediaNSE"),
-        // The HTTP hook: thin Hummingbird routes over the library; and the APNs relay (`APNs/`),
-        // HTTP/2 on SwiftNIO both ways.
+        // The HTTP hook: thin Hummingbird routes over the library; the APNs relay (`APNs/`),
+        // HTTP/2 on SwiftNIO both ways; the FCM relay (`FCM/`), Hummingbird in front of the same
+        // HTTP/2 client (`Relay/`).
         .target(
             name: "PushMediaServer",
             dependencies: [
                 "PushMedia",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

@@ -77,13 +77,15 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
 
 /// The application: checks that a public listener has auth and that the store answers (an
 /// object store: endpoint, credentials, bucket), derives the base URL from the bound address
-/// unless `--base-url` was given, runs retention every `gcEvery` when set, opens the APNs relay
-/// when `server.apns.port` is set (`onAPNsRunning`), and calls `onRunning` with the port. The pipeline runs with `serve`'s defaults for `max-jobs` and `background-limit`
+/// unless `--base-url` was given, runs retention every `gcEvery` when set, opens the APNs and FCM
+/// relays when `server.apns.port` / `server.fcm.port` are set (`onAPNsRunning`, `onFCMRunning`),
+/// and calls `onRunning` with the port. The pipeline runs with `serve`'s defaults for `max-jobs` and `background-limit`
 /// unless `config` gives them (see `ServerParts.init`).
 public func buildApplication(
     config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger,
     onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     onAPNsRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
+    onFCMRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
     onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(server.host) || server.host.hasPrefix("127.")
@@ -105,6 +107,20 @@ public func buildApplication(
             policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes), logger: logger)
     }
     var services: [any Service] = retention.map { [$0] } ?? []
+    if server.fcm.port != nil {
+        // FCM's HTTP v1 API on its own listener (its Authorization belongs to Google).
+        let fcmHost = server.fcm.host
+        services.append(
+            try FCMRelayService(parts: parts, logger: logger) { port, tls in
+                logger.info(
+                    "fcm relay listening",
+                    metadata: [
+                        "address": "\(fcmHost):\(port)", "tls": "\(tls)",
+                        "upstream": "\(server.fcm.upstreamEndpoint.authority)",
+                    ])
+                await onFCMRunning(port, tls)
+            })
+    }
     if server.apns.port != nil {
         // Apple's provider API on its own listener, over the same pipeline, memo and metrics.
         let apnsHost = server.apns.host

@@ -57,6 +57,8 @@ public struct ServerConfig: Configurable, Equatable {
     public var maxBatchPayloads = 500
     /// The APNs relay (`--apns-*`); off unless `apns.port` is set.
     public var apns = APNsRelayConfig()
+    /// The FCM relay (`--fcm-*`); off unless `fcm.port` is set.
+    public var fcm = FCMRelayConfig()
 
     public init() {}
 
@@ -77,8 +79,8 @@ public struct ServerConfig: Configurable, Equatable {
         return served
     }
 
-    /// Every server setting (all taken by `serve` only), the APNs relay's last; see `Setting`.
-    public static let settings: [Setting<ServerConfig>] = hook + APNsRelayConfig.settings
+    /// Every server setting (all taken by `serve` only), the relays' last; see `Setting`.
+    public static let settings: [Setting<ServerConfig>] = hook + APNsRelayConfig.settings + FCMRelayConfig.settings
 
     /// The hook's own settings.
     static let hook: [Setting<ServerConfig>] = [

@@ -10,7 +10,7 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract:
             "Run the HTTP hook: POST /v1/process and /v1/batch, GET /media/<name>, /preview, /healthz, /readyz, "
-            + "/metrics; and, with --apns-port, the APNs relay.",
+            + "/metrics; and, with --apns-port and --fcm-port, the APNs and FCM relays.",
         discussion: """
             Listens on 127.0.0.1:8080 by default. A non-loopback address needs --token or --hmac-secret \
             (or --insecure-no-auth). /preview, a page that shows a payload as notifications, is on \
@@ -83,6 +83,26 @@ struct ServeCommand: AsyncParsableCommand {
     var apnsBudget: String?
     @Option(name: .customLong("apns-upstream-timeout"), help: .setting("apns-upstream-timeout"))
     var apnsUpstreamTimeout: String?
+    @Option(name: .customLong("fcm-port"), help: .setting("fcm-port"))
+    var fcmPort: String?
+    @Option(name: .customLong("fcm-host"), help: .setting("fcm-host"))
+    var fcmHost: String?
+    @Option(name: .customLong("fcm-tls-cert"), help: .setting("fcm-tls-cert"))
+    var fcmTLSCert: String?
+    @Option(name: .customLong("fcm-tls-key"), help: .setting("fcm-tls-key"))
+    var fcmTLSKey: String?
+    @Option(name: .customLong("fcm-client-ca"), help: .setting("fcm-client-ca"))
+    var fcmClientCA: String?
+    @Option(name: .customLong("fcm-allow-project"), help: .setting("fcm-allow-project"))
+    var fcmAllowProjects: [String] = []
+    @Option(name: .customLong("fcm-upstream"), help: .setting("fcm-upstream"))
+    var fcmUpstream: String?
+    @Option(name: .customLong("fcm-upstream-ca"), help: .setting("fcm-upstream-ca"))
+    var fcmUpstreamCA: String?
+    @Option(name: .customLong("fcm-budget"), help: .setting("fcm-budget"))
+    var fcmBudget: String?
+    @Option(name: .customLong("fcm-upstream-timeout"), help: .setting("fcm-upstream-timeout"))
+    var fcmUpstreamTimeout: String?
     @OptionGroup var options: SharedOptions
 
     /// The flags of `serve`'s library settings (`PushMediaConfig.settings` scoped to `serve`).
@@ -105,7 +125,11 @@ struct ServeCommand: AsyncParsableCommand {
             ("apns-tls-key", apnsTLSKey), ("apns-client-ca", apnsClientCA), ("apns-upstream", apnsUpstream),
             ("apns-upstream-ca", apnsUpstreamCA), ("apns-key", apnsKey), ("apns-key-id", apnsKeyID),
             ("apns-team-id", apnsTeamID), ("apns-budget", apnsBudget), ("apns-upstream-timeout", apnsUpstreamTimeout),
+            ("fcm-port", fcmPort), ("fcm-host", fcmHost), ("fcm-tls-cert", fcmTLSCert), ("fcm-tls-key", fcmTLSKey),
+            ("fcm-client-ca", fcmClientCA), ("fcm-upstream", fcmUpstream), ("fcm-upstream-ca", fcmUpstreamCA),
+            ("fcm-budget", fcmBudget), ("fcm-upstream-timeout", fcmUpstreamTimeout),
         ] + tokens.map { ("token", $0) } + apnsAllowTeams.map { ("apns-allow-team", $0) }
+            + fcmAllowProjects.map { ("fcm-allow-project", $0) }
     }
 
     func run() async throws {
@@ -144,6 +168,10 @@ struct ServeCommand: AsyncParsableCommand {
                         let line = "PushMedia APNs relay on \(tls ? "https" : "http")://\(apnsHost):\(port)\n"
                         FileHandle.standardOutput.write(Data(line.utf8))
                     },
+                    onFCMRunning: { [fcmHost = server.fcm.host] port, tls in
+                        let line = "PushMedia FCM relay on \(tls ? "https" : "http")://\(fcmHost):\(port)\n"
+                        FileHandle.standardOutput.write(Data(line.utf8))
+                    },
                     onRunning: { port in
                         FileHandle.standardOutput.write(Data("PushMedia listening on http://\(host):\(port)\n".utf8))
                     }
@@ -151,7 +179,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as ServerError {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.usage
-        } catch let error as APNsSetupError {
+        } catch let error as RelaySetupError {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.usage
         } catch {

@@ -20,7 +20,7 @@ public struct APNsRelayService: Service {
     /// Checks the settings, reads the certificates and keys, and prepares the upstream.
     public init(
         parts: ServerParts, logger: Logger, onRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void
-    ) throws(APNsSetupError) {
+    ) throws(RelaySetupError) {
         let config = parts.server.apns
         try config.validate()
         if !config.loopback && config.clientCA == nil && (config.ownKey || config.allowedTeams.isEmpty) {
@@ -30,30 +30,21 @@ public struct APNsRelayService: Service {
                 metadata: ["address": "\(config.host)", "signs": "\(config.ownKey)"])
         }
         if let certificate = config.tlsCertificate, let key = config.tlsKey {
-            var tlsConfiguration: TLSConfiguration
-            do {
-                tlsConfiguration = TLSConfiguration.makeServerConfiguration(
-                    certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
-                    privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-            } catch {
-                throw .unreadable(what: "--apns-tls-cert/--apns-tls-key", path: certificate, why: "\(error)")
-            }
-            tlsConfiguration.applicationProtocols = ["h2"]
-            tlsConfiguration.minimumTLSVersion = .tlsv12
-            if let clientCA = config.clientCA {
-                tlsConfiguration.trustRoots = .file(clientCA)
-                tlsConfiguration.certificateVerification = .noHostnameVerification
-            }
-            do { tls = try NIOSSLContext(configuration: tlsConfiguration) } catch {
+            let configuration = try serverTLS(
+                certificate: certificate, key: key, clientCA: config.clientCA, protocols: ["h2"],
+                what: "--apns-tls-cert/--apns-tls-key")
+            do { tls = try NIOSSLContext(configuration: configuration) } catch {
                 throw .unreadable(what: "--apns-tls-cert/--apns-tls-key", path: certificate, why: "\(error)")
             }
         } else {
             tls = nil
         }
-        let signer = try config.key.map { key throws(APNsSetupError) in
+        let signer = try config.key.map { key throws(RelaySetupError) in
             try ProviderTokenSigner(keyFile: key, keyID: config.keyID ?? "", teamID: config.teamID ?? "")
         }
-        let upstream = try APNsUpstream(config: config, logger: logger)
+        let upstream = try HTTP2Upstream(
+            endpoint: config.upstreamEndpoint, timeout: config.upstreamTimeout, extraCA: config.upstreamCA,
+            caSetting: "--apns-upstream-ca", logger: logger)
         relay = APNsRelay(config: config, parts: parts, upstream: upstream, signer: signer, logger: logger)
         parts.metrics.apnsConnections.withLock { $0 = { upstream.connectionCount } }
         self.onRunning = onRunning

@@ -18,7 +18,7 @@ struct APNsAnswer: Sendable {
 final class APNsRelay: Sendable {
     let config: APNsRelayConfig
     let pipeline: Pipeline
-    let upstream: APNsUpstream
+    let upstream: HTTP2Upstream
     let signer: ProviderTokenSigner?
     let metrics: ServerMetrics
     let memo: ResponseMemo
@@ -30,7 +30,7 @@ final class APNsRelay: Sendable {
     private let lastTeam = Locked<(String, String)?>(nil)
 
     init(
-        config: APNsRelayConfig, parts: ServerParts, upstream: APNsUpstream, signer: ProviderTokenSigner?,
+        config: APNsRelayConfig, parts: ServerParts, upstream: HTTP2Upstream, signer: ProviderTokenSigner?,
         logger: Logger
     ) {
         self.config = config

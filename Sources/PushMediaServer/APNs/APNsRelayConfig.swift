@@ -33,22 +33,15 @@ public struct APNsRelayConfig: Sendable, Equatable {
 
     public init() {}
 
-    /// The upstream's scheme, host and port.
-    public struct Upstream: Sendable, Equatable {
-        public var host: String
-        public var port: Int
-        /// The `:authority` sent.
-        public var authority: String { port == 443 ? host : "\(host):\(port)" }
-    }
+    /// The upstream's host and port.
+    public typealias Upstream = UpstreamEndpoint
 
     /// `upstream` resolved: Apple's production or development host, or the URL's.
     public var upstreamEndpoint: Upstream {
         switch upstream {
         case "production": return Upstream(host: "api.push.apple.com", port: 443)
         case "development": return Upstream(host: "api.sandbox.push.apple.com", port: 443)
-        default:
-            let url = URL(string: upstream)
-            return Upstream(host: url?.host ?? upstream, port: url?.port ?? 443)
+        default: return UpstreamEndpoint(url: upstream) ?? Upstream(host: upstream, port: 443)
         }
     }
 
@@ -68,13 +61,13 @@ public struct APNsRelayConfig: Sendable, Equatable {
             guard !value.text.isEmpty else { throw value.invalid(expected: "an address such as 127.0.0.1 or 0.0.0.0") }
             config.apns.host = value.text
         },
-        file("apns-tls-cert", "PUSHMEDIA_APNS_TLS_CERT", \.apns.tlsCertificate, "a PEM certificate chain") {
+        .readableFile("apns-tls-cert", "PUSHMEDIA_APNS_TLS_CERT", \.apns.tlsCertificate, "a PEM certificate chain") {
             "The relay's TLS certificate chain (PEM); without it and --apns-tls-key: cleartext HTTP/2 (h2c)"
         },
-        file("apns-tls-key", "PUSHMEDIA_APNS_TLS_KEY", \.apns.tlsKey, "a PEM private key") {
+        .readableFile("apns-tls-key", "PUSHMEDIA_APNS_TLS_KEY", \.apns.tlsKey, "a PEM private key") {
             "The relay's TLS private key (PEM)"
         },
-        file("apns-client-ca", "PUSHMEDIA_APNS_CLIENT_CA", \.apns.clientCA, "a PEM CA certificate") {
+        .readableFile("apns-client-ca", "PUSHMEDIA_APNS_CLIENT_CA", \.apns.clientCA, "a PEM CA certificate") {
             "Require client certificates signed by this CA (mutual TLS)"
         },
         Setting(
@@ -94,17 +87,15 @@ public struct APNsRelayConfig: Sendable, Equatable {
             help: "Where pushes go: production, development or https://host[:port]"
         ) {
             config, value throws(ConfigError) in
-            if !["production", "development"].contains(value.text) {
-                guard let url = URL(string: value.text), url.scheme == "https", let host = url.host, !host.isEmpty,
-                    url.path.isEmpty || url.path == "/", url.query == nil
-                else { throw value.invalid(expected: "production, development or https://host[:port]") }
+            guard ["production", "development"].contains(value.text) || UpstreamEndpoint(url: value.text) != nil else {
+                throw value.invalid(expected: "production, development or https://host[:port]")
             }
             config.apns.upstream = value.text
         },
-        file("apns-upstream-ca", "PUSHMEDIA_APNS_UPSTREAM_CA", \.apns.upstreamCA, "a PEM CA certificate") {
+        .readableFile("apns-upstream-ca", "PUSHMEDIA_APNS_UPSTREAM_CA", \.apns.upstreamCA, "a PEM CA certificate") {
             "Also trust this CA (PEM) for the upstream"
         },
-        file("apns-key", "PUSHMEDIA_APNS_KEY", \.apns.key, "an AuthKey_<id>.p8 file") {
+        .readableFile("apns-key", "PUSHMEDIA_APNS_KEY", \.apns.key, "an AuthKey_<id>.p8 file") {
             "Sign provider tokens with this .p8 key instead of passing the client's through"
         },
         identifier("apns-key-id", "PUSHMEDIA_APNS_KEY_ID", \.apns.keyID, "ABC123DEFG") {
@@ -136,22 +127,8 @@ public struct APNsRelayConfig: Sendable, Equatable {
         }
     }
 
-    /// A setting naming a readable file.
-    private static func file(
-        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<ServerConfig, String?> & Sendable,
-        _ expected: String, help: () -> String
-    ) -> Setting<ServerConfig> {
-        Setting(name, environment, commands: [.serve], default: "none", help: help()) {
-            config, value throws(ConfigError) in
-            guard FileManager.default.isReadableFile(atPath: value.text) else {
-                throw value.invalid(expected: "a readable file: \(expected)")
-            }
-            config[keyPath: keyPath] = value.text
-        }
-    }
-
     /// Settings that only make sense together, and the access rule of a non-loopback relay.
-    public func validate() throws(APNsSetupError) {
+    public func validate() throws(RelaySetupError) {
         guard port != nil else { return }
         if (tlsCertificate == nil) != (tlsKey == nil) {
             throw .incomplete("--apns-tls-cert and --apns-tls-key go together")
@@ -165,25 +142,5 @@ public struct APNsRelayConfig: Sendable, Equatable {
     }
 
     /// Whether the relay listens on loopback only.
-    var loopback: Bool { ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host) || host.hasPrefix("127.") }
-}
-
-/// Why the relay cannot start.
-public enum APNsSetupError: Error, CustomStringConvertible {
-    case incomplete(String)
-    case unreadable(what: String, path: String, why: String)
-    case unrestricted(host: String, ownKey: Bool)
-
-    public var description: String {
-        switch self {
-        case let .incomplete(message): message
-        case let .unreadable(what, path, why): "\(what) \(path): \(why)"
-        case let .unrestricted(host, ownKey):
-            ownKey
-                ? "refusing to run the APNs relay on \(host) with --apns-key without --apns-client-ca: anyone could "
-                    + "push as your team; listen on loopback or require client certificates"
-                : "refusing to run the APNs relay on \(host) without --apns-allow-team or --apns-client-ca: anyone "
-                    + "could relay through it; restrict it, or give --insecure-no-auth"
-        }
-    }
+    var loopback: Bool { isLoopback(host) }
 }

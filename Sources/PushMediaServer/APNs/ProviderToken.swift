@@ -32,7 +32,7 @@ final class ProviderTokenSigner: Sendable {
     private let current = Locked<(token: String, issued: ContinuousClock.Instant)?>(nil)
 
     /// Reads the `.p8` key Apple issues (PKCS #8 PEM, `-----BEGIN PRIVATE KEY-----`).
-    init(keyFile: String, keyID: String, teamID: String, lifetime: Duration = .seconds(40 * 60)) throws(APNsSetupError)
+    init(keyFile: String, keyID: String, teamID: String, lifetime: Duration = .seconds(40 * 60)) throws(RelaySetupError)
     {
         let pem: String
         do { pem = try String(contentsOfFile: keyFile, encoding: .utf8) } catch {

@@ -42,32 +42,57 @@ enum UpstreamFailure: Error, CustomStringConvertible {
     }
 }
 
-/// The HTTP/2 client to Apple (or `--apns-upstream`): per provider team (Apple accepts one
-/// team's tokens per connection) one connection on each event loop, so that a push goes out
-/// on the thread its client's connection is served on. Connections are kept and reused, their
+/// Where a relay sends: host and port of an HTTPS server speaking HTTP/2.
+public struct UpstreamEndpoint: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+    /// The `:authority` sent.
+    public var authority: String { port == 443 ? host : "\(host):\(port)" }
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// An `https://host[:port]` URL's endpoint (port 443 when none is given).
+    public init?(url text: String) {
+        guard let url = URL(string: text), url.scheme == "https", let host = url.host, !host.isEmpty,
+            url.path.isEmpty || url.path == "/", url.query == nil
+        else { return nil }
+        self.init(host: host, port: url.port ?? 443)
+    }
+}
+
+/// The HTTP/2 client of the relays, to Apple (`--apns-upstream`) or Google (`--fcm-upstream`):
+/// per pool (a provider team for APNs, which accepts one team's tokens per connection) one
+/// connection on each event loop, so that a push goes out on the thread its client's
+/// connection is served on. Connections are kept and reused, their
 /// streams multiplexed up to the server's `SETTINGS_MAX_CONCURRENT_STREAMS` (SwiftNIO's HTTP/2
 /// handler queues the rest). A connection that received `GOAWAY` or closed takes no new
 /// streams; the next push opens a new one. A push the server refused unprocessed is sent once
 /// more on a new connection.
-final class APNsUpstream: Sendable {
-    let endpoint: APNsRelayConfig.Upstream
+final class HTTP2Upstream: Sendable {
+    let endpoint: UpstreamEndpoint
     let timeout: Duration
     private let tls: NIOSSLContext
     private let connections = Locked<[String: UpstreamConnection]>([:])
     private let logger: Logger
 
-    init(config: APNsRelayConfig, logger: Logger) throws(APNsSetupError) {
-        endpoint = config.upstreamEndpoint
-        timeout = config.upstreamTimeout
+    /// `extraCA` is also trusted (`caSetting` names its flag in errors).
+    init(endpoint: UpstreamEndpoint, timeout: Duration, extraCA: String?, caSetting: String, logger: Logger)
+        throws(RelaySetupError)
+    {
+        self.endpoint = endpoint
+        self.timeout = timeout
         self.logger = logger
         var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
         tlsConfiguration.applicationProtocols = ["h2"]
         tlsConfiguration.minimumTLSVersion = .tlsv12
-        if let ca = config.upstreamCA {
-            tlsConfiguration.additionalTrustRoots = [.file(ca)]
+        if let extraCA {
+            tlsConfiguration.additionalTrustRoots = [.file(extraCA)]
         }
         do { tls = try NIOSSLContext(configuration: tlsConfiguration) } catch {
-            throw .unreadable(what: "--apns-upstream-ca", path: config.upstreamCA ?? "", why: "\(error)")
+            throw .unreadable(what: caSetting, path: extraCA ?? "", why: "\(error)")
         }
     }
 
@@ -121,7 +146,7 @@ final class UpstreamConnection: Sendable {
         ))
 
     init(
-        endpoint: APNsRelayConfig.Upstream, tls: NIOSSLContext, eventLoop: any EventLoop, timeout: TimeAmount,
+        endpoint: UpstreamEndpoint, tls: NIOSSLContext, eventLoop: any EventLoop, timeout: TimeAmount,
         logger: Logger
     ) {
         self.eventLoop = eventLoop

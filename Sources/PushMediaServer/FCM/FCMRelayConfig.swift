@@ -1,0 +1,100 @@
+import Foundation
+import PushMedia
+
+/// The FCM relay's settings (`serve --fcm-port …`), part of `ServerConfig` as `fcm`. The relay is
+/// off unless `port` is set.
+public struct FCMRelayConfig: Sendable, Equatable {
+    /// `--fcm-port`, `PUSHMEDIA_FCM_PORT`: port of the relay's listener (0 picks a free one); nil
+    /// (the default): no relay.
+    public var port: Int?
+    /// `--fcm-host`, `PUSHMEDIA_FCM_HOST`: its address: 127.0.0.1.
+    public var host = "127.0.0.1"
+    /// `--fcm-tls-cert`, `--fcm-tls-key`: PEM certificate chain and key (HTTP/1.1 and HTTP/2 by
+    /// ALPN); without them, cleartext HTTP/1.1 for a sidecar on loopback.
+    public var tlsCertificate: String?
+    public var tlsKey: String?
+    /// `--fcm-client-ca`: accept only clients with a certificate signed by this CA.
+    public var clientCA: String?
+    /// `--fcm-allow-project` (repeatable): Firebase projects that may send through the relay.
+    public var allowedProjects: [String] = []
+    /// `--fcm-upstream`: `https://host[:port]`: Google's `https://fcm.googleapis.com`.
+    public var upstream = "https://fcm.googleapis.com"
+    /// `--fcm-upstream-ca`: an extra CA trusted for the upstream.
+    public var upstreamCA: String?
+    /// `--fcm-budget`: time a message may spend on its media before it goes on: 2 s.
+    public var budget: Duration = .seconds(2)
+    /// `--fcm-upstream-timeout`: connecting to and hearing from the upstream: 10 s.
+    public var upstreamTimeout: Duration = .seconds(10)
+
+    public init() {}
+
+    /// `upstream` resolved.
+    public var upstreamEndpoint: UpstreamEndpoint {
+        UpstreamEndpoint(url: upstream) ?? UpstreamEndpoint(host: "fcm.googleapis.com", port: 443)
+    }
+
+    /// The relay's settings, appended to `ServerConfig.settings`.
+    static let settings: [Setting<ServerConfig>] = [
+        .integer(
+            "fcm-port", "PUSHMEDIA_FCM_PORT", \.fcm.port, in: 0...65535, commands: [.serve], default: "none",
+            help: "Open the FCM relay (FCM HTTP v1 messages:send) on this port; 0 for any free one"),
+        Setting(
+            "fcm-host", "PUSHMEDIA_FCM_HOST", commands: [.serve], default: "`127.0.0.1`",
+            help: "Address of the FCM relay"
+        ) {
+            config, value throws(ConfigError) in
+            guard !value.text.isEmpty else { throw value.invalid(expected: "an address such as 127.0.0.1 or 0.0.0.0") }
+            config.fcm.host = value.text
+        },
+        .readableFile("fcm-tls-cert", "PUSHMEDIA_FCM_TLS_CERT", \.fcm.tlsCertificate, "a PEM certificate chain") {
+            "The FCM relay's TLS certificate chain (PEM); without it and --fcm-tls-key: cleartext HTTP/1.1"
+        },
+        .readableFile("fcm-tls-key", "PUSHMEDIA_FCM_TLS_KEY", \.fcm.tlsKey, "a PEM private key") {
+            "The FCM relay's TLS private key (PEM)"
+        },
+        .readableFile("fcm-client-ca", "PUSHMEDIA_FCM_CLIENT_CA", \.fcm.clientCA, "a PEM CA certificate") {
+            "Require FCM relay clients to hold certificates signed by this CA (mutual TLS)"
+        },
+        Setting(
+            "fcm-allow-project", "PUSHMEDIA_FCM_ALLOW_PROJECTS", .list, commands: [.serve], default: "none",
+            help: "A Firebase project ID that may send through the FCM relay; repeatable"
+        ) {
+            config, value throws(ConfigError) in
+            for project in value.items {
+                guard project.utf8.count <= 128, project.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else {
+                    throw value.invalid(expected: "a project ID such as my-app-1234")
+                }
+                config.fcm.allowedProjects.append(project)
+            }
+        },
+        Setting(
+            "fcm-upstream", "PUSHMEDIA_FCM_UPSTREAM", commands: [.serve], default: "`https://fcm.googleapis.com`",
+            help: "Where messages go: https://host[:port]"
+        ) {
+            config, value throws(ConfigError) in
+            guard UpstreamEndpoint(url: value.text) != nil else { throw value.invalid(expected: "https://host[:port]") }
+            config.fcm.upstream = value.text
+        },
+        .readableFile("fcm-upstream-ca", "PUSHMEDIA_FCM_UPSTREAM_CA", \.fcm.upstreamCA, "a PEM CA certificate") {
+            "Also trust this CA (PEM) for the FCM upstream"
+        },
+        .duration(
+            "fcm-budget", "PUSHMEDIA_FCM_BUDGET", \.fcm.budget, commands: [.serve], default: "`2s`",
+            help: "Time a message may wait for its media; past it the best attempt goes to FCM"),
+        .duration(
+            "fcm-upstream-timeout", "PUSHMEDIA_FCM_UPSTREAM_TIMEOUT", \.fcm.upstreamTimeout, commands: [.serve],
+            default: "`10s`",
+            help: "Answer 503 UNAVAILABLE when the FCM upstream has not connected or answered in this time"),
+    ]
+
+    /// Settings that only make sense together.
+    public func validate() throws(RelaySetupError) {
+        guard port != nil else { return }
+        if (tlsCertificate == nil) != (tlsKey == nil) {
+            throw .incomplete("--fcm-tls-cert and --fcm-tls-key go together")
+        }
+        if clientCA != nil && tlsCertificate == nil {
+            throw .incomplete("--fcm-client-ca needs --fcm-tls-cert and --fcm-tls-key")
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import PushMedia
+import PushMediaTestSupport
+import Testing
+
+@testable import PushMediaServer
+
+/// The FCM relay's parts that need no network; the relay runs end to end, with real FCM
+/// clients, in `scripts/fcm-relay.sh`.
+@Suite("FCM relay parts")
+struct FCMRelayTests {
+    @Test func sendPath() {
+        #expect(FCMRelay.project(ofSendPath: "/v1/projects/my-app-123/messages:send") == "my-app-123")
+        #expect(FCMRelay.project(ofSendPath: "/v1/projects//messages:send") == nil)
+        #expect(FCMRelay.project(ofSendPath: "/v1/projects/p/messages:batchSend") == nil)
+        #expect(FCMRelay.project(ofSendPath: "/v1/projects/p/messages:send/x") == nil)
+        #expect(FCMRelay.project(ofSendPath: "/v2/projects/p/messages:send") == nil)
+    }
+
+    /// The kept rewrite of a campaign's message gets each message's own target back.
+    @Test func targetPutBack() throws {
+        let rewritten = Array(#"{"message":{"notification":{"image":"https://m/1.jpg"}}}"#.utf8)
+        let token = FCMRelay.withTarget(rewritten, ("token", .string("device-1")))
+        #expect(
+            String(decoding: token, as: UTF8.self)
+                == #"{"message":{"token":"device-1","notification":{"image":"https://m/1.jpg"}}}"#)
+        let empty = FCMRelay.withTarget(Array(#"{"message":{}}"#.utf8), ("topic", .string("news")))
+        #expect(String(decoding: empty, as: UTF8.self) == #"{"message":{"topic":"news"}}"#)
+        // Another layout: parsed and set.
+        let spaced = FCMRelay.withTarget(Array(#"{ "message": {"data": {"k": "v"}} }"#.utf8), ("token", .string("t")))
+        let message = try #require(try JSONValue.parse(spaced).objectValue?["message"]?.objectValue)
+        #expect(message["token"] == .string("t") && message["data"] != nil)
+        #expect(FCMRelay.withTarget(rewritten, nil) == rewritten)
+    }
+
+    @Test func errorsHaveGooglesShape() throws {
+        let response = FCMRelay.error(404, "NOT_FOUND", "no such method")
+        #expect(response.status.code == 404)
+        #expect(FCMRelay.isConnectionHeader("Host") && FCMRelay.isConnectionHeader(":path"))
+        #expect(!FCMRelay.isConnectionHeader("authorization"))
+    }
+
+    @Test func settings() throws {
+        var config = ServerConfig()
+        try config.set("fcm-port", to: "0")
+        try config.fcm.validate()
+        #expect(config.fcm.upstreamEndpoint == UpstreamEndpoint(host: "fcm.googleapis.com", port: 443))
+        try config.set("fcm-upstream", to: "https://127.0.0.1:9443")
+        #expect(config.fcm.upstreamEndpoint == UpstreamEndpoint(host: "127.0.0.1", port: 9443))
+        #expect { try config.set("fcm-upstream", to: "http://x") } throws: { "\($0)".contains("--fcm-upstream") }
+        #expect { try config.set("fcm-allow-project", to: "bad project") } throws: { "\($0)".contains("project") }
+        try config.set("fcm-allow-project", to: "my-app-1,other-2")
+        #expect(config.fcm.allowedProjects == ["my-app-1", "other-2"])
+    }
+
+    /// A relay on a public address refuses to start unless senders are restricted.
+    @Test func publicRelayNeedsRestriction() throws {
+        let store = TemporaryDirectory()
+        var server = ServerConfig()
+        server.fcm.port = 0
+        server.fcm.host = "0.0.0.0"
+        let parts = try ServerParts(config: testConfig(store: store), server: server)
+        #expect { try FCMRelayService(parts: parts, logger: .init(label: "test")) { _, _ in } } throws: {
+            "\($0)".contains("--fcm-allow-project")
+        }
+        server.fcm.allowedProjects = ["my-app-1"]
+        _ = try FCMRelayService(
+            parts: try ServerParts(config: testConfig(store: store), server: server), logger: .init(label: "test")
+        ) { _, _ in }
+    }
+}
