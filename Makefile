@@ -14,11 +14,13 @@ run: setup release
 ## against deadlines, which needs cores that other tests are not saturating. Then Schemathesis
 ## checks the HTTP hook's answers against its OpenAPI document (scripts/api-conformance.sh), and
 ## real APNs clients from PyPI push through the APNs relay to a strict stand-in for Apple
-## (scripts/apns-relay.sh).
+## (scripts/apns-relay.sh), and real FCM clients through the FCM relay to a strict stand-in for
+## Google (scripts/fcm-relay.sh).
 test: lint setup-test
 	$(SWIFT) test --no-parallel
 	scripts/api-conformance.sh
 	scripts/apns-relay.sh
+	scripts/fcm-relay.sh
 
 ## The code's format (.swift-format: 4 spaces, 120 columns), checked first by `make test`.
 FORMATTED = Sources Tests Package.swift

@@ -1,0 +1,1200 @@
+#!/usr/bin/env python3
+"""End-to-end test of the FCM relay (`pushmedia serve --fcm-port`).
+
+Google cannot be reached from here, so the upstream is standin.py (a strict stand-in for
+Firebase Cloud Messaging's HTTP v1 API) and the clients are real, unmodified FCM libraries from
+PyPI (firebase-admin: requests, HTTP/1.1; async-firebase: httpx with HTTP/2 offered by ALPN)
+and raw HTTP/1.1 (http.client) and HTTP/2 (httpx) requests. Everything runs on 127.0.0.1: a test
+CA, server certificate and service account key made here, a media origin (http.server) serving
+samples/media/banner.webp under paths without an extension, the stand-in and the relays, each a
+subprocess killed at the end.
+
+How the clients are pointed at a host, given credentials and made to trust the test CA:
+  firebase-admin  the class attribute messaging._MessagingService.FCM_URL (a format string with
+                  the project as {0}), read when an app's messaging service is made, so one app
+                  per host; a credentials.Base subclass whose get_credential() is a
+                  google.oauth2.credentials.Credentials holding the static access token; the app's
+                  options name the project. The CA by REQUESTS_CA_BUNDLE (requests) and
+                  SSL_CERT_FILE (httpx), set in this process.
+  async-firebase  the instance's BASE_URL (a class attribute, overridden on the instance); a
+                  service account made here (google.oauth2.service_account.Credentials) whose
+                  access token comes from the stand-in's POST /token, to which the module constant
+                  async_firebase._credentials.TOKEN_URL is pointed (the service account's token_uri
+                  is not used by async-firebase); use_http2=True. The CA by SSL_CERT_FILE (httpx).
+
+Each check prints `ok  name` or `FAIL name: why`; the last line counts them; exit 1 when any
+failed. The stand-in checks come first and need no relay.
+
+  python3 Tests/fcm/relay_test.py [--bin .build/debug/pushmedia] [--standin-only] [--only NAME]...
+"""
+
+import argparse
+import asyncio
+import concurrent.futures
+import datetime
+import hashlib
+import http.client
+import http.server
+import ipaddress
+import json
+import logging
+import os
+import queue
+import re
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+import warnings
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+STANDIN = os.path.join(HERE, "standin.py")
+BANNER = os.path.join(ROOT, "samples", "media", "banner.webp")
+
+PROJECT = "pushmedia-test"
+OTHER_PROJECT = "someone-else"
+ACCESS_TOKEN = "ya29.pushmedia-test-access-token"
+BEARER = f"Bearer {ACCESS_TOKEN}"
+SEND_PATH = f"/v1/projects/{PROJECT}/messages:send"
+
+STORE_URL = r"^http://127\.0\.0\.1:{port}/media/[0-9a-f]{{64}}\.jpg$"
+NAME_RE = re.compile(rf"^projects/{re.escape(PROJECT)}/messages/0:\d+%[0-9a-f]{{16}}$")
+FAKE_NAME = f"projects/{PROJECT}/messages/fake_message_id"
+TITLE, BODY = "Hi", "Text"
+DATA = {"k": "v"}
+
+log = logging.getLogger("relay_test")
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def expect(condition, message):
+    if not condition:
+        raise CheckFailed(message)
+
+
+# The stand-in answers registration tokens starting with these with errors (see standin.py --help).
+DESIGNATED = ("dead", "bad0", "4290", "5030")
+
+
+def device_token(prefix=""):
+    # FCM registration tokens look like "<22 chars>:APA91b<more>"; any string is accepted.
+    while True:
+        token = prefix + secrets.token_urlsafe(16).replace("-", "x").replace("_", "y") + ":APA91b" + \
+            secrets.token_urlsafe(96).replace("-", "x").replace("_", "y")
+        if prefix or not token.startswith(DESIGNATED):
+            return token
+
+
+def rich_message(world, token, media_path="/img/banner"):
+    """The FCM v1 message the relay is to enrich, as JSON."""
+    return {
+        "token": token,
+        "notification": {"title": TITLE, "body": BODY, "image": world.origin.url(media_path)},
+        "android": {"priority": "high", "notification": {"channel_id": "deals"}},
+        "apns": {"payload": {"aps": {"sound": "default"}}},
+        "data": dict(DATA),
+    }
+
+
+# -- material: CA, server certificate, service account -------------------------------------------
+
+class Material:
+    def __init__(self, folder):
+        self.folder = folder
+        now = datetime.datetime.now(datetime.timezone.utc)
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "PushMedia test CA")])
+        ca = (
+            x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+            .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                key_encipherment=False, data_encipherment=False, key_agreement=False,
+                encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        server_key = ec.generate_private_key(ec.SECP256R1())
+        server = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+            .issuer_name(ca_name).public_key(server_key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        pem = serialization.Encoding.PEM
+        pkcs8 = serialization.PrivateFormat.PKCS8
+        plain = serialization.NoEncryption()
+        self.ca = self._write("ca.pem", ca.public_bytes(pem))
+        self.cert = self._write("server.pem", server.public_bytes(pem))
+        self.key = self._write("server.key", server_key.private_bytes(pem, pkcs8, plain))
+        # A service account as the Firebase console hands it out (RS256 key), for async-firebase.
+        account_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.service_account = {
+            "type": "service_account",
+            "project_id": PROJECT,
+            "private_key_id": secrets.token_hex(20),
+            "private_key": account_key.private_bytes(pem, pkcs8, plain).decode(),
+            "client_email": f"firebase-adminsdk-test@{PROJECT}.iam.gserviceaccount.com",
+            "client_id": str(secrets.randbelow(10 ** 21)),
+            "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+            "token_uri": "https://oauth2.googleapis.com/token",
+        }
+
+    def _write(self, name, data):
+        path = os.path.join(self.folder, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def client_context(self, alpn=None):
+        ctx = ssl.create_default_context(cafile=self.ca)
+        if alpn:
+            ctx.set_alpn_protocols(alpn)
+        return ctx
+
+    def trust_in_process(self):
+        """The test CA for the libraries' own TLS: requests reads REQUESTS_CA_BUNDLE at each
+        request, httpx reads SSL_CERT_FILE when a client is made."""
+        os.environ["REQUESTS_CA_BUNDLE"] = self.ca
+        os.environ["SSL_CERT_FILE"] = self.ca
+        os.environ.pop("CURL_CA_BUNDLE", None)
+        os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+
+
+# -- media origin ---------------------------------------------------------------------------
+
+class Origin:
+    """http.server on 127.0.0.1 serving the WebP sample at paths without an extension; counts
+    GET requests per path."""
+
+    PATHS = ("/img/banner", "/img/campaign")
+
+    def __init__(self):
+        with open(BANNER, "rb") as f:
+            self.webp = f.read()
+        self.gets = {}
+        self.heads = {}
+        self.requests = []  # (time, method, path, Range header, User-Agent)
+        self.lock = threading.Lock()
+        origin = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _serve(self, body):
+                path = self.path.split("?", 1)[0]
+                with origin.lock:
+                    counter = origin.gets if body else origin.heads
+                    counter[path] = counter.get(path, 0) + 1
+                    origin.requests.append((time.time(), self.command, path, self.headers.get("Range"),
+                                            self.headers.get("User-Agent")))
+                if path not in Origin.PATHS:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "image/webp")
+                self.send_header("Content-Length", str(len(origin.webp)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(origin.webp)
+
+            def do_GET(self):
+                self._serve(True)
+
+            def do_HEAD(self):
+                self._serve(False)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def fetches(self, path):
+        with self.lock:
+            return self.gets.get(path, 0)
+
+    def describe(self, path, since=0.0):
+        """The requests for path, as text, times relative to `since`."""
+        with self.lock:
+            return "; ".join(f"{m} at {t - since:+.3f}s range={r} ua={ua}"
+                             for t, m, p, r, ua in self.requests if p == path)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# -- subprocesses ---------------------------------------------------------------------------
+
+PROCESSES = []
+
+
+class Proc:
+    """A subprocess whose stdout is read by a thread; stderr goes to a file."""
+
+    def __init__(self, name, argv, folder, env=None):
+        self.name = name
+        self.argv = argv
+        self.err_path = os.path.join(folder, f"{name}.stderr")
+        self.err = open(self.err_path, "wb")
+        self.lines = queue.Queue()
+        self.out = []
+        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.err, stdin=subprocess.DEVNULL,
+                                  env=env, start_new_session=True)
+        PROCESSES.append(self)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for raw in self.p.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.out.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, patterns, timeout=20.0):
+        """The match of each regex in patterns, in any order, from stdout lines."""
+        found = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(patterns):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CheckFailed(f"{self.name} did not start within {timeout:.0f}s: {self.stderr_tail()}")
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise CheckFailed(f"{self.name} exited ({self.p.wait()}) before it listened: {self.stderr_tail()}")
+            for i, pattern in enumerate(patterns):
+                m = re.search(pattern, line)
+                if m and i not in found:
+                    found[i] = m
+        return [found[i] for i in range(len(patterns))]
+
+    def stderr_tail(self, n=1500):
+        self.err.flush()
+        try:
+            with open(self.err_path, "rb") as f:
+                data = f.read()[-n:].decode("utf-8", "replace").strip()
+        except OSError:
+            data = ""
+        return data or "(no stderr)"
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.p.wait(timeout=5)
+        self.err.close()
+
+
+def stop_all():
+    for p in reversed(PROCESSES):
+        try:
+            p.stop()
+        except Exception:
+            pass
+
+
+def free_port():
+    """A port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Standin:
+    def __init__(self, world, name, *extra):
+        self.record = os.path.join(world.work, f"{name}.jsonl")
+        m = world.material
+        argv = [sys.executable, STANDIN, "--port", "0", "--cert", m.cert, "--key", m.key,
+                "--project", PROJECT, "--token", ACCESS_TOKEN, "--record", self.record, *extra]
+        self.proc = Proc(name, argv, world.work)
+        (match,) = self.proc.wait_for([r"^standin listening on (\d+)$"])
+        self.port = int(match.group(1))
+        self.base = f"https://localhost:{self.port}"
+
+    def mark(self):
+        """How many requests are recorded now: entries(since=mark()) gives only later ones."""
+        return len(self.entries())
+
+    def entries(self, tokens=None, since=0):
+        """The recorded requests (for these registration tokens), in the order they were answered."""
+        out = []
+        try:
+            with open(self.record, encoding="utf-8") as f:
+                for n, line in enumerate(f):
+                    if n < since:
+                        continue
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if tokens is None or entry.get("token") in tokens:
+                        out.append(entry)
+        except FileNotFoundError:
+            pass
+        return out
+
+
+class Relay:
+    def __init__(self, world, name, upstream, tls=True, extra=()):
+        m = world.material
+        store = os.path.join(world.work, f"store-{name}")
+        os.makedirs(store, exist_ok=True)
+        argv = [world.bin, "serve", "--port", "0", "--store", store, "--fcm-port", "0",
+                "--fcm-upstream", upstream, "--fcm-upstream-ca", m.ca,
+                "--trust-peer", f"127.0.0.1:{world.origin.port}"]
+        if tls:
+            argv += ["--fcm-tls-cert", m.cert, "--fcm-tls-key", m.key]
+        argv += list(extra)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PUSHMEDIA_")}
+        self.proc = Proc(name, argv, world.work, env=env)
+        hook, relay = self.proc.wait_for([
+            r"PushMedia listening on http://127\.0\.0\.1:(\d+)",
+            r"PushMedia FCM relay on (https?)://127\.0\.0\.1:(\d+)",
+        ])
+        self.hook = int(hook.group(1))
+        self.scheme = relay.group(1)
+        self.port = int(relay.group(2))
+        expect(self.scheme == ("https" if tls else "http"),
+               f"{name}: relay on {self.scheme}, expected {'https' if tls else 'http'}")
+        self.tls = tls
+        self.base = f"{self.scheme}://localhost:{self.port}"
+
+    def store_url_re(self):
+        return re.compile(STORE_URL.format(port=self.hook))
+
+
+# -- raw HTTP -----------------------------------------------------------------------------------
+
+class Response:
+    def __init__(self, status, headers, body, elapsed):
+        self.status = status
+        self.headers = headers  # lower-case names
+        self.body = body
+        self.elapsed = elapsed
+
+    def json(self):
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+    def __repr__(self):
+        return f"<{self.status} {self.body[:300]!r} after {self.elapsed:.2f}s>"
+
+
+class Raw:
+    """HTTP/1.1 keep-alive requests with http.client (TLS with the test CA when tls)."""
+
+    def __init__(self, world, port, tls=True, timeout=15.0):
+        if tls:
+            self.conn = http.client.HTTPSConnection("localhost", port, timeout=timeout,
+                                                    context=world.material.client_context(alpn=["http/1.1"]))
+        else:
+            self.conn = http.client.HTTPConnection("localhost", port, timeout=timeout)
+
+    def request(self, method, path, body=b"", headers=None):
+        headers = {"Authorization": BEARER, "Content-Type": "application/json"} if headers is None else headers
+        started = time.monotonic()
+        for attempt in range(2):
+            try:
+                self.conn.request(method, path, body=body if body or method == "POST" else None, headers=headers)
+                r = self.conn.getresponse()
+                data = r.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                # A keep-alive connection the server closed between requests: once more, anew.
+                self.conn.close()
+                if attempt:
+                    raise
+        return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data, time.monotonic() - started)
+
+    def close(self):
+        self.conn.close()
+
+
+def raw_once(world, port, method, path, body=b"", headers=None, tls=True, timeout=15.0):
+    raw = Raw(world, port, tls=tls, timeout=timeout)
+    try:
+        return raw.request(method, path, body, headers)
+    finally:
+        raw.close()
+
+
+def h2_requests(world, port, requests, timeout=15.0):
+    """(method, path, body, headers) each on one HTTP/2 connection (httpx, ALPN h2 only)."""
+    import httpx
+
+    out = []
+    with httpx.Client(http2=True, verify=world.material.client_context(), timeout=timeout) as client:
+        for method, path, body, headers in requests:
+            started = time.monotonic()
+            r = client.request(method, f"https://localhost:{port}{path}", content=body or None,
+                               headers={"authorization": BEARER, "content-type": "application/json"}
+                               if headers is None else headers)
+            expect(r.http_version == "HTTP/2", f"httpx spoke {r.http_version}, expected HTTP/2")
+            out.append(Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content,
+                                time.monotonic() - started))
+    return out
+
+
+def http_get(url, timeout=10.0):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def google_error(response):
+    """The {"code", "message", "status"} of an answer in Google's error shape, or None."""
+    doc = response.json()
+    if not isinstance(doc, dict) or set(doc) != {"error"} or not isinstance(doc["error"], dict):
+        return None
+    error = doc["error"]
+    if error.get("code") != response.status or not isinstance(error.get("message"), str) \
+            or not isinstance(error.get("status"), str):
+        return None
+    return error
+
+
+def fcm_error_code(error):
+    for detail in (error or {}).get("details", []):
+        if detail.get("@type") == "type.googleapis.com/google.firebase.fcm.v1.FcmError":
+            return detail.get("errorCode")
+    return None
+
+
+# -- the clients under test ---------------------------------------------------------------------
+
+class FirebaseAdmin:
+    """firebase-admin 7, pointed at a host by _MessagingService.FCM_URL (read when an app's
+    messaging service is made: one app per host); a static access token by a credentials.Base
+    whose get_credential() holds it; the test CA by REQUESTS_CA_BUNDLE."""
+
+    name = "firebase-admin"
+    apps = {}
+
+    def __init__(self, world, base):
+        import firebase_admin
+        from firebase_admin import credentials, messaging
+        import google.oauth2.credentials
+
+        world.material.trust_in_process()
+
+        class StaticToken(credentials.Base):
+            def get_credential(self):
+                return google.oauth2.credentials.Credentials(
+                    token=ACCESS_TOKEN, expiry=datetime.datetime.utcnow() + datetime.timedelta(days=1))
+
+        if base not in FirebaseAdmin.apps:
+            app = firebase_admin.initialize_app(StaticToken(), options={"projectId": PROJECT, "httpTimeout": 30},
+                                                name=f"relay-test-{len(FirebaseAdmin.apps)}")
+            messaging._MessagingService.FCM_URL = base + "/v1/projects/{0}/messages:send"
+            messaging._get_messaging_service(app)  # made now, with this URL
+            FirebaseAdmin.apps[base] = app
+        self.app = FirebaseAdmin.apps[base]
+
+    @staticmethod
+    def message(doc):
+        from firebase_admin import messaging as M
+
+        n, a, apns = doc.get("notification"), doc.get("android"), doc.get("apns")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # Message.token, in favour of fid
+            return M.Message(
+                token=doc.get("token"),
+                data=doc.get("data"),
+                notification=M.Notification(title=n.get("title"), body=n.get("body"), image=n.get("image"))
+                if n else None,
+                android=M.AndroidConfig(priority=a.get("priority"), notification=M.AndroidNotification(
+                    channel_id=a["notification"].get("channel_id")) if a.get("notification") else None)
+                if a else None,
+                apns=M.APNSConfig(payload=M.APNSPayload(aps=M.Aps(sound=apns["payload"]["aps"].get("sound"))))
+                if apns else None,
+            )
+
+    def send(self, doc, dry_run=False):
+        """The message name FCM answered; raises CheckFailed naming the library's exception."""
+        from firebase_admin import messaging
+
+        try:
+            return messaging.send(self.message(doc), dry_run=dry_run, app=self.app)
+        except messaging.UnregisteredError:
+            raise
+        except Exception as e:
+            raise CheckFailed(f"firebase-admin raised {type(e).__name__}: {e}")
+
+    def expect_unregistered(self, doc):
+        from firebase_admin import messaging
+
+        try:
+            name = messaging.send(self.message(doc), app=self.app)
+        except messaging.UnregisteredError as e:
+            expect(e.http_response is not None and e.http_response.status_code == 404,
+                   f"UnregisteredError with HTTP {getattr(e.http_response, 'status_code', None)}")
+            return
+        except Exception as e:
+            raise CheckFailed(f"raised {type(e).__name__}: {e}, expected messaging.UnregisteredError")
+        raise CheckFailed(f"sent as {name}, expected messaging.UnregisteredError")
+
+    def send_each(self, docs):
+        from firebase_admin import messaging
+
+        return messaging.send_each([self.message(d) for d in docs], app=self.app)
+
+
+class AsyncFirebase:
+    """async-firebase 6, pointed at a host by the instance's BASE_URL; an access token from the
+    stand-in's POST /token (async_firebase._credentials.TOKEN_URL) for a service account made
+    here; HTTP/2 offered by ALPN (use_http2=True); the test CA by SSL_CERT_FILE."""
+
+    name = "async-firebase"
+
+    def __init__(self, world, base):
+        self.world, self.base = world, base
+        world.material.trust_in_process()
+
+    def _client(self):
+        import async_firebase._credentials
+        from async_firebase import AsyncFirebaseClient
+        from google.oauth2 import service_account
+
+        async_firebase._credentials.TOKEN_URL = f"{self.world.standin.base}/token"
+        creds = service_account.Credentials.from_service_account_info(
+            self.world.material.service_account, scopes=list(async_firebase._credentials.DEFAULT_SCOPES))
+        client = AsyncFirebaseClient(credentials=creds, use_http2=True)
+        client.BASE_URL = self.base
+        return client
+
+    @staticmethod
+    def message(doc):
+        from async_firebase import messages as M
+
+        n, a, apns = doc.get("notification"), doc.get("android"), doc.get("apns")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # Message.token, in favour of fid
+            return M.Message(
+                token=doc.get("token"),
+                data=dict(doc.get("data") or {}),
+                notification=M.Notification(title=n.get("title"), body=n.get("body"), image=n.get("image"))
+                if n else None,
+                android=M.AndroidConfig(priority=a.get("priority"), notification=M.AndroidNotification(
+                    channel_id=a["notification"].get("channel_id")) if a.get("notification") else None)
+                if a else None,
+                apns=M.APNSConfig(payload=M.APNSPayload(aps=M.Aps(sound=apns["payload"]["aps"].get("sound"))))
+                if apns else None,
+            )
+
+    def _send(self, doc, dry_run=False):
+        async def main():
+            async with self._client() as client:
+                return await asyncio.wait_for(client.send(self.message(doc), dry_run=dry_run), 30)
+        return asyncio.run(main())
+
+    def send(self, doc, dry_run=False):
+        r = self._send(doc, dry_run)
+        if r.exception is not None:
+            raise CheckFailed(f"async-firebase answered {type(r.exception).__name__}: {r.exception}")
+        expect(r.success, f"async-firebase: no message name in {r!r}")
+        return r.message_id
+
+    def expect_unregistered(self, doc):
+        from async_firebase.errors import UnregisteredError
+
+        r = self._send(doc)
+        expect(isinstance(r.exception, UnregisteredError),
+               f"answered {type(r.exception).__name__ if r.exception else r.message_id}: {r.exception}, "
+               f"expected async_firebase.errors.UnregisteredError")
+
+
+CLIENTS = {"firebase_admin": FirebaseAdmin, "async_firebase": AsyncFirebase}
+
+
+# -- the world: everything a check may need, made on first use ----------------------------------
+
+class World:
+    def __init__(self, bin_path, work):
+        self.bin = bin_path
+        self.work = work
+        self._made = {}
+
+    def _once(self, name, make):
+        if name not in self._made:
+            try:
+                self._made[name] = (True, make())
+            except Exception as e:
+                self._made[name] = (False, e)
+        ok, value = self._made[name]
+        if not ok:
+            raise CheckFailed(f"{name} unavailable: {value}")
+        return value
+
+    @property
+    def material(self):
+        return self._once("material", lambda: Material(self.work))
+
+    @property
+    def origin(self):
+        return self._once("origin", Origin)
+
+    @property
+    def standin(self):
+        return self._once("standin", lambda: Standin(self, "standin"))
+
+    def relay_support(self):
+        def probe():
+            if not os.access(self.bin, os.X_OK):
+                raise CheckFailed(f"{self.bin} is missing (swift build first)")
+            out = subprocess.run([self.bin, "serve", "--help"], capture_output=True, timeout=30)
+            if b"--fcm-port" not in out.stdout + out.stderr:
+                raise CheckFailed(f"`{self.bin} serve --help` lists no --fcm-port (no FCM relay in this build)")
+            return True
+        return self._once("relay", probe)
+
+    def relay(self, name, make_upstream, tls=True, extra=()):
+        def make():
+            self.relay_support()
+            return Relay(self, name, make_upstream(), tls=tls, extra=extra)
+        return self._once(name, make)
+
+    @property
+    def relay_tls(self):
+        return self.relay("relay-tls", lambda: self.standin.base)
+
+    def wait_record(self, standin, tokens, count, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            entries = standin.entries(tokens)
+            if len(entries) >= count or time.monotonic() > deadline:
+                return entries
+            time.sleep(0.05 if count < 100 else 0.3)
+
+    def single_entry(self, standin, token):
+        entries = self.wait_record(standin, {token}, 1)
+        expect(len(entries) == 1, f"the stand-in recorded {len(entries)} requests for {token[:12]}…, expected one")
+        return entries[0]
+
+
+# -- checks -------------------------------------------------------------------------------------
+
+CHECKS = []
+
+
+def check(group):
+    def register(fn):
+        CHECKS.append((fn.__name__, group, fn))
+        return fn
+    return register
+
+
+# a. The stand-in against the real clients, and on its own.
+
+def client_against_standin(world, client_cls, protocol):
+    client = client_cls(world, world.standin.base)
+    token = device_token()
+    doc = rich_message(world, token)
+    name = client.send(doc)
+    expect(NAME_RE.match(name or ""), f"message name {name!r}")
+    entry = world.single_entry(world.standin, token)
+    expect(entry["status"] == 200 and entry["name"] == name,
+           f"stand-in answered {entry['status']} {entry['name']!r}, client has {name!r}")
+    expect(entry["protocol"] == protocol, f"{client_cls.name} spoke {entry['protocol']}, expected {protocol}")
+    expect(entry["headers"].get("authorization") == "sha256:" + hashlib.sha256(BEARER.encode()).hexdigest(),
+           f"authorization arrived as {entry['headers'].get('authorization')!r}")
+    sent = json.loads(entry["body"])["message"]
+    expect(sent["notification"] == doc["notification"] and sent.get("data") == DATA
+           and sent["android"]["notification"].get("channel_id") == "deals"
+           and sent["android"].get("priority") == "high" and sent["apns"]["payload"]["aps"].get("sound") == "default",
+           f"{client_cls.name} sent {entry['body'][:400]}")
+    fake = client.send(rich_message(world, device_token()), dry_run=True)
+    expect(fake == FAKE_NAME, f"dry run answered {fake!r}")
+    client.expect_unregistered(rich_message(world, device_token("dead")))
+    return entry
+
+
+@check("standin")
+def standin_firebase_admin(world):
+    client_against_standin(world, FirebaseAdmin, "http1.1")
+
+
+@check("standin")
+def standin_async_firebase(world):
+    mark = world.standin.mark()
+    client_against_standin(world, AsyncFirebase, "h2")
+    tokens = [e for e in world.standin.entries(since=mark) if e["path"] == "/token"]
+    expect(tokens and all(e["status"] == 200 for e in tokens),
+           f"async-firebase's token requests: {[(e['status'], e['error_status']) for e in tokens]}")
+
+
+def strict_cases(world):
+    """(label, method, path, body, headers, status, error status, FcmError code)."""
+    def body(**message):
+        return json.dumps({"message": message}).encode()
+
+    def msg(**extra):
+        return body(token=device_token(), notification={"title": "t", "body": "b"}, **extra)
+
+    auth = {"Authorization": BEARER, "Content-Type": "application/json"}
+    return [
+        ("valid", "POST", SEND_PATH, msg(), None, 200, None, None),
+        ("topic", "POST", SEND_PATH, body(topic="news", data={"a": "b"}), None, 200, None, None),
+        ("fid", "POST", SEND_PATH, body(fid="fid-123", data={"a": "b"}), None, 200, None, None),
+        ("camelCase fields", "POST", SEND_PATH,
+         json.dumps({"message": {"token": device_token(), "fcmOptions": {"analyticsLabel": "x"},
+                                 "apns": {"fcmOptions": {"image": "https://example.com/a.png"}}},
+                     "validateOnly": False}).encode(), None, 200, None, None),
+        ("all images", "POST", SEND_PATH, msg(
+            android={"notification": {"image": "http://a.example/i"}},
+            apns={"fcm_options": {"image": "https://a.example/i"}, "payload": {"aps": {"mutable-content": 1}}},
+            webpush={"notification": {"image": "https://a.example/i"}}), None, 200, None, None),
+        ("validate_only", "POST", SEND_PATH,
+         json.dumps({"message": {"token": device_token()}, "validate_only": True}).encode(), None, 200, None, None),
+        ("other path", "POST", f"/v1/projects/{PROJECT}/other", msg(), None, 404, "NOT_FOUND", None),
+        ("legacy path", "POST", "/fcm/send", msg(), None, 404, "NOT_FOUND", None),
+        ("GET", "GET", SEND_PATH, b"", {"Authorization": BEARER}, 405, "METHOD_NOT_ALLOWED", None),
+        ("no authorization", "POST", SEND_PATH, msg(), {"Content-Type": "application/json"}, 401,
+         "UNAUTHENTICATED", None),
+        ("other token", "POST", SEND_PATH, msg(), dict(auth, Authorization="Bearer nope"), 401,
+         "UNAUTHENTICATED", None),
+        ("basic auth", "POST", SEND_PATH, msg(), dict(auth, Authorization="Basic " + ACCESS_TOKEN), 401,
+         "UNAUTHENTICATED", None),
+        ("other project", "POST", f"/v1/projects/{OTHER_PROJECT}/messages:send", msg(), None, 403,
+         "PERMISSION_DENIED", None),
+        ("not JSON", "POST", SEND_PATH, b"{nope", None, 400, "INVALID_ARGUMENT", None),
+        ("no message", "POST", SEND_PATH, b"{}", None, 400, "INVALID_ARGUMENT", None),
+        ("unknown top field", "POST", SEND_PATH,
+         json.dumps({"message": {"token": "x"}, "dry_run": True}).encode(), None, 400, "INVALID_ARGUMENT", None),
+        ("validate_only not bool", "POST", SEND_PATH,
+         json.dumps({"message": {"token": "x"}, "validate_only": "yes"}).encode(), None, 400,
+         "INVALID_ARGUMENT", None),
+        ("unknown message field", "POST", SEND_PATH, msg(priority="high"), None, 400, "INVALID_ARGUMENT", None),
+        ("no target", "POST", SEND_PATH, body(notification={"title": "t"}), None, 400, "INVALID_ARGUMENT",
+         "INVALID_ARGUMENT"),
+        ("two targets", "POST", SEND_PATH, body(token="x", topic="y"), None, 400, "INVALID_ARGUMENT",
+         "INVALID_ARGUMENT"),
+        ("data not strings", "POST", SEND_PATH, msg(data={"n": 1}), None, 400, "INVALID_ARGUMENT", None),
+        ("image not http", "POST", SEND_PATH, msg(android={"notification": {"image": "ftp://a/i"}}), None, 400,
+         "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+        ("image not a string", "POST", SEND_PATH, msg(apns={"fcm_options": {"image": 3}}), None, 400,
+         "INVALID_ARGUMENT", None),
+        ("bad priority", "POST", SEND_PATH, msg(android={"priority": "urgent"}), None, 400,
+         "INVALID_ARGUMENT", None),
+        ("bad0", "POST", SEND_PATH, body(token=device_token("bad0")), None, 400, "INVALID_ARGUMENT",
+         "INVALID_ARGUMENT"),
+        ("dead", "POST", SEND_PATH, body(token=device_token("dead")), None, 404, "NOT_FOUND", "UNREGISTERED"),
+        ("4290", "POST", SEND_PATH, body(token=device_token("4290")), None, 429, "RESOURCE_EXHAUSTED",
+         "QUOTA_EXCEEDED"),
+        ("token endpoint, bad grant", "POST", "/token", b"grant_type=password&username=x",
+         {"Content-Type": "application/x-www-form-urlencoded"}, 400, None, None),
+    ]
+
+
+def judge(cases, responses):
+    problems = []
+    for (label, _, _, _, _, status, error_status, fcm), r in zip(cases, responses):
+        if r.status != status:
+            problems.append(f"{label}: {r!r}, expected {status}")
+            continue
+        if status == 200:
+            doc = r.json() or {}
+            if label == "validate_only" and doc.get("name") != FAKE_NAME:
+                problems.append(f"{label}: name {doc.get('name')!r}")
+            elif label != "validate_only" and not NAME_RE.match(str(doc.get("name"))):
+                problems.append(f"{label}: name {doc.get('name')!r}")
+            continue
+        if error_status is None:
+            continue
+        error = google_error(r)
+        if error is None or error["status"] != error_status or fcm_error_code(error) != fcm:
+            problems.append(f"{label}: {r!r}, expected {status} {error_status} FcmError {fcm}")
+    return problems
+
+
+@check("standin")
+def standin_strict_http1(world):
+    cases = strict_cases(world)
+    raw = Raw(world, world.standin.port)
+    try:
+        responses = [raw.request(method, path, body, headers) for _, method, path, body, headers, *_ in cases]
+    finally:
+        raw.close()
+    problems = judge(cases, responses)
+    expect(not problems, "; ".join(problems))
+
+
+@check("standin")
+def standin_strict_h2(world):
+    cases = strict_cases(world)
+    responses = h2_requests(world, world.standin.port, [(method, path, body, headers)
+                                                       for _, method, path, body, headers, *_ in cases])
+    problems = judge(cases, responses)
+    entries = world.standin.entries()
+    expect(any(e["protocol"] == "h2" and e["stream"] for e in entries), "no HTTP/2 request recorded")
+    expect(not problems, "; ".join(problems))
+
+
+@check("standin")
+def standin_token_endpoint(world):
+    import google.auth.crypt
+    import google.auth.jwt
+
+    signer = google.auth.crypt.RSASigner.from_service_account_info(world.material.service_account)
+    now = int(time.time())
+    assertion = google.auth.jwt.encode(signer, {
+        "iss": world.material.service_account["client_email"], "aud": "https://oauth2.googleapis.com/token",
+        "scope": "https://www.googleapis.com/auth/firebase.messaging", "iat": now, "exp": now + 3600}).decode()
+    form = f"grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion={assertion}".encode()
+    r = raw_once(world, world.standin.port, "POST", "/token", form,
+                 {"Content-Type": "application/x-www-form-urlencoded"})
+    doc = r.json() or {}
+    expect(r.status == 200 and doc == {"access_token": ACCESS_TOKEN, "expires_in": 3600, "token_type": "Bearer"},
+           f"token endpoint answered {r!r}")
+
+
+@check("standin")
+def standin_stall(world):
+    stalled = world._once("standin-stall", lambda: Standin(world, "standin-stall", "--stall"))
+    token = device_token()
+    started = time.monotonic()
+    try:
+        r = raw_once(world, stalled.port, "POST", SEND_PATH, json.dumps({"message": {"token": token}}).encode(),
+                     timeout=1.5)
+        raise CheckFailed(f"the stalling stand-in answered {r!r}")
+    except (socket.timeout, TimeoutError):
+        pass
+    expect(time.monotonic() - started >= 1.4, "the request ended early")
+    entry = world.single_entry(stalled, token)
+    expect(entry["status"] is None and entry["note"] == "stalled", f"recorded {entry}")
+
+
+# b. Real clients through the relay.
+
+def expect_store_jpeg(url, pattern, what):
+    expect(isinstance(url, str) and pattern.match(url), f"{what} is {url!r}, expected a store URL")
+    status, data = http_get(url)
+    expect(status == 200 and data[:3] == b"\xff\xd8\xff" and len(data) < 1_000_000,
+           f"GET {what} {url}: {status}, {len(data)} bytes, starts {data[:8].hex()}")
+
+
+def expect_enriched(message, token, pattern):
+    """The message as the stand-in received it carries the store URLs and its text intact."""
+    notification = message.get("notification") or {}
+    expect(notification.get("title") == TITLE and notification.get("body") == BODY,
+           f"notification changed: {notification}")
+    expect(message.get("token") == token, f"token arrived as {message.get('token')!r}")
+    expect(message.get("data") == DATA, f"data arrived as {message.get('data')!r}")
+    android = message.get("android") or {}
+    expect(android.get("priority") == "high", f"android.priority arrived as {android.get('priority')!r}")
+    expect((android.get("notification") or {}).get("channel_id") == "deals",
+           f"android.notification arrived as {android.get('notification')!r}")
+    apns = message.get("apns") or {}
+    aps = (apns.get("payload") or {}).get("aps") or {}
+    expect(aps.get("sound") == "default", f"aps arrived as {aps}")
+    expect(aps.get("mutable-content") == 1, f"aps mutable-content is {aps.get('mutable-content')!r}, expected 1")
+    expect_store_jpeg((android.get("notification") or {}).get("image"), pattern, "android.notification.image")
+    expect_store_jpeg((apns.get("fcm_options") or {}).get("image"), pattern, "apns.fcm_options.image")
+
+
+def is_processed(message, pattern):
+    image = ((message.get("android") or {}).get("notification") or {}).get("image")
+    return isinstance(image, str) and bool(pattern.match(image))
+
+
+def rich_through_relay(world, client_cls):
+    relay = world.relay_tls
+    client = client_cls(world, relay.base)
+    pattern = relay.store_url_re()
+    token = device_token()
+    doc = rich_message(world, token)
+    deadline = time.monotonic() + 10.0
+    attempts = 0
+    while True:
+        attempts += 1
+        name = client.send(doc)
+        entries = world.wait_record(world.standin, {token}, attempts, timeout=5)
+        expect(len(entries) >= attempts, f"message {attempts}: the stand-in recorded {len(entries)} requests")
+        entry = entries[-1]
+        expect(entry["status"] == 200 and entry["name"] == name,
+               f"stand-in answered {entry['status']} {entry['name']!r}, the client has {name!r}")
+        expect(entry["protocol"] == "h2", f"the relay spoke {entry['protocol']} upstream, expected h2")
+        expect(entry["headers"].get("authorization") == "sha256:" + hashlib.sha256(BEARER.encode()).hexdigest(),
+               "the Authorization header did not arrive unchanged")
+        message = json.loads(entry["body"])["message"]
+        if is_processed(message, pattern):
+            break
+        expect(time.monotonic() < deadline,
+               f"after {attempts} messages in 10s android.notification.image is still "
+               f"{((message.get('android') or {}).get('notification') or {}).get('image')!r}")
+        time.sleep(0.3)
+    expect_enriched(message, token, pattern)
+
+
+@check("relay")
+def relay_firebase_admin_rich(world):
+    rich_through_relay(world, FirebaseAdmin)
+
+
+@check("relay")
+def relay_async_firebase_rich(world):
+    rich_through_relay(world, AsyncFirebase)
+
+
+@check("relay")
+def relay_outcome_header(world):
+    relay = world.relay_tls
+    token = device_token()
+    r = raw_once(world, relay.port, "POST", SEND_PATH, json.dumps({"message": rich_message(world, token)}).encode())
+    expect(r.status == 200 and NAME_RE.match(str((r.json() or {}).get("name"))), f"relay answered {r!r}")
+    outcome = r.headers.get("x-pushmedia-outcome")
+    expect(outcome, f"no x-pushmedia-outcome header in {sorted(r.headers)}")
+    entry = world.single_entry(world.standin, token)
+    expect(entry["name"] == r.json()["name"], f"stand-in named it {entry['name']!r}, the relay answered "
+                                             f"{r.json()['name']!r}")
+
+
+# c. Unregistered through the relay.
+
+@check("relay")
+def relay_firebase_admin_unregistered(world):
+    FirebaseAdmin(world, world.relay_tls.base).expect_unregistered(rich_message(world, device_token("dead")))
+
+
+@check("relay")
+def relay_async_firebase_unregistered(world):
+    AsyncFirebase(world, world.relay_tls.base).expect_unregistered(rich_message(world, device_token("dead")))
+
+
+# d. validate_only, byte for byte.
+
+@check("relay")
+def relay_validate_only_bytes(world):
+    relay = world.relay_tls
+    token = device_token()
+    body = ('{ "validate_only" : true ,\n\t"message": {"token":"%s",  "data": {"x": "  spaced  "},'
+            '"notification":{"title":"Hi","body":"Text"} } }' % token).encode()
+    r = raw_once(world, relay.port, "POST", SEND_PATH, body)
+    expect(r.status == 200 and (r.json() or {}).get("name") == FAKE_NAME, f"relay answered {r!r}")
+    entry = world.single_entry(world.standin, token)
+    expect(entry["body"].encode() == body, f"arrived {entry['body']!r}, sent {body!r}")
+    expect(entry["headers"].get("authorization") == "sha256:" + hashlib.sha256(BEARER.encode()).hexdigest(),
+           "the Authorization header did not arrive unchanged")
+
+
+# e. Upstream down.
+
+@check("relay")
+def relay_upstream_down(world):
+    closed = free_port()
+    relay = world.relay("relay-closed", lambda: f"https://localhost:{closed}", tls=False)
+    started = time.monotonic()
+    r = raw_once(world, relay.port, "POST", SEND_PATH,
+                 json.dumps({"message": rich_message(world, device_token())}).encode(), tls=False, timeout=10)
+    took = time.monotonic() - started
+    error = google_error(r)
+    expect(r.status == 503 and error is not None and error["status"] == "UNAVAILABLE",
+           f"answered {r!r}, expected 503 UNAVAILABLE in Google's error shape")
+    expect(took <= 3.0, f"503 after {took:.1f}s, expected within 3s")
+    status, _ = http_get(f"http://127.0.0.1:{relay.hook}/healthz")
+    expect(status == 200, f"/healthz answered {status} afterwards")
+
+
+# f. Wrong path and method.
+
+@check("relay")
+def relay_bad_method_and_path(world):
+    relay = world.relay_tls
+    mark = world.standin.mark()
+    token = device_token()
+    body = json.dumps({"message": {"token": token, "notification": {"title": "x"}}}).encode()
+    wrong_path = raw_once(world, relay.port, "POST", f"/v1/projects/{PROJECT}/other", body)
+    wrong_method = raw_once(world, relay.port, "GET", SEND_PATH, b"", {"Authorization": BEARER})
+    problems = []
+    for label, r in (("POST /v1/projects/p/other", wrong_path), ("GET on the send path", wrong_method)):
+        error = google_error(r)
+        if r.status not in (404, 405) or error is None:
+            problems.append(f"{label}: answered {r!r}, expected 404 or 405 in Google's error shape")
+    time.sleep(0.3)
+    leaked = world.standin.entries(since=mark)
+    leaked = [e for e in leaked if e["token"] == token or e["method"] == "GET"]
+    if leaked:
+        problems.append(f"reached the stand-in: {[(e['method'], e['path']) for e in leaked]}")
+    expect(not problems, "; ".join(problems))
+
+
+# g. A campaign.
+
+@check("relay")
+def relay_campaign(world):
+    relay = world.relay_tls
+    pattern = relay.store_url_re()
+    path = "/img/campaign"
+    count, threads = 300, 8
+    tokens = [device_token() for _ in range(count)]
+    before = world.origin.fetches(path)
+    expect(before == 0, f"the origin already served {path} {before} times")
+    local = threading.local()
+    opened = []
+
+    def send(token):
+        if not hasattr(local, "raw"):
+            local.raw = Raw(world, relay.port, timeout=30)
+            opened.append(local.raw)
+        body = json.dumps({"message": rich_message(world, token, path)}).encode()
+        return local.raw.request("POST", SEND_PATH, body)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
+            responses = list(pool.map(send, tokens))
+    finally:
+        for raw in opened:
+            raw.close()
+    bad = [r for r in responses if r.status != 200]
+    expect(not bad, f"{len(bad)} of {count} not 200, e.g. {bad[0]!r}" if bad else "")
+    entries = world.wait_record(world.standin, set(tokens), count)
+    expect(len(entries) == count, f"the stand-in recorded {len(entries)} of {count} messages")
+    expect(len({e["token"] for e in entries}) == count, "some tokens were sent twice, others never")
+    not_ok = [e for e in entries if e["status"] != 200]
+    expect(not not_ok, f"{len(not_ok)} answered other than 200, e.g. {not_ok[0]['status']} "
+                       f"{not_ok[0]['error_status']}" if not_ok else "")
+    fetched = world.origin.fetches(path)
+    entries.sort(key=lambda e: e["time"])
+    # One job per platform part (Android's variant, iOS's attachment), each fetching the image
+    # once; not one per message.
+    expect(fetched == 2, f"the origin served {path} {fetched} times, expected once per platform part (2): "
+                         f"{world.origin.describe(path, since=entries[0]['time'])} (times from the first message "
+                         f"the stand-in recorded)")
+    messages = [json.loads(e["body"])["message"] for e in entries]
+    for m, e in zip(messages, entries):
+        n = m.get("notification") or {}
+        expect(n.get("title") == TITLE and n.get("body") == BODY and m.get("data") == DATA,
+               f"text changed: {e['body'][:300]}")
+    first = next((i for i, m in enumerate(messages) if is_processed(m, pattern)), None)
+    expect(first is not None, f"no message carried a store URL; e.g. {entries[0]['body'][:300]}")
+    expect_enriched(messages[first], messages[first]["token"], pattern)
+    late = [i for i in range(first, count) if not is_processed(messages[i], pattern)
+            or not pattern.match(str(((messages[i].get("apns") or {}).get("fcm_options") or {}).get("image")))]
+    if late:
+        i = late[0]
+        raise CheckFailed(f"{len(late)} messages after the first processed one (#{first}) lack the store URLs, "
+                          f"e.g. #{i} {entries[i]['body'][:300]}, {entries[i]['time'] - entries[first]['time']:.3f}s "
+                          f"after it")
+    print(f"     campaign: {first} of {count} messages went out before the media was ready")
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", default=os.environ.get("BIN", os.path.join(ROOT, ".build/debug/pushmedia")),
+                        help="the pushmedia binary (env BIN; default .build/debug/pushmedia)")
+    parser.add_argument("--standin-only", action="store_true", help="only the stand-in checks (no relay needed)")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="run the checks whose name contains NAME; repeatable")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (its path is printed)")
+    parser.add_argument("--timeout", type=float, default=600, help="abort everything after this many seconds")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="     %(message)s")
+    # Both libraries log requests and failed answers; the checks say what matters.
+    for name in ("async_firebase", "httpx", "httpcore", "hpack", "urllib3", "google", "firebase_admin"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+    bin_path = args.bin if os.path.isabs(args.bin) else os.path.join(ROOT, args.bin)
+    work = tempfile.mkdtemp(prefix="fcm-relay-test-")
+
+    def watchdog():
+        print(f"FAIL watchdog: the test did not finish within {args.timeout:.0f}s", flush=True)
+        stop_all()
+        os._exit(1)
+
+    timer = threading.Timer(args.timeout, watchdog)
+    timer.daemon = True
+    timer.start()
+
+    world = World(bin_path, work)
+    passed = failed = 0
+    try:
+        for name, group, fn in CHECKS:
+            if args.standin_only and group != "standin":
+                continue
+            if args.only and not any(o in name for o in args.only):
+                continue
+            started = time.monotonic()
+            try:
+                fn(world)
+            except CheckFailed as e:
+                failed += 1
+                print(f"FAIL {name}: {e}", flush=True)
+                continue
+            except Exception as e:
+                failed += 1
+                detail = traceback.format_exc() if args.verbose else f"{type(e).__name__}: {e}"
+                print(f"FAIL {name}: {detail}", flush=True)
+                continue
+            passed += 1
+            print(f"ok  {name} ({time.monotonic() - started:.1f}s)", flush=True)
+    finally:
+        timer.cancel()
+        stop_all()
+        if "origin" in world._made and world._made["origin"][0]:
+            world._made["origin"][1].stop()
+        if args.keep or failed:
+            print(f"     work folder: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"relay_test: {passed} passed, {failed} failed")
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,755 @@
+#!/usr/bin/env python3
+"""A strict stand-in for Firebase Cloud Messaging's HTTP v1 API, for tests that cannot reach Google.
+
+It listens over TLS when --cert/--key are given and offers ALPN "h2" and "http/1.1": a client
+that negotiates h2 (the relay) is spoken to in HTTP/2, any other (ALPN http/1.1 or none, as
+requests does) in HTTP/1.1 with keep-alive. Without --cert/--key it listens in cleartext and
+tells HTTP/2 with prior knowledge (the connection preface) from HTTP/1.1. Every request is
+checked the way FCM checks it and answered with Google's JSON: 200 {"name": ...} or
+{"error": {"code", "message", "status", "details"}}.
+
+POST /v1/projects/<project>/messages:send, checks in this order (the first failing one answers):
+  path is /v1/projects/<p>/messages:send (or /token)  else 404 NOT_FOUND
+  method is POST                                      else 405 METHOD_NOT_ALLOWED (Allow: POST)
+  authorization: Bearer <one of --token>              missing or other: 401 UNAUTHENTICATED
+  <p> is one of --project                             else 403 PERMISSION_DENIED
+  body at most 1 MiB                                  else 400 INVALID_ARGUMENT
+  body is a JSON object                               else 400 INVALID_ARGUMENT (BadRequest)
+  top level: only message, validate_only (bool)       else 400 INVALID_ARGUMENT (BadRequest)
+  message is an object of known fields only: name, data, notification, android, webpush, apns,
+    fcm_options, token, topic, condition, fid         else 400 INVALID_ARGUMENT (BadRequest)
+  exactly one of token, topic, condition, fid         else 400 INVALID_ARGUMENT (FcmError)
+  data: an object of string values                    else 400 INVALID_ARGUMENT (BadRequest)
+  notification, android, android.notification, apns, apns.payload, apns.fcm_options, webpush,
+    webpush.notification, fcm_options: objects        else 400 INVALID_ARGUMENT (BadRequest)
+  android.priority, when present, normal or high      else 400 INVALID_ARGUMENT (BadRequest)
+  apns.headers: an object of string values            else 400 INVALID_ARGUMENT (BadRequest)
+  images (notification.image, android.notification.image, apns.fcm_options.image,
+    webpush.notification.image): http(s) URL strings  else 400 INVALID_ARGUMENT (FcmError)
+Both field spellings proto3 JSON allows are accepted (fcm_options and fcmOptions).
+Then designated registration tokens (token or fid, by their first four characters):
+  dead...  404 NOT_FOUND, FcmError UNREGISTERED
+  bad0...  400 INVALID_ARGUMENT, FcmError INVALID_ARGUMENT
+  4290...  429 RESOURCE_EXHAUSTED, FcmError QUOTA_EXCEEDED
+  5030...  503 UNAVAILABLE, FcmError UNAVAILABLE
+validate_only true: 200 {"name": "projects/<p>/messages/fake_message_id"}. Every other message:
+200 {"name": "projects/<p>/messages/0:<microseconds>%<16 hex>"}.
+
+POST /token is an OAuth 2.0 token endpoint for service accounts (RFC 7523): a form with
+grant_type urn:ietf:params:oauth:grant-type:jwt-bearer and an RS256 JWT assertion (iss, aud,
+iat, exp; decoded, not verified) answers {"access_token": <first --token>, "expires_in": 3600,
+"token_type": "Bearer"}; anything else 400 {"error": "invalid_grant", ...}.
+
+--stall never answers (TLS and HTTP are accepted, the request is read and recorded).
+
+--record FILE appends one JSON object per request, written before its answer is sent:
+  conn, stream (HTTP/2 stream id, null for HTTP/1.1), protocol ("h2" or "http1.1"), alpn, time,
+  method, path, project, token (the message's token or fid when the body says), headers (all,
+  HTTP/2 pseudo-headers included, names lower case, a repeated header's values as a list;
+  authorization's value replaced by "sha256:<hex of the value>"), body (UTF-8 text),
+  body_bytes, status (null when not answered), error_status (e.g. NOT_FOUND), fcm_error (the
+  FcmError errorCode, e.g. UNREGISTERED), name (the message name answered), note.
+"""
+
+import argparse
+import asyncio
+import base64
+import hashlib
+import json
+import re
+import secrets
+import signal
+import ssl
+import sys
+import time
+import urllib.parse
+
+import h11
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+
+SEND_RE = re.compile(r"^/v1/projects/([^/:?#]+)/messages:send$")
+TOKEN_PATH = "/token"
+MAX_BODY = 1 << 20
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+FCM_ERROR = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
+BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+# Message fields: the proto field name and its lowerCamelCase JSON name.
+MESSAGE_FIELDS = {
+    "name": "name", "data": "data", "notification": "notification", "android": "android",
+    "webpush": "webpush", "apns": "apns", "fcm_options": "fcm_options", "fcmOptions": "fcm_options",
+    "token": "token", "topic": "topic", "condition": "condition", "fid": "fid",
+}
+TOP_FIELDS = {"message": "message", "validate_only": "validate_only", "validateOnly": "validate_only"}
+TARGETS = ("token", "topic", "condition", "fid")
+ANDROID_PRIORITIES = {"NORMAL", "HIGH"}
+DESIGNATED = {
+    "dead": (404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found."),
+    "bad0": (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT",
+             "The registration token is not a valid FCM registration token"),
+    "4290": (429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED",
+             "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute'."),
+    "5030": (503, "UNAVAILABLE", "UNAVAILABLE", "The service is currently unavailable."),
+}
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+           405: "Method Not Allowed", 429: "Too Many Requests", 503: "Service Unavailable"}
+
+
+class Answer:
+    """What a request is answered with, and what the record says about it."""
+
+    def __init__(self, status, body, headers=(), error_status=None, fcm_error=None, name=None,
+                 project=None, token=None):
+        self.status = status
+        self.body = body
+        self.headers = list(headers)
+        self.error_status = error_status
+        self.fcm_error = fcm_error
+        self.name = name
+        self.project = project
+        self.token = token
+
+
+def google_json(obj):
+    # Google's APIs answer indented JSON with a trailing newline.
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def error_answer(code, status, message, fcm_error=None, violations=None, details=None, headers=(), **kw):
+    error = {"code": code, "message": message, "status": status}
+    extra = list(details or [])
+    if violations:
+        extra.append({"@type": BAD_REQUEST,
+                      "fieldViolations": [{"field": f, "description": d} for f, d in violations]})
+    if fcm_error:
+        extra.append({"@type": FCM_ERROR, "errorCode": fcm_error})
+    if extra:
+        error["details"] = extra
+    return Answer(code, google_json({"error": error}), headers, error_status=status, fcm_error=fcm_error, **kw)
+
+
+class Invalid(Exception):
+    """A message that FCM refuses with 400 INVALID_ARGUMENT."""
+
+    def __init__(self, message, field=None, fcm=False):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.fcm = fcm
+
+
+def json_type(value):
+    if isinstance(value, bool):
+        return "TYPE_BOOL"
+    if isinstance(value, (int, float)):
+        return "TYPE_NUMBER"
+    if isinstance(value, str):
+        return "TYPE_STRING"
+    if isinstance(value, list):
+        return "TYPE_LIST"
+    if value is None:
+        return "TYPE_NULL"
+    return "TYPE_OBJECT"
+
+
+def pick(obj, *names):
+    """The value of the first of names present in obj (both JSON spellings of a field)."""
+    for name in names:
+        if name in obj:
+            return obj[name]
+    return None
+
+
+def expect_object(value, where):
+    if value is not None and not isinstance(value, dict):
+        raise Invalid(f"Invalid value at '{where}' ({json_type(value)}), {json.dumps(value)[:80]}", where)
+    return value or {}
+
+
+def expect_image(value, where):
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise Invalid(f"Invalid value at '{where}' ({json_type(value)}), {json.dumps(value)[:80]}", where)
+    parsed = urllib.parse.urlsplit(value)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise Invalid(f"Invalid image URL: {value[:200]!r}", where, fcm=True)
+
+
+def check_message(doc):
+    """(message, validate_only) of a parsed request body; raises Invalid."""
+    if not isinstance(doc, dict):
+        raise Invalid(f"Invalid JSON payload received. Expected an object, got {json_type(doc)}.")
+    for key in doc:
+        if key not in TOP_FIELDS:
+            raise Invalid(f"Invalid JSON payload received. Unknown name \"{key}\": Cannot find field.", key)
+    validate_only = pick(doc, "validate_only", "validateOnly")
+    if validate_only is not None and not isinstance(validate_only, bool):
+        raise Invalid(f"Invalid value at 'validate_only' ({json_type(validate_only)}), "
+                      f"{json.dumps(validate_only)[:80]}", "validate_only")
+    message = doc.get("message")
+    if message is None:
+        raise Invalid("Message must be set.", "message")
+    if not isinstance(message, dict):
+        raise Invalid(f"Invalid value at 'message' ({json_type(message)}), {json.dumps(message)[:80]}", "message")
+    for key in message:
+        if key not in MESSAGE_FIELDS:
+            raise Invalid(f"Invalid JSON payload received. Unknown name \"{key}\" at 'message': Cannot find field.",
+                          f"message.{key}")
+    targets = [t for t in TARGETS if message.get(t) is not None]
+    if len(targets) != 1:
+        raise Invalid("Recipient of the message is not set." if not targets else
+                      f"Exactly one of token, topic, condition or fid may be set, got {', '.join(targets)}.",
+                      "message", fcm=True)
+    target = message[targets[0]]
+    if not isinstance(target, str) or not target:
+        raise Invalid(f"Invalid value at 'message.{targets[0]}' ({json_type(target)})", f"message.{targets[0]}")
+    data = expect_object(message.get("data"), "message.data")
+    for i, (key, value) in enumerate(data.items()):
+        if not isinstance(value, str):
+            raise Invalid(f"Invalid value at 'message.data[{i}].value' ({json_type(value)}), "
+                          f"{json.dumps(value)[:80]}", f"message.data[{i}].value")
+    for key in ("name", "topic", "condition"):
+        if message.get(key) is not None and not isinstance(message[key], str):
+            raise Invalid(f"Invalid value at 'message.{key}' ({json_type(message[key])})", f"message.{key}")
+
+    notification = expect_object(message.get("notification"), "message.notification")
+    expect_image(notification.get("image"), "message.notification.image")
+
+    android = expect_object(message.get("android"), "message.android")
+    priority = android.get("priority")
+    if priority is not None and (not isinstance(priority, str) or priority.upper() not in ANDROID_PRIORITIES):
+        raise Invalid(f"Invalid value at 'message.android.priority' (type.googleapis.com/"
+                      f"google.firebase.fcm.v1.AndroidMessagePriority), {json.dumps(priority)[:80]}",
+                      "message.android.priority")
+    android_data = expect_object(android.get("data"), "message.android.data")
+    for i, value in enumerate(android_data.values()):
+        if not isinstance(value, str):
+            raise Invalid(f"Invalid value at 'message.android.data[{i}].value' ({json_type(value)})",
+                          f"message.android.data[{i}].value")
+    android_notification = expect_object(android.get("notification"), "message.android.notification")
+    expect_image(android_notification.get("image"), "message.android.notification.image")
+
+    apns = expect_object(message.get("apns"), "message.apns")
+    headers = expect_object(apns.get("headers"), "message.apns.headers")
+    for i, value in enumerate(headers.values()):
+        if not isinstance(value, str):
+            raise Invalid(f"Invalid value at 'message.apns.headers[{i}].value' ({json_type(value)})",
+                          f"message.apns.headers[{i}].value")
+    payload = expect_object(apns.get("payload"), "message.apns.payload")
+    aps = payload.get("aps")
+    if aps is not None and not isinstance(aps, dict):
+        raise Invalid("Value type for APS key [aps] is not a dictionary.", "message.apns.payload.aps", fcm=True)
+    apns_options = expect_object(pick(apns, "fcm_options", "fcmOptions"), "message.apns.fcm_options")
+    expect_image(apns_options.get("image"), "message.apns.fcm_options.image")
+
+    webpush = expect_object(message.get("webpush"), "message.webpush")
+    webpush_notification = expect_object(webpush.get("notification"), "message.webpush.notification")
+    expect_image(webpush_notification.get("image"), "message.webpush.notification.image")
+    expect_object(pick(webpush, "fcm_options", "fcmOptions"), "message.webpush.fcm_options")
+    expect_object(pick(message, "fcm_options", "fcmOptions"), "message.fcm_options")
+    return message, bool(validate_only), targets[0]
+
+
+def b64url_json(part):
+    return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+
+
+class Server:
+    def __init__(self, opts):
+        self.opts = opts
+        self.recorder = Recorder(opts.record)
+        self.connections = set()
+        self.next_conn = 0
+
+    # -- the API --------------------------------------------------------------------------------
+
+    def handle(self, method, target, headers, body):
+        """The Answer to a complete request; headers is a dict of lower-case names."""
+        path = target.split("?", 1)[0]
+        if path == TOKEN_PATH:
+            return self.token_endpoint(method, headers, body)
+        m = SEND_RE.match(path)
+        if not m:
+            return error_answer(404, "NOT_FOUND", f"The requested URL {path[:200]} was not found on this server.")
+        project = m.group(1)
+        if method != "POST":
+            return error_answer(405, "METHOD_NOT_ALLOWED",
+                                f"Method {method} is not allowed for {path[:200]}; use POST.",
+                                headers=[("allow", "POST")], project=project)
+        authorization = headers.get("authorization")
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or token.strip() not in self.opts.token:
+            return error_answer(
+                401, "UNAUTHENTICATED",
+                "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie "
+                "or other valid authentication credential. See "
+                "https://developers.google.com/identity/sign-in/web/devconsole-project.",
+                details=[{"@type": ERROR_INFO, "reason": "ACCESS_TOKEN_TYPE_UNSUPPORTED" if authorization
+                          else "CREDENTIALS_MISSING", "domain": "googleapis.com",
+                          "metadata": {"service": "fcm.googleapis.com", "method":
+                                       "google.firebase.fcm.v1.FcmService.SendMessage"}}],
+                headers=[("www-authenticate", 'Bearer realm="https://accounts.google.com/"')], project=project)
+        if project not in self.opts.project:
+            return error_answer(
+                403, "PERMISSION_DENIED",
+                f"Permission 'cloudmessaging.messages.create' denied on resource "
+                f"'//cloudresourcemanager.googleapis.com/projects/{project}' (or it may not exist).",
+                details=[{"@type": ERROR_INFO, "reason": "IAM_PERMISSION_DENIED", "domain": "cloudresourcemanager.googleapis.com",
+                          "metadata": {"permission": "cloudmessaging.messages.create",
+                                       "resource": f"projects/{project}"}}], project=project)
+        if len(body) > MAX_BODY:
+            return error_answer(400, "INVALID_ARGUMENT",
+                                f"Request payload size exceeds the limit: {MAX_BODY} bytes.", project=project)
+        try:
+            doc = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            return error_answer(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. {e}",
+                                violations=[("", f"Invalid JSON payload received. {e}")], project=project)
+        try:
+            message, validate_only, target_field = check_message(doc)
+        except Invalid as e:
+            return error_answer(400, "INVALID_ARGUMENT", e.message, fcm_error="INVALID_ARGUMENT" if e.fcm else None,
+                                violations=[(e.field or "", e.message)] if not e.fcm else None, project=project)
+        device = message[target_field] if target_field in ("token", "fid") else None
+        designated = DESIGNATED.get(device[:4].lower()) if device else None
+        if designated:
+            code, status, fcm_error, text = designated
+            return error_answer(code, status, text, fcm_error=fcm_error, project=project, token=device)
+        if validate_only:
+            name = f"projects/{project}/messages/fake_message_id"
+        else:
+            name = f"projects/{project}/messages/0:{int(time.time() * 1e6)}%{secrets.token_hex(8)}"
+        return Answer(200, google_json({"name": name}), name=name, project=project, token=device)
+
+    def token_endpoint(self, method, headers, body):
+        def refuse(description):
+            return Answer(400, google_json({"error": "invalid_grant", "error_description": description}),
+                          error_status="invalid_grant")
+
+        if method != "POST":
+            return error_answer(405, "METHOD_NOT_ALLOWED", f"Method {method} is not allowed for /token; use POST.",
+                                headers=[("allow", "POST")])
+        if not self.opts.token:
+            return refuse("No access token to give: the stand-in was started without --token.")
+        content_type = headers.get("content-type", "")
+        if not content_type.startswith("application/x-www-form-urlencoded"):
+            return Answer(400, google_json({"error": "invalid_request",
+                                            "error_description": "Content-Type must be application/x-www-form-urlencoded"}),
+                          error_status="invalid_request")
+        try:
+            form = urllib.parse.parse_qs(body.decode("ascii"), strict_parsing=True)
+        except (UnicodeDecodeError, ValueError):
+            return Answer(400, google_json({"error": "invalid_request", "error_description": "Malformed form body"}),
+                          error_status="invalid_request")
+        if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"]:
+            return Answer(400, google_json({"error": "unsupported_grant_type",
+                                            "error_description": "Invalid grant_type: " + ",".join(form.get("grant_type", []))}),
+                          error_status="unsupported_grant_type")
+        assertion = form.get("assertion", [""])
+        parts = assertion[0].split(".") if len(assertion) == 1 else []
+        if len(parts) != 3:
+            return refuse("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.")
+        try:
+            header, claims = b64url_json(parts[0]), b64url_json(parts[1])
+        except ValueError:
+            return refuse("Invalid JWT Signature.")
+        if not isinstance(header, dict) or not isinstance(claims, dict) or header.get("alg") != "RS256":
+            return refuse("Invalid JWT Signature.")
+        now = time.time()
+        iat, exp = claims.get("iat"), claims.get("exp")
+        if (not isinstance(iat, (int, float)) or not isinstance(exp, (int, float)) or exp - iat > 3600
+                or iat > now + 300 or exp < now - 300):
+            return refuse("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. "
+                          "Check your iat and exp values in the JWT claim.")
+        if not claims.get("iss") or not claims.get("aud"):
+            return refuse("Invalid JWT: iss and aud are required.")
+        return Answer(200, google_json({"access_token": self.opts.token[0], "expires_in": 3600,
+                                        "token_type": "Bearer"}))
+
+    # -- the record -----------------------------------------------------------------------------
+
+    def record(self, conn, stream, method, target, header_list, body, answer, note=None, size=None):
+        if self.recorder.file is None:
+            return
+        headers = {}
+        for name, value in header_list:
+            if name == "authorization":
+                value = "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
+            if name in headers:
+                old = headers[name]
+                headers[name] = (old if isinstance(old, list) else [old]) + [value]
+            else:
+                headers[name] = value
+        project = answer.project if answer else None
+        token = answer.token if answer else None
+        if answer is None or token is None:
+            m = SEND_RE.match((target or "").split("?", 1)[0])
+            project = project or (m.group(1) if m else None)
+            try:
+                message = json.loads(bytes(body[:MAX_BODY]).decode("utf-8")).get("message") or {}
+                token = message.get("token") or message.get("fid")
+                token = token if isinstance(token, str) else None
+            except (ValueError, AttributeError, UnicodeDecodeError):
+                token = None
+        self.recorder.add({
+            "conn": conn.conn_id,
+            "stream": stream,
+            "protocol": conn.protocol,
+            "alpn": conn.alpn,
+            "time": round(time.time(), 6),
+            "method": method,
+            "path": target,
+            "project": project,
+            "token": token,
+            "headers": headers,
+            "body": bytes(body[:MAX_BODY]).decode("utf-8", "replace"),
+            "body_bytes": len(body) if size is None else size,
+            "status": answer.status if answer else None,
+            "error_status": answer.error_status if answer else None,
+            "fcm_error": answer.fcm_error if answer else None,
+            "name": answer.name if answer else None,
+            "note": note,
+        })
+
+    # -- listening ------------------------------------------------------------------------------
+
+    def ssl_context(self):
+        if not self.opts.cert:
+            return None
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.opts.cert, self.opts.key)
+        ctx.set_alpn_protocols(["h2", "http/1.1"])
+        return ctx
+
+    async def run(self):
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: Connection(self), self.opts.host, self.opts.port,
+                                          ssl=self.ssl_context(), backlog=1024)
+        port = server.sockets[0].getsockname()[1]
+        print(f"standin listening on {port}", flush=True)
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        async with server:
+            await stop.wait()
+        for c in list(self.connections):
+            if c.transport:
+                c.transport.close()
+        self.recorder.flush()
+
+
+class Recorder:
+    def __init__(self, path):
+        self.file = open(path, "a", encoding="utf-8") if path else None
+        self.pending = []
+
+    def add(self, entry):
+        if self.file:
+            self.pending.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+
+    def flush(self):
+        if self.file and self.pending:
+            self.file.write("\n".join(self.pending) + "\n")
+            self.file.flush()
+            self.pending.clear()
+
+
+class Connection(asyncio.Protocol):
+    """One client connection; hands its bytes to an HTTP/2 or an HTTP/1.1 handler."""
+
+    def __init__(self, server):
+        self.server = server
+        server.next_conn += 1
+        self.conn_id = server.next_conn
+        self.transport = None
+        self.alpn = None
+        self.protocol = None
+        self.handler = None
+        self.sniffed = b""
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.server.connections.add(self)
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.alpn = ssl_object.selected_alpn_protocol()
+            self.start(H2Handler if self.alpn == "h2" else H1Handler)
+
+    def start(self, cls):
+        self.protocol = "h2" if cls is H2Handler else "http1.1"
+        self.handler = cls(self)
+
+    def data_received(self, data):
+        if self.handler is None:
+            # Cleartext: HTTP/2 with prior knowledge starts with the connection preface.
+            self.sniffed += data
+            if H2_PREFACE.startswith(self.sniffed[:len(H2_PREFACE)]) and len(self.sniffed) < len(H2_PREFACE):
+                return
+            self.start(H2Handler if self.sniffed.startswith(H2_PREFACE) else H1Handler)
+            data, self.sniffed = self.sniffed, b""
+        self.handler.data_received(data)
+
+    def connection_lost(self, exc):
+        self.server.connections.discard(self)
+        if self.handler is not None:
+            self.handler.connection_lost()
+        self.server.recorder.flush()
+
+    def write(self, data):
+        # The record goes out before the answers it describes.
+        self.server.recorder.flush()
+        if data and self.transport and not self.transport.is_closing():
+            self.transport.write(data)
+
+
+class H1Handler:
+    def __init__(self, conn):
+        self.conn = conn
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
+        self.request = None
+        self.body = bytearray()
+        self.size = 0
+        self.waiting = False  # a request read and not answered (--stall)
+
+    def data_received(self, data):
+        try:
+            self.h11.receive_data(data)
+        except RuntimeError:
+            return
+        self.process()
+
+    def process(self):
+        server = self.conn.server
+        while True:
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError as e:
+                self.bad_request(e)
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Request):
+                self.request = event
+                self.body = bytearray()
+                self.size = 0
+            elif isinstance(event, h11.Data):
+                self.size += len(event.data)
+                if len(self.body) <= MAX_BODY:
+                    self.body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                req, self.request = self.request, None
+                method = req.method.decode("ascii", "replace")
+                target = req.target.decode("utf-8", "replace")
+                header_list = [(n.decode("ascii", "replace").lower(), v.decode("utf-8", "surrogateescape"))
+                               for n, v in req.headers]
+                if server.opts.stall:
+                    server.record(self.conn, None, method, target, header_list, self.body, None, "stalled",
+                                  size=self.size)
+                    server.recorder.flush()
+                    self.waiting = True
+                    return
+                headers = {}
+                for n, v in header_list:
+                    headers.setdefault(n, v)
+                answer = server.handle(method, target, headers, bytes(self.body))
+                server.record(self.conn, None, method, target, header_list, self.body, answer, size=self.size)
+                self.respond(answer)
+                if self.h11.our_state is h11.MUST_CLOSE or self.h11.their_state is h11.MUST_CLOSE:
+                    self.conn.transport.close()
+                    return
+                try:
+                    self.h11.start_next_cycle()
+                except h11.LocalProtocolError:
+                    self.conn.transport.close()
+                    return
+            elif isinstance(event, h11.ConnectionClosed):
+                self.conn.transport.close()
+                return
+
+    def respond(self, answer):
+        headers = [("content-type", "application/json; charset=UTF-8"),
+                   ("content-length", str(len(answer.body))), ("server", "ESF")] + answer.headers
+        out = self.h11.send(h11.Response(status_code=answer.status, headers=headers,
+                                         reason=REASONS.get(answer.status, "").encode()))
+        out += self.h11.send(h11.Data(data=answer.body))
+        out += self.h11.send(h11.EndOfMessage())
+        self.conn.write(out)
+
+    def bad_request(self, error):
+        if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            answer = error_answer(400, "INVALID_ARGUMENT", f"Malformed HTTP request: {error}")
+            try:
+                self.respond(answer)
+            except h11.LocalProtocolError:
+                pass
+        self.conn.transport.close()
+
+    def connection_lost(self):
+        if self.request is not None:
+            req = self.request
+            header_list = [(n.decode("ascii", "replace").lower(), v.decode("utf-8", "surrogateescape"))
+                           for n, v in req.headers]
+            self.conn.server.record(self.conn, None, req.method.decode(), req.target.decode("utf-8", "replace"),
+                                    header_list, self.body, None, "connection closed before the body ended",
+                                    size=self.size)
+
+
+class Stream:
+    __slots__ = ("headers", "body", "size")
+
+    def __init__(self, headers):
+        self.headers = headers
+        self.body = bytearray()
+        self.size = 0
+
+
+class H2Handler:
+    MAX_STREAMS = 1000
+
+    def __init__(self, conn):
+        self.conn = conn
+        config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
+        self.h2 = h2.connection.H2Connection(config=config)
+        self.h2.local_settings = h2.settings.Settings(client=False, initial_values={
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.MAX_STREAMS,
+            h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
+            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20,
+        })
+        self.streams = {}
+        self.pending = {}  # stream id -> body bytes waiting for flow-control window
+        self.closing = False
+        self.h2.initiate_connection()
+        self.h2.increment_flow_control_window((1 << 24) - 65535)
+        self.flush()
+
+    def flush(self):
+        self.conn.write(self.h2.data_to_send())
+
+    def data_received(self, data):
+        try:
+            events = self.h2.receive_data(data)
+        except h2.exceptions.ProtocolError:
+            self.flush()
+            self.conn.transport.close()
+            return
+        for event in events:
+            if isinstance(event, h2.events.RequestReceived):
+                self.streams[event.stream_id] = Stream(event.headers)
+            elif isinstance(event, h2.events.DataReceived):
+                stream = self.streams.get(event.stream_id)
+                if stream is not None:
+                    stream.size += len(event.data)
+                    if len(stream.body) <= MAX_BODY:
+                        stream.body += event.data
+                try:
+                    self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                except h2.exceptions.StreamClosedError:
+                    pass
+            elif isinstance(event, h2.events.StreamEnded):
+                self.on_end(event.stream_id)
+            elif isinstance(event, h2.events.StreamReset):
+                stream = self.streams.pop(event.stream_id, None)
+                self.pending.pop(event.stream_id, None)
+                if stream is not None:
+                    self.record(event.stream_id, stream, None, "reset by the client")
+            elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
+                self.send_pending()
+            elif isinstance(event, h2.events.ConnectionTerminated):
+                self.closing = True
+        self.flush()
+        if self.closing and not self.streams and not self.pending:
+            self.conn.transport.close()
+
+    def record(self, sid, stream, answer, note=None):
+        headers = dict(stream.headers)
+        self.conn.server.record(self.conn, sid, headers.get(":method"), headers.get(":path"), stream.headers,
+                                stream.body, answer, note, size=stream.size)
+
+    def on_end(self, sid):
+        stream = self.streams.get(sid)
+        if stream is None:
+            return
+        server = self.conn.server
+        del self.streams[sid]
+        if server.opts.stall:
+            # Recorded, kept open and never answered.
+            self.record(sid, stream, None, "stalled")
+            return
+        headers = {}
+        for name, value in stream.headers:
+            headers.setdefault(name, value)
+        # Bodies are kept up to a little over MAX_BODY: enough to tell one that is too large.
+        body = bytes(stream.body)
+        answer = server.handle(headers.get(":method", ""), headers.get(":path", ""), headers, body)
+        self.record(sid, stream, answer)
+        try:
+            self.h2.send_headers(sid, [(":status", str(answer.status)),
+                                       ("content-type", "application/json; charset=UTF-8"),
+                                       ("content-length", str(len(answer.body)))] + answer.headers)
+            self.pending[sid] = answer.body
+            self.send_pending()
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            self.pending.pop(sid, None)
+
+    def send_pending(self):
+        for sid in list(self.pending):
+            body = self.pending[sid]
+            try:
+                size = min(self.h2.local_flow_control_window(sid), self.h2.max_outbound_frame_size, len(body))
+                if size <= 0 and body:
+                    continue
+                self.h2.send_data(sid, body[:size], end_stream=size == len(body))
+                body = body[size:]
+            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError):
+                body = b""
+            if body:
+                self.pending[sid] = body
+            else:
+                del self.pending[sid]
+
+    def connection_lost(self):
+        for sid, stream in list(self.streams.items()):
+            self.record(sid, stream, None, "connection closed before the request ended")
+        self.streams.clear()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="standin.py",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__,
+        epilog="Example:\n  standin.py --port 0 --cert server.pem --key server.key --project demo-project "
+               "--token test-access-token --record rec.jsonl",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0,
+                        help="port; 0 picks a free one. Prints 'standin listening on PORT' once listening")
+    parser.add_argument("--cert", help="server certificate chain (PEM); without --cert/--key: cleartext")
+    parser.add_argument("--key", help="server private key (PEM)")
+    parser.add_argument("--project", action="append", default=[], required=True,
+                        help="an accepted project ID; repeatable (others: 403 PERMISSION_DENIED)")
+    parser.add_argument("--token", action="append", default=[], required=True,
+                        help="an accepted OAuth 2 access token; repeatable (missing or other: 401 "
+                             "UNAUTHENTICATED). The first is what POST /token hands out")
+    parser.add_argument("--record", help="append one JSON line per request to this file")
+    parser.add_argument("--stall", action="store_true", help="accept TLS and HTTP but never answer a request")
+    opts = parser.parse_args(argv)
+    if bool(opts.cert) != bool(opts.key):
+        parser.error("--cert and --key go together")
+    try:
+        asyncio.run(Server(opts).run())
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
