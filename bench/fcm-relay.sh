@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# The FCM relay beside one plain HTTP/2 hop, in one run, h2load and every server on the same
+# 2 cores (TLS and HTTP/2 on every hop):
+#   direct       h2load -> sink: what the load tool and the sink cost alone
+#   haproxy      h2load -> HAProxy (no processing) -> sink
+#   campaign     h2load -> FCM relay -> sink: one message with an image (cached), the Android and
+#                iOS parts rewritten, answered from the memo keyed on the message without its
+#                token (h2load sends one body file: the same token each time; the relay's work
+#                does not depend on it)
+# The sink is HAProxy answering every POST itself (200 and a message name).
+# For each: messages/s at full load and CPU µs per message of the relay or the HAProxy hop.
+#
+#   bench/fcm-relay.sh            MESSAGES=100000 CONNECTIONS=4 STREAMS=100
+#
+# Writes bench/out/fcm/results.json and prints a table.
+set -euo pipefail
+
+BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(dirname "$BENCH")"
+OUT="$BENCH/out/fcm"
+PUSHES=${MESSAGES:-100000}
+CONNECTIONS=${CONNECTIONS:-4}
+STREAMS=${STREAMS:-100}
+BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
+source "$BENCH/lib.sh"
+PIDS=()
+cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+log "tools and build"
+need_apt=()
+command -v h2load >/dev/null || need_apt+=(nghttp2-client)
+command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]] || need_apt+=(haproxy)
+if ((${#need_apt[@]})); then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+  (cd "$ROOT" && swift build -c release -j 2 --scratch-path .build-bench --product pushmedia >/dev/null)
+fi
+
+rm -rf "$OUT" && mkdir -p "$OUT"
+cd "$OUT"
+
+log "certificates"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 \
+  -subj "/CN=bench CA" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr \
+  -subj "/CN=localhost" 2>/dev/null
+printf "subjectAltName=DNS:localhost,IP:127.0.0.1\n" >ext.cnf
+openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 \
+  -extfile ext.cnf 2>/dev/null
+cat server.pem server.key >server-haproxy.pem
+openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out AuthKey.p8
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+SINK=$(free_port)
+HOP=$(free_port)
+ORIGIN=$(free_port)
+
+cat >haproxy.cfg <<EOF
+global
+  maxconn 4000
+  log stderr format raw local0 emerg
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+frontend sink
+  bind 127.0.0.1:$SINK ssl crt $OUT/server-haproxy.pem alpn h2
+  http-request return status 200 content-type application/json string "{\\"name\\":\\"projects/bench/messages/1\\"}"
+frontend hop
+  bind 127.0.0.1:$HOP ssl crt $OUT/server-haproxy.pem alpn h2
+  default_backend sink
+backend sink
+  http-reuse always
+  server sink 127.0.0.1:$SINK ssl verify required ca-file $OUT/ca.pem alpn h2
+EOF
+"$HAPROXY" -f haproxy.cfg -db >haproxy.log 2>&1 &
+PIDS+=($!)
+HAPROXY_PID=$!
+
+mkdir -p media && cp "$ROOT/samples/media/banner.webp" media/banner
+(cd media && exec python3 -m http.server "$ORIGIN" --bind 127.0.0.1 >/dev/null 2>&1) &
+PIDS+=($!)
+
+start_relay() { # name, extra args...
+  local name=$1
+  shift
+  "$BIN" serve --port 0 --store "$OUT/store-$name" --log-level warning --fcm-port 0 \
+    --fcm-tls-cert server.pem --fcm-tls-key server.key --fcm-upstream "https://localhost:$SINK" \
+    --fcm-upstream-ca ca.pem --trust-peer "127.0.0.1:$ORIGIN" "$@" >"relay-$name.out" 2>"relay-$name.err" &
+  RELAY_PID=$!
+  PIDS+=($RELAY_PID)
+  RELAY=""
+  for _ in $(seq 100); do
+    RELAY=$(sed -n 's|.*FCM relay on https://127.0.0.1:\([0-9]*\).*|\1|p' "relay-$name.out" | head -1)
+    [[ -n $RELAY ]] && break
+    sleep 0.1
+  done
+  [[ -n $RELAY ]] || { cat "relay-$name.err" >&2; exit 1; }
+}
+
+python3 - "$ORIGIN" <<'PY'
+import json, sys
+origin = sys.argv[1]
+message = {"message": {"token": "bench-device-token-0001",
+                       "notification": {"title": "Weekend sale", "body": "Half price on everything",
+                                        "image": f"http://127.0.0.1:{origin}/banner"},
+                       "android": {"priority": "high", "notification": {"channel_id": "deals"}},
+                       "apns": {"payload": {"aps": {"sound": "default"}}},
+                       "data": {"campaign": "c-1"}}}
+open("message.json", "w").write(json.dumps(message, separators=(",", ":")))
+PY
+SEND=/v1/projects/bench/messages:send
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK=$(getconf CLK_TCK)
+
+# h2load run: name, port, pid whose CPU is counted ("" for none)
+run() {
+  local name=$1 port=$2 pid=$3
+  local before=0
+  [[ -n $pid ]] && before=$(cpu_ticks "$pid")
+  h2load "https://localhost:$port$SEND" -d message.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$PUSHES" \
+    -H "authorization: Bearer bench-oauth-token" -H "content-type: application/json" >"h2load-$name.txt" 2>&1
+  local after=0
+  [[ -n $pid ]] && after=$(cpu_ticks "$pid")
+  local rps ok
+  rps=$(sed -n 's/^finished in .*s, \([0-9.]*\) req\/s.*/\1/p' "h2load-$name.txt")
+  ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "h2load-$name.txt")
+  local cpu_us=""
+  if [[ -n $pid ]]; then
+    cpu_us=$(python3 -c "print(round(($after - $before) / $TICK * 1e6 / max(1, $ok), 2))")
+  fi
+  echo "{\"name\":\"$name\",\"per_s\":$rps,\"ok\":$ok,\"cpu_us\":${cpu_us:-null}}" >>runs.jsonl
+  printf '  %-16s %10s messages/s  %6s 2xx  %8s µs CPU/message\n' "$name" "$rps" "$ok" "${cpu_us:--}"
+}
+
+log "relay"
+start_relay campaign
+CAMPAIGN_PID=$RELAY_PID
+CAMPAIGN=$RELAY
+# Warm the media cache and the memo (the first message fetches and converts).
+for _ in 1 2 3 4; do
+  curl -s --cacert ca.pem --http2 -o /dev/null -X POST "https://localhost:$CAMPAIGN$SEND" \
+    -H "authorization: Bearer bench-oauth-token" -H "content-type: application/json" --data-binary @message.json
+  sleep 1
+done
+
+log "full load, $PUSHES messages each"
+: >runs.jsonl
+for round in 1 2; do
+  run "direct#$round" "$SINK" ""
+  run "haproxy#$round" "$HOP" "$HAPROXY_PID"
+  run "campaign#$round" "$CAMPAIGN" "$CAMPAIGN_PID"
+done
+
+python3 - <<'PY'
+import json
+runs = [json.loads(l) for l in open("runs.jsonl")]
+best = {n: max((r for r in runs if r["name"].startswith(n + "#")), key=lambda r: r["per_s"])
+        for n in ["direct", "haproxy", "campaign"]}
+best["campaign"]["vs_haproxy"] = round(best["campaign"]["per_s"] / best["haproxy"]["per_s"], 3)
+json.dump(best, open("results.json", "w"), indent=2)
+print(f"\n{'':10}{'messages/s':>12}{'× HAProxy':>11}{'CPU µs/message':>16}")
+for n in ["direct", "haproxy", "campaign"]:
+    r = best[n]
+    ratio = r.get("vs_haproxy", 1.0 if n == "haproxy" else float("nan"))
+    print(f"{n:10}{r['per_s']:>12.0f}{ratio:>11.2f}{(r['cpu_us'] or float('nan')):>16.1f}")
+PY
