@@ -9,8 +9,7 @@
 # apns.fcm_options.image) on the relay's store (JPEGs) and mutable-content set; the client gets
 # the stand-in's message name; UNREGISTERED surfaces as each library's UnregisteredError;
 # validate_only arrives byte for byte; 503 UNAVAILABLE when the upstream is down, /healthz still
-# 200; 404/405 answered without reaching upstream; a 300-message campaign with one origin fetch
-# per platform part.
+# 200; 404/405 answered without reaching upstream; a 300-message campaign with one origin fetch.
 # Python packages are pinned in Tests/fcm/requirements.txt and installed into a venv
 # (.build/tools/fcm, rebuilt when that file changes). Exits 1 when a check fails.
 #   scripts/fcm-relay.sh                          # BIN=.build/debug/pushmedia

@@ -48,6 +48,23 @@ struct PipelineTests {
         #expect(nonFinalStoreFiles(store).isEmpty)
     }
 
+    /// An FCM message's Android and iOS parts name one image: two jobs (one per platform), one
+    /// download, and no work file left behind.
+    @Test func platformVariantsShareOneDownload() async throws {
+        origin.route("/banner", .file(body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        let message = try JSONValue.parse(
+            Array(
+                """
+                {"message": {"token": "device-1", "notification": {"title": "Sale", "image": "\(origin.url("/banner"))"},
+                 "android": {"notification": {"channel_id": "deals"}}, "apns": {"payload": {"aps": {}}}}}
+                """.utf8))
+        let result = await try pipeline().process(try #require(message.objectValue), context: PayloadContext(vendor: .fcm))
+        let media = try #require(result.outcome.media)
+        #expect(media.count == 2 && media.allSatisfy { $0.status == .processed }, "\(media)")
+        #expect(origin.hits("/banner") == 1)
+        expectClean()
+    }
+
     // MARK: processed and passthrough
 
     @Test func largeJPEGIsRotatedByEXIFAndShrunk() async throws {

@@ -139,10 +139,18 @@ extension Pipeline {
         case let .remote(url):
             let conditions = job.previous.map(\.validators).flatMap { $0.canRevalidate ? $0 : nil }
             let response: FetchResponse
+            let (fetcher, temporary, limits, deadline) = (
+                fetcher, job.temporary, FetchLimits(config: config), job.deadline
+            )
+            let download: @Sendable () async throws(FetchError) -> FetchResponse = {
+                try await fetcher.fetch(
+                    url, to: temporary, limits: limits, deadline: deadline, revalidating: conditions)
+            }
             do {
-                response = try await fetcher.fetch(
-                    url, to: job.temporary, limits: FetchLimits(config: config),
-                    deadline: job.deadline, revalidating: conditions)
+                // A plain download is shared with the jobs that want the same URL at the same time.
+                response =
+                    conditions == nil
+                    ? try await downloads.fetch(url, to: temporary, download: download) : try await download()
             } catch {
                 if error == .deadlineExceeded { return .budgetExceeded }
                 throw error

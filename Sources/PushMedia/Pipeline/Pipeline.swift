@@ -10,6 +10,8 @@ public final class Pipeline: Sendable {
     /// Where attachments and the cache index are kept.
     public let store: MediaStore
     let fetcher: Fetcher
+    /// One download for the jobs that fetch the same URL at once (a payload's platform variants).
+    let downloads = SharedDownloads()
     /// One transcoder per platform profile.
     let transcoders: [String: Transcoder]
     /// Threads for downloads (mostly waiting on the network).
