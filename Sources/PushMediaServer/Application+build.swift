@@ -88,8 +88,7 @@ public func buildApplication(
     onFCMRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
     onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
-    let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(server.host) || server.host.hasPrefix("127.")
-    if !loopback && server.tokens.isEmpty && server.hmacSecret == nil && !server.insecureNoAuth {
+    if !isLoopback(server.host) && server.tokens.isEmpty && server.hmacSecret == nil && !server.insecureNoAuth {
         throw ServerError.unauthenticatedPublicListener(server.host)
     }
     let config = {

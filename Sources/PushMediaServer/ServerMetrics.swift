@@ -98,16 +98,14 @@ public final class ServerMetrics: Sendable {
             "pushmedia_apns_pushes_total",
             [("status", String(status)), ("reason", reason ?? ""), ("handling", handling)]
         ).increment()
-        timer("pushmedia_apns_added_seconds").recordNanoseconds(
-            Int64(added.components.seconds) * 1_000_000_000 + added.components.attoseconds / 1_000_000_000)
+        timer("pushmedia_apns_added_seconds").recordNanoseconds(added.nanoseconds)
     }
 
     /// Counts one message through the FCM relay: the upstream's status (or the relay's own
     /// refusal), how it was handled, and the time the relay added to the upstream's.
     func fcmMessage(status: Int, handling: String, added: Duration) {
         counter("pushmedia_fcm_messages_total", [("status", String(status)), ("handling", handling)]).increment()
-        timer("pushmedia_fcm_added_seconds").recordNanoseconds(
-            Int64(added.components.seconds) * 1_000_000_000 + added.components.attoseconds / 1_000_000_000)
+        timer("pushmedia_fcm_added_seconds").recordNanoseconds(added.nanoseconds)
     }
 
     /// Prometheus text exposition.

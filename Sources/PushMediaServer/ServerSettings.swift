@@ -84,14 +84,7 @@ public struct ServerConfig: Configurable, Equatable {
 
     /// The hook's own settings.
     static let hook: [Setting<ServerConfig>] = [
-        Setting(
-            "host", "PUSHMEDIA_HOST", commands: [.serve], default: "`127.0.0.1`",
-            help: "Address to listen on"
-        ) {
-            config, value throws(ConfigError) in
-            guard !value.text.isEmpty else { throw value.invalid(expected: "an address such as 127.0.0.1 or 0.0.0.0") }
-            config.host = value.text
-        },
+        .address("host", "PUSHMEDIA_HOST", \.host, help: "Address to listen on"),
         .integer(
             "port", "PUSHMEDIA_PORT", \.port, in: 0...65535, commands: [.serve], default: "`8080`",
             help: "Port to listen on, 0 for any free one"),
@@ -100,14 +93,9 @@ public struct ServerConfig: Configurable, Equatable {
             default: "none",
             help: "Serve /metrics on this port instead, without auth; 0 for any free one; none: beside /v1, "
                 + "with its auth"),
-        Setting(
-            "metrics-host", "PUSHMEDIA_METRICS_HOST", commands: [.serve], default: "`127.0.0.1`",
-            help: "Address of the --metrics-port listener; keep it internal"
-        ) {
-            config, value throws(ConfigError) in
-            guard !value.text.isEmpty else { throw value.invalid(expected: "an address such as 127.0.0.1 or 10.0.0.5") }
-            config.metricsHost = value.text
-        },
+        .address(
+            "metrics-host", "PUSHMEDIA_METRICS_HOST", \.metricsHost, example: "10.0.0.5",
+            help: "Address of the --metrics-port listener; keep it internal"),
         Setting(
             "token", "PUSHMEDIA_TOKENS", .list, commands: [.serve], default: "none",
             help: "Bearer token accepted on /v1/*; repeatable"

@@ -36,8 +36,8 @@ struct FCMRelayTests {
     @Test func errorsHaveGooglesShape() throws {
         let response = FCMRelay.error(404, "NOT_FOUND", "no such method")
         #expect(response.status.code == 404)
-        #expect(FCMRelay.isConnectionHeader("Host") && FCMRelay.isConnectionHeader(":path"))
-        #expect(!FCMRelay.isConnectionHeader("authorization"))
+        #expect(isConnectionHeader("Host") && isConnectionHeader(":path"))
+        #expect(!isConnectionHeader("authorization"))
     }
 
     @Test func settings() throws {

@@ -8,7 +8,7 @@ extension Duration {
     var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 
     /// Whole nanoseconds (truncated).
-    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+    public var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
 
     /// The duration in milliseconds, rounded to 0.1 ms (the unit of `StageTimings`).
     public var reportedMilliseconds: Double {

@@ -68,7 +68,7 @@ final class APNsRelay: Sendable {
         let team: String
         var forwarded = HPACKHeaders()
         forwarded.reserveCapacity(headers.count + 1)
-        for (name, value, indexing) in headers where !Self.isConnectionHeader(name) {
+        for (name, value, indexing) in headers where !isConnectionHeader(name) {
             if name == "authorization" && signer != nil { continue }
             // The client's own HPACK choice: a header it sent never-indexed stays so (RFC 7541 7.1.3);
             // a token it lets be indexed costs a table index per push instead of 200 bytes.
@@ -219,18 +219,6 @@ final class APNsRelay: Sendable {
         headers.add(name: "apns-id", value: apnsID ?? UUID().uuidString)
         headers.add(name: "content-type", value: "application/json")
         return APNsAnswer(status: status, headers: headers, body: ByteBuffer(string: #"{"reason":"\#(reason)"}"#))
-    }
-
-    /// Request headers that are not forwarded: HTTP/2 pseudo-headers (set anew) and the
-    /// connection's own (`content-length` is set for the body sent).
-    static func isConnectionHeader(_ name: String) -> Bool {
-        if name.hasPrefix(":") { return true }
-        switch name {
-        case "content-length", "host", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
-            "te":
-            return true
-        default: return false
-        }
     }
 
     /// Metrics and the push's log line.

@@ -53,14 +53,7 @@ public struct APNsRelayConfig: Sendable, Equatable {
         .integer(
             "apns-port", "PUSHMEDIA_APNS_PORT", \.apns.port, in: 0...65535, commands: [.serve], default: "none",
             help: "Open the APNs relay (Apple's provider API, HTTP/2) on this port; 0 for any free one"),
-        Setting(
-            "apns-host", "PUSHMEDIA_APNS_HOST", commands: [.serve], default: "`127.0.0.1`",
-            help: "Address of the APNs relay"
-        ) {
-            config, value throws(ConfigError) in
-            guard !value.text.isEmpty else { throw value.invalid(expected: "an address such as 127.0.0.1 or 0.0.0.0") }
-            config.apns.host = value.text
-        },
+        .address("apns-host", "PUSHMEDIA_APNS_HOST", \.apns.host, help: "Address of the APNs relay"),
         .readableFile("apns-tls-cert", "PUSHMEDIA_APNS_TLS_CERT", \.apns.tlsCertificate, "a PEM certificate chain") {
             "The relay's TLS certificate chain (PEM); without it and --apns-tls-key: cleartext HTTP/2 (h2c)"
         },

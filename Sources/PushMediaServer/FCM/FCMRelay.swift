@@ -68,7 +68,7 @@ final class FCMRelay: Sendable {
         }
         let prepared = await prepare(body)
         var headers = HPACKHeaders()
-        for field in request.headers where !Self.isConnectionHeader(field.name.canonicalName) {
+        for field in request.headers where !isConnectionHeader(field.name.canonicalName) {
             headers.add(name: field.name.canonicalName, value: field.value)
         }
         let sent = ContinuousClock.now
@@ -79,7 +79,7 @@ final class FCMRelay: Sendable {
             let answer = try await upstream.send(push, team: "fcm", on: eventLoop).get()
             var fields = HTTPFields()
             for (name, value, _) in answer.headers {
-                guard let field = HTTPField.Name(name), !Self.isConnectionHeader(name) else { continue }
+                guard let field = HTTPField.Name(name), !isConnectionHeader(name) else { continue }
                 fields.append(HTTPField(name: field, value: value))
             }
             response = Response(
@@ -183,16 +183,6 @@ final class FCMRelay: Sendable {
         return Response(
             status: .init(code: code), headers: [.contentType: "application/json; charset=UTF-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: body)))
-    }
-
-    /// Headers of a connection rather than of the request (the HTTP/2 client sets its own).
-    static func isConnectionHeader(_ name: String) -> Bool {
-        switch name.lowercased() {
-        case "host", "content-length", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
-            "te", "http2-settings":
-            return true
-        default: return name.hasPrefix(":")
-        }
     }
 
     /// Metrics and the message's log line (the project, never the token).

@@ -38,14 +38,7 @@ public struct FCMRelayConfig: Sendable, Equatable {
         .integer(
             "fcm-port", "PUSHMEDIA_FCM_PORT", \.fcm.port, in: 0...65535, commands: [.serve], default: "none",
             help: "Open the FCM relay (FCM HTTP v1 messages:send) on this port; 0 for any free one"),
-        Setting(
-            "fcm-host", "PUSHMEDIA_FCM_HOST", commands: [.serve], default: "`127.0.0.1`",
-            help: "Address of the FCM relay"
-        ) {
-            config, value throws(ConfigError) in
-            guard !value.text.isEmpty else { throw value.invalid(expected: "an address such as 127.0.0.1 or 0.0.0.0") }
-            config.fcm.host = value.text
-        },
+        .address("fcm-host", "PUSHMEDIA_FCM_HOST", \.fcm.host, help: "Address of the FCM relay"),
         .readableFile("fcm-tls-cert", "PUSHMEDIA_FCM_TLS_CERT", \.fcm.tlsCertificate, "a PEM certificate chain") {
             "The FCM relay's TLS certificate chain (PEM); without it and --fcm-tls-key: cleartext HTTP/1.1"
         },

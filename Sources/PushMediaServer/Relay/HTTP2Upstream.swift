@@ -448,10 +448,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
 }
 
 extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
+    init(_ duration: Duration) { self = .nanoseconds(duration.nanoseconds) }
 }
 
 extension String {
