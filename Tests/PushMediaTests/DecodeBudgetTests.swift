@@ -9,8 +9,8 @@ struct DecodeBudgetTests {
     @Test func waitsUntilTheReservationFitsThenAdmitsInOrder() async throws {
         let budget = DecodeBudget(limit: 100)
         let far = ContinuousClock.now + .seconds(30)
-        let first = try #require(await budget.reserve(60, until: far))
-        #expect(budget.reserved == 60)
+        let first = try #require(await budget.reserve(50, until: far))
+        #expect(budget.reserved == 50)
         let order = Locked<[String]>([])
         let second = Task { () -> Int64? in
             let held = await budget.reserve(60, until: far)
@@ -19,19 +19,23 @@ struct DecodeBudgetTests {
         }
         try await Task.sleep(for: .milliseconds(50))
         let third = Task { () -> Int64? in
-            let held = await budget.reserve(30, until: far)
+            let held = await budget.reserve(45, until: far)
             order.withLock { $0.append("third") }
             return held
         }
         try await Task.sleep(for: .milliseconds(50))
-        // 30 would fit beside 60, but the second came first: nobody overtakes it.
-        #expect(order.withLock { $0 }.isEmpty && budget.reserved == 60)
+        // 45 would fit beside 50, but the second came first: nobody overtakes it.
+        #expect(order.withLock { $0 }.isEmpty && budget.reserved == 50)
         budget.release(first)
         let heldSecond = try #require(await second.value)
-        let heldThird = try #require(await third.value)
-        #expect(order.withLock { $0 }.first == "second")
-        #expect(budget.reserved == 90)
+        #expect(budget.reserved == 60)
+        // 60 + 45 does not fit: the third still waits, and only the second has been admitted.
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(order.withLock { $0 } == ["second"])
         budget.release(heldSecond)
+        let heldThird = try #require(await third.value)
+        #expect(order.withLock { $0 } == ["second", "third"])
+        #expect(budget.reserved == 45)
         budget.release(heldThird)
         #expect(budget.reserved == 0)
     }
