@@ -34,8 +34,13 @@ struct FCMRelayTests {
     }
 
     @Test func errorsHaveGooglesShape() throws {
-        let response = FCMRelay.error(404, "NOT_FOUND", "no such method")
-        #expect(response.status.code == 404)
+        let answer = FCMRelay.error(404, "NOT_FOUND", "no such method")
+        #expect(answer.status == 404)
+        #expect(answer.headers.first(name: "content-type")?.hasPrefix("application/json") == true)
+        let body = try #require(answer.body.map { Array($0.readableBytesView) })
+        let error = try #require(try JSONValue.parse(body).objectValue?["error"]?.objectValue)
+        #expect(error["code"] == .number("404") && error["status"] == .string("NOT_FOUND"))
+        #expect(error["message"] == .string("no such method"))
         #expect(isConnectionHeader("Host") && isConnectionHeader(":path"))
         #expect(!isConnectionHeader("authorization"))
     }

@@ -4,18 +4,11 @@ import NIOCore
 import NIOHPACK
 import PushMedia
 
-/// What the relay answers a client: Apple's answer, or one in Apple's shape.
-struct APNsAnswer: Sendable {
-    var status: Int
-    var headers: HPACKHeaders
-    var body: ByteBuffer?
-}
-
 /// Apple's provider API in front of the pipeline: checks a push as Apple would, prepares the
 /// media of a rich alert (`aps.mutable-content: 1` and a media reference) through the same
 /// pipeline, cache and memo as `/v1/process`, forwards every other push byte for byte, and
 /// answers with Apple's status, headers and body plus `x-pushmedia-outcome`.
-final class APNsRelay: Sendable {
+final class APNsRelay: RelayEndpoint {
     let config: APNsRelayConfig
     let pipeline: Pipeline
     let upstream: HTTP2Upstream
@@ -44,6 +37,13 @@ final class APNsRelay: Sendable {
         self.logger = logger
     }
 
+    /// Bodies are read up to 64 KiB; past Apple's limit they are refused (413) by `check`.
+    var bodyLimit: Int { 64 * 1024 }
+
+    func tooLarge(headers: HPACKHeaders) -> RelayAnswer {
+        Self.refusal(413, "PayloadTooLarge", apnsID: headers.first(name: "apns-id"))
+    }
+
     /// Pushes being handled.
     var pushesInFlight: Int { inFlight.withLock { $0 } }
 
@@ -52,7 +52,7 @@ final class APNsRelay: Sendable {
 
     /// Handles one request of a client.
     func handle(method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop)
-        -> EventLoopFuture<APNsAnswer>
+        -> EventLoopFuture<RelayAnswer>
     {
         let start = ContinuousClock.now
         let apnsID = headers.first(name: "apns-id")
@@ -84,15 +84,15 @@ final class APNsRelay: Sendable {
         } else {
             team = self.team(of: headers.first(name: "authorization"))
         }
-        let promise = eventLoop.makePromise(of: APNsAnswer.self)
+        let promise = eventLoop.makePromise(of: RelayAnswer.self)
         let forward: @Sendable (Prepared) -> Void = { [forwarded] prepared in
             let sent = ContinuousClock.now
             let push = UpstreamPush(path: path, headers: forwarded, body: prepared.body)
             self.upstream.send(push, team: team, on: eventLoop).whenComplete { result in
-                var answer: APNsAnswer
+                var answer: RelayAnswer
                 switch result {
                 case let .success(upstream):
-                    answer = APNsAnswer(status: upstream.status, headers: upstream.headers, body: upstream.body)
+                    answer = RelayAnswer(status: upstream.status, headers: upstream.headers, body: upstream.body)
                 case let .failure(error):
                     self.logger.warning(
                         "apns upstream failed",
@@ -214,16 +214,16 @@ final class APNsRelay: Sendable {
 
     /// An answer in Apple's error shape, `{"reason":…}`, with the push's `apns-id` (or a new one:
     /// clients match answers by it).
-    static func refusal(_ status: Int, _ reason: String, apnsID: String?) -> APNsAnswer {
+    static func refusal(_ status: Int, _ reason: String, apnsID: String?) -> RelayAnswer {
         var headers = HPACKHeaders()
         headers.add(name: "apns-id", value: apnsID ?? UUID().uuidString)
         headers.add(name: "content-type", value: "application/json")
-        return APNsAnswer(status: status, headers: headers, body: ByteBuffer(string: #"{"reason":"\#(reason)"}"#))
+        return RelayAnswer(status: status, headers: headers, body: ByteBuffer(string: #"{"reason":"\#(reason)"}"#))
     }
 
     /// Metrics and the push's log line.
     private func finish(
-        _ answer: APNsAnswer, outcome: String?, handling: String, start: ContinuousClock.Instant,
+        _ answer: RelayAnswer, outcome: String?, handling: String, start: ContinuousClock.Instant,
         upstreamTime: Duration,
         headers: HPACKHeaders, path: String
     ) {

@@ -1,12 +1,8 @@
 import Foundation
-import HTTPTypes
-import Hummingbird
-import HummingbirdCore
-import HummingbirdHTTP2
 import Logging
 import NIOCore
 import NIOHPACK
-import NIOPosix
+import NIOSSL
 import PushMedia
 import ServiceLifecycle
 
@@ -16,7 +12,7 @@ import ServiceLifecycle
 /// client's `Authorization`, and Google's answer comes back unchanged plus `x-pushmedia-outcome`.
 /// The work is keyed on the message without its target (`token`, `topic`, `condition`), so a
 /// campaign to many devices is one job.
-final class FCMRelay: Sendable {
+final class FCMRelay: RelayEndpoint {
     let config: FCMRelayConfig
     let pipeline: Pipeline
     let upstream: HTTP2Upstream
@@ -41,57 +37,71 @@ final class FCMRelay: Sendable {
             caSetting: "--fcm-upstream-ca", logger: logger)
     }
 
-    /// Answers one request.
-    func handle(_ request: Request) async -> Response {
+    /// Bodies past 64 KiB are answered 413 (FCM's own limit is 4 KiB of payload, with headroom for
+    /// the rest of the message).
+    var bodyLimit: Int { Self.bodyLimit }
+
+    func tooLarge(headers: HPACKHeaders) -> RelayAnswer {
+        Self.error(413, "INVALID_ARGUMENT", "the request exceeds \(Self.bodyLimit) bytes")
+    }
+
+    /// Answers one request: refusals at once, a message from the memo on the event loop, a new one
+    /// once the pipeline is done.
+    func handle(method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop)
+        -> EventLoopFuture<RelayAnswer>
+    {
         let start = ContinuousClock.now
-        let path = request.uri.path
-        guard let project = Self.project(ofSendPath: path) else {
-            return finish(Self.error(404, "NOT_FOUND", "no such method: \(path)"), "refused", start, .zero, "-")
-        }
-        guard request.method == .post else {
-            return finish(
-                Self.error(405, "METHOD_NOT_ALLOWED", "\(request.method) is not allowed; send POST"), "refused", start,
-                .zero, project)
-        }
-        if !config.allowedProjects.isEmpty, !config.allowedProjects.contains(project) {
-            return finish(
-                Self.error(403, "PERMISSION_DENIED", "project \(project) may not send through this relay"), "refused",
-                start, .zero, project)
-        }
-        let body: [UInt8]
-        do {
-            body = Array(try await request.body.collect(upTo: Self.bodyLimit).readableBytesView)
-        } catch {
-            return finish(
-                Self.error(413, "INVALID_ARGUMENT", "the request exceeds \(Self.bodyLimit) bytes"), "refused", start,
-                .zero, project)
-        }
-        let prepared = await prepare(body)
-        var headers = HPACKHeaders()
-        for field in request.headers where !isConnectionHeader(field.name.canonicalName) {
-            headers.add(name: field.name.canonicalName, value: field.value)
-        }
-        let sent = ContinuousClock.now
-        let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
-        let push = UpstreamPush(path: path, headers: headers, body: ByteBuffer(bytes: prepared.body))
-        var response: Response
-        do {
-            let answer = try await upstream.send(push, team: "fcm", on: eventLoop).get()
-            var fields = HTTPFields()
-            for (name, value, _) in answer.headers {
-                guard let field = HTTPField.Name(name), !isConnectionHeader(name) else { continue }
-                fields.append(HTTPField(name: field, value: value))
+        let route = path.firstIndex(of: "?").map { String(path[..<$0]) } ?? path
+        let refusal: RelayAnswer?
+        let project = Self.project(ofSendPath: route)
+        if let project {
+            if method != "POST" {
+                refusal = Self.error(405, "METHOD_NOT_ALLOWED", "\(method) is not allowed; send POST")
+            } else if !config.allowedProjects.isEmpty, !config.allowedProjects.contains(project) {
+                refusal = Self.error(403, "PERMISSION_DENIED", "project \(project) may not send through this relay")
+            } else {
+                refusal = nil
             }
-            response = Response(
-                status: .init(code: answer.status), headers: fields,
-                body: .init(byteBuffer: answer.body ?? ByteBuffer()))
-        } catch {
-            logger.warning(
-                "fcm upstream failed", metadata: ["error": "\(error)", "upstream": "\(upstream.endpoint.authority)"])
-            response = Self.error(503, "UNAVAILABLE", "the FCM upstream did not answer: \(error)")
+        } else {
+            refusal = Self.error(404, "NOT_FOUND", "no such method: \(route)")
         }
-        response.headers[HTTPField.Name("x-pushmedia-outcome")!] = prepared.label
-        return finish(response, prepared.handling, start, ContinuousClock.now - sent, project)
+        if let refusal {
+            finish(
+                refusal, outcome: "", handling: "refused", start: start, upstreamTime: .zero, project: project ?? "-")
+            return eventLoop.makeSucceededFuture(refusal)
+        }
+        var forwarded = HPACKHeaders()
+        forwarded.reserveCapacity(headers.count)
+        for (name, value, indexing) in headers where !isConnectionHeader(name) {
+            forwarded.add(name: name, value: value, indexing: indexing)
+        }
+        let promise = eventLoop.makePromise(of: RelayAnswer.self)
+        let forward: @Sendable (Prepared) -> Void = { [forwarded] prepared in
+            let sent = ContinuousClock.now
+            let push = UpstreamPush(path: path, headers: forwarded, body: prepared.body)
+            self.upstream.send(push, team: "fcm", on: eventLoop).whenComplete { result in
+                var answer: RelayAnswer
+                switch result {
+                case let .success(upstream):
+                    answer = RelayAnswer(status: upstream.status, headers: upstream.headers, body: upstream.body)
+                case let .failure(error):
+                    self.logger.warning(
+                        "fcm upstream failed",
+                        metadata: ["error": "\(error)", "upstream": "\(self.upstream.endpoint.authority)"])
+                    answer = Self.error(503, "UNAVAILABLE", "the FCM upstream did not answer: \(error)")
+                }
+                answer.headers.add(name: "x-pushmedia-outcome", value: prepared.label)
+                self.finish(
+                    answer, outcome: prepared.label, handling: prepared.handling, start: start,
+                    upstreamTime: ContinuousClock.now - sent, project: project ?? "-")
+                promise.succeed(answer)
+            }
+        }
+        switch prepare(body, on: eventLoop) {
+        case let .ready(prepared): forward(prepared)
+        case let .later(prepared): prepared.whenSuccess(forward)
+        }
+        return promise.futureResult
     }
 
     /// The project of `/v1/projects/<project>/messages:send`.
@@ -105,11 +115,17 @@ final class FCMRelay: Sendable {
 
     /// The body to forward and what was done to it.
     struct Prepared: Sendable {
-        var body: [UInt8]
+        var body: ByteBuffer
         /// `x-pushmedia-outcome`.
         var label: String
         /// `processed`, `memo` or `passthrough`.
         var handling: String
+    }
+
+    /// A prepared body now, or once the pipeline is done.
+    enum Preparation {
+        case ready(Prepared)
+        case later(EventLoopFuture<Prepared>)
     }
 
     /// The targets of a message: exactly one is given.
@@ -117,11 +133,12 @@ final class FCMRelay: Sendable {
 
     /// A message's media through the pipeline (or the memo), its target put back; anything that
     /// is not a message to send goes as it came.
-    private func prepare(_ body: [UInt8]) async -> Prepared {
-        guard let document = try? JSONValue.parse(body).objectValue, case var .object(message)? = document["message"]
-        else { return Prepared(body: body, label: "skipped/not_a_message", handling: "passthrough") }
+    private func prepare(_ body: ByteBuffer, on eventLoop: any EventLoop) -> Preparation {
+        let bytes = Array(body.readableBytesView)
+        guard let document = try? JSONValue.parse(bytes).objectValue, case var .object(message)? = document["message"]
+        else { return .ready(Prepared(body: body, label: "skipped/not_a_message", handling: "passthrough")) }
         if case .bool(true)? = document["validate_only"] {
-            return Prepared(body: body, label: "skipped/validate_only", handling: "passthrough")
+            return .ready(Prepared(body: body, label: "skipped/validate_only", handling: "passthrough"))
         }
         var target: (key: String, value: JSONValue)?
         for key in Self.targets {
@@ -133,21 +150,26 @@ final class FCMRelay: Sendable {
         let memoKey = ResponseMemo.Key(options: "fcm|" + baseURL(), body: JSONValue.object(message).serialized())
         if let ready = memo.payload(memoKey, store: pipeline.store) {
             metrics.record(ready.outcome)
+            return .ready(
+                Prepared(
+                    body: ByteBuffer(bytes: Self.withTarget(ready.bytes, target)),
+                    label: ProcessRoutes<AppRequestContext>.label(ready.outcome), handling: "memo"))
+        }
+        let promise = eventLoop.makePromise(of: Prepared.self)
+        promise.completeWithTask { [message, target] in
+            let result = await self.pipeline.process(
+                JSONObject([("message", .object(message))]),
+                context: PayloadContext(budget: self.config.budget, baseURL: self.baseURL(), vendor: .fcm))
+            self.metrics.record(result.outcome)
+            let label = ProcessRoutes<AppRequestContext>.label(result.outcome)
+            guard result.outcome.status != .skipped else {
+                return Prepared(body: body, label: label, handling: "passthrough")
+            }
+            let rewritten = self.memo.keepPayload(memoKey, result: result) ?? result.bytes
             return Prepared(
-                body: Self.withTarget(ready.bytes, target),
-                label: ProcessRoutes<AppRequestContext>.label(ready.outcome),
-                handling: "memo")
+                body: ByteBuffer(bytes: Self.withTarget(rewritten, target)), label: label, handling: "processed")
         }
-        let result = await pipeline.process(
-            JSONObject([("message", .object(message))]),
-            context: PayloadContext(budget: config.budget, baseURL: baseURL(), vendor: .fcm))
-        metrics.record(result.outcome)
-        let label = ProcessRoutes<AppRequestContext>.label(result.outcome)
-        guard result.outcome.status != .skipped else {
-            return Prepared(body: body, label: label, handling: "passthrough")
-        }
-        let rewritten = memo.keepPayload(memoKey, result: result) ?? result.bytes
-        return Prepared(body: Self.withTarget(rewritten, target), label: label, handling: "processed")
+        return .later(promise.futureResult)
     }
 
     /// `{"message":{…}}` with the target first in the message.
@@ -168,7 +190,7 @@ final class FCMRelay: Sendable {
     }
 
     /// An error in Google's shape: `{"error":{"code":…,"message":…,"status":…}}`.
-    static func error(_ code: Int, _ status: String, _ message: String) -> Response {
+    static func error(_ code: Int, _ status: String, _ message: String) -> RelayAnswer {
         let body = JSONValue.object(
             JSONObject([
                 (
@@ -180,32 +202,33 @@ final class FCMRelay: Sendable {
                 )
             ])
         ).serialized()
-        return Response(
-            status: .init(code: code), headers: [.contentType: "application/json; charset=UTF-8"],
-            body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        var headers = HPACKHeaders()
+        headers.add(name: "content-type", value: "application/json; charset=UTF-8")
+        return RelayAnswer(status: code, headers: headers, body: ByteBuffer(bytes: body))
     }
 
     /// Metrics and the message's log line (the project, never the token).
     private func finish(
-        _ response: Response, _ handling: String, _ start: ContinuousClock.Instant, _ upstreamTime: Duration,
-        _ project: String
-    ) -> Response {
+        _ answer: RelayAnswer, outcome: String, handling: String, start: ContinuousClock.Instant,
+        upstreamTime: Duration, project: String
+    ) {
         let total = ContinuousClock.now - start
-        metrics.fcmMessage(status: response.status.code, handling: handling, added: total - upstreamTime)
+        metrics.fcmMessage(status: answer.status, handling: handling, added: total - upstreamTime)
         logger.info(
             "fcm message",
             metadata: [
-                "project": "\(project)", "status": "\(response.status.code)",
-                "outcome": "\(response.headers[HTTPField.Name("x-pushmedia-outcome")!] ?? "")",
+                "project": "\(project)", "status": "\(answer.status)", "outcome": "\(outcome)",
                 "handling": "\(handling)", "ms": "\(total.reportedMilliseconds)",
             ])
-        return response
     }
 }
 
-/// The FCM relay's listener: HTTP/1.1, or with a certificate TLS with ALPN `h2` and `http/1.1`.
+/// The FCM relay's listener: HTTP/1.1 and h2c (prior knowledge) on one cleartext port, or with a
+/// certificate TLS with ALPN `h2` and `http/1.1`.
 public struct FCMRelayService: Service {
-    let application: Application<CallbackResponder<BasicRequestContext>>
+    let relay: FCMRelay
+    let tls: NIOSSLContext?
+    let onRunning: @Sendable (_ port: Int, _ tls: Bool) async -> Void
 
     /// Checks the settings and the access rule, reads the certificate and prepares the upstream.
     public init(
@@ -219,28 +242,28 @@ public struct FCMRelayService: Service {
                 "the FCM relay takes messages from anyone (--insecure-no-auth)", metadata: ["address": "\(config.host)"]
             )
         }
-        let relay = try FCMRelay(config: config, parts: parts, logger: logger)
-        let server: HTTPServerBuilder
-        let tls = config.tlsCertificate != nil
+        relay = try FCMRelay(config: config, parts: parts, logger: logger)
         if let certificate = config.tlsCertificate, let key = config.tlsKey {
             let configuration = try serverTLS(
                 certificate: certificate, key: key, clientCA: config.clientCA, protocols: ["h2", "http/1.1"],
                 what: "--fcm-tls-cert/--fcm-tls-key")
-            do { server = try .http2Upgrade(tlsConfiguration: configuration) } catch {
+            do { tls = try NIOSSLContext(configuration: configuration) } catch {
                 throw .unreadable(what: "--fcm-tls-cert/--fcm-tls-key", path: certificate, why: "\(error)")
             }
         } else {
-            server = .http1()
+            tls = nil
         }
-        application = Application(
-            responder: CallbackResponder { request, _ in await relay.handle(request) },
-            server: server,
-            configuration: .init(address: .hostname(config.host, port: config.port ?? 0), serverName: nil),
-            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? config.port ?? 0, tls) },
-            logger: logger)
+        self.onRunning = onRunning
     }
 
     public func run() async throws {
-        try await application.run()
+        let config = relay.config
+        let tls = tls
+        let onRunning = onRunning
+        try await RelayListener(
+            endpoint: relay, host: config.host, port: config.port, tls: tls, http1: true,
+            drainLimit: config.budget + config.upstreamTimeout + .seconds(1)
+        ).run { port in await onRunning(port, tls != nil) }
+        try? await relay.upstream.shutdown().get()
     }
 }

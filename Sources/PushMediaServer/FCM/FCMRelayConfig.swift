@@ -10,7 +10,7 @@ public struct FCMRelayConfig: Sendable, Equatable {
     /// `--fcm-host`, `PUSHMEDIA_FCM_HOST`: its address: 127.0.0.1.
     public var host = "127.0.0.1"
     /// `--fcm-tls-cert`, `--fcm-tls-key`: PEM certificate chain and key (HTTP/1.1 and HTTP/2 by
-    /// ALPN); without them, cleartext HTTP/1.1 for a sidecar on loopback.
+    /// ALPN); without them, cleartext HTTP/1.1 and h2c (prior knowledge) for a sidecar on loopback.
     public var tlsCertificate: String?
     public var tlsKey: String?
     /// `--fcm-client-ca`: accept only clients with a certificate signed by this CA.
@@ -40,7 +40,7 @@ public struct FCMRelayConfig: Sendable, Equatable {
             help: "Open the FCM relay (FCM HTTP v1 messages:send) on this port; 0 for any free one"),
         .address("fcm-host", "PUSHMEDIA_FCM_HOST", \.fcm.host, help: "Address of the FCM relay"),
         .readableFile("fcm-tls-cert", "PUSHMEDIA_FCM_TLS_CERT", \.fcm.tlsCertificate, "a PEM certificate chain") {
-            "The FCM relay's TLS certificate chain (PEM); without it and --fcm-tls-key: cleartext HTTP/1.1"
+            "The FCM relay's TLS certificate chain (PEM); without it and --fcm-tls-key: cleartext HTTP/1.1 and h2c"
         },
         .readableFile("fcm-tls-key", "PUSHMEDIA_FCM_TLS_KEY", \.fcm.tlsKey, "a PEM private key") {
             "The FCM relay's TLS private key (PEM)"

@@ -190,7 +190,7 @@ final class UpstreamConnection: Sendable {
                 channel.closeFuture.cascade(to: closedPromise)
             case let .failure(error):
                 logger.warning(
-                    "apns upstream unreachable", metadata: ["upstream": "\(endpoint.authority)", "error": "\(error)"])
+                    "upstream unreachable", metadata: ["upstream": "\(endpoint.authority)", "error": "\(error)"])
                 closedPromise.succeed()
             }
         }

@@ -1,0 +1,60 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import PushMedia
+import ServiceLifecycle
+
+/// The relay's listener: HTTP/2 only, over TLS (ALPN `h2` offered; a client that sends no ALPN
+/// and starts with the HTTP/2 preface is served the same) or cleartext with prior knowledge (h2c).
+/// On graceful shutdown it stops accepting, lets the pushes in flight finish, sends `GOAWAY` to
+/// every client and closes.
+public struct APNsRelayService: Service {
+    let relay: APNsRelay
+    let tls: NIOSSLContext?
+    let onRunning: @Sendable (_ port: Int, _ tls: Bool) async -> Void
+
+    /// Checks the settings, reads the certificates and keys, and prepares the upstream.
+    public init(
+        parts: ServerParts, logger: Logger, onRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void
+    ) throws(RelaySetupError) {
+        let config = parts.server.apns
+        try config.validate()
+        if !config.loopback && config.clientCA == nil && (config.ownKey || config.allowedTeams.isEmpty) {
+            guard parts.server.insecureNoAuth else { throw .unrestricted(host: config.host, ownKey: config.ownKey) }
+            logger.warning(
+                "the APNs relay takes pushes from anyone (--insecure-no-auth)",
+                metadata: ["address": "\(config.host)", "signs": "\(config.ownKey)"])
+        }
+        if let certificate = config.tlsCertificate, let key = config.tlsKey {
+            let configuration = try serverTLS(
+                certificate: certificate, key: key, clientCA: config.clientCA, protocols: ["h2"],
+                what: "--apns-tls-cert/--apns-tls-key")
+            do { tls = try NIOSSLContext(configuration: configuration) } catch {
+                throw .unreadable(what: "--apns-tls-cert/--apns-tls-key", path: certificate, why: "\(error)")
+            }
+        } else {
+            tls = nil
+        }
+        let signer = try config.key.map { key throws(RelaySetupError) in
+            try ProviderTokenSigner(keyFile: key, keyID: config.keyID ?? "", teamID: config.teamID ?? "")
+        }
+        let upstream = try HTTP2Upstream(
+            endpoint: config.upstreamEndpoint, timeout: config.upstreamTimeout, extraCA: config.upstreamCA,
+            caSetting: "--apns-upstream-ca", logger: logger)
+        relay = APNsRelay(config: config, parts: parts, upstream: upstream, signer: signer, logger: logger)
+        parts.metrics.apnsConnections.withLock { $0 = { upstream.connectionCount } }
+        self.onRunning = onRunning
+    }
+
+    public func run() async throws {
+        let config = relay.config
+        let tls = tls
+        let onRunning = onRunning
+        try await RelayListener(
+            endpoint: relay, host: config.host, port: config.port, tls: tls, http1: false,
+            drainLimit: config.budget + config.upstreamTimeout + .seconds(1)
+        ).run { port in await onRunning(port, tls != nil) }
+        try? await relay.upstream.shutdown().get()
+    }
+}

@@ -1,0 +1,382 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import PushMedia
+import ServiceLifecycle
+
+/// What a relay answers one request: its own refusal or the upstream's answer. `headers` has no
+/// pseudo-headers and no `content-length` (set for the body written).
+struct RelayAnswer: Sendable {
+    var status: Int
+    var headers: HPACKHeaders
+    var body: ByteBuffer?
+}
+
+/// A relay served by a `RelayListener`: it answers complete requests.
+protocol RelayEndpoint: Sendable {
+    /// The largest request body read; a longer one is answered with `tooLarge` at once.
+    var bodyLimit: Int { get }
+    /// Answers one request. The future completes on `eventLoop` and does not fail.
+    func handle(method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop)
+        -> EventLoopFuture<RelayAnswer>
+    /// The answer to a body over `bodyLimit`.
+    func tooLarge(headers: HPACKHeaders) -> RelayAnswer
+}
+
+/// A relay's listener: HTTP/2, over TLS or cleartext with prior knowledge (h2c), and with `http1`
+/// HTTP/1.1 too, told apart by the HTTP/2 connection preface (so TLS without ALPN works, and h2c
+/// and HTTP/1.1 share the cleartext port). Requests are handled on their connection's event loop.
+/// `run` returns after a graceful shutdown: accepting stops, each connection finishes the requests
+/// in flight on it, then gets `GOAWAY` (HTTP/2) or is closed (HTTP/1.1).
+struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
+    let endpoint: Endpoint
+    let host: String
+    let port: Int?
+    let tls: NIOSSLContext?
+    let http1: Bool
+    /// How long connections may take to finish their requests once shutdown began.
+    let drainLimit: Duration
+
+    /// Serves until graceful shutdown; `onRunning` gets the bound port.
+    func run(onRunning: @Sendable (_ port: Int) async -> Void) async throws {
+        let endpoint = endpoint
+        let tls = tls
+        let http1 = http1
+        let clients = Locked<[ObjectIdentifier: any Channel]>([:])
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
+                    if http1 {
+                        try sync.addHandler(RelayProtocolSniffer(endpoint: endpoint))
+                    } else {
+                        try Self.serveHTTP2(sync, endpoint: endpoint)
+                    }
+                    let id = ObjectIdentifier(channel)
+                    clients.withLock { $0[id] = channel }
+                    channel.closeFuture.whenComplete { _ in _ = clients.withLock { $0.removeValue(forKey: id) } }
+                }
+            }
+            .bind(host: host, port: port ?? 0).get()
+        await onRunning(server.localAddress?.port ?? port ?? 0)
+        try? await gracefulShutdown()
+        try? await server.close()
+        for channel in clients.withLock({ Array($0.values) }) {
+            channel.pipeline.fireUserInboundEventTriggered(RelayDrain())
+        }
+        let limit = ContinuousClock.now + drainLimit
+        while !clients.withLock({ $0.isEmpty }) && ContinuousClock.now < limit {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        for channel in clients.withLock({ Array($0.values) }) {
+            try? await channel.close()
+        }
+    }
+
+    static func serveHTTP2(_ sync: ChannelPipeline.SynchronousOperations, endpoint: Endpoint) throws {
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        connection.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 1 << 16),
+        ]
+        try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connection))
+        try sync.addHandler(RelayHTTP2Handler(endpoint: endpoint))
+    }
+
+    static func serveHTTP1(_ sync: ChannelPipeline.SynchronousOperations, endpoint: Endpoint) throws {
+        try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
+        try sync.addHandler(RelayHTTP1Handler(endpoint: endpoint))
+    }
+}
+
+/// Asks a connection to close once the requests in flight on it are answered.
+struct RelayDrain {}
+
+/// The first handler of a connection that may speak either HTTP version: reads until the bytes
+/// match the HTTP/2 connection preface or cannot, sets up the pipeline for that version, and
+/// hands it what was read.
+final class RelayProtocolSniffer<Endpoint: RelayEndpoint>: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private static var preface: [UInt8] { Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) }
+    private let endpoint: Endpoint
+    private var buffered: ByteBuffer?
+
+    init(endpoint: Endpoint) { self.endpoint = endpoint }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        if buffered == nil {
+            buffered = bytes
+        } else {
+            buffered!.writeBuffer(&bytes)
+        }
+        let seen = buffered!.readableBytesView
+        let preface = Self.preface
+        let compared = min(seen.count, preface.count)
+        let matches = seen.prefix(compared).elementsEqual(preface.prefix(compared))
+        guard !matches || compared == preface.count else { return }  // too few bytes to tell yet
+        do {
+            let sync = context.pipeline.syncOperations
+            if matches {
+                try RelayListener.serveHTTP2(sync, endpoint: endpoint)
+            } else {
+                try RelayListener.serveHTTP1(sync, endpoint: endpoint)
+            }
+        } catch {
+            context.close(promise: nil)
+            return
+        }
+        let first = buffered!
+        buffered = nil
+        context.fireChannelRead(wrapInboundOut(first))
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // Shutdown before a request began: nothing to finish.
+        if event is RelayDrain { context.close(promise: nil) } else { context.fireUserInboundEventTriggered(event) }
+    }
+}
+
+/// The server side of one HTTP/2 client connection, on its frames: collects each stream's request
+/// (a body past the endpoint's limit is answered at once), hands it to the endpoint and writes the
+/// answer on the same stream. Writes made in one turn of the event loop are flushed together.
+final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    private struct Request {
+        var headers: HPACKHeaders
+        var body: ByteBuffer?
+    }
+
+    private let endpoint: Endpoint
+    private var requests: [HTTP2StreamID: Request] = [:]
+    /// Streams answered before their request ended (too large): the rest of their frames is ignored.
+    private var answeredEarly: Set<HTTP2StreamID> = []
+    private let flow = ConnectionFlow()
+    /// Streams handed to the endpoint and not yet answered.
+    private var answering = 0
+    private var lastStreamID = HTTP2StreamID(0)
+    private var draining = false
+    private var wentAway = false
+
+    init(endpoint: Endpoint) { self.endpoint = endpoint }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is RelayDrain {
+            draining = true
+            if answering == 0 { goAway(context: context) }
+            return
+        }
+        if let closed = event as? StreamClosedEvent {
+            // A stream reset before its request ended.
+            requests[closed.streamID] = nil
+            answeredEarly.remove(closed.streamID)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// `GOAWAY` after the answers (some clients, those on Python's h2 among them, drop answers
+    /// that come after it), then close.
+    private func goAway(context: ChannelHandlerContext) {
+        guard !wentAway else { return }
+        wentAway = true
+        let frame = HTTP2Frame(
+            streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        let id = frame.streamID
+        flow.open(context)
+        switch frame.payload {
+        case let .headers(headers):
+            guard !answeredEarly.contains(id) else {
+                if headers.endStream { answeredEarly.remove(id) }
+                return
+            }
+            if requests[id] == nil { requests[id] = Request(headers: headers.headers) }
+            if headers.endStream { dispatch(id, context: context) }
+        case let .data(data):
+            flow.received(data)
+            if case var .byteBuffer(buffer) = data.data {
+                if requests[id] != nil, buffer.readableBytes > 0 {
+                    if requests[id]!.body == nil {
+                        requests[id]!.body = buffer
+                    } else {
+                        requests[id]!.body!.writeBuffer(&buffer)
+                    }
+                }
+            }
+            if let request = requests[id], (request.body?.readableBytes ?? 0) > endpoint.bodyLimit {
+                requests[id] = nil
+                if !data.endStream { answeredEarly.insert(id) }
+                write(endpoint.tooLarge(headers: request.headers), on: id, context: context)
+            } else if data.endStream {
+                if answeredEarly.remove(id) == nil { dispatch(id, context: context) }
+            }
+        case .rstStream:
+            requests[id] = nil
+            answeredEarly.remove(id)
+        default:
+            break
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        flow.readComplete(context)
+        context.fireChannelReadComplete()
+    }
+
+    private func dispatch(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
+        guard let request = requests.removeValue(forKey: id) else { return }
+        answering += 1
+        lastStreamID = max(lastStreamID, id)
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(request.headers.count)
+        var method = ""
+        var path = ""
+        for (name, value, indexing) in request.headers {
+            switch name {
+            case ":method": method = value
+            case ":path": path = value
+            default: if !name.hasPrefix(":") { headers.add(name: name, value: value, indexing: indexing) }
+            }
+        }
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        endpoint.handle(
+            method: method, path: path, headers: headers, body: request.body ?? ByteBuffer(), on: context.eventLoop
+        )
+        .whenSuccess { answer in
+            let (handler, context) = loopBound.value
+            handler.write(answer, on: id, context: context)
+            handler.answering -= 1
+            if handler.draining && handler.answering == 0 { handler.goAway(context: context) }
+        }
+    }
+
+    private func write(_ answer: RelayAnswer, on id: HTTP2StreamID, context: ChannelHandlerContext) {
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(answer.headers.count + 2)
+        headers.add(name: ":status", value: String(answer.status))
+        headers.add(contentsOf: answer.headers)
+        let body = answer.body.flatMap { $0.readableBytes > 0 ? $0 : nil }
+        if let body { headers.add(name: "content-length", value: String(body.readableBytes)) }
+        context.write(
+            wrapOutboundOut(
+                HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body == nil)))),
+            promise: nil)
+        if let body {
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
+                promise: nil)
+        }
+        flow.flushSoon(context)
+    }
+
+    /// A protocol error (SwiftNIO has reset the stream, or sent `GOAWAY` for the connection): the
+    /// connection closes once the requests in flight on it are answered.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard !draining else { return }
+        draining = true
+        if answering == 0 { goAway(context: context) }
+    }
+}
+
+/// The server side of one HTTP/1.1 client connection: one request at a time (SwiftNIO's pipelining
+/// handler holds the next until the answer is written), a body past the endpoint's limit answered
+/// at once and the connection closed.
+final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let endpoint: Endpoint
+    private var head: HTTPRequestHead?
+    private var body: ByteBuffer?
+    private var answering = false
+    private var draining = false
+
+    init(endpoint: Endpoint) { self.endpoint = endpoint }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case let .head(requestHead):
+            head = requestHead
+            body = nil
+        case var .body(part):
+            guard let requestHead = head else { return }
+            if body == nil { body = part } else { body!.writeBuffer(&part) }
+            if body!.readableBytes > endpoint.bodyLimit {
+                head = nil
+                body = nil
+                answering = true
+                write(endpoint.tooLarge(headers: Self.headers(of: requestHead)), keepAlive: false, context: context)
+            }
+        case .end:
+            guard let requestHead = head else { return }
+            head = nil
+            let requestBody = body ?? ByteBuffer()
+            body = nil
+            answering = true
+            let keepAlive = requestHead.isKeepAlive
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            endpoint.handle(
+                method: requestHead.method.rawValue, path: requestHead.uri, headers: Self.headers(of: requestHead),
+                body: requestBody, on: context.eventLoop
+            ).whenSuccess { answer in
+                let (handler, context) = loopBound.value
+                handler.write(answer, keepAlive: keepAlive, context: context)
+            }
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is RelayDrain else { return context.fireUserInboundEventTriggered(event) }
+        draining = true
+        if !answering { context.close(promise: nil) }
+    }
+
+    /// The request's headers as HTTP/2 would carry them: lower-case names.
+    private static func headers(of head: HTTPRequestHead) -> HPACKHeaders {
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(head.headers.count)
+        for (name, value) in head.headers { headers.add(name: name.lowercased(), value: value) }
+        return headers
+    }
+
+    private func write(_ answer: RelayAnswer, keepAlive: Bool, context: ChannelHandlerContext) {
+        let close = !keepAlive || draining
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(answer.headers.count + 2)
+        for (name, value, _) in answer.headers { headers.add(name: name, value: value) }
+        headers.add(name: "content-length", value: String(answer.body?.readableBytes ?? 0))
+        if close { headers.add(name: "connection", value: "close") }
+        let status = HTTPResponseStatus(statusCode: answer.status)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        if let body = answer.body, body.readableBytes > 0 {
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        }
+        let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        answering = false
+        if close {
+            let channel = context.channel
+            written.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+}
