@@ -29,86 +29,18 @@ CONNECTIONS=${CONNECTIONS:-4}
 STREAMS=${STREAMS:-100}
 BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
 source "$BENCH/lib.sh"
-PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
+source "$BENCH/relay-lib.sh"
 
 log "tools and build"
-need_apt=()
-command -v h2load >/dev/null || need_apt+=(nghttp2-client)
-command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]] || need_apt+=(haproxy)
-command -v perf >/dev/null || need_apt+=(linux-perf)
-if ((${#need_apt[@]})); then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-fi
-HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
-if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-  (cd "$ROOT" && swift build -c release -j 2 --scratch-path .build-bench --product pushmedia >/dev/null)
-fi
+relay_tools
 
 rm -rf "$OUT" && mkdir -p "$OUT"
 cd "$OUT"
 
 log "certificates"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 \
-  -subj "/CN=bench CA" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr \
-  -subj "/CN=localhost" 2>/dev/null
-printf "subjectAltName=DNS:localhost,IP:127.0.0.1\n" >ext.cnf
-openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 \
-  -extfile ext.cnf 2>/dev/null
-cat server.pem server.key >server-haproxy.pem
-openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out AuthKey.p8
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-SINK=$(free_port)
-HOP=$(free_port)
-ORIGIN=$(free_port)
-
-cat >haproxy.cfg <<EOF
-global
-  maxconn 4000
-  log stderr format raw local0 emerg
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 60s
-  timeout server 60s
-frontend sink
-  bind 127.0.0.1:$SINK ssl crt $OUT/server-haproxy.pem alpn h2
-  http-request return status 200 hdr apns-id "%[uuid]"
-frontend hop
-  bind 127.0.0.1:$HOP ssl crt $OUT/server-haproxy.pem alpn h2
-  default_backend sink
-backend sink
-  http-reuse always
-  server sink 127.0.0.1:$SINK ssl verify required ca-file $OUT/ca.pem alpn h2
-EOF
-"$HAPROXY" -f haproxy.cfg -db >haproxy.log 2>&1 &
-PIDS+=($!)
-HAPROXY_PID=$!
-
-mkdir -p media && cp "$ROOT/samples/media/banner.webp" media/banner
-(cd media && exec python3 -m http.server "$ORIGIN" --bind 127.0.0.1 >/dev/null 2>&1) &
-PIDS+=($!)
-
-start_relay() { # name, extra args...
-  local name=$1
-  shift
-  "$BIN" serve --port 0 --store "$OUT/store-$name" --log-level warning --apns-port 0 \
-    --apns-tls-cert server.pem --apns-tls-key server.key --apns-upstream "https://localhost:$SINK" \
-    --apns-upstream-ca ca.pem --trust-peer "127.0.0.1:$ORIGIN" "$@" >"relay-$name.out" 2>"relay-$name.err" &
-  RELAY_PID=$!
-  PIDS+=($RELAY_PID)
-  RELAY=""
-  for _ in $(seq 100); do
-    RELAY=$(sed -n 's|.*APNs relay on https://127.0.0.1:\([0-9]*\).*|\1|p' "relay-$name.out" | head -1)
-    [[ -n $RELAY ]] && break
-    sleep 0.1
-  done
-  [[ -n $RELAY ]] || { cat "relay-$name.err" >&2; exit 1; }
-}
+relay_certs
+relay_haproxy 'status 200 hdr apns-id "%[uuid]"'
+relay_origin
 
 JWT=$(python3 - <<'EOF'
 import base64, json, subprocess, time
@@ -139,9 +71,6 @@ EOF
 
 uris() { sed "s|^|https://localhost:$1|" tokens.txt >"uris-$1.txt"; echo "uris-$1.txt"; }
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-TICK=$(getconf CLK_TCK)
-
 # h2load run: name, port, body, pid whose CPU is counted ("" for none), extra h2load args...
 run() {
   local name=$1 port=$2 body=$3 pid=$4
@@ -160,17 +89,17 @@ run() {
   ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "h2load-$name.txt")
   local cpu_us=""
   if [[ -n $pid ]]; then
-    cpu_us=$(python3 -c "print(round(($after - $before) / $TICK * 1e6 / max(1, $ok), 2))")
+    cpu_us=$(cpu_us_per "$before" "$after" "$ok")
   fi
   echo "{\"name\":\"$name\",\"pushes_per_s\":$rps,\"ok\":$ok,\"cpu_us_per_push\":${cpu_us:-null}}" >>runs.jsonl
   printf '  %-22s %10s pushes/s  %6s 2xx  %8s µs CPU/push\n' "$name" "$rps" "$ok" "${cpu_us:--}"
 }
 
 log "relays"
-start_relay campaign
+start_relay apns campaign
 CAMPAIGN_PID=$RELAY_PID
 CAMPAIGN=$RELAY
-start_relay distinct --memo-bytes 0
+start_relay apns distinct --memo-bytes 0
 DISTINCT_PID=$RELAY_PID
 DISTINCT=$RELAY
 # Warm the media cache of both relays (the first push fetches and converts).
@@ -214,17 +143,8 @@ run "rss-campaign" "$CAMPAIGN" rich.json "$CAMPAIGN_PID" -n $((PUSHES_RSS / 2)) 
 run "rss-passthrough" "$CAMPAIGN" background.json "$CAMPAIGN_PID" -n $((PUSHES_RSS / 2)) >/dev/null
 RSS_KB=$(awk '/VmHWM/ {print $2}' "/proc/$CAMPAIGN_PID/status")
 
-if [[ ${PERF:-1} != 0 ]] && perf stat -e task-clock true >/dev/null 2>&1; then
-  log "perf: the campaign path"
-  perf record -g -o perf.data -p "$CAMPAIGN_PID" -- sleep 8 >/dev/null 2>&1 &
-  PERF_PID=$!
-  sleep 0.5
-  run "perf-campaign" "$CAMPAIGN" rich.json "" -n "$PUSHES" >/dev/null
-  wait "$PERF_PID" || true
-  perf report -i perf.data --no-children --sort dso --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25 >perf-dso.txt || true
-  perf report -i perf.data --no-children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' \
-    | head -40 >perf-symbols.txt || true
-fi
+log "perf: the campaign path"
+relay_perf "$CAMPAIGN_PID" run "perf-campaign" "$CAMPAIGN" rich.json "" -n "$PUSHES"
 
 python3 - "$RSS_KB" "$HALF" "$CONNECTIONS" <<'EOF'
 import json, sys

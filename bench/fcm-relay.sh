@@ -23,85 +23,18 @@ CONNECTIONS=${CONNECTIONS:-4}
 STREAMS=${STREAMS:-100}
 BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
 source "$BENCH/lib.sh"
-PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
+source "$BENCH/relay-lib.sh"
 
 log "tools and build"
-need_apt=()
-command -v h2load >/dev/null || need_apt+=(nghttp2-client)
-command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]] || need_apt+=(haproxy)
-if ((${#need_apt[@]})); then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-fi
-HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
-if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-  (cd "$ROOT" && swift build -c release -j 2 --scratch-path .build-bench --product pushmedia >/dev/null)
-fi
+relay_tools
 
 rm -rf "$OUT" && mkdir -p "$OUT"
 cd "$OUT"
 
 log "certificates"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 \
-  -subj "/CN=bench CA" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr \
-  -subj "/CN=localhost" 2>/dev/null
-printf "subjectAltName=DNS:localhost,IP:127.0.0.1\n" >ext.cnf
-openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 \
-  -extfile ext.cnf 2>/dev/null
-cat server.pem server.key >server-haproxy.pem
-openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out AuthKey.p8
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-SINK=$(free_port)
-HOP=$(free_port)
-ORIGIN=$(free_port)
-
-cat >haproxy.cfg <<EOF
-global
-  maxconn 4000
-  log stderr format raw local0 emerg
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 60s
-  timeout server 60s
-frontend sink
-  bind 127.0.0.1:$SINK ssl crt $OUT/server-haproxy.pem alpn h2
-  http-request return status 200 content-type application/json string "{\\"name\\":\\"projects/bench/messages/1\\"}"
-frontend hop
-  bind 127.0.0.1:$HOP ssl crt $OUT/server-haproxy.pem alpn h2
-  default_backend sink
-backend sink
-  http-reuse always
-  server sink 127.0.0.1:$SINK ssl verify required ca-file $OUT/ca.pem alpn h2
-EOF
-"$HAPROXY" -f haproxy.cfg -db >haproxy.log 2>&1 &
-PIDS+=($!)
-HAPROXY_PID=$!
-
-mkdir -p media && cp "$ROOT/samples/media/banner.webp" media/banner
-(cd media && exec python3 -m http.server "$ORIGIN" --bind 127.0.0.1 >/dev/null 2>&1) &
-PIDS+=($!)
-
-start_relay() { # name, extra args...
-  local name=$1
-  shift
-  "$BIN" serve --port 0 --store "$OUT/store-$name" --log-level warning --fcm-port 0 \
-    --fcm-tls-cert server.pem --fcm-tls-key server.key --fcm-upstream "https://localhost:$SINK" \
-    --fcm-upstream-ca ca.pem --trust-peer "127.0.0.1:$ORIGIN" "$@" >"relay-$name.out" 2>"relay-$name.err" &
-  RELAY_PID=$!
-  PIDS+=($RELAY_PID)
-  RELAY=""
-  for _ in $(seq 100); do
-    RELAY=$(sed -n 's|.*FCM relay on https://127.0.0.1:\([0-9]*\).*|\1|p' "relay-$name.out" | head -1)
-    [[ -n $RELAY ]] && break
-    sleep 0.1
-  done
-  [[ -n $RELAY ]] || { cat "relay-$name.err" >&2; exit 1; }
-}
+relay_certs
+relay_haproxy 'status 200 content-type application/json string "{\"name\":\"projects/bench/messages/1\"}"'
+relay_origin
 
 python3 - "$ORIGIN" <<'PY'
 import json, sys
@@ -115,9 +48,6 @@ message = {"message": {"token": "bench-device-token-0001",
 open("message.json", "w").write(json.dumps(message, separators=(",", ":")))
 PY
 SEND=/v1/projects/bench/messages:send
-
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-TICK=$(getconf CLK_TCK)
 
 # h2load run: name, port, pid whose CPU is counted ("" for none)
 run() {
@@ -133,14 +63,14 @@ run() {
   ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "h2load-$name.txt")
   local cpu_us=""
   if [[ -n $pid ]]; then
-    cpu_us=$(python3 -c "print(round(($after - $before) / $TICK * 1e6 / max(1, $ok), 2))")
+    cpu_us=$(cpu_us_per "$before" "$after" "$ok")
   fi
   echo "{\"name\":\"$name\",\"per_s\":$rps,\"ok\":$ok,\"cpu_us\":${cpu_us:-null}}" >>runs.jsonl
   printf '  %-16s %10s messages/s  %6s 2xx  %8s µs CPU/message\n' "$name" "$rps" "$ok" "${cpu_us:--}"
 }
 
 log "relay"
-start_relay campaign
+start_relay fcm campaign
 CAMPAIGN_PID=$RELAY_PID
 CAMPAIGN=$RELAY
 # Warm the media cache and the memo (the first message fetches and converts).
@@ -157,6 +87,9 @@ for round in 1 2; do
   run "haproxy#$round" "$HOP" "$HAPROXY_PID"
   run "campaign#$round" "$CAMPAIGN" "$CAMPAIGN_PID"
 done
+
+log "perf: the campaign path"
+relay_perf "$CAMPAIGN_PID" run "perf-campaign" "$CAMPAIGN" ""
 
 python3 - <<'PY'
 import json

@@ -14,6 +14,13 @@ final class ResponseMemo: Sendable {
     struct Key: Hashable, Sendable {
         var options: String
         var body: [UInt8]
+
+        /// The body hashed as one run of bytes (an array's own hashing feeds them one at a time).
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(options)
+            hasher.combine(body.count)
+            body.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 
     struct Entry: Sendable {

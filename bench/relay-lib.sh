@@ -1,0 +1,119 @@
+# What the relay benchmarks (apns-relay.sh, fcm-relay.sh) share (sourced after lib.sh): tools,
+# the release build, certificates, HAProxy as sink and as plain hop, the media origin, starting
+# a relay, CPU accounting and a perf profile. Expects BENCH, ROOT, OUT and BIN to be set.
+
+PIDS=()
+cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# h2load, HAProxy and perf from Debian when missing; the release build unless SKIP_BUILD=1.
+relay_tools() {
+  local need_apt=()
+  command -v h2load >/dev/null || need_apt+=(nghttp2-client)
+  command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]] || need_apt+=(haproxy)
+  command -v perf >/dev/null || need_apt+=(linux-perf)
+  if ((${#need_apt[@]})); then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  fi
+  HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
+  if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+    (cd "$ROOT" && swift build -c release -j 2 --scratch-path .build-bench --product pushmedia >/dev/null)
+  fi
+}
+
+# A test CA (ca.pem), a certificate for localhost/127.0.0.1 (server.pem, server.key; both in
+# server-haproxy.pem), and an ES256 key (AuthKey.p8), in the current folder.
+relay_certs() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 \
+    -subj "/CN=bench CA" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr \
+    -subj "/CN=localhost" 2>/dev/null
+  printf "subjectAltName=DNS:localhost,IP:127.0.0.1\n" >ext.cnf
+  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 \
+    -extfile ext.cnf 2>/dev/null
+  cat server.pem server.key >server-haproxy.pem
+  openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out AuthKey.p8
+}
+
+# relay_haproxy "SINK ANSWER": one HAProxy with two frontends, TLS and HTTP/2 on both: the sink
+# on $SINK answering every request with the given `http-request return` arguments, and the plain
+# hop on $HOP passing requests to the sink. Sets SINK, HOP and HAPROXY_PID.
+relay_haproxy() {
+  SINK=$(free_port)
+  HOP=$(free_port)
+  cat >haproxy.cfg <<EOF
+global
+  maxconn 4000
+  log stderr format raw local0 emerg
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+frontend sink
+  bind 127.0.0.1:$SINK ssl crt $OUT/server-haproxy.pem alpn h2
+  http-request return $1
+frontend hop
+  bind 127.0.0.1:$HOP ssl crt $OUT/server-haproxy.pem alpn h2
+  default_backend sink
+backend sink
+  http-reuse always
+  server sink 127.0.0.1:$SINK ssl verify required ca-file $OUT/ca.pem alpn h2
+EOF
+  "$HAPROXY" -f haproxy.cfg -db >haproxy.log 2>&1 &
+  HAPROXY_PID=$!
+  PIDS+=($HAPROXY_PID)
+}
+
+# The campaign's image (samples/media/banner.webp, served without an extension as /banner) on
+# 127.0.0.1:$ORIGIN.
+relay_origin() {
+  ORIGIN=$(free_port)
+  mkdir -p media && cp "$ROOT/samples/media/banner.webp" media/banner
+  (cd media && exec python3 -m http.server "$ORIGIN" --bind 127.0.0.1 >/dev/null 2>&1) &
+  PIDS+=($!)
+}
+
+# start_relay apns|fcm NAME [serve arguments...]: a relay over TLS to the sink, trusting the
+# origin; sets RELAY (its port) and RELAY_PID once it listens.
+start_relay() {
+  local kind=$1 name=$2 banner
+  shift 2
+  [[ $kind == apns ]] && banner="APNs relay" || banner="FCM relay"
+  "$BIN" serve --port 0 --store "$OUT/store-$name" --log-level warning "--$kind-port" 0 \
+    "--$kind-tls-cert" server.pem "--$kind-tls-key" server.key "--$kind-upstream" "https://localhost:$SINK" \
+    "--$kind-upstream-ca" ca.pem --trust-peer "127.0.0.1:$ORIGIN" "$@" >"relay-$name.out" 2>"relay-$name.err" &
+  RELAY_PID=$!
+  PIDS+=($RELAY_PID)
+  RELAY=""
+  for _ in $(seq 100); do
+    RELAY=$(sed -n "s|.*$banner on https://127.0.0.1:\([0-9]*\).*|\1|p" "relay-$name.out" | head -1)
+    [[ -n $RELAY ]] && break
+    sleep 0.1
+  done
+  [[ -n $RELAY ]] || { cat "relay-$name.err" >&2; exit 1; }
+}
+
+TICK=$(getconf CLK_TCK)
+# User + system CPU ticks of a process.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# cpu_us_per BEFORE AFTER COUNT: CPU µs per item between two cpu_ticks readings.
+cpu_us_per() { python3 -c "print(round(($2 - $1) / $TICK * 1e6 / max(1, $3), 2))"; }
+
+# relay_perf PID COMMAND...: a perf profile (call graphs) of PID while COMMAND runs, summed by
+# shared object (perf-dso.txt) and by symbol (perf-symbols.txt). PERF=0, or no perf, skips.
+relay_perf() {
+  local pid=$1
+  shift
+  [[ ${PERF:-1} != 0 ]] && perf stat -e task-clock true >/dev/null 2>&1 || return 0
+  perf record -g -o perf.data -p "$pid" -- sleep 8 >/dev/null 2>&1 &
+  local perf_pid=$!
+  sleep 0.5
+  "$@" >/dev/null
+  wait "$perf_pid" || true
+  perf report -i perf.data --no-children --sort dso --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' \
+    | head -25 >perf-dso.txt || true
+  perf report -i perf.data --no-children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' \
+    | head -40 >perf-symbols.txt || true
+}
