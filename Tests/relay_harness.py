@@ -1,8 +1,12 @@
-"""What the relay tests (Tests/apns, Tests/fcm) share: check failures, the media origin, the
-subprocesses they start and the runner with its command line."""
+"""What the relay tests (Tests/apns, Tests/fcm) share: checks and their registry, the test CA,
+the media origin, the subprocesses they start (stand-in, relays), the world that makes each
+on first use, and the runner with its command line."""
 
 import argparse
+import datetime
 import http.server
+import ipaddress
+import json
 import logging
 import os
 import queue
@@ -11,13 +15,23 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import traceback
+import urllib.error
+import urllib.request
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BANNER = os.path.join(ROOT, "samples", "media", "banner.webp")
+# A media URL on a relay's store (format with the relay's HTTP port).
+STORE_URL = r"^http://127\.0\.0\.1:{port}/media/[0-9a-f]{{64}}\.jpg$"
 
 
 class CheckFailed(Exception):
@@ -29,17 +43,104 @@ def expect(condition, message):
         raise CheckFailed(message)
 
 
+CHECKS = []
+
+
+def check(group):
+    """Registers a check, (name, group, function), in CHECKS; group "standin" needs no relay."""
+    def register(fn):
+        CHECKS.append((fn.__name__, group, fn))
+        return fn
+    return register
+
+
+def http_get(url, timeout=10.0):
+    """(status, body) of a GET."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+# -- test certificates --------------------------------------------------------------------------
+
+def private_pem(key):
+    """A private key as unencrypted PKCS #8 PEM."""
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+class Material:
+    """A test CA and a server certificate it signed for localhost and 127.0.0.1 (P-256 keys,
+    valid for two days), written to `folder` as ca.pem, server.pem and server.key."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.now = datetime.datetime.now(datetime.timezone.utc)
+        self.ca_key = ec.generate_private_key(ec.SECP256R1())
+        self.ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "PushMedia test CA")])
+        ca = (
+            x509.CertificateBuilder().subject_name(self.ca_name).issuer_name(self.ca_name)
+            .public_key(self.ca_key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(self.now - datetime.timedelta(hours=1))
+            .not_valid_after(self.now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                key_encipherment=False, data_encipherment=False, key_agreement=False,
+                encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.ca_key.public_key()), critical=False)
+            .sign(self.ca_key, hashes.SHA256())
+        )
+        server_key = ec.generate_private_key(ec.SECP256R1())
+        server = self.issue("localhost", server_key, ExtendedKeyUsageOID.SERVER_AUTH,
+                            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+        self.ca = self.write("ca.pem", ca.public_bytes(serialization.Encoding.PEM))
+        self.cert = self.write("server.pem", server.public_bytes(serialization.Encoding.PEM))
+        self.key = self.write("server.key", private_pem(server_key))
+
+    def issue(self, common_name, key, usage, names=()):
+        """A certificate the CA signs for key: its common name, extended key usage and subject
+        alternative names."""
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+            .issuer_name(self.ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(self.now - datetime.timedelta(hours=1))
+            .not_valid_after(self.now + datetime.timedelta(days=2))
+        )
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(list(names)), critical=False)
+        return (
+            builder
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()),
+                           critical=False)
+            .sign(self.ca_key, hashes.SHA256())
+        )
+
+    def write(self, name, data):
+        """Writes data to a file in the folder; returns its path."""
+        path = os.path.join(self.folder, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+
 # -- media origin ---------------------------------------------------------------------------
 
 class Origin:
-    """http.server on 127.0.0.1 serving the WebP sample at `paths` (without an extension), those in
-    `slow` after 1.5 s; counts GET requests per path."""
+    """http.server on 127.0.0.1 serving the WebP sample at `paths` (without an extension) as a CDN
+    would (cacheable for a day), those in `slow` after a delay (a mapping of path to seconds, or
+    paths taking 1.5 s); counts GET requests per path."""
 
     def __init__(self, paths, slow=()):
         with open(BANNER, "rb") as f:
             self.webp = f.read()
         self.paths = tuple(paths)
-        self.slow = set(slow)
+        self.slow = dict(slow) if isinstance(slow, dict) else {path: 1.5 for path in slow}
         self.gets = {}
         self.heads = {}
         self.requests = []  # (time, method, path, Range header, User-Agent)
@@ -65,9 +166,10 @@ class Origin:
                     self.end_headers()
                     return
                 if path in origin.slow:
-                    time.sleep(1.5)
+                    time.sleep(origin.slow[path])
                 self.send_response(200)
                 self.send_header("Content-Type", "image/webp")
+                self.send_header("Cache-Control", "public, max-age=86400")
                 self.send_header("Content-Length", str(len(origin.webp)))
                 self.end_headers()
                 if body:
@@ -87,6 +189,17 @@ class Origin:
 
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"
+
+    def wait_fetch(self, path, more_than, timeout=10.0):
+        """Waits until `path` was requested more than `more_than` times (the request has arrived,
+        though a slow path is still being answered)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self.lock:
+                if self.gets.get(path, 0) > more_than:
+                    return
+            time.sleep(0.02)
+        raise CheckFailed(f"no request for {path} reached the origin within {timeout:.0f} s")
 
     def fetches(self, path):
         with self.lock:
@@ -194,6 +307,171 @@ def free_port():
         return s.getsockname()[1]
 
 
+class Standin:
+    """A stand-in (a standin.py with `options`) as a subprocess, over TLS with the test
+    certificate, recording to <work>/<name>.jsonl."""
+
+    def __init__(self, world, name, script, *options):
+        self.record = os.path.join(world.work, f"{name}.jsonl")
+        m = world.material
+        argv = [sys.executable, script, "--port", "0", "--cert", m.cert, "--key", m.key,
+                "--record", self.record, *options]
+        self.proc = Proc(name, argv, world.work)
+        (match,) = self.proc.wait_for([r"^standin listening on (\d+)$"])
+        self.port = int(match.group(1))
+        self.base = f"https://localhost:{self.port}"
+
+    def mark(self):
+        """How many requests are recorded now: entries(since=mark()) gives only later ones."""
+        return len(self.entries())
+
+    def entries(self, tokens=None, since=0):
+        """The recorded requests (for these device or registration tokens), in the order they
+        were answered."""
+        out = []
+        try:
+            with open(self.record, encoding="utf-8") as f:
+                for n, line in enumerate(f):
+                    if n < since:
+                        continue
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if tokens is None or entry.get("token") in tokens:
+                        out.append(entry)
+        except FileNotFoundError:
+            pass
+        return out
+
+
+class Relay:
+    """`pushmedia serve` with its APNs or FCM relay (world.kind) in front of `upstream`, trusting
+    the test CA upstream, over TLS with the test certificate when tls. `hook` is the port of its
+    HTTP API, `port` the relay's."""
+
+    def __init__(self, world, name, upstream, tls=True, extra=()):
+        m = world.material
+        kind = world.kind
+        store = os.path.join(world.work, f"store-{name}")
+        os.makedirs(store, exist_ok=True)
+        argv = [world.bin, "serve", "--port", "0", "--store", store, f"--{kind}-port", "0",
+                f"--{kind}-upstream", upstream, f"--{kind}-upstream-ca", m.ca,
+                "--trust-peer", f"127.0.0.1:{world.origin.port}"]
+        if tls:
+            argv += [f"--{kind}-tls-cert", m.cert, f"--{kind}-tls-key", m.key]
+        argv += list(extra)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PUSHMEDIA_")}
+        self.proc = Proc(name, argv, world.work, env=env)
+        hook, relay = self.proc.wait_for([
+            r"PushMedia listening on http://127\.0\.0\.1:(\d+)",
+            rf"PushMedia {world.label} relay on (https?)://127\.0\.0\.1:(\d+)",
+        ])
+        self.hook = int(hook.group(1))
+        self.scheme = relay.group(1)
+        self.port = int(relay.group(2))
+        expect(self.scheme == ("https" if tls else "http"),
+               f"{name}: relay on {self.scheme}, expected {'https' if tls else 'http'}")
+        self.tls = tls
+        self.base = f"{self.scheme}://localhost:{self.port}"
+
+    def store_url_re(self):
+        return re.compile(STORE_URL.format(port=self.hook))
+
+
+# -- the world: everything a check may need, made on first use ----------------------------------
+
+class World:
+    """What the checks use, each made on first use; a failure to make one is remembered and
+    fails every check that needs it. A relay test subclasses it with its kind of relay."""
+
+    kind = label = None  # "apns", "APNs": the relay's options (--apns-port, ...) and its log line
+    material_class = Material
+    relay_class = Relay
+    standin_script = None
+    origin_paths = ()  # served by the media origin
+    slow_paths = ()  # served after 1.5 s
+
+    def __init__(self, bin_path, work):
+        self.bin = bin_path
+        self.work = work
+        self._made = {}
+
+    def once(self, name, make):
+        """make(), the first time name is asked for; the same value (or failure) after that."""
+        if name not in self._made:
+            try:
+                self._made[name] = (True, make())
+            except Exception as e:
+                self._made[name] = (False, e)
+        ok, value = self._made[name]
+        if not ok:
+            raise CheckFailed(f"{name} unavailable: {value}")
+        return value
+
+    def standin_options(self):
+        """The stand-in's own command-line options."""
+        return []
+
+    @property
+    def material(self):
+        return self.once("material", lambda: self.material_class(self.work))
+
+    @property
+    def origin(self):
+        return self.once("origin", lambda: Origin(self.origin_paths, slow=self.slow_paths))
+
+    @property
+    def standin(self):
+        return self.standin_with("standin")
+
+    def standin_with(self, name, *options):
+        """A stand-in of its own with these further options (made once per name)."""
+        return self.once(name, lambda: Standin(self, name, self.standin_script, *self.standin_options(), *options))
+
+    def relay_support(self):
+        def probe():
+            if not os.access(self.bin, os.X_OK):
+                raise CheckFailed(f"{self.bin} is missing (swift build first)")
+            out = subprocess.run([self.bin, "serve", "--help"], capture_output=True, timeout=30)
+            if f"--{self.kind}-port".encode() not in out.stdout + out.stderr:
+                raise CheckFailed(f"`{self.bin} serve --help` lists no --{self.kind}-port "
+                                  f"(no {self.label} relay in this build)")
+            return True
+        return self.once("relay", probe)
+
+    def relay(self, name, make_upstream, tls=True, extra=()):
+        """A relay (made once per name) in front of the upstream URL make_upstream() gives."""
+        def make():
+            self.relay_support()
+            return self.relay_class(self, name, make_upstream(), tls=tls, extra=extra)
+        return self.once(name, make)
+
+    @property
+    def relay_tls(self):
+        return self.relay("relay-tls", lambda: self.standin.base)
+
+    def wait_record(self, standin, tokens, count, timeout=10.0):
+        """The stand-in's entries for tokens once there are `count` (or after timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            entries = standin.entries(tokens)
+            if len(entries) >= count or time.monotonic() > deadline:
+                return entries
+            time.sleep(0.05 if count < 100 else 0.3)
+
+    def single_entry(self, standin, token):
+        entries = self.wait_record(standin, {token}, 1)
+        expect(len(entries) == 1, f"the stand-in recorded {len(entries)} requests for {token[:12]}…, expected one")
+        return entries[0]
+
+    def close(self):
+        """Stops the media origin, if it was made."""
+        ok, origin = self._made.get("origin", (False, None))
+        if ok:
+            origin.stop()
+
+
 # -- the runner -------------------------------------------------------------------------------
 
 def run_checks(checks, make_world, description, work_prefix, default_timeout, quiet=()):
@@ -251,8 +529,7 @@ def run_checks(checks, make_world, description, work_prefix, default_timeout, qu
     finally:
         timer.cancel()
         stop_all()
-        if "origin" in world._made and world._made["origin"][0]:
-            world._made["origin"][1].stop()
+        world.close()
         if args.keep or failed:
             print(f"     work folder: {work}")
         else:

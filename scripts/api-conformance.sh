@@ -3,8 +3,10 @@
 # requests from /openapi.yaml of a real `pushmedia serve` with default settings (loopback, no
 # auth, a fresh local store holding one media file) and checks every answer against the
 # document (--checks all). A fixed seed and a bounded number of examples per operation keep the
-# run reproducible and about half a minute long. Exits 1 when the document and the server
-# disagree. Called by `make test` after the Swift tests (which build BIN).
+# run reproducible and about half a minute long. Schemathesis is pinned in
+# scripts/schemathesis-requirements.txt and installed into a venv (.build/tools/schemathesis,
+# rebuilt when that file changes). Exits 1 when the document and the server disagree. Called
+# by `make test` after the Swift tests (which build BIN).
 #   scripts/api-conformance.sh                    # BIN=.build/debug/pushmedia
 #   SEED=7 EXAMPLES=200 scripts/api-conformance.sh
 set -euo pipefail
@@ -13,17 +15,14 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-.build/debug/pushmedia}
 SEED=${SEED:-20261123}
 EXAMPLES=${EXAMPLES:-25}
-VERSION=4.32.5
 TOOLS=.build/tools/schemathesis
+REQUIREMENTS=scripts/schemathesis-requirements.txt
+VERSION=$(sed -n 's/^schemathesis==//p' "$REQUIREMENTS")
 ST=$TOOLS/bin/st
 
 [ -x "$BIN" ] || { echo "api-conformance: $BIN is missing (swift build first)" >&2; exit 1; }
-if ! { [ -x "$ST" ] && "$ST" --version 2>/dev/null | grep -q " $VERSION\$"; }; then
-  echo "api-conformance: installing schemathesis $VERSION into $TOOLS" >&2
-  rm -rf "$TOOLS"
-  python3 -m venv "$TOOLS"
-  "$TOOLS/bin/pip" install -q --disable-pip-version-check "schemathesis==$VERSION"
-fi
+. scripts/venv.sh
+ensure_venv "$TOOLS" "$REQUIREMENTS"
 
 work=$(mktemp -d)
 server=""

@@ -25,14 +25,8 @@ TOOLS=.build/tools/apns
 REQUIREMENTS=Tests/apns/requirements.txt
 PY=$TOOLS/bin/python
 
-want=$(sha256sum "$REQUIREMENTS" | cut -c1-64)
-if ! { [ -x "$PY" ] && [ "$(cat "$TOOLS/requirements.sha256" 2>/dev/null)" = "$want" ]; }; then
-  echo "apns-relay: installing $REQUIREMENTS into $TOOLS" >&2
-  rm -rf "$TOOLS"
-  python3 -m venv "$TOOLS"
-  "$TOOLS/bin/pip" install -q --disable-pip-version-check -r "$REQUIREMENTS"
-  echo "$want" >"$TOOLS/requirements.sha256"
-fi
+. scripts/venv.sh
+ensure_venv "$TOOLS" "$REQUIREMENTS"
 
 # h2load (Debian's nghttp2-client) and Node.js (the README's sender) when missing.
 packages=()

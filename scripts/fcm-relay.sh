@@ -8,8 +8,9 @@
 # upstream with its text, data and Android options intact, its images (android.notification.image,
 # apns.fcm_options.image) on the relay's store (JPEGs) and mutable-content set; the client gets
 # the stand-in's message name; UNREGISTERED surfaces as each library's UnregisteredError;
-# validate_only arrives byte for byte; 503 UNAVAILABLE when the upstream is down, /healthz still
-# 200; 404/405 answered without reaching upstream; a 300-message campaign with one origin fetch.
+# without a certificate HTTP/1.1 and h2c on one port; validate_only arrives byte for byte; 503
+# UNAVAILABLE when the upstream is down, /healthz still 200; 404/405 answered without reaching
+# upstream; a 300-message campaign with one origin fetch.
 # Python packages are pinned in Tests/fcm/requirements.txt and installed into a venv
 # (.build/tools/fcm, rebuilt when that file changes). Exits 1 when a check fails.
 #   scripts/fcm-relay.sh                          # BIN=.build/debug/pushmedia
@@ -23,13 +24,7 @@ TOOLS=.build/tools/fcm
 REQUIREMENTS=Tests/fcm/requirements.txt
 PY=$TOOLS/bin/python
 
-want=$(sha256sum "$REQUIREMENTS" | cut -c1-64)
-if ! { [ -x "$PY" ] && [ "$(cat "$TOOLS/requirements.sha256" 2>/dev/null)" = "$want" ]; }; then
-  echo "fcm-relay: installing $REQUIREMENTS into $TOOLS" >&2
-  rm -rf "$TOOLS"
-  python3 -m venv "$TOOLS"
-  "$TOOLS/bin/pip" install -q --disable-pip-version-check -r "$REQUIREMENTS"
-  echo "$want" >"$TOOLS/requirements.sha256"
-fi
+. scripts/venv.sh
+ensure_venv "$TOOLS" "$REQUIREMENTS"
 
 exec "$PY" Tests/fcm/relay_test.py --bin "$BIN" "$@"

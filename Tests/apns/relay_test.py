@@ -16,8 +16,6 @@ failed. The stand-in checks come first and need no relay.
 
 import asyncio
 import base64
-import datetime
-import ipaddress
 import json
 import logging
 import os
@@ -30,8 +28,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import h2.config
@@ -39,17 +35,17 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
-from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from relay_harness import CheckFailed, Origin, Proc, expect, free_port, run_checks  # noqa: E402
+import relay_harness  # noqa: E402
+from relay_harness import (  # noqa: E402
+    CHECKS, CheckFailed, check, expect, free_port, http_get, private_pem, run_checks)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 STANDIN = os.path.join(HERE, "standin.py")
 NODE_SENDER = os.path.join(HERE, "node-sender.js")
 
@@ -59,7 +55,6 @@ OTHER_TEAM = "OTHER12345"
 OTHER_KEY_ID = "OTHERKEY12"
 TOPIC = "com.example.pushmedia"
 
-STORE_URL = r"^http://127\.0\.0\.1:{port}/media/[0-9a-f]{{64}}\.jpg$"
 RICH_TEXT = {"title": "Hi", "body": "Text"}
 CUSTOM = {"k": [1, 2]}
 
@@ -83,69 +78,22 @@ def b64url(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-class Material:
+class Material(relay_harness.Material):
+    """The test CA and server certificate, a client certificate, and provider keys."""
+
     def __init__(self, folder):
-        self.folder = folder
-        now = datetime.datetime.now(datetime.timezone.utc)
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "PushMedia test CA")])
-        ca = (
-            x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-            .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                key_encipherment=False, data_encipherment=False, key_agreement=False,
-                encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        server_key = ec.generate_private_key(ec.SECP256R1())
-        server = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-            .issuer_name(ca_name).public_key(server_key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        pem = serialization.Encoding.PEM
-        pkcs8 = serialization.PrivateFormat.PKCS8
-        plain = serialization.NoEncryption()
+        super().__init__(folder)
         client_key = ec.generate_private_key(ec.SECP256R1())
-        client = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "push sender")]))
-            .issuer_name(ca_name).public_key(client_key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        self.ca = self._write("ca.pem", ca.public_bytes(pem))
-        self.cert = self._write("server.pem", server.public_bytes(pem))
-        self.key = self._write("server.key", server_key.private_bytes(pem, pkcs8, plain))
-        self.client_cert = self._write("client.pem", client.public_bytes(pem))
-        self.client_key = self._write("client.key", client_key.private_bytes(pem, pkcs8, plain))
+        client = self.issue("push sender", client_key, ExtendedKeyUsageOID.CLIENT_AUTH)
+        self.client_cert = self.write("client.pem", client.public_bytes(serialization.Encoding.PEM))
+        self.client_key = self.write("client.key", private_pem(client_key))
         # Provider keys as Apple issues them: AuthKey_<kid>.p8, PKCS #8 PEM.
         self.provider_key = ec.generate_private_key(ec.SECP256R1())
-        self.p8 = self._write(f"AuthKey_{KEY_ID}.p8", self.provider_key.private_bytes(pem, pkcs8, plain))
+        self.p8 = self.write(f"AuthKey_{KEY_ID}.p8", private_pem(self.provider_key))
         self.p8_text = open(self.p8).read()
         self.other_key = ec.generate_private_key(ec.SECP256R1())
-        self.other_p8 = self._write(f"AuthKey_{OTHER_KEY_ID}.p8", self.other_key.private_bytes(pem, pkcs8, plain))
+        self.other_p8 = self.write(f"AuthKey_{OTHER_KEY_ID}.p8", private_pem(self.other_key))
         self.stranger_key = ec.generate_private_key(ec.SECP256R1())
-
-    def _write(self, name, data):
-        path = os.path.join(self.folder, name)
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
 
     def jwt(self, team=TEAM, kid=KEY_ID, iat=None, key=None):
         key = key or (self.other_key if kid == OTHER_KEY_ID else self.provider_key)
@@ -167,68 +115,8 @@ class Material:
         return ctx
 
 
-# -- subprocesses ---------------------------------------------------------------------------
-
-class Standin:
-    def __init__(self, world, name, *extra):
-        self.record = os.path.join(world.work, f"{name}.jsonl")
-        m = world.material
-        argv = [sys.executable, STANDIN, "--port", "0", "--cert", m.cert, "--key", m.key,
-                "--team", f"{TEAM}:{KEY_ID}:{m.p8}", "--team", f"{OTHER_TEAM}:{OTHER_KEY_ID}:{m.other_p8}",
-                "--topic", TOPIC, "--record", self.record, *extra]
-        self.proc = Proc(name, argv, world.work)
-        (m,) = self.proc.wait_for([r"^standin listening on (\d+)$"])
-        self.port = int(m.group(1))
-
-    def mark(self):
-        """How many requests are recorded now: entries(since=mark()) gives only later ones."""
-        return len(self.entries())
-
-    def entries(self, tokens=None, since=0):
-        """The recorded requests (for these device tokens), in the order they were answered."""
-        out = []
-        try:
-            with open(self.record, encoding="utf-8") as f:
-                for n, line in enumerate(f):
-                    if n < since:
-                        continue
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue
-                    if tokens is None or entry.get("token") in tokens:
-                        out.append(entry)
-        except FileNotFoundError:
-            pass
-        return out
-
-
-class Relay:
-    def __init__(self, world, name, upstream, tls=True, extra=()):
-        m = world.material
-        store = os.path.join(world.work, f"store-{name}")
-        os.makedirs(store, exist_ok=True)
-        argv = [world.bin, "serve", "--port", "0", "--store", store, "--apns-port", "0",
-                "--apns-upstream", upstream, "--apns-upstream-ca", m.ca,
-                "--trust-peer", f"127.0.0.1:{world.origin.port}"]
-        if tls:
-            argv += ["--apns-tls-cert", m.cert, "--apns-tls-key", m.key]
-        argv += list(extra)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PUSHMEDIA_")}
-        self.proc = Proc(name, argv, world.work, env=env)
-        hook, relay = self.proc.wait_for([
-            r"PushMedia listening on http://127\.0\.0\.1:(\d+)",
-            r"PushMedia APNs relay on (https?)://127\.0\.0\.1:(\d+)",
-        ])
-        self.hook = int(hook.group(1))
-        self.scheme = relay.group(1)
-        self.port = int(relay.group(2))
-        expect(self.scheme == ("https" if tls else "http"),
-               f"{name}: relay on {self.scheme}, expected {'https' if tls else 'http'}")
-        self.tls = tls
-
-    def store_url_re(self):
-        return re.compile(STORE_URL.format(port=self.hook))
+class Relay(relay_harness.Relay):
+    """A relay; h2() sends requests to it on one HTTP/2 connection."""
 
     def h2(self, world, requests, **kw):
         ctx = world.material.client_context() if self.tls else None
@@ -421,14 +309,6 @@ def push_headers(world, auth=True, push_type="alert", apns_id=None, **extra):
     return headers
 
 
-def http_get(url, timeout=10.0):
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
 # -- the clients under test ---------------------------------------------------------------------
 
 def rich_message(world, media_path="/img/banner"):
@@ -546,84 +426,25 @@ class PyAPNsClient:
 
 # -- the world: everything a check may need, made on first use ----------------------------------
 
-class World:
-    def __init__(self, bin_path, work):
-        self.bin = bin_path
-        self.work = work
-        self._made = {}
+class World(relay_harness.World):
+    kind, label = "apns", "APNs"
+    material_class = Material
+    relay_class = Relay
+    standin_script = STANDIN
+    origin_paths = ("/img/banner", "/img/campaign", "/img/hostile", "/img/slow")
+    slow_paths = ("/img/slow",)
 
-    def _once(self, name, make):
-        if name not in self._made:
-            try:
-                self._made[name] = (True, make())
-            except Exception as e:
-                self._made[name] = (False, e)
-        ok, value = self._made[name]
-        if not ok:
-            raise CheckFailed(f"{name} unavailable: {value}")
-        return value
-
-    @property
-    def material(self):
-        return self._once("material", lambda: Material(self.work))
-
-    @property
-    def origin(self):
-        return self._once("origin", lambda: Origin(("/img/banner", "/img/campaign", "/img/hostile", "/img/slow"), slow=("/img/slow",)))
-
-    @property
-    def standin(self):
-        return self._once("standin", lambda: Standin(self, "standin"))
-
-    def relay_support(self):
-        def probe():
-            if not os.access(self.bin, os.X_OK):
-                raise CheckFailed(f"{self.bin} is missing (swift build first)")
-            out = subprocess.run([self.bin, "serve", "--help"], capture_output=True, timeout=30)
-            if b"--apns-port" not in out.stdout + out.stderr:
-                raise CheckFailed(f"`{self.bin} serve --help` lists no --apns-port (no relay in this build)")
-            return True
-        return self._once("relay", probe)
-
-    def relay(self, name, make_upstream, tls=True, extra=()):
-        def make():
-            self.relay_support()
-            return Relay(self, name, make_upstream(), tls=tls, extra=extra)
-        return self._once(name, make)
-
-    @property
-    def relay_tls(self):
-        return self.relay("relay-tls", lambda: f"https://localhost:{self.standin.port}")
+    def standin_options(self):
+        m = self.material
+        return ["--team", f"{TEAM}:{KEY_ID}:{m.p8}", "--team", f"{OTHER_TEAM}:{OTHER_KEY_ID}:{m.other_p8}",
+                "--topic", TOPIC]
 
     @property
     def relay_h2c(self):
         return self.relay("relay-h2c", lambda: f"https://localhost:{self.standin.port}", tls=False)
 
-    def wait_record(self, standin, tokens, count, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            entries = standin.entries(tokens)
-            if len(entries) >= count or time.monotonic() > deadline:
-                return entries
-            time.sleep(0.05 if count < 100 else 0.3)
-
-    def single_entry(self, standin, token):
-        entries = self.wait_record(standin, {token}, 1)
-        expect(len(entries) == 1, f"the stand-in recorded {len(entries)} pushes to {token[:8]}…, expected one")
-        return entries[0]
-
 
 # -- checks -------------------------------------------------------------------------------------
-
-CHECKS = []
-
-
-def check(group):
-    def register(fn):
-        CHECKS.append((fn.__name__, group, fn))
-        return fn
-    return register
-
 
 def client_against_standin(world, client_cls):
     client = client_cls(world, world.standin.port)
@@ -928,7 +749,7 @@ def relay_upstream_down(world):
 
 @check("relay")
 def relay_upstream_stall(world):
-    stalled = world._once("standin-stall", lambda: Standin(world, "standin-stall", "--stall"))
+    stalled = world.standin_with("standin-stall", "--stall")
     relay = world.relay("relay-stall", lambda: f"https://localhost:{stalled.port}", tls=False,
                         extra=["--apns-upstream-timeout", "2s"])
     expect_503(relay, world, 1.5, 5.0)
@@ -1026,8 +847,7 @@ def relay_bad_method_and_path(world):
 
 @check("relay")
 def relay_goaway(world):
-    goaway = world._once("standin-goaway", lambda: Standin(
-        world, "standin-goaway", "--goaway-after", "5", "--goaway-connections", "1"))
+    goaway = world.standin_with("standin-goaway", "--goaway-after", "5", "--goaway-connections", "1")
     relay = world.relay("relay-goaway", lambda: f"https://localhost:{goaway.port}", tls=False)
     tokens = [device_token() for _ in range(20)]
     responses = relay.h2(world, [Request(f"/3/device/{t}", push_headers(world), b'{"aps":{"alert":"go"}}')
@@ -1101,9 +921,10 @@ def relay_sigterm(world):
         except Exception as e:
             results.append(e)
 
+    before = world.origin.fetches("/img/slow")
     sender = threading.Thread(target=push)
     sender.start()
-    time.sleep(0.7)  # the push waits for its media (the origin takes 1.5 s)
+    world.origin.wait_fetch("/img/slow", before)  # the push now waits for its media (the origin takes 1.5 s)
     expect(relay.proc.alive(), "the relay exited early")
     relay.proc.p.send_signal(signal.SIGTERM)
     sender.join(timeout=20)

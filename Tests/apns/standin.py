@@ -47,29 +47,25 @@ that to the first K connections). A stream over --max-concurrent-streams is refu
   status (null when not answered), reason, apns_id.
 """
 
-import argparse
-import asyncio
 import base64
-import hashlib
 import json
+import os
 import re
-import signal
-import ssl
 import sys
 import time
 import uuid
 
-import h2.config
-import h2.connection
 import h2.errors
-import h2.events
 import h2.exceptions
-import h2.settings
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from hyperframe.frame import GoAwayFrame
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import standin_common  # noqa: E402
+from standin_common import Stream, h2_settings, record_headers, sha256_hex  # noqa: E402
 
 PUSH_TYPES = {
     "alert", "background", "voip", "complication", "fileprovider", "mdm", "location",
@@ -136,7 +132,7 @@ class TokenCheck:
             return hit
         if len(self.cache) > 50000:
             self.cache.clear()
-        digest = hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
+        digest = sha256_hex(value)
         jwt_header = jwt_claims = None
         error = None
         try:
@@ -173,136 +169,46 @@ class TokenCheck:
         return result
 
 
-class Recorder:
-    def __init__(self, path):
-        self.file = open(path, "a", encoding="utf-8") if path else None
-        self.pending = []
+class APNsHandler(standin_common.H2Handler):
+    """One HTTP/2 connection, answered as Apple answers; --goaway-after and --stall applied."""
 
-    def add(self, entry):
-        if self.file:
-            self.pending.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+    body_keep = BODY_KEEP
+    whole_frames = True  # aioapns parses each DATA frame as a whole JSON text
 
-    def flush(self):
-        if self.file and self.pending:
-            self.file.write("\n".join(self.pending) + "\n")
-            self.file.flush()
-            self.pending.clear()
-
-
-class Stream:
-    __slots__ = ("headers", "body", "size", "recorded")
-
-    def __init__(self, headers):
-        self.headers = headers
-        self.body = bytearray()
-        self.size = 0
-        self.recorded = False
-
-
-class APNsProtocol(asyncio.Protocol):
-    next_id = 0
-
-    def __init__(self, server):
-        self.server = server
-        APNsProtocol.next_id += 1
-        self.conn_id = APNsProtocol.next_id
-        self.transport = None
-        self.alpn = None
-        config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
-        self.conn = h2.connection.H2Connection(config=config)
-        self.conn.local_settings = self.settings(server.opts.max_concurrent_streams)
-        self.streams = {}
-        self.pending = {}  # stream id -> body bytes waiting for flow-control window
+    def __init__(self, conn):
+        super().__init__(conn)
         self.team = None
         self.seen = 0
         self.goaway_last = None
-        self.closing = False
 
-    @staticmethod
-    def settings(max_streams):
-        return h2.settings.Settings(
-            client=False,
-            initial_values={
-                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: max_streams,
-                h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
-                h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20,
-            },
-        )
+    @property
+    def max_streams(self):
+        return self.server.opts.max_concurrent_streams
 
-    # -- transport --------------------------------------------------------------------------
-
-    def connection_made(self, transport):
-        self.transport = transport
-        ssl_object = transport.get_extra_info("ssl_object")
-        self.alpn = ssl_object.selected_alpn_protocol() if ssl_object else "h2c"
-        self.server.connections.add(self)
-        self.conn.initiate_connection()
+    def settings_sent(self):
         # The SETTINGS just sent advertise --max-concurrent-streams; h2 itself would treat a
         # stream over it as a connection error, so it gets no limit and on_request refuses such
         # a stream alone (REFUSED_STREAM), as RFC 9113 section 5.1.2 allows.
-        self.conn.local_settings = self.settings(2**31 - 1)
-        self.conn.increment_flow_control_window((1 << 24) - 65535)
-        self.flush()
+        self.h2.local_settings = h2_settings(2**31 - 1)
 
-    def connection_lost(self, exc):
-        self.server.connections.discard(self)
-        for sid, stream in list(self.streams.items()):
-            if not stream.recorded:
-                above = self.goaway_last is not None and sid > self.goaway_last
-                self.record(sid, stream, None, "not answered: above the GOAWAY's last_stream_id" if above
-                            else "connection closed before an answer", None)
-        self.streams.clear()
-        self.server.recorder.flush()
-
-    def flush(self):
-        # The record goes out before the answers it describes.
-        self.server.recorder.flush()
-        data = self.conn.data_to_send()
-        if data and self.transport and not self.transport.is_closing():
-            self.transport.write(data)
-
-    def data_received(self, data):
-        try:
-            events = self.conn.receive_data(data)
-        except h2.exceptions.ProtocolError:
-            self.flush()
-            self.transport.close()
-            return
-        for event in events:
-            if isinstance(event, h2.events.RequestReceived):
-                self.on_request(event)
-            elif isinstance(event, h2.events.DataReceived):
-                self.on_data(event)
-            elif isinstance(event, h2.events.StreamEnded):
-                self.on_end(event.stream_id)
-            elif isinstance(event, h2.events.StreamReset):
-                stream = self.streams.pop(event.stream_id, None)
-                self.pending.pop(event.stream_id, None)
-                if stream is not None:
-                    self.record(event.stream_id, stream, None, "reset by the client", None)
-            elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
-                self.send_pending()
-            elif isinstance(event, h2.events.ConnectionTerminated):
-                self.closing = True
-        self.flush()
-        if self.closing and not self.streams and not self.pending:
-            self.transport.close()
-
-    # -- requests ---------------------------------------------------------------------------
+    def lost_note(self, sid):
+        if self.goaway_last is not None and sid > self.goaway_last:
+            return "not answered: above the GOAWAY's last_stream_id"
+        return "connection closed before an answer"
 
     def on_request(self, event):
-        if len(self.streams) >= self.server.opts.max_concurrent_streams:
+        if len(self.streams) >= self.max_streams:
             stream = Stream(event.headers)
             self.record(event.stream_id, stream, None, "refused: over SETTINGS_MAX_CONCURRENT_STREAMS", None)
             try:
-                self.conn.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+                self.h2.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             except h2.exceptions.ProtocolError:
                 pass
             return
-        self.streams[event.stream_id] = Stream(event.headers)
+        super().on_request(event)
         self.seen += 1
         n = self.server.opts.goaway_after
-        if n and self.seen == n and self.goaway_last is None and self.server.goaway_applies(self.conn_id):
+        if n and self.seen == n and self.goaway_last is None and self.server.goaway_applies(self.conn.conn_id):
             self.goaway_last = event.stream_id
             # Written by hand: h2 refuses to send anything after its own GOAWAY, and the
             # streams at or below last_stream_id still get their answers.
@@ -310,18 +216,7 @@ class APNsProtocol(asyncio.Protocol):
             frame.last_stream_id = event.stream_id
             frame.error_code = 0
             self.flush()
-            self.transport.write(frame.serialize())
-
-    def on_data(self, event):
-        stream = self.streams.get(event.stream_id)
-        if stream is not None:
-            stream.size += len(event.data)
-            if len(stream.body) < BODY_KEEP:
-                stream.body += event.data[: BODY_KEEP - len(stream.body)]
-        try:
-            self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-        except h2.exceptions.StreamClosedError:
-            pass
+            self.conn.transport.write(frame.serialize())
 
     def on_end(self, sid):
         stream = self.streams.get(sid)
@@ -348,23 +243,18 @@ class APNsProtocol(asyncio.Protocol):
         if any(s <= self.goaway_last for s in self.streams) or self.pending:
             return
         try:
-            self.conn.close_connection(last_stream_id=self.goaway_last)
+            self.h2.close_connection(last_stream_id=self.goaway_last)
         except h2.exceptions.ProtocolError:
             pass
         self.flush()
-        self.transport.close()
+        self.conn.transport.close()
 
     def check(self, stream):
         """(status, reason, apns_id, extra JSON fields) for a complete request."""
         opts = self.server.opts
-        headers = {}
-        duplicate = False
-        for name, value in stream.headers:
-            if name in headers:
-                if name.startswith("apns-") or name == "authorization":
-                    duplicate = True
-                continue
-            headers[name] = value
+        headers = standin_common.first_values(stream.headers)
+        once = [name for name, _ in stream.headers if name.startswith("apns-") or name == "authorization"]
+        duplicate = len(once) != len(set(once))
         apns_id = headers.get("apns-id")
         if apns_id is None or not UUID_RE.match(apns_id):
             answer_id = str(uuid.uuid4()).upper()
@@ -432,61 +322,37 @@ class APNsProtocol(asyncio.Protocol):
         return 200, None, answer_id, {}
 
     def answer(self, sid, status, reason, apns_id, extra):
-        try:
-            if status == 200:
-                self.conn.send_headers(sid, [
-                    (":status", "200"),
-                    ("apns-id", apns_id),
-                    ("apns-unique-id", str(uuid.uuid4())),
-                ], end_stream=True)
-                return
-            body = json.dumps({"reason": reason, **extra}, separators=(",", ":")).encode()
-            self.conn.send_headers(sid, [
-                (":status", str(status)),
-                ("apns-id", apns_id),
-                ("content-type", "application/json"),
-                ("content-length", str(len(body))),
-            ])
-            self.pending[sid] = body
-            self.send_pending()
-        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
-            self.pending.pop(sid, None)
+        if status == 200:
+            self.respond(sid, [(":status", "200"), ("apns-id", apns_id), ("apns-unique-id", str(uuid.uuid4()))])
+            return
+        body = json.dumps({"reason": reason, **extra}, separators=(",", ":")).encode()
+        self.respond(sid, [
+            (":status", str(status)),
+            ("apns-id", apns_id),
+            ("content-type", "application/json"),
+            ("content-length", str(len(body))),
+        ], body)
 
-    def send_pending(self):
-        for sid in list(self.pending):
-            body = self.pending[sid]
-            try:
-                # One DATA frame per body: aioapns parses each DATA frame as a whole JSON text.
-                if self.conn.local_flow_control_window(sid) < len(body):
-                    continue
-                self.conn.send_data(sid, body, end_stream=True)
-            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError):
-                pass
-            del self.pending[sid]
+    def record_unanswered(self, sid, stream, note):
+        self.record(sid, stream, None, note, None)
 
     def record(self, sid, stream, status, reason, apns_id):
         rec = self.server.recorder
         stream.recorded = True
         if rec.file is None:
             return
-        headers = {}
         authorization = None
         for name, value in stream.headers:
             if name == "authorization":
                 digest, jwt_header, jwt_claims, _ = self.server.tokens.decode(value)
                 authorization = {"sha256": digest, "jwt_header": jwt_header, "jwt_claims": jwt_claims}
-                value = "sha256:" + digest
-            if name in headers:
-                old = headers[name]
-                headers[name] = (old if isinstance(old, list) else [old]) + [value]
-            else:
-                headers[name] = value
+        headers = record_headers(stream.headers)
         path = headers.get(":path", "")
         token = path[len("/3/device/"):] if isinstance(path, str) and path.startswith("/3/device/") else None
         rec.add({
-            "conn": self.conn_id,
+            "conn": self.conn.conn_id,
             "stream": sid,
-            "alpn": self.alpn,
+            "alpn": self.conn.alpn if self.conn.tls else "h2c",
             "time": round(time.time(), 6),
             "method": headers.get(":method"),
             "path": path,
@@ -501,15 +367,17 @@ class APNsProtocol(asyncio.Protocol):
         })
 
 
-class Server:
+class Server(standin_common.Server):
+    """HTTP/2 only: a client that negotiates no ALPN is spoken to in HTTP/2 all the same."""
+
+    h2_handler = APNsHandler
+
     def __init__(self, opts):
-        self.opts = opts
         keys = Keys()
         for spec in opts.team:
             keys.add(spec)
         self.tokens = TokenCheck(keys)
-        self.recorder = Recorder(opts.record)
-        self.connections = set()
+        super().__init__(opts)
         self.goaway_connections = set()
 
     def goaway_applies(self, conn_id):
@@ -519,52 +387,18 @@ class Server:
         self.goaway_connections.add(conn_id)
         return True
 
-    def ssl_context(self):
-        if not self.opts.cert:
-            return None
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(self.opts.cert, self.opts.key)
-        ctx.set_alpn_protocols(["h2"])
-        return ctx
-
-    async def run(self):
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: APNsProtocol(self), self.opts.host, self.opts.port, ssl=self.ssl_context(), backlog=1024)
-        port = server.sockets[0].getsockname()[1]
-        print(f"standin listening on {port}", flush=True)
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        async with server:
-            await stop.wait()
-        for c in list(self.connections):
-            c.transport.close()
-        self.recorder.flush()
-
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="standin.py",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=__doc__,
-        epilog="Example:\n  standin.py --port 0 --cert server.pem --key server.key "
-               "--team ABCDE12345:KEY1234567:AuthKey.pub.pem --topic com.example.app --record rec.jsonl",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0,
-                        help="port; 0 picks a free one. Prints 'standin listening on PORT' once listening")
-    parser.add_argument("--cert", help="server certificate chain (PEM); without --cert/--key: cleartext h2c")
-    parser.add_argument("--key", help="server private key (PEM)")
+    parser = standin_common.arg_parser(
+        __doc__,
+        "standin.py --port 0 --cert server.pem --key server.key "
+        "--team ABCDE12345:KEY1234567:AuthKey.pub.pem --topic com.example.app --record rec.jsonl",
+        cleartext="cleartext h2c", stall="accept TLS and HTTP/2 but never answer a stream")
     parser.add_argument("--team", action="append", default=[], required=True, metavar="TEAMID:KEYID:PEMFILE",
                         help="a provider key: its team (iss), key ID (kid) and P-256 public key in PEM "
                              "(a private key such as a .p8 also works); repeatable")
     parser.add_argument("--topic", action="append", default=[], required=True,
                         help="an accepted apns-topic; repeatable")
-    parser.add_argument("--record", help="append one JSON line per request to this file")
-    parser.add_argument("--stall", action="store_true",
-                        help="accept TLS and HTTP/2 but never answer a stream")
     parser.add_argument("--goaway-after", type=int, default=0, metavar="N",
                         help="after the Nth stream of a connection send GOAWAY with last_stream_id = that "
                              "stream; answer streams at or below it, never those above, then close")
@@ -572,13 +406,7 @@ def main(argv=None):
                         help="apply --goaway-after to the first K connections only (default 0: every one)")
     parser.add_argument("--max-concurrent-streams", type=int, default=1000, metavar="N",
                         help="SETTINGS_MAX_CONCURRENT_STREAMS (default 1000)")
-    opts = parser.parse_args(argv)
-    if bool(opts.cert) != bool(opts.key):
-        parser.error("--cert and --key go together")
-    try:
-        asyncio.run(Server(opts).run())
-    except KeyboardInterrupt:
-        pass
+    standin_common.serve(Server, parser, argv)
 
 
 if __name__ == "__main__":

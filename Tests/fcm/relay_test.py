@@ -33,33 +33,25 @@ import concurrent.futures
 import datetime
 import hashlib
 import http.client
-import http.server
-import ipaddress
 import json
-import logging
 import os
 import re
 import secrets
 import socket
 import ssl
-import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import warnings
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from relay_harness import CheckFailed, Origin, Proc, expect, free_port, run_checks  # noqa: E402
+import relay_harness  # noqa: E402
+from relay_harness import (  # noqa: E402
+    CHECKS, CheckFailed, check, expect, free_port, http_get, private_pem, run_checks)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 STANDIN = os.path.join(HERE, "standin.py")
 
 PROJECT = "pushmedia-test"
@@ -68,14 +60,10 @@ ACCESS_TOKEN = "ya29.pushmedia-test-access-token"
 BEARER = f"Bearer {ACCESS_TOKEN}"
 SEND_PATH = f"/v1/projects/{PROJECT}/messages:send"
 
-STORE_URL = r"^http://127\.0\.0\.1:{port}/media/[0-9a-f]{{64}}\.jpg$"
 NAME_RE = re.compile(rf"^projects/{re.escape(PROJECT)}/messages/0:\d+%[0-9a-f]{{16}}$")
 FAKE_NAME = f"projects/{PROJECT}/messages/fake_message_id"
 TITLE, BODY = "Hi", "Text"
 DATA = {"k": "v"}
-
-log = logging.getLogger("relay_test")
-
 
 # The stand-in answers registration tokens starting with these with errors (see standin.py --help).
 DESIGNATED = ("dead", "bad0", "4290", "5030")
@@ -103,61 +91,23 @@ def rich_message(world, token, media_path="/img/banner"):
 
 # -- material: CA, server certificate, service account -------------------------------------------
 
-class Material:
+class Material(relay_harness.Material):
+    """The test CA and server certificate, and a service account."""
+
     def __init__(self, folder):
-        self.folder = folder
-        now = datetime.datetime.now(datetime.timezone.utc)
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "PushMedia test CA")])
-        ca = (
-            x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-            .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                key_encipherment=False, data_encipherment=False, key_agreement=False,
-                encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        server_key = ec.generate_private_key(ec.SECP256R1())
-        server = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-            .issuer_name(ca_name).public_key(server_key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        pem = serialization.Encoding.PEM
-        pkcs8 = serialization.PrivateFormat.PKCS8
-        plain = serialization.NoEncryption()
-        self.ca = self._write("ca.pem", ca.public_bytes(pem))
-        self.cert = self._write("server.pem", server.public_bytes(pem))
-        self.key = self._write("server.key", server_key.private_bytes(pem, pkcs8, plain))
+        super().__init__(folder)
         # A service account as the Firebase console hands it out (RS256 key), for async-firebase.
         account_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.service_account = {
             "type": "service_account",
             "project_id": PROJECT,
             "private_key_id": secrets.token_hex(20),
-            "private_key": account_key.private_bytes(pem, pkcs8, plain).decode(),
+            "private_key": private_pem(account_key).decode(),
             "client_email": f"firebase-adminsdk-test@{PROJECT}.iam.gserviceaccount.com",
             "client_id": str(secrets.randbelow(10 ** 21)),
             "auth_uri": "https://accounts.google.com/o/oauth2/auth",
             "token_uri": "https://oauth2.googleapis.com/token",
         }
-
-    def _write(self, name, data):
-        path = os.path.join(self.folder, name)
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
 
     def client_context(self, alpn=None):
         ctx = ssl.create_default_context(cafile=self.ca)
@@ -172,71 +122,6 @@ class Material:
         os.environ["SSL_CERT_FILE"] = self.ca
         os.environ.pop("CURL_CA_BUNDLE", None)
         os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
-
-
-# -- subprocesses ---------------------------------------------------------------------------
-
-class Standin:
-    def __init__(self, world, name, *extra):
-        self.record = os.path.join(world.work, f"{name}.jsonl")
-        m = world.material
-        argv = [sys.executable, STANDIN, "--port", "0", "--cert", m.cert, "--key", m.key,
-                "--project", PROJECT, "--token", ACCESS_TOKEN, "--record", self.record, *extra]
-        self.proc = Proc(name, argv, world.work)
-        (match,) = self.proc.wait_for([r"^standin listening on (\d+)$"])
-        self.port = int(match.group(1))
-        self.base = f"https://localhost:{self.port}"
-
-    def mark(self):
-        """How many requests are recorded now: entries(since=mark()) gives only later ones."""
-        return len(self.entries())
-
-    def entries(self, tokens=None, since=0):
-        """The recorded requests (for these registration tokens), in the order they were answered."""
-        out = []
-        try:
-            with open(self.record, encoding="utf-8") as f:
-                for n, line in enumerate(f):
-                    if n < since:
-                        continue
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue
-                    if tokens is None or entry.get("token") in tokens:
-                        out.append(entry)
-        except FileNotFoundError:
-            pass
-        return out
-
-
-class Relay:
-    def __init__(self, world, name, upstream, tls=True, extra=()):
-        m = world.material
-        store = os.path.join(world.work, f"store-{name}")
-        os.makedirs(store, exist_ok=True)
-        argv = [world.bin, "serve", "--port", "0", "--store", store, "--fcm-port", "0",
-                "--fcm-upstream", upstream, "--fcm-upstream-ca", m.ca,
-                "--trust-peer", f"127.0.0.1:{world.origin.port}"]
-        if tls:
-            argv += ["--fcm-tls-cert", m.cert, "--fcm-tls-key", m.key]
-        argv += list(extra)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PUSHMEDIA_")}
-        self.proc = Proc(name, argv, world.work, env=env)
-        hook, relay = self.proc.wait_for([
-            r"PushMedia listening on http://127\.0\.0\.1:(\d+)",
-            r"PushMedia FCM relay on (https?)://127\.0\.0\.1:(\d+)",
-        ])
-        self.hook = int(hook.group(1))
-        self.scheme = relay.group(1)
-        self.port = int(relay.group(2))
-        expect(self.scheme == ("https" if tls else "http"),
-               f"{name}: relay on {self.scheme}, expected {'https' if tls else 'http'}")
-        self.tls = tls
-        self.base = f"{self.scheme}://localhost:{self.port}"
-
-    def store_url_re(self):
-        return re.compile(STORE_URL.format(port=self.hook))
 
 
 # -- raw HTTP -----------------------------------------------------------------------------------
@@ -311,14 +196,6 @@ def h2_requests(world, port, requests, timeout=15.0):
             out.append(Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content,
                                 time.monotonic() - started))
     return out
-
-
-def http_get(url, timeout=10.0):
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def google_error(response):
@@ -488,80 +365,20 @@ CLIENTS = {"firebase_admin": FirebaseAdmin, "async_firebase": AsyncFirebase}
 
 # -- the world: everything a check may need, made on first use ----------------------------------
 
-class World:
-    def __init__(self, bin_path, work):
-        self.bin = bin_path
-        self.work = work
-        self._made = {}
+class World(relay_harness.World):
+    kind, label = "fcm", "FCM"
+    material_class = Material
+    standin_script = STANDIN
+    origin_paths = ("/img/banner", "/img/campaign")
+    # The campaign's image takes a moment, as from a real CDN: the message's Android and iOS jobs
+    # are both under way while it downloads, and share it.
+    slow_paths = {"/img/campaign": 0.5}
 
-    def _once(self, name, make):
-        if name not in self._made:
-            try:
-                self._made[name] = (True, make())
-            except Exception as e:
-                self._made[name] = (False, e)
-        ok, value = self._made[name]
-        if not ok:
-            raise CheckFailed(f"{name} unavailable: {value}")
-        return value
-
-    @property
-    def material(self):
-        return self._once("material", lambda: Material(self.work))
-
-    @property
-    def origin(self):
-        return self._once("origin", lambda: Origin(("/img/banner", "/img/campaign"), slow=()))
-
-    @property
-    def standin(self):
-        return self._once("standin", lambda: Standin(self, "standin"))
-
-    def relay_support(self):
-        def probe():
-            if not os.access(self.bin, os.X_OK):
-                raise CheckFailed(f"{self.bin} is missing (swift build first)")
-            out = subprocess.run([self.bin, "serve", "--help"], capture_output=True, timeout=30)
-            if b"--fcm-port" not in out.stdout + out.stderr:
-                raise CheckFailed(f"`{self.bin} serve --help` lists no --fcm-port (no FCM relay in this build)")
-            return True
-        return self._once("relay", probe)
-
-    def relay(self, name, make_upstream, tls=True, extra=()):
-        def make():
-            self.relay_support()
-            return Relay(self, name, make_upstream(), tls=tls, extra=extra)
-        return self._once(name, make)
-
-    @property
-    def relay_tls(self):
-        return self.relay("relay-tls", lambda: self.standin.base)
-
-    def wait_record(self, standin, tokens, count, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            entries = standin.entries(tokens)
-            if len(entries) >= count or time.monotonic() > deadline:
-                return entries
-            time.sleep(0.05 if count < 100 else 0.3)
-
-    def single_entry(self, standin, token):
-        entries = self.wait_record(standin, {token}, 1)
-        expect(len(entries) == 1, f"the stand-in recorded {len(entries)} requests for {token[:12]}…, expected one")
-        return entries[0]
+    def standin_options(self):
+        return ["--project", PROJECT, "--token", ACCESS_TOKEN]
 
 
 # -- checks -------------------------------------------------------------------------------------
-
-CHECKS = []
-
-
-def check(group):
-    def register(fn):
-        CHECKS.append((fn.__name__, group, fn))
-        return fn
-    return register
-
 
 # a. The stand-in against the real clients, and on its own.
 
@@ -729,7 +546,7 @@ def standin_token_endpoint(world):
 
 @check("standin")
 def standin_stall(world):
-    stalled = world._once("standin-stall", lambda: Standin(world, "standin-stall", "--stall"))
+    stalled = world.standin_with("standin-stall", "--stall")
     token = device_token()
     started = time.monotonic()
     try:
@@ -826,6 +643,41 @@ def relay_outcome_header(world):
     entry = world.single_entry(world.standin, token)
     expect(entry["name"] == r.json()["name"], f"stand-in named it {entry['name']!r}, the relay answered "
                                              f"{r.json()['name']!r}")
+
+
+@check("relay")
+def relay_cleartext_http1_and_h2c(world):
+    """Without a certificate one port serves HTTP/1.1 and HTTP/2 with prior knowledge (h2c)."""
+    import httpx
+
+    relay = world.relay("relay-cleartext", lambda: world.standin.base, tls=False)
+    pattern = relay.store_url_re()
+    clients = (("HTTP/1.1", lambda: httpx.Client(timeout=15)),
+               ("HTTP/2", lambda: httpx.Client(http1=False, http2=True, timeout=15)))
+    for version, make_client in clients:
+        token = device_token()
+        body = json.dumps({"message": rich_message(world, token)}).encode()
+        deadline = time.monotonic() + 10.0
+        with make_client() as client:
+            for attempt in range(1, 100):
+                r = client.post(f"http://127.0.0.1:{relay.port}{SEND_PATH}", content=body,
+                                headers={"authorization": BEARER, "content-type": "application/json"})
+                expect(r.http_version == version, f"httpx spoke {r.http_version}, expected {version}")
+                expect(r.status_code == 200 and NAME_RE.match(str(r.json().get("name"))),
+                       f"{version}: relay answered {r.status_code} {r.text[:300]}")
+                expect(r.headers.get("x-pushmedia-outcome"), f"{version}: no x-pushmedia-outcome header")
+                entries = world.wait_record(world.standin, {token}, attempt, timeout=5)
+                message = json.loads(entries[-1]["body"])["message"]
+                if is_processed(message, pattern):
+                    break
+                expect(time.monotonic() < deadline, f"{version}: after {attempt} messages in 10 s the image "
+                                                    f"is not on the store")
+                time.sleep(0.3)
+            expect_enriched(message, token, pattern)
+            missing = client.get(f"http://127.0.0.1:{relay.port}/v1/projects/{PROJECT}/nothing")
+            expect(missing.status_code == 404 and google_error(Response(
+                missing.status_code, dict(missing.headers), missing.content, 0)) is not None,
+                f"{version}: another path answered {missing.status_code} {missing.text[:200]}")
 
 
 # c. Unregistered through the relay.

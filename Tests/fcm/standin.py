@@ -51,31 +51,26 @@ iat, exp; decoded, not verified) answers {"access_token": <first --token>, "expi
   FcmError errorCode, e.g. UNREGISTERED), name (the message name answered), note.
 """
 
-import argparse
-import asyncio
 import base64
-import hashlib
 import json
+import os
 import re
 import secrets
-import signal
-import ssl
 import sys
 import time
 import urllib.parse
 
 import h11
-import h2.config
-import h2.connection
-import h2.errors
-import h2.events
-import h2.exceptions
-import h2.settings
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import standin_common  # noqa: E402
+from standin_common import Stream, first_values, record_headers  # noqa: E402
 
 SEND_RE = re.compile(r"^/v1/projects/([^/:?#]+)/messages:send$")
 TOKEN_PATH = "/token"
 MAX_BODY = 1 << 20
-H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+# Bodies are kept up to one byte over MAX_BODY: enough to tell one that is too large.
+BODY_KEEP = MAX_BODY + 1
 
 FCM_ERROR = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
@@ -262,12 +257,124 @@ def b64url_json(part):
     return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
 
 
-class Server:
-    def __init__(self, opts):
-        self.opts = opts
-        self.recorder = Recorder(opts.record)
-        self.connections = set()
-        self.next_conn = 0
+def h1_request(event):
+    """(method, target, headers with lower-case names) of an h11.Request."""
+    return (event.method.decode("ascii", "replace"), event.target.decode("utf-8", "replace"),
+            [(n.decode("ascii", "replace").lower(), v.decode("utf-8", "surrogateescape")) for n, v in event.headers])
+
+
+class H1Handler:
+    """One HTTP/1.1 connection (h11, keep-alive); --stall applied."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
+        self.request = None  # (method, target, Stream) of the request being read
+        self.waiting = False  # a request read and not answered (--stall)
+
+    def data_received(self, data):
+        try:
+            self.h11.receive_data(data)
+        except RuntimeError:
+            return
+        self.process()
+
+    def process(self):
+        server = self.conn.server
+        while True:
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError as e:
+                self.bad_request(e)
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Request):
+                method, target, header_list = h1_request(event)
+                self.request = (method, target, Stream(header_list))
+            elif isinstance(event, h11.Data):
+                self.request[2].add(event.data, BODY_KEEP)
+            elif isinstance(event, h11.EndOfMessage):
+                (method, target, stream), self.request = self.request, None
+                if server.opts.stall:
+                    server.record(self.conn, None, method, target, stream, None, "stalled")
+                    server.recorder.flush()
+                    self.waiting = True
+                    return
+                answer = server.handle(method, target, first_values(stream.headers), bytes(stream.body))
+                server.record(self.conn, None, method, target, stream, answer)
+                self.respond(answer)
+                if self.h11.our_state is h11.MUST_CLOSE or self.h11.their_state is h11.MUST_CLOSE:
+                    self.conn.transport.close()
+                    return
+                try:
+                    self.h11.start_next_cycle()
+                except h11.LocalProtocolError:
+                    self.conn.transport.close()
+                    return
+            elif isinstance(event, h11.ConnectionClosed):
+                self.conn.transport.close()
+                return
+
+    def respond(self, answer):
+        headers = [("content-type", "application/json; charset=UTF-8"),
+                   ("content-length", str(len(answer.body))), ("server", "ESF")] + answer.headers
+        out = self.h11.send(h11.Response(status_code=answer.status, headers=headers,
+                                         reason=REASONS.get(answer.status, "").encode()))
+        out += self.h11.send(h11.Data(data=answer.body))
+        out += self.h11.send(h11.EndOfMessage())
+        self.conn.write(out)
+
+    def bad_request(self, error):
+        if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            answer = error_answer(400, "INVALID_ARGUMENT", f"Malformed HTTP request: {error}")
+            try:
+                self.respond(answer)
+            except h11.LocalProtocolError:
+                pass
+        self.conn.transport.close()
+
+    def connection_lost(self):
+        if self.request is not None:
+            method, target, stream = self.request
+            self.conn.server.record(self.conn, None, method, target, stream, None,
+                                    "connection closed before the body ended")
+
+
+class H2Handler(standin_common.H2Handler):
+    """One HTTP/2 connection; --stall applied."""
+
+    body_keep = BODY_KEEP
+
+    def on_end(self, sid):
+        stream = self.streams.pop(sid, None)
+        if stream is None:
+            return
+        if self.server.opts.stall:
+            # Recorded, kept open and never answered.
+            self.record_unanswered(sid, stream, "stalled")
+            return
+        headers = first_values(stream.headers)
+        answer = self.server.handle(headers.get(":method", ""), headers.get(":path", ""), headers, bytes(stream.body))
+        self.record(sid, stream, answer)
+        self.respond(sid, [(":status", str(answer.status)),
+                           ("content-type", "application/json; charset=UTF-8"),
+                           ("content-length", str(len(answer.body)))] + answer.headers, answer.body)
+
+    def record_unanswered(self, sid, stream, note):
+        self.record(sid, stream, None, note)
+
+    def record(self, sid, stream, answer, note=None):
+        headers = dict(stream.headers)
+        self.server.record(self.conn, sid, headers.get(":method"), headers.get(":path"), stream, answer, note)
+
+
+class Server(standin_common.Server):
+    """HTTP/2 for a client that negotiates h2 or starts with its preface, HTTP/1.1 for others."""
+
+    alpn = ("h2", "http/1.1")
+    h2_handler = H2Handler
+    h1_handler = H1Handler
 
     # -- the API --------------------------------------------------------------------------------
 
@@ -376,18 +483,13 @@ class Server:
 
     # -- the record -----------------------------------------------------------------------------
 
-    def record(self, conn, stream, method, target, header_list, body, answer, note=None, size=None):
+    def record(self, conn, sid, method, target, stream, answer, note=None):
+        """Records a request (stream: its headers and body) read on conn, HTTP/2 stream sid (None
+        for HTTP/1.1), with its answer (None when not answered) and a note."""
         if self.recorder.file is None:
             return
-        headers = {}
-        for name, value in header_list:
-            if name == "authorization":
-                value = "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
-            if name in headers:
-                old = headers[name]
-                headers[name] = (old if isinstance(old, list) else [old]) + [value]
-            else:
-                headers[name] = value
+        headers = record_headers(stream.headers)
+        body = stream.body
         project = answer.project if answer else None
         token = answer.token if answer else None
         if answer is None or token is None:
@@ -401,7 +503,7 @@ class Server:
                 token = None
         self.recorder.add({
             "conn": conn.conn_id,
-            "stream": stream,
+            "stream": sid,
             "protocol": conn.protocol,
             "alpn": conn.alpn,
             "time": round(time.time(), 6),
@@ -411,7 +513,7 @@ class Server:
             "token": token,
             "headers": headers,
             "body": bytes(body[:MAX_BODY]).decode("utf-8", "replace"),
-            "body_bytes": len(body) if size is None else size,
+            "body_bytes": stream.size,
             "status": answer.status if answer else None,
             "error_status": answer.error_status if answer else None,
             "fcm_error": answer.fcm_error if answer else None,
@@ -419,336 +521,19 @@ class Server:
             "note": note,
         })
 
-    # -- listening ------------------------------------------------------------------------------
-
-    def ssl_context(self):
-        if not self.opts.cert:
-            return None
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(self.opts.cert, self.opts.key)
-        ctx.set_alpn_protocols(["h2", "http/1.1"])
-        return ctx
-
-    async def run(self):
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: Connection(self), self.opts.host, self.opts.port,
-                                          ssl=self.ssl_context(), backlog=1024)
-        port = server.sockets[0].getsockname()[1]
-        print(f"standin listening on {port}", flush=True)
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        async with server:
-            await stop.wait()
-        for c in list(self.connections):
-            if c.transport:
-                c.transport.close()
-        self.recorder.flush()
-
-
-class Recorder:
-    def __init__(self, path):
-        self.file = open(path, "a", encoding="utf-8") if path else None
-        self.pending = []
-
-    def add(self, entry):
-        if self.file:
-            self.pending.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
-
-    def flush(self):
-        if self.file and self.pending:
-            self.file.write("\n".join(self.pending) + "\n")
-            self.file.flush()
-            self.pending.clear()
-
-
-class Connection(asyncio.Protocol):
-    """One client connection; hands its bytes to an HTTP/2 or an HTTP/1.1 handler."""
-
-    def __init__(self, server):
-        self.server = server
-        server.next_conn += 1
-        self.conn_id = server.next_conn
-        self.transport = None
-        self.alpn = None
-        self.protocol = None
-        self.handler = None
-        self.sniffed = b""
-
-    def connection_made(self, transport):
-        self.transport = transport
-        self.server.connections.add(self)
-        ssl_object = transport.get_extra_info("ssl_object")
-        if ssl_object is not None:
-            self.alpn = ssl_object.selected_alpn_protocol()
-            self.start(H2Handler if self.alpn == "h2" else H1Handler)
-
-    def start(self, cls):
-        self.protocol = "h2" if cls is H2Handler else "http1.1"
-        self.handler = cls(self)
-
-    def data_received(self, data):
-        if self.handler is None:
-            # Cleartext: HTTP/2 with prior knowledge starts with the connection preface.
-            self.sniffed += data
-            if H2_PREFACE.startswith(self.sniffed[:len(H2_PREFACE)]) and len(self.sniffed) < len(H2_PREFACE):
-                return
-            self.start(H2Handler if self.sniffed.startswith(H2_PREFACE) else H1Handler)
-            data, self.sniffed = self.sniffed, b""
-        self.handler.data_received(data)
-
-    def connection_lost(self, exc):
-        self.server.connections.discard(self)
-        if self.handler is not None:
-            self.handler.connection_lost()
-        self.server.recorder.flush()
-
-    def write(self, data):
-        # The record goes out before the answers it describes.
-        self.server.recorder.flush()
-        if data and self.transport and not self.transport.is_closing():
-            self.transport.write(data)
-
-
-class H1Handler:
-    def __init__(self, conn):
-        self.conn = conn
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
-        self.request = None
-        self.body = bytearray()
-        self.size = 0
-        self.waiting = False  # a request read and not answered (--stall)
-
-    def data_received(self, data):
-        try:
-            self.h11.receive_data(data)
-        except RuntimeError:
-            return
-        self.process()
-
-    def process(self):
-        server = self.conn.server
-        while True:
-            try:
-                event = self.h11.next_event()
-            except h11.RemoteProtocolError as e:
-                self.bad_request(e)
-                return
-            if event is h11.NEED_DATA or event is h11.PAUSED:
-                return
-            if isinstance(event, h11.Request):
-                self.request = event
-                self.body = bytearray()
-                self.size = 0
-            elif isinstance(event, h11.Data):
-                self.size += len(event.data)
-                if len(self.body) <= MAX_BODY:
-                    self.body += event.data
-            elif isinstance(event, h11.EndOfMessage):
-                req, self.request = self.request, None
-                method = req.method.decode("ascii", "replace")
-                target = req.target.decode("utf-8", "replace")
-                header_list = [(n.decode("ascii", "replace").lower(), v.decode("utf-8", "surrogateescape"))
-                               for n, v in req.headers]
-                if server.opts.stall:
-                    server.record(self.conn, None, method, target, header_list, self.body, None, "stalled",
-                                  size=self.size)
-                    server.recorder.flush()
-                    self.waiting = True
-                    return
-                headers = {}
-                for n, v in header_list:
-                    headers.setdefault(n, v)
-                answer = server.handle(method, target, headers, bytes(self.body))
-                server.record(self.conn, None, method, target, header_list, self.body, answer, size=self.size)
-                self.respond(answer)
-                if self.h11.our_state is h11.MUST_CLOSE or self.h11.their_state is h11.MUST_CLOSE:
-                    self.conn.transport.close()
-                    return
-                try:
-                    self.h11.start_next_cycle()
-                except h11.LocalProtocolError:
-                    self.conn.transport.close()
-                    return
-            elif isinstance(event, h11.ConnectionClosed):
-                self.conn.transport.close()
-                return
-
-    def respond(self, answer):
-        headers = [("content-type", "application/json; charset=UTF-8"),
-                   ("content-length", str(len(answer.body))), ("server", "ESF")] + answer.headers
-        out = self.h11.send(h11.Response(status_code=answer.status, headers=headers,
-                                         reason=REASONS.get(answer.status, "").encode()))
-        out += self.h11.send(h11.Data(data=answer.body))
-        out += self.h11.send(h11.EndOfMessage())
-        self.conn.write(out)
-
-    def bad_request(self, error):
-        if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            answer = error_answer(400, "INVALID_ARGUMENT", f"Malformed HTTP request: {error}")
-            try:
-                self.respond(answer)
-            except h11.LocalProtocolError:
-                pass
-        self.conn.transport.close()
-
-    def connection_lost(self):
-        if self.request is not None:
-            req = self.request
-            header_list = [(n.decode("ascii", "replace").lower(), v.decode("utf-8", "surrogateescape"))
-                           for n, v in req.headers]
-            self.conn.server.record(self.conn, None, req.method.decode(), req.target.decode("utf-8", "replace"),
-                                    header_list, self.body, None, "connection closed before the body ended",
-                                    size=self.size)
-
-
-class Stream:
-    __slots__ = ("headers", "body", "size")
-
-    def __init__(self, headers):
-        self.headers = headers
-        self.body = bytearray()
-        self.size = 0
-
-
-class H2Handler:
-    MAX_STREAMS = 1000
-
-    def __init__(self, conn):
-        self.conn = conn
-        config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
-        self.h2 = h2.connection.H2Connection(config=config)
-        self.h2.local_settings = h2.settings.Settings(client=False, initial_values={
-            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.MAX_STREAMS,
-            h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
-            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20,
-        })
-        self.streams = {}
-        self.pending = {}  # stream id -> body bytes waiting for flow-control window
-        self.closing = False
-        self.h2.initiate_connection()
-        self.h2.increment_flow_control_window((1 << 24) - 65535)
-        self.flush()
-
-    def flush(self):
-        self.conn.write(self.h2.data_to_send())
-
-    def data_received(self, data):
-        try:
-            events = self.h2.receive_data(data)
-        except h2.exceptions.ProtocolError:
-            self.flush()
-            self.conn.transport.close()
-            return
-        for event in events:
-            if isinstance(event, h2.events.RequestReceived):
-                self.streams[event.stream_id] = Stream(event.headers)
-            elif isinstance(event, h2.events.DataReceived):
-                stream = self.streams.get(event.stream_id)
-                if stream is not None:
-                    stream.size += len(event.data)
-                    if len(stream.body) <= MAX_BODY:
-                        stream.body += event.data
-                try:
-                    self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                except h2.exceptions.StreamClosedError:
-                    pass
-            elif isinstance(event, h2.events.StreamEnded):
-                self.on_end(event.stream_id)
-            elif isinstance(event, h2.events.StreamReset):
-                stream = self.streams.pop(event.stream_id, None)
-                self.pending.pop(event.stream_id, None)
-                if stream is not None:
-                    self.record(event.stream_id, stream, None, "reset by the client")
-            elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
-                self.send_pending()
-            elif isinstance(event, h2.events.ConnectionTerminated):
-                self.closing = True
-        self.flush()
-        if self.closing and not self.streams and not self.pending:
-            self.conn.transport.close()
-
-    def record(self, sid, stream, answer, note=None):
-        headers = dict(stream.headers)
-        self.conn.server.record(self.conn, sid, headers.get(":method"), headers.get(":path"), stream.headers,
-                                stream.body, answer, note, size=stream.size)
-
-    def on_end(self, sid):
-        stream = self.streams.get(sid)
-        if stream is None:
-            return
-        server = self.conn.server
-        del self.streams[sid]
-        if server.opts.stall:
-            # Recorded, kept open and never answered.
-            self.record(sid, stream, None, "stalled")
-            return
-        headers = {}
-        for name, value in stream.headers:
-            headers.setdefault(name, value)
-        # Bodies are kept up to a little over MAX_BODY: enough to tell one that is too large.
-        body = bytes(stream.body)
-        answer = server.handle(headers.get(":method", ""), headers.get(":path", ""), headers, body)
-        self.record(sid, stream, answer)
-        try:
-            self.h2.send_headers(sid, [(":status", str(answer.status)),
-                                       ("content-type", "application/json; charset=UTF-8"),
-                                       ("content-length", str(len(answer.body)))] + answer.headers)
-            self.pending[sid] = answer.body
-            self.send_pending()
-        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
-            self.pending.pop(sid, None)
-
-    def send_pending(self):
-        for sid in list(self.pending):
-            body = self.pending[sid]
-            try:
-                size = min(self.h2.local_flow_control_window(sid), self.h2.max_outbound_frame_size, len(body))
-                if size <= 0 and body:
-                    continue
-                self.h2.send_data(sid, body[:size], end_stream=size == len(body))
-                body = body[size:]
-            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError):
-                body = b""
-            if body:
-                self.pending[sid] = body
-            else:
-                del self.pending[sid]
-
-    def connection_lost(self):
-        for sid, stream in list(self.streams.items()):
-            self.record(sid, stream, None, "connection closed before the request ended")
-        self.streams.clear()
-
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="standin.py",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=__doc__,
-        epilog="Example:\n  standin.py --port 0 --cert server.pem --key server.key --project demo-project "
-               "--token test-access-token --record rec.jsonl",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0,
-                        help="port; 0 picks a free one. Prints 'standin listening on PORT' once listening")
-    parser.add_argument("--cert", help="server certificate chain (PEM); without --cert/--key: cleartext")
-    parser.add_argument("--key", help="server private key (PEM)")
+    parser = standin_common.arg_parser(
+        __doc__,
+        "standin.py --port 0 --cert server.pem --key server.key --project demo-project "
+        "--token test-access-token --record rec.jsonl",
+        cleartext="cleartext", stall="accept TLS and HTTP but never answer a request")
     parser.add_argument("--project", action="append", default=[], required=True,
                         help="an accepted project ID; repeatable (others: 403 PERMISSION_DENIED)")
     parser.add_argument("--token", action="append", default=[], required=True,
                         help="an accepted OAuth 2 access token; repeatable (missing or other: 401 "
                              "UNAUTHENTICATED). The first is what POST /token hands out")
-    parser.add_argument("--record", help="append one JSON line per request to this file")
-    parser.add_argument("--stall", action="store_true", help="accept TLS and HTTP but never answer a request")
-    opts = parser.parse_args(argv)
-    if bool(opts.cert) != bool(opts.key):
-        parser.error("--cert and --key go together")
-    try:
-        asyncio.run(Server(opts).run())
-    except KeyboardInterrupt:
-        pass
+    standin_common.serve(Server, parser, argv)
 
 
 if __name__ == "__main__":
