@@ -20,17 +20,56 @@ struct FCMRelayTests {
     /// The kept rewrite of a campaign's message gets each message's own target back.
     @Test func targetPutBack() throws {
         let rewritten = Array(#"{"message":{"notification":{"image":"https://m/1.jpg"}}}"#.utf8)
-        let token = FCMRelay.withTarget(rewritten, ("token", .string("device-1")))
+        let token = FCMRelay.withTarget(rewritten, Array(#""token":"device-1""#.utf8))
         #expect(
             String(decoding: token, as: UTF8.self)
                 == #"{"message":{"token":"device-1","notification":{"image":"https://m/1.jpg"}}}"#)
-        let empty = FCMRelay.withTarget(Array(#"{"message":{}}"#.utf8), ("topic", .string("news")))
+        let empty = FCMRelay.withTarget(Array(#"{"message":{}}"#.utf8), Array(#""topic":"news""#.utf8))
         #expect(String(decoding: empty, as: UTF8.self) == #"{"message":{"topic":"news"}}"#)
         // Another layout: parsed and set.
-        let spaced = FCMRelay.withTarget(Array(#"{ "message": {"data": {"k": "v"}} }"#.utf8), ("token", .string("t")))
+        let spaced = FCMRelay.withTarget(
+            Array(#"{ "message": {"data": {"k": "v"}} }"#.utf8), Array(#""token" : "t""#.utf8))
         let message = try #require(try JSONValue.parse(spaced).objectValue?["message"]?.objectValue)
         #expect(message["token"] == .string("t") && message["data"] != nil)
         #expect(FCMRelay.withTarget(rewritten, nil) == rewritten)
+    }
+
+    /// The scan finds the one target and cuts it out with one comma, in any layout; requests it
+    /// does not take are left to the parser.
+    @Test(arguments: [
+        (#"{"message":{"token":"t1","data":{"k":"v"}}}"#, #""token":"t1""#, #"{"message":{"data":{"k":"v"}}}"#),
+        (#"{"message":{"data":{"k":"}{"},"topic":"news"}}"#, #""topic":"news""#, #"{"message":{"data":{"k":"}{"}}}"#),
+        (
+            #"{ "message" : { "a" : [1, {"b": null}] , "condition" : "'x' in topics" , "c" : true } }"#,
+            #""condition" : "'x' in topics""#, #"{ "message" : { "a" : [1, {"b": null}] ,  "c" : true } }"#
+        ),
+        (#"{"message":{"token":"t\"\u00e9"}}"#, #""token":"t\"\u00e9""#, #"{"message":{}}"#),
+    ])
+    func targetFoundByScan(request: String, member: String, rest: String) throws {
+        let found = try #require(FCMTarget(scanning: Array(request.utf8)))
+        #expect(String(decoding: found.member, as: UTF8.self) == member)
+        #expect(String(decoding: found.rest, as: UTF8.self) == rest)
+        // The rest is the message without its target, and the target goes back where the relay puts it.
+        let parsedRest = try JSONValue.parse(found.rest)
+        var message = try #require(try JSONValue.parse(Array(request.utf8)).objectValue?["message"]?.objectValue)
+        for key in FCMRelay.targets { message.removeValue(forKey: key) }
+        #expect(parsedRest.objectValue?["message"] == .object(message))
+    }
+
+    @Test(arguments: [
+        #"{"message":{"data":{}}}"#,  // no target
+        #"{"message":{"token":"a","topic":"b"}}"#,  // two
+        #"{"message":{"token":5}}"#,  // not a string
+        #"{"message":{"token":"a"},"validate_only":true}"#,
+        #"{"message":{"tok\u0065n":"a"}}"#,  // an escaped key
+        #"{"message":{"token":"a\x"}}"#,  // a bad escape
+        #"{"message":{"token":"a"}} x"#,  // bytes after the request
+        #"{"message":{"token":"a","data":{"k":"v"}"#,  // cut short
+        #"[{"message":{"token":"a"}}]"#,
+        "",
+    ])
+    func requestsLeftToTheParser(request: String) {
+        #expect(FCMTarget(scanning: Array(request.utf8)) == nil)
     }
 
     @Test func errorsHaveGooglesShape() throws {

@@ -132,29 +132,32 @@ final class FCMRelay: RelayEndpoint {
     static let targets = ["token", "topic", "condition"]
 
     /// A message's media through the pipeline (or the memo), its target put back; anything that
-    /// is not a message to send goes as it came.
+    /// is not a message to send goes as it came. The memo is keyed on the request without its
+    /// target: its bytes when a scan finds the target (a campaign's messages then cost no parse),
+    /// else the parsed message serialized without it.
     private func prepare(_ body: ByteBuffer, on eventLoop: any EventLoop) -> Preparation {
         let bytes = Array(body.readableBytesView)
+        let scanned = FCMTarget(scanning: bytes)
+        if let scanned {
+            let key = ResponseMemo.Key(options: "fcm|" + baseURL(), body: scanned.rest)
+            if let ready = fromMemo(key, target: scanned.member) { return .ready(ready) }
+        }
         guard let document = try? JSONValue.parse(bytes).objectValue, case var .object(message)? = document["message"]
         else { return .ready(Prepared(body: body, label: "skipped/not_a_message", handling: "passthrough")) }
         if case .bool(true)? = document["validate_only"] {
             return .ready(Prepared(body: body, label: "skipped/validate_only", handling: "passthrough"))
         }
-        var target: (key: String, value: JSONValue)?
+        var target: [UInt8]?
         for key in Self.targets {
             if let value = message.removeValue(forKey: key) {
-                target = (key, value)
+                target = JSONValue.string(key).serialized() + [UInt8(ascii: ":")] + value.serialized()
                 break
             }
         }
-        let memoKey = ResponseMemo.Key(options: "fcm|" + baseURL(), body: JSONValue.object(message).serialized())
-        if let ready = memo.payload(memoKey, store: pipeline.store) {
-            metrics.record(ready.outcome)
-            return .ready(
-                Prepared(
-                    body: ByteBuffer(bytes: Self.withTarget(ready.bytes, target)),
-                    label: ProcessRoutes<AppRequestContext>.label(ready.outcome), handling: "memo"))
-        }
+        let memoKey =
+            scanned.map { ResponseMemo.Key(options: "fcm|" + baseURL(), body: $0.rest) }
+            ?? ResponseMemo.Key(options: "fcm-parsed|" + baseURL(), body: JSONValue.object(message).serialized())
+        if scanned == nil, let ready = fromMemo(memoKey, target: target) { return .ready(ready) }
         let promise = eventLoop.makePromise(of: Prepared.self)
         promise.completeWithTask { [message, target] in
             let result = await self.pipeline.process(
@@ -172,19 +175,30 @@ final class FCMRelay: RelayEndpoint {
         return .later(promise.futureResult)
     }
 
-    /// `{"message":{…}}` with the target first in the message.
-    static func withTarget(_ payload: [UInt8], _ target: (key: String, value: JSONValue)?) -> [UInt8] {
-        guard let target else { return payload }
+    /// A kept rewrite for `key`, with the message's own target put back.
+    private func fromMemo(_ key: ResponseMemo.Key, target: [UInt8]?) -> Prepared? {
+        guard let ready = memo.payload(key, store: pipeline.store) else { return nil }
+        metrics.record(ready.outcome)
+        return Prepared(
+            body: ByteBuffer(bytes: Self.withTarget(ready.bytes, target)),
+            label: ProcessRoutes<AppRequestContext>.label(ready.outcome), handling: "memo")
+    }
+
+    /// `{"message":{…}}` with the target member (`"token":"…"`) first in the message.
+    static func withTarget(_ payload: [UInt8], _ member: [UInt8]?) -> [UInt8] {
+        guard let member else { return payload }
         let prefix = Array(#"{"message":{"#.utf8)
-        let member = JSONValue.string(target.key).serialized() + [UInt8(ascii: ":")] + target.value.serialized()
         if payload.starts(with: prefix), payload.count > prefix.count {
             let empty = payload[prefix.count] == UInt8(ascii: "}")
             return prefix + member + (empty ? [] : [UInt8(ascii: ",")]) + payload[prefix.count...]
         }
         // Not the compact form the pipeline writes: parse and set.
-        guard var document = try? JSONValue.parse(payload).objectValue, case var .object(message)? = document["message"]
+        guard var document = try? JSONValue.parse(payload).objectValue,
+            case var .object(message)? = document["message"],
+            case let .object(wrapped)? = try? JSONValue.parse([UInt8(ascii: "{")] + member + [UInt8(ascii: "}")]),
+            let (key, value) = wrapped.members.first
         else { return payload }
-        message[target.key] = target.value
+        message[key] = value
         document["message"] = .object(message)
         return JSONValue.object(document).serialized()
     }
