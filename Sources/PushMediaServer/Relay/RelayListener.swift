@@ -318,6 +318,11 @@ final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
         case let .head(requestHead):
             head = requestHead
             body = nil
+            if requestHead.headers[canonicalForm: "expect"].contains(where: { $0.lowercased() == "100-continue" }) {
+                // curl waits a second for this before it sends a larger body.
+                let interim = HTTPResponseHead(version: requestHead.version, status: .continue)
+                context.writeAndFlush(wrapOutboundOut(.head(interim)), promise: nil)
+            }
         case var .body(part):
             guard let requestHead = head else { return }
             if body == nil { body = part } else { body!.writeBuffer(&part) }
