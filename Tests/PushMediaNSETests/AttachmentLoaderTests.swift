@@ -225,9 +225,10 @@ struct AttachmentLoaderTests {
         #expect(first.count == 1)
 
         // With a thumbnail that has arrived: the thumbnail. (The attachment's time is 400 kB
-        // at 200 kB/s + 0.2 s: the thumbnail is fetched after half of it, 1.1 s.)
+        // at 40 kB/s + 0.2 s: the thumbnail is fetched after half of it, 5.1 s, and has the other
+        // half to arrive before the attachment's time runs out and ends the loader by itself.)
         var settings = configuration(directory, timeLimit: 30)
-        settings.minimumThroughput = 200_000
+        settings.minimumThroughput = 40_000
         settings.firstByteAllowance = 0.2
         let hedged = AttachmentLoader(
             userInfo: try userInfo(
@@ -237,9 +238,15 @@ struct AttachmentLoaderTests {
             configuration: settings)
         let second = Recorder<AttachmentLoader.Outcome>()
         hedged.start { second.add($0) }
-        let giveUp = Date().addingTimeInterval(5)
-        while origin.hits("/thumb.jpg") == 0, Date() < giveUp { try await Task.sleep(for: .milliseconds(20)) }
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await eventually(within: .seconds(15)) { origin.hits("/thumb.jpg") > 0 })
+        // Downloaded and checked: the thumbnail is moved to its final name (`.jpg`) just before
+        // it is handed to the loader.
+        let arrived = try await eventually(within: .seconds(4)) {
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).contains { $0.hasSuffix(".jpg") }
+        }
+        #expect(arrived, "the thumbnail did not arrive")
+        try await Task.sleep(for: .milliseconds(200))  // the hand-over: a call, after the move
+        #expect(second.first == nil, "nothing is reported before expire()")
         hedged.expire()
         guard case let .thumbnail(_, because)? = second.first else {
             Issue.record("expected the thumbnail, got \(String(describing: second.first))")
@@ -322,9 +329,13 @@ struct AttachmentLoaderTests {
             #expect(box.count == 1)
             delivered.append(try #require(box.first))
         }
-        try await Task.sleep(for: .milliseconds(500))
+        // Cancelled downloads remove their partial files on their own threads, just after.
         let kept = Set(delivered.compactMap { $0.attachment?.file.fileURL.lastPathComponent })
-        let present = Set((try FileManager.default.contentsOfDirectory(atPath: directory.path)))
+        var present: Set<String> = []
+        try await eventually(within: .seconds(5)) {
+            present = Set(try FileManager.default.contentsOfDirectory(atPath: directory.path))
+            return present == kept
+        }
         #expect(present == kept, "only delivered files remain")
         for outcome in delivered {
             if let attachment = outcome.attachment {

@@ -201,7 +201,8 @@ struct FleetTests {
                 body: first, contentType: "image/jpeg", etag: "\"v1\"", lastModified: nil, cacheControl: "max-age=1"))
         let bucket = try TestObjectStore.makeBucket()
         let (workA, workB) = (TemporaryDirectory(), TemporaryDirectory())
-        let settings = ["--min-ttl", "2s", "--index-cache-ttl", "1s"]  // fresh for 1-2 s (whole seconds, rounded down)
+        // Fresh for 3-4 s (whole seconds, rounded down): room for two processes to answer in turn.
+        let settings = ["--min-ttl", "4s", "--index-cache-ttl", "1s"]
         let a = try Self.node(bucket: bucket, work: workA, settings)
         let b = try Self.node(bucket: bucket, work: workB, settings)
         let payload = Self.payload(origin.url("/banner.jpg"))
@@ -218,7 +219,7 @@ struct FleetTests {
             "/banner.jpg",
             .cacheable(
                 body: second, contentType: "image/webp", etag: "\"v2\"", lastModified: nil, cacheControl: "max-age=1"))
-        try await Task.sleep(for: .milliseconds(3100))
+        try await Task.sleep(for: .milliseconds(5100))  // past the lifetime
         let changed = try await Self.process(b, payload)
         #expect(changed.outcome["status"] == .string("processed") && changed.outcome["cache_hit"] == .bool(false))
         #expect(changed.outcome["source_mime"] == .string("image/webp"))
@@ -231,7 +232,7 @@ struct FleetTests {
         #expect(origin.hits("/banner.jpg") == 2)
 
         // Unchanged after the next lifetime: a 304 renews the entry, no transcode, same attachment.
-        try await Task.sleep(for: .milliseconds(3100))
+        try await Task.sleep(for: .milliseconds(5100))  // past the lifetime
         let renewed = try await Self.process(a, payload)
         #expect(renewed.outcome["status"] == .string("processed") && renewed.outcome["revalidated"] == .bool(true))
         #expect(renewed.outcome["cache_hit"] == .bool(true) && renewed.payload["image_url"]?.stringValue == new)

@@ -99,9 +99,12 @@ struct ServeEndToEndTests {
         let store = TemporaryDirectory()
         let server = try Server(arguments: ["--store", store.path, "--allow-private-networks"])
         let payload = #"{"aps":{"alert":"Hi","mutable-content":1},"media_url":"\#(origin.url("/slow"))"}"#
-        async let answer = ServeProcess.request(server.url("/v1/process?budget_ms=5000"), method: "POST", body: payload)
-        try await Task.sleep(for: .milliseconds(400))
+        async let answer = ServeProcess.request(
+            server.url("/v1/process?budget_ms=10000"), method: "POST", body: payload)
+        // The signal comes once the job is fetching: the request is in flight, its answer 1.2 s away.
+        let fetching = try await eventually(within: .seconds(20)) { origin.hits("/slow") > 0 }
         kill(server.process.processIdentifier, SIGTERM)
+        #expect(fetching, "the origin never saw the fetch")
         let (response, data) = try await answer
         #expect(response.statusCode == 200)
         #expect(try JSONValue.parse(data).objectValue?["outcome"]?.objectValue?["status"] == .string("processed"))

@@ -356,10 +356,12 @@ struct CommandLineTests {
         let paths = ["/bomb.png", "/frames.gif", "/big.mp4", "/photo.jpg", "/endless"]
         let work = TemporaryDirectory()
         try Self.writePayloads(paths.count, in: work.file("in")) { origin.url(paths[$0]) }
+        // Five jobs share the cores (one streams 200 MB): a budget none of them runs out of, for
+        // the outcomes below depend on each job finishing.
         let (status, peakKB) = try await Self.runner.run {
             try Self.measure([
                 "batch", work.file("in"), "--out", work.file("out"), "--store", work.file("store"),
-                "--allow-private-networks", "--budget", "5s",
+                "--allow-private-networks", "--budget", "\(roomyBudget.components.seconds)s",
             ])
         }
         #expect(status == 0)
@@ -370,8 +372,13 @@ struct CommandLineTests {
                 "status"]?.stringValue ?? "?"
         }
         #expect(reasons == ["too_many_pixels", "processed", "passthrough", "processed", "too_large"])
-        // Sanitizers add shadow memory: allow three times as much under them.
-        let limitMB = ProcessInfo.processInfo.environment["PUSHMEDIA_TEST_SANITIZER"] == nil ? 300 : 900
-        #expect(peakKB < limitMB * 1024, "peak RSS \(peakKB / 1024) MB")
+        // AddressSanitizer adds shadow memory and redzones: allow three times as much. Under
+        // ThreadSanitizer the process's RSS is mostly its shadow (several times the memory used,
+        // plus per-thread state) and says little about what the code holds: not checked there.
+        switch ProcessInfo.processInfo.environment["PUSHMEDIA_TEST_SANITIZER"] {
+        case nil: #expect(peakKB < 300 * 1024, "peak RSS \(peakKB / 1024) MB")
+        case "address": #expect(peakKB < 900 * 1024, "peak RSS \(peakKB / 1024) MB under AddressSanitizer")
+        default: break
+        }
     }
 }

@@ -1,23 +1,30 @@
 import Foundation
+import PushMediaTestSupport
 import Testing
 
 @testable import PushMedia
 
 @Suite("Deadline semaphore")
 struct DeadlineSemaphoreTests {
-    static let far = ContinuousClock.now + .seconds(30)
+    static var far: ContinuousClock.Instant { .now + .seconds(30) }
 
-    /// Starts `acquire(weight)` in a task that records `name` once admitted, and lets it queue.
+    /// Starts `acquire(weight)` in a task that records `name` once admitted, and returns once it
+    /// has taken its place in the queue (or has already ended: admitted at once, or expired), so
+    /// that the next waiter arrives after it.
     func waiter(
         _ semaphore: DeadlineSemaphore, _ weight: Int64, _ name: String, order: Locked<[String]>,
         until deadline: ContinuousClock.Instant = far
     ) async throws -> Task<Int64?, Never> {
+        let before = semaphore.waiting
+        let ended = Locked(false)
         let task = Task {
             let held = await semaphore.acquire(weight, until: deadline)
             if held != nil { order.withLock { $0.append(name) } }
+            ended.withLock { $0 = true }
             return held
         }
-        try await Task.sleep(for: .milliseconds(50))
+        let settled = try await eventually { semaphore.waiting > before || ended.withLock { $0 } }
+        #expect(settled, "\(name) neither queued nor ended")
         return task
     }
 
@@ -42,7 +49,7 @@ struct DeadlineSemaphoreTests {
         let a = try await waiter(semaphore, 6, "a", order: order)
         let b = try await waiter(semaphore, 6, "b", order: order)
         let c = try await waiter(semaphore, 6, "c", order: order)
-        #expect(order.withLock { $0 }.isEmpty && semaphore.queued == 3)
+        #expect(order.withLock { $0 }.isEmpty && semaphore.queued == 3 && semaphore.waiting == 3)
         semaphore.release(first)
         semaphore.release(try #require(await a.value))
         semaphore.release(try #require(await b.value))
@@ -58,10 +65,10 @@ struct DeadlineSemaphoreTests {
         let big = try await waiter(semaphore, 8, "big", order: order)
         // 3 would fit beside 5, but 8 came first.
         let small = try await waiter(semaphore, 3, "small", order: order)
-        #expect(order.withLock { $0 }.isEmpty && semaphore.used == 5)
+        #expect(order.withLock { $0 }.isEmpty && semaphore.used == 5 && semaphore.waiting == 2)
         semaphore.release(5)
         #expect(await big.value == 8)
-        #expect(order.withLock { $0 } == ["big"] && semaphore.used == 8)
+        #expect(order.withLock { $0 } == ["big"] && semaphore.used == 8 && semaphore.waiting == 1)
         semaphore.release(8)
         #expect(await small.value == 3)
         #expect(order.withLock { $0 } == ["big", "small"])
@@ -72,7 +79,7 @@ struct DeadlineSemaphoreTests {
         let order = Locked<[String]>([])
         #expect(semaphore.reserve(5) == .acquired)
         let start = ContinuousClock.now
-        let big = try await waiter(semaphore, 8, "big", order: order, until: .now + .milliseconds(150))
+        let big = try await waiter(semaphore, 8, "big", order: order, until: .now + .milliseconds(500))
         let small = try await waiter(semaphore, 2, "small", order: order)
         #expect(await big.value == nil)
         #expect(ContinuousClock.now - start < .seconds(10))

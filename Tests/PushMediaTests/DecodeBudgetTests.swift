@@ -17,20 +17,21 @@ struct DecodeBudgetTests {
             order.withLock { $0.append("second") }
             return held
         }
-        try await Task.sleep(for: .milliseconds(50))
+        // The third arrives only once the second is in the queue.
+        #expect(try await eventually { budget.waiting == 1 }, "the second never queued")
         let third = Task { () -> Int64? in
             let held = await budget.reserve(45, until: far)
             order.withLock { $0.append("third") }
             return held
         }
-        try await Task.sleep(for: .milliseconds(50))
-        // 45 would fit beside 50, but the second came first: nobody overtakes it.
-        #expect(order.withLock { $0 }.isEmpty && budget.reserved == 50)
+        // 45 would fit beside 50, but the second came first: the third queues behind it.
+        #expect(try await eventually { budget.waiting == 2 || !order.withLock { $0 }.isEmpty })
+        #expect(order.withLock { $0 }.isEmpty && budget.reserved == 50 && budget.waiting == 2)
         budget.release(first)
         let heldSecond = try #require(await second.value)
         #expect(budget.reserved == 60)
         // 60 + 45 does not fit: the third still waits, and only the second has been admitted.
-        try await Task.sleep(for: .milliseconds(50))
+        #expect(budget.waiting == 1)
         #expect(order.withLock { $0 } == ["second"])
         budget.release(heldSecond)
         let heldThird = try #require(await third.value)

@@ -12,6 +12,28 @@ public func sampleMedia(_ name: String) throws -> [UInt8] {
     Array(try Data(contentsOf: URL(fileURLWithPath: samplesDirectory + "/media/" + name)))
 }
 
+/// Whether the tests run under AddressSanitizer or ThreadSanitizer (`make asan` / `make tsan`).
+public let underSanitizer = ProcessInfo.processInfo.environment["PUSHMEDIA_TEST_SANITIZER"] != nil
+
+/// How late an answer due at a deadline may be: scheduling on a loaded machine, more under
+/// sanitizers. Work that ignored the deadline would run seconds past it.
+public let lateness: Duration = underSanitizer ? .seconds(2) : .milliseconds(500)
+
+/// A budget for work that must finish, in tests that are not about the deadline: room for a
+/// loaded machine, more under sanitizers.
+public let roomyBudget: Duration = underSanitizer ? .seconds(60) : .seconds(15)
+
+/// Polls `condition` every 5 ms until it holds or `limit` has passed; returns whether it held.
+@discardableResult
+public func eventually(within limit: Duration = .seconds(10), _ condition: () throws -> Bool) async throws -> Bool {
+    let giveUp = ContinuousClock.now + limit
+    while try !condition() {
+        if ContinuousClock.now >= giveUp { return false }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    return true
+}
+
 /// A fresh directory under the system temp dir, removed by `cleanup()`.
 public final class TemporaryDirectory: @unchecked Sendable {
     public let path: String

@@ -118,7 +118,7 @@ extension Pipeline {
         guard
             let job = sharedJob(
                 key: key, source: source, profile: profile, posterTime: posterTime, previous: stale,
-                deadline: deadline + config.backgroundLimit)
+                refresh: context.refresh, deadline: deadline + config.backgroundLimit)
         else {
             let why = "\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued"
             if let stale { return answer.stale(stale, why: why) }

@@ -21,13 +21,21 @@ extension Pipeline {
         var progress: Locked<JobProgress>
     }
 
-    /// The running job for `key`, or a new one; nil when the gate refuses a new one.
+    /// The running job for `key`, or a new one; nil when the gate refuses a new one. Unless
+    /// `refresh`, a fresh entry a job recorded after the caller's lookup missed answers instead
+    /// (as a job already ended): a job puts its entry in memory before it leaves `inFlight`, so
+    /// a caller that finds neither the job nor the entry here is the first.
     func sharedJob(
         key: String, source: Source, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
-        deadline: ContinuousClock.Instant
+        refresh: Bool, deadline: ContinuousClock.Instant
     ) -> SharedJob? {
         inFlight.withLock { jobs in
             if let job = jobs[key] { return job }
+            if !refresh, let entry = store.remembered(key: key), entry.isFresh(remote: source.isRemote) {
+                return SharedJob(
+                    task: Task { JobResult(kind: .ready(entry), timings: StageTimings()) },
+                    progress: Locked(JobProgress(started: true)))
+            }
             let ticket = gate?.reserve() ?? .running
             if case .refused = ticket { return nil }
             let progress = Locked(JobProgress())

@@ -62,6 +62,8 @@ public final class DeadlineSemaphore: Sendable {
     public var used: Int64 { state.withLock { $0.used } }
     /// Queue places held now.
     public var queued: Int { state.withLock { $0.queued } }
+    /// Requests waiting in the queue now: in `wait`, in their place in the arrival order.
+    var waiting: Int { state.withLock { $0.waiters.count } }
 
     /// `weight` as it is counted: at least 1, at most `limit`.
     public func clamped(_ weight: Int64) -> Int64 { min(max(weight, 1), limit) }

@@ -16,6 +16,8 @@ public final class DecodeBudget: Sendable {
     public var limit: Int64 { bytes.limit }
     /// Bytes reserved now.
     public var reserved: Int64 { bytes.used }
+    /// Reservations waiting for room now, in their place in the arrival order.
+    var waiting: Int { bytes.waiting }
 
     /// Reserves `bytes` (at most `limit`), waiting for room until `deadline`. Returns the bytes
     /// to `release`, or nil when the deadline passed first.
