@@ -86,26 +86,22 @@ final class APNsRelay: RelayEndpoint {
         }
         let promise = eventLoop.makePromise(of: RelayAnswer.self)
         let forward: @Sendable (Prepared) -> Void = { [forwarded] prepared in
-            let sent = ContinuousClock.now
-            let push = UpstreamPush(path: path, headers: forwarded, body: prepared.body)
-            self.upstream.send(push, team: team, on: eventLoop).whenComplete { result in
-                var answer: RelayAnswer
-                switch result {
-                case let .success(upstream):
-                    answer = RelayAnswer(status: upstream.status, headers: upstream.headers, body: upstream.body)
-                case let .failure(error):
+            self.forward(
+                UpstreamPush(path: path, headers: forwarded, body: prepared.body), pool: team,
+                outcome: prepared.label, on: eventLoop,
+                unavailable: { error in
                     self.logger.warning(
                         "apns upstream failed",
                         metadata: ["error": "\(error)", "upstream": "\(self.upstream.endpoint.authority)"])
-                    answer = Self.refusal(503, "ServiceUnavailable", apnsID: apnsID)
-                }
-                answer.headers.add(name: "x-pushmedia-outcome", value: prepared.label)
-                self.inFlight.withLock { $0 -= 1 }
-                self.finish(
-                    answer, outcome: prepared.label, handling: prepared.handling, start: start,
-                    upstreamTime: ContinuousClock.now - sent, headers: headers, path: path)
-                promise.succeed(answer)
-            }
+                    return Self.refusal(503, "ServiceUnavailable", apnsID: apnsID)
+                },
+                done: { answer, upstreamTime in
+                    self.inFlight.withLock { $0 -= 1 }
+                    self.finish(
+                        answer, outcome: prepared.label, handling: prepared.handling, start: start,
+                        upstreamTime: upstreamTime, headers: headers, path: path)
+                    promise.succeed(answer)
+                })
         }
         switch prepare(body: body, pushType: pushType, on: eventLoop) {
         case let .ready(prepared): forward(prepared)

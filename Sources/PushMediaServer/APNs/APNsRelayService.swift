@@ -26,16 +26,9 @@ public struct APNsRelayService: Service {
                 "the APNs relay takes pushes from anyone (--insecure-no-auth)",
                 metadata: ["address": "\(config.host)", "signs": "\(config.ownKey)"])
         }
-        if let certificate = config.tlsCertificate, let key = config.tlsKey {
-            let configuration = try serverTLS(
-                certificate: certificate, key: key, clientCA: config.clientCA, protocols: ["h2"],
-                what: "--apns-tls-cert/--apns-tls-key")
-            do { tls = try NIOSSLContext(configuration: configuration) } catch {
-                throw .unreadable(what: "--apns-tls-cert/--apns-tls-key", path: certificate, why: "\(error)")
-            }
-        } else {
-            tls = nil
-        }
+        tls = try serverTLS(
+            certificate: config.tlsCertificate, key: config.tlsKey, clientCA: config.clientCA, protocols: ["h2"],
+            what: "--apns-tls-cert/--apns-tls-key")
         let signer = try config.key.map { key throws(RelaySetupError) in
             try ProviderTokenSigner(keyFile: key, keyID: config.keyID ?? "", teamID: config.teamID ?? "")
         }
@@ -49,12 +42,8 @@ public struct APNsRelayService: Service {
 
     public func run() async throws {
         let config = relay.config
-        let tls = tls
-        let onRunning = onRunning
-        try await RelayListener(
-            endpoint: relay, host: config.host, port: config.port, tls: tls, http1: false,
-            drainLimit: config.budget + config.upstreamTimeout + .seconds(1)
-        ).run { port in await onRunning(port, tls != nil) }
-        try? await relay.upstream.shutdown().get()
+        try await relay.serve(
+            host: config.host, port: config.port, tls: tls, http1: false,
+            drainLimit: config.budget + config.upstreamTimeout + .seconds(1), onRunning: onRunning)
     }
 }

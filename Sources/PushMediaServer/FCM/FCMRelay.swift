@@ -77,25 +77,21 @@ final class FCMRelay: RelayEndpoint {
         }
         let promise = eventLoop.makePromise(of: RelayAnswer.self)
         let forward: @Sendable (Prepared) -> Void = { [forwarded] prepared in
-            let sent = ContinuousClock.now
-            let push = UpstreamPush(path: path, headers: forwarded, body: prepared.body)
-            self.upstream.send(push, team: "fcm", on: eventLoop).whenComplete { result in
-                var answer: RelayAnswer
-                switch result {
-                case let .success(upstream):
-                    answer = RelayAnswer(status: upstream.status, headers: upstream.headers, body: upstream.body)
-                case let .failure(error):
+            self.forward(
+                UpstreamPush(path: path, headers: forwarded, body: prepared.body), pool: "fcm",
+                outcome: prepared.label, on: eventLoop,
+                unavailable: { error in
                     self.logger.warning(
                         "fcm upstream failed",
                         metadata: ["error": "\(error)", "upstream": "\(self.upstream.endpoint.authority)"])
-                    answer = Self.error(503, "UNAVAILABLE", "the FCM upstream did not answer: \(error)")
-                }
-                answer.headers.add(name: "x-pushmedia-outcome", value: prepared.label)
-                self.finish(
-                    answer, outcome: prepared.label, handling: prepared.handling, start: start,
-                    upstreamTime: ContinuousClock.now - sent, project: project ?? "-")
-                promise.succeed(answer)
-            }
+                    return Self.error(503, "UNAVAILABLE", "the FCM upstream did not answer: \(error)")
+                },
+                done: { answer, upstreamTime in
+                    self.finish(
+                        answer, outcome: prepared.label, handling: prepared.handling, start: start,
+                        upstreamTime: upstreamTime, project: project ?? "-")
+                    promise.succeed(answer)
+                })
         }
         switch prepare(body, on: eventLoop) {
         case let .ready(prepared): forward(prepared)
@@ -257,27 +253,16 @@ public struct FCMRelayService: Service {
             )
         }
         relay = try FCMRelay(config: config, parts: parts, logger: logger)
-        if let certificate = config.tlsCertificate, let key = config.tlsKey {
-            let configuration = try serverTLS(
-                certificate: certificate, key: key, clientCA: config.clientCA, protocols: ["h2", "http/1.1"],
-                what: "--fcm-tls-cert/--fcm-tls-key")
-            do { tls = try NIOSSLContext(configuration: configuration) } catch {
-                throw .unreadable(what: "--fcm-tls-cert/--fcm-tls-key", path: certificate, why: "\(error)")
-            }
-        } else {
-            tls = nil
-        }
+        tls = try serverTLS(
+            certificate: config.tlsCertificate, key: config.tlsKey, clientCA: config.clientCA,
+            protocols: ["h2", "http/1.1"], what: "--fcm-tls-cert/--fcm-tls-key")
         self.onRunning = onRunning
     }
 
     public func run() async throws {
         let config = relay.config
-        let tls = tls
-        let onRunning = onRunning
-        try await RelayListener(
-            endpoint: relay, host: config.host, port: config.port, tls: tls, http1: true,
-            drainLimit: config.budget + config.upstreamTimeout + .seconds(1)
-        ).run { port in await onRunning(port, tls != nil) }
-        try? await relay.upstream.shutdown().get()
+        try await relay.serve(
+            host: config.host, port: config.port, tls: tls, http1: true,
+            drainLimit: config.budget + config.upstreamTimeout + .seconds(1), onRunning: onRunning)
     }
 }

@@ -26,6 +26,43 @@ protocol RelayEndpoint: Sendable {
         -> EventLoopFuture<RelayAnswer>
     /// The answer to a body over `bodyLimit`.
     func tooLarge(headers: HPACKHeaders) -> RelayAnswer
+    /// Where requests go.
+    var upstream: HTTP2Upstream { get }
+}
+
+extension RelayEndpoint {
+    /// Serves until graceful shutdown (see `RelayListener`), then closes the upstream connections.
+    func serve(
+        host: String, port: Int?, tls: NIOSSLContext?, http1: Bool, drainLimit: Duration,
+        onRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void
+    ) async throws {
+        try await RelayListener(
+            endpoint: self, host: host, port: port, tls: tls, http1: http1, drainLimit: drainLimit
+        ).run { port in await onRunning(port, tls != nil) }
+        try? await upstream.shutdown().get()
+    }
+
+    /// Sends `push` on `pool`'s connection of `eventLoop`; `done` gets the upstream's answer (or
+    /// `unavailable`'s, when it gave none) with `x-pushmedia-outcome: outcome` added, and the
+    /// time the upstream took.
+    func forward(
+        _ push: UpstreamPush, pool: String, outcome: String, on eventLoop: any EventLoop,
+        unavailable: @escaping @Sendable (any Error) -> RelayAnswer,
+        done: @escaping @Sendable (RelayAnswer, _ upstreamTime: Duration) -> Void
+    ) {
+        let sent = ContinuousClock.now
+        upstream.send(push, team: pool, on: eventLoop).whenComplete { result in
+            var answer: RelayAnswer
+            switch result {
+            case let .success(upstream):
+                answer = RelayAnswer(status: upstream.status, headers: upstream.headers, body: upstream.body)
+            case let .failure(error):
+                answer = unavailable(error)
+            }
+            answer.headers.add(name: "x-pushmedia-outcome", value: outcome)
+            done(answer, ContinuousClock.now - sent)
+        }
+    }
 }
 
 /// A relay's listener: HTTP/2, over TLS or cleartext with prior knowledge (h2c), and with `http1`

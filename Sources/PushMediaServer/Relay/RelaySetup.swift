@@ -55,10 +55,12 @@ func isLoopback(_ host: String) -> Bool {
 }
 
 /// A relay listener's TLS: the certificate chain and key (PEM), ALPN `protocols`, and with
-/// `clientCA` only clients holding a certificate it signed.
-func serverTLS(certificate: String, key: String, clientCA: String?, protocols: [String], what: String)
-    throws(RelaySetupError) -> TLSConfiguration
+/// `clientCA` only clients holding a certificate it signed; nil without a certificate (cleartext).
+/// `what` names the settings in errors.
+func serverTLS(certificate: String?, key: String?, clientCA: String?, protocols: [String], what: String)
+    throws(RelaySetupError) -> NIOSSLContext?
 {
+    guard let certificate, let key else { return nil }
     var tls: TLSConfiguration
     do {
         tls = TLSConfiguration.makeServerConfiguration(
@@ -73,7 +75,9 @@ func serverTLS(certificate: String, key: String, clientCA: String?, protocols: [
         tls.trustRoots = .file(clientCA)
         tls.certificateVerification = .noHostnameVerification
     }
-    return tls
+    do { return try NIOSSLContext(configuration: tls) } catch {
+        throw .unreadable(what: what, path: certificate, why: "\(error)")
+    }
 }
 
 /// Why the relay cannot start.
