@@ -680,6 +680,29 @@ def relay_cleartext_http1_and_h2c(world):
                 f"{version}: another path answered {missing.status_code} {missing.text[:200]}")
 
 
+@check("relay")
+def relay_silent_connections_closed(world):
+    """A connection that sends nothing (no TLS handshake, no request) is closed after 10 s."""
+    ports = {"cleartext": world.relay("relay-cleartext", lambda: world.standin.base, tls=False).port,
+             "TLS": world.relay_tls.port}
+
+    def wait_closed(port):
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            started = time.monotonic()
+            try:
+                data = s.recv(1)
+            except ConnectionResetError:
+                data = b""
+            return data, time.monotonic() - started
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(ports)) as pool:
+        results = dict(zip(ports, pool.map(wait_closed, ports.values())))
+    for label, (data, elapsed) in results.items():
+        expect(data == b"", f"{label}: the relay sent {data!r} to a silent connection")
+        expect(9.0 <= elapsed <= 20.0, f"{label}: a silent connection was closed after {elapsed:.1f} s, "
+                                       f"expected about 10 s")
+
+
 # c. Unregistered through the relay.
 
 @check("relay")

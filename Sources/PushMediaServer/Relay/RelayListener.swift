@@ -92,6 +92,7 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(RelayIdleGuard())
                     if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
                     if http1 {
                         try sync.addHandler(RelayProtocolSniffer(endpoint: endpoint))
@@ -137,6 +138,55 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
 
 /// Asks a connection to close once the requests in flight on it are answered.
 struct RelayDrain {}
+
+/// Closes connections that stay silent: one that has sent nothing 10 s after it opened (no TLS
+/// handshake, no request) is closed; one silent for 10 minutes is drained (its requests in
+/// flight answered, then closed), and closed 60 s later if draining did not end it.
+final class RelayIdleGuard: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    /// How long a new connection may take to send its first bytes.
+    static let firstBytes = TimeAmount.seconds(10)
+    /// How long a connection may stay silent once it has spoken.
+    static let idle = TimeAmount.minutes(10)
+    private var lastRead = NIODeadline.now()
+    private var spoke = false
+    private var check: Scheduled<Void>?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        lastRead = .now()
+        schedule(context, at: lastRead + Self.firstBytes)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        check?.cancel()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastRead = .now()
+        spoke = true
+        context.fireChannelRead(data)
+    }
+
+    private func schedule(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        check = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (idleGuard, context) = loopBound.value
+            idleGuard.expire(context)
+        }
+    }
+
+    private func expire(_ context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        guard spoke else { return context.close(promise: nil) }
+        let due = lastRead + Self.idle
+        if NIODeadline.now() < due { return schedule(context, at: due) }
+        context.fireUserInboundEventTriggered(RelayDrain())
+        let channel = context.channel
+        check = context.eventLoop.scheduleTask(in: .seconds(60)) { channel.close(promise: nil) }
+    }
+}
 
 /// The first handler of a connection that may speak either HTTP version: reads until the bytes
 /// match the HTTP/2 connection preface or cannot, sets up the pipeline for that version, and
