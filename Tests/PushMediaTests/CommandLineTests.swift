@@ -249,7 +249,7 @@ struct CommandLineTests {
         try victim.run()
         try await Task.sleep(for: .milliseconds(2000))
         kill(victim.processIdentifier, SIGKILL)
-        try await Self.runner.run { victim.waitUntilExit() }
+        await Self.runner.run { victim.waitUntilExit() }
         #expect(victim.terminationReason == .uncaughtSignal)
         let before = try Self.checkOutputs(work.file("out"), store: work.file("store"), allowTemporaries: true)
         #expect(before < 40, "the batch finished before it was killed")

@@ -16,7 +16,7 @@ import Testing
 
     @Test(arguments: [0, 1, 1 << 20, (1 << 20) + 1, 3_000_017])
     func filesHashAsTheirBytes(size: Int) throws {
-        let directory = try TemporaryDirectory()
+        let directory = TemporaryDirectory()
         let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
         let path = directory.file("data")
         try Data(bytes).write(to: URL(fileURLWithPath: path))

@@ -43,8 +43,8 @@ public enum Chromium {
             "--user-data-dir=\(work.file("profile"))", "--virtual-time-budget=\(budget)", "--dump-dom",
             URL(fileURLWithPath: file).absoluteString,
         ]
-        FileManager.default.createFile(atPath: work.file("stdout"), contents: nil)
-        FileManager.default.createFile(atPath: work.file("stderr"), contents: nil)
+        _ = FileManager.default.createFile(atPath: work.file("stdout"), contents: nil)
+        _ = FileManager.default.createFile(atPath: work.file("stderr"), contents: nil)
         let stdout = try FileHandle(forWritingTo: URL(fileURLWithPath: work.file("stdout")))
         let stderr = try FileHandle(forWritingTo: URL(fileURLWithPath: work.file("stderr")))
         defer {
