@@ -219,6 +219,25 @@ def fcm_error_code(error):
 
 # -- the clients under test ---------------------------------------------------------------------
 
+def library_message(M, doc, data):
+    """`doc` (a message as JSON) as a client library's Message: firebase-admin's `messaging` and
+    async-firebase's `messages` name their classes and fields alike."""
+    n, a, apns = doc.get("notification"), doc.get("android"), doc.get("apns")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Message.token, in favour of fid
+        return M.Message(
+            token=doc.get("token"),
+            data=data,
+            notification=M.Notification(title=n.get("title"), body=n.get("body"), image=n.get("image"))
+            if n else None,
+            android=M.AndroidConfig(priority=a.get("priority"), notification=M.AndroidNotification(
+                channel_id=a["notification"].get("channel_id")) if a.get("notification") else None)
+            if a else None,
+            apns=M.APNSConfig(payload=M.APNSPayload(aps=M.Aps(sound=apns["payload"]["aps"].get("sound"))))
+            if apns else None,
+        )
+
+
 class FirebaseAdmin:
     """firebase-admin 7, pointed at a host by _MessagingService.FCM_URL (read when an app's
     messaging service is made: one app per host); a static access token by a credentials.Base
@@ -249,22 +268,9 @@ class FirebaseAdmin:
 
     @staticmethod
     def message(doc):
-        from firebase_admin import messaging as M
+        from firebase_admin import messaging
 
-        n, a, apns = doc.get("notification"), doc.get("android"), doc.get("apns")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # Message.token, in favour of fid
-            return M.Message(
-                token=doc.get("token"),
-                data=doc.get("data"),
-                notification=M.Notification(title=n.get("title"), body=n.get("body"), image=n.get("image"))
-                if n else None,
-                android=M.AndroidConfig(priority=a.get("priority"), notification=M.AndroidNotification(
-                    channel_id=a["notification"].get("channel_id")) if a.get("notification") else None)
-                if a else None,
-                apns=M.APNSConfig(payload=M.APNSPayload(aps=M.Aps(sound=apns["payload"]["aps"].get("sound"))))
-                if apns else None,
-            )
+        return library_message(messaging, doc, data=doc.get("data"))
 
     def send(self, doc, dry_run=False):
         """The message name FCM answered; raises CheckFailed naming the library's exception."""
@@ -321,22 +327,9 @@ class AsyncFirebase:
 
     @staticmethod
     def message(doc):
-        from async_firebase import messages as M
+        from async_firebase import messages
 
-        n, a, apns = doc.get("notification"), doc.get("android"), doc.get("apns")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # Message.token, in favour of fid
-            return M.Message(
-                token=doc.get("token"),
-                data=dict(doc.get("data") or {}),
-                notification=M.Notification(title=n.get("title"), body=n.get("body"), image=n.get("image"))
-                if n else None,
-                android=M.AndroidConfig(priority=a.get("priority"), notification=M.AndroidNotification(
-                    channel_id=a["notification"].get("channel_id")) if a.get("notification") else None)
-                if a else None,
-                apns=M.APNSConfig(payload=M.APNSPayload(aps=M.Aps(sound=apns["payload"]["aps"].get("sound"))))
-                if apns else None,
-            )
+        return library_message(messages, doc, data=dict(doc.get("data") or {}))
 
     def _send(self, doc, dry_run=False):
         async def main():

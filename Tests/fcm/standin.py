@@ -168,6 +168,15 @@ def expect_object(value, where):
     return value or {}
 
 
+def expect_string_map(value, where, quote=False):
+    """An object whose values are strings (FCM's map<string, string> fields); `quote` adds the
+    bad value to the error, as Google does for message.data."""
+    for i, item in enumerate(expect_object(value, where).values()):
+        if not isinstance(item, str):
+            shown = f", {json.dumps(item)[:80]}" if quote else ""
+            raise Invalid(f"Invalid value at '{where}[{i}].value' ({json_type(item)}){shown}", f"{where}[{i}].value")
+
+
 def expect_image(value, where):
     if value is None:
         return
@@ -206,11 +215,7 @@ def check_message(doc):
     target = message[targets[0]]
     if not isinstance(target, str) or not target:
         raise Invalid(f"Invalid value at 'message.{targets[0]}' ({json_type(target)})", f"message.{targets[0]}")
-    data = expect_object(message.get("data"), "message.data")
-    for i, (key, value) in enumerate(data.items()):
-        if not isinstance(value, str):
-            raise Invalid(f"Invalid value at 'message.data[{i}].value' ({json_type(value)}), "
-                          f"{json.dumps(value)[:80]}", f"message.data[{i}].value")
+    expect_string_map(message.get("data"), "message.data", quote=True)
     for key in ("name", "topic", "condition"):
         if message.get(key) is not None and not isinstance(message[key], str):
             raise Invalid(f"Invalid value at 'message.{key}' ({json_type(message[key])})", f"message.{key}")
@@ -224,20 +229,12 @@ def check_message(doc):
         raise Invalid(f"Invalid value at 'message.android.priority' (type.googleapis.com/"
                       f"google.firebase.fcm.v1.AndroidMessagePriority), {json.dumps(priority)[:80]}",
                       "message.android.priority")
-    android_data = expect_object(android.get("data"), "message.android.data")
-    for i, value in enumerate(android_data.values()):
-        if not isinstance(value, str):
-            raise Invalid(f"Invalid value at 'message.android.data[{i}].value' ({json_type(value)})",
-                          f"message.android.data[{i}].value")
+    expect_string_map(android.get("data"), "message.android.data")
     android_notification = expect_object(android.get("notification"), "message.android.notification")
     expect_image(android_notification.get("image"), "message.android.notification.image")
 
     apns = expect_object(message.get("apns"), "message.apns")
-    headers = expect_object(apns.get("headers"), "message.apns.headers")
-    for i, value in enumerate(headers.values()):
-        if not isinstance(value, str):
-            raise Invalid(f"Invalid value at 'message.apns.headers[{i}].value' ({json_type(value)})",
-                          f"message.apns.headers[{i}].value")
+    expect_string_map(apns.get("headers"), "message.apns.headers")
     payload = expect_object(apns.get("payload"), "message.apns.payload")
     aps = payload.get("aps")
     if aps is not None and not isinstance(aps, dict):
