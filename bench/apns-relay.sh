@@ -31,16 +31,7 @@ BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
 source "$BENCH/lib.sh"
 source "$BENCH/relay-lib.sh"
 
-log "tools and build"
-relay_tools
-
-rm -rf "$OUT" && mkdir -p "$OUT"
-cd "$OUT"
-
-log "certificates"
-relay_certs
-relay_haproxy 'status 200 hdr apns-id "%[uuid]"'
-relay_origin
+relay_setup 'status 200 hdr apns-id "%[uuid]"'
 
 JWT=$(python3 - <<'EOF'
 import base64, json, subprocess, time
@@ -77,22 +68,8 @@ run() {
   shift 4
   local type=alert
   [[ $body == background.json ]] && type=background
-  local before=0
-  [[ -n $pid ]] && before=$(cpu_ticks "$pid")
-  h2load -i "$(uris "$port")" -d "$body" -c "$CONNECTIONS" -m "$STREAMS" -t 1 \
-    -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: $type" \
-    "$@" >"h2load-$name.txt" 2>&1
-  local after=0
-  [[ -n $pid ]] && after=$(cpu_ticks "$pid")
-  local rps ok
-  rps=$(sed -n 's/^finished in .*s, \([0-9.]*\) req\/s.*/\1/p' "h2load-$name.txt")
-  ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "h2load-$name.txt")
-  local cpu_us=""
-  if [[ -n $pid ]]; then
-    cpu_us=$(cpu_us_per "$before" "$after" "$ok")
-  fi
-  echo "{\"name\":\"$name\",\"pushes_per_s\":$rps,\"ok\":$ok,\"cpu_us_per_push\":${cpu_us:-null}}" >>runs.jsonl
-  printf '  %-22s %10s pushes/s  %6s 2xx  %8s µs CPU/push\n' "$name" "$rps" "$ok" "${cpu_us:--}"
+  h2load_run "$name" "$pid" pushes -i "$(uris "$port")" -d "$body" -c "$CONNECTIONS" -m "$STREAMS" -t 1 \
+    -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: $type" "$@"
 }
 
 log "relays"
@@ -126,7 +103,7 @@ log "latency at half the relay's maximum rate"
 HALF=$(python3 -c "
 import json
 runs=[json.loads(l) for l in open('runs.jsonl')]
-best=max(r['pushes_per_s'] for r in runs if r['name'].startswith('campaign'))
+best=max(r['per_s'] for r in runs if r['name'].startswith('campaign'))
 print(max(1, int(best / 2 / $CONNECTIONS)))")
 echo "  --rps $HALF per connection × $CONNECTIONS"
 LAT_N=$((HALF * CONNECTIONS * 10))
@@ -143,7 +120,6 @@ run "rss-campaign" "$CAMPAIGN" rich.json "$CAMPAIGN_PID" -n $((PUSHES_RSS / 2)) 
 run "rss-passthrough" "$CAMPAIGN" background.json "$CAMPAIGN_PID" -n $((PUSHES_RSS / 2)) >/dev/null
 RSS_KB=$(awk '/VmHWM/ {print $2}' "/proc/$CAMPAIGN_PID/status")
 
-log "perf: the campaign path"
 relay_perf "$CAMPAIGN_PID" run "perf-campaign" "$CAMPAIGN" rich.json "" -n "$PUSHES"
 
 python3 - "$RSS_KB" "$HALF" "$CONNECTIONS" <<'EOF'
@@ -152,7 +128,7 @@ rss_kb, half, connections = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 runs = [json.loads(l) for l in open("runs.jsonl")]
 def best(prefix):
     rs = [r for r in runs if r["name"].startswith(prefix + "#")]
-    return max(rs, key=lambda r: r["pushes_per_s"])
+    return max(rs, key=lambda r: r["per_s"])
 def p(values, q):
     values = sorted(values); return values[min(len(values) - 1, int(q * len(values)))]
 def latency(name):
@@ -160,9 +136,9 @@ def latency(name):
     ms = [int(r[2]) / 1000 for r in rows if r[1] == "200"]
     return {"p50_ms": round(p(ms, 0.5), 3), "p99_ms": round(p(ms, 0.99), 3), "n": len(ms)}
 result = {name: best(name) for name in ["direct", "haproxy", "campaign", "distinct", "passthrough"]}
-hop = result["haproxy"]["pushes_per_s"]
+hop = result["haproxy"]["per_s"]
 for name in ["campaign", "distinct", "passthrough"]:
-    result[name]["vs_haproxy"] = round(result[name]["pushes_per_s"] / hop, 3)
+    result[name]["vs_haproxy"] = round(result[name]["per_s"] / hop, 3)
 lat = {name: latency(name) for name in ["direct", "haproxy", "campaign"]}
 for name in ["haproxy", "campaign"]:
     lat[name]["added_p99_ms"] = round(lat[name]["p99_ms"] - lat["direct"]["p99_ms"], 3)
@@ -173,8 +149,8 @@ print()
 print(f"{'':14}{'pushes/s':>12}{'× HAProxy':>11}{'CPU µs/push':>13}")
 for name in ["direct", "haproxy", "campaign", "distinct", "passthrough"]:
     r = result[name]
-    print(f"{name:14}{r['pushes_per_s']:>12.0f}{r.get('vs_haproxy', 1.0 if name == 'haproxy' else float('nan')):>11.2f}"
-          f"{(r['cpu_us_per_push'] or float('nan')):>13.1f}")
+    print(f"{name:14}{r['per_s']:>12.0f}{r.get('vs_haproxy', 1.0 if name == 'haproxy' else float('nan')):>11.2f}"
+          f"{(r['cpu_us'] or float('nan')):>13.1f}")
 print(f"\nat {half * connections} pushes/s: " + ", ".join(
     f"{n} p50 {v['p50_ms']} ms p99 {v['p99_ms']} ms" + (f" (adds {v['added_p99_ms']} ms)" if 'added_p99_ms' in v else "")
     for n, v in lat.items()))

@@ -25,16 +25,7 @@ BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
 source "$BENCH/lib.sh"
 source "$BENCH/relay-lib.sh"
 
-log "tools and build"
-relay_tools
-
-rm -rf "$OUT" && mkdir -p "$OUT"
-cd "$OUT"
-
-log "certificates"
-relay_certs
-relay_haproxy 'status 200 content-type application/json string "{\"name\":\"projects/bench/messages/1\"}"'
-relay_origin
+relay_setup 'status 200 content-type application/json string "{\"name\":\"projects/bench/messages/1\"}"'
 
 python3 - "$ORIGIN" <<'PY'
 import json, sys
@@ -51,22 +42,8 @@ SEND=/v1/projects/bench/messages:send
 
 # h2load run: name, port, pid whose CPU is counted ("" for none)
 run() {
-  local name=$1 port=$2 pid=$3
-  local before=0
-  [[ -n $pid ]] && before=$(cpu_ticks "$pid")
-  h2load "https://localhost:$port$SEND" -d message.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$PUSHES" \
-    -H "authorization: Bearer bench-oauth-token" -H "content-type: application/json" >"h2load-$name.txt" 2>&1
-  local after=0
-  [[ -n $pid ]] && after=$(cpu_ticks "$pid")
-  local rps ok
-  rps=$(sed -n 's/^finished in .*s, \([0-9.]*\) req\/s.*/\1/p' "h2load-$name.txt")
-  ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "h2load-$name.txt")
-  local cpu_us=""
-  if [[ -n $pid ]]; then
-    cpu_us=$(cpu_us_per "$before" "$after" "$ok")
-  fi
-  echo "{\"name\":\"$name\",\"per_s\":$rps,\"ok\":$ok,\"cpu_us\":${cpu_us:-null}}" >>runs.jsonl
-  printf '  %-16s %10s messages/s  %6s 2xx  %8s µs CPU/message\n' "$name" "$rps" "$ok" "${cpu_us:--}"
+  h2load_run "$1" "$3" messages "https://localhost:$2$SEND" -d message.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 \
+    -n "$PUSHES" -H "authorization: Bearer bench-oauth-token" -H "content-type: application/json"
 }
 
 log "relay"
@@ -88,7 +65,6 @@ for round in 1 2; do
   run "campaign#$round" "$CAMPAIGN" "$CAMPAIGN_PID"
 done
 
-log "perf: the campaign path"
 relay_perf "$CAMPAIGN_PID" run "perf-campaign" "$CAMPAIGN" ""
 
 python3 - <<'PY'

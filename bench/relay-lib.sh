@@ -22,6 +22,19 @@ relay_tools() {
   fi
 }
 
+# relay_setup "SINK ANSWER": tools and build, a fresh $OUT as the current folder, certificates,
+# HAProxy (sink and hop) and the origin.
+relay_setup() {
+  log "tools and build"
+  relay_tools
+  rm -rf "$OUT" && mkdir -p "$OUT"
+  cd "$OUT"
+  log "certificates, HAProxy, origin"
+  relay_certs
+  relay_haproxy "$1"
+  relay_origin
+}
+
 # A test CA (ca.pem), a certificate for localhost/127.0.0.1 (server.pem, server.key; both in
 # server-haproxy.pem), and an ES256 key (AuthKey.p8), in the current folder.
 relay_certs() {
@@ -101,12 +114,30 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # cpu_us_per BEFORE AFTER COUNT: CPU µs per item between two cpu_ticks readings.
 cpu_us_per() { python3 -c "print(round(($2 - $1) / $TICK * 1e6 / max(1, $3), 2))"; }
 
+# h2load_run NAME PID UNIT H2LOAD-ARGS...: one h2load pass (its output in h2load-NAME.txt),
+# recorded in runs.jsonl as {name, per_s, ok, cpu_us} with the CPU µs per request of PID
+# ("" for none), and printed a line with UNIT (pushes, messages).
+h2load_run() {
+  local name=$1 pid=$2 unit=$3
+  shift 3
+  local before=0 after=0 rps ok cpu_us=""
+  [[ -n $pid ]] && before=$(cpu_ticks "$pid")
+  h2load "$@" >"h2load-$name.txt" 2>&1
+  [[ -n $pid ]] && after=$(cpu_ticks "$pid")
+  rps=$(sed -n 's/^finished in .*s, \([0-9.]*\) req\/s.*/\1/p' "h2load-$name.txt")
+  ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "h2load-$name.txt")
+  [[ -n $pid ]] && cpu_us=$(cpu_us_per "$before" "$after" "$ok")
+  echo "{\"name\":\"$name\",\"per_s\":$rps,\"ok\":$ok,\"cpu_us\":${cpu_us:-null}}" >>runs.jsonl
+  printf '  %-22s %10s %s/s  %6s 2xx  %8s µs CPU/%s\n' "$name" "$rps" "$unit" "$ok" "${cpu_us:--}" "${unit%s}"
+}
+
 # relay_perf PID COMMAND...: a perf profile (call graphs) of PID while COMMAND runs, summed by
 # shared object (perf-dso.txt) and by symbol (perf-symbols.txt). PERF=0, or no perf, skips.
 relay_perf() {
   local pid=$1
   shift
   [[ ${PERF:-1} != 0 ]] && perf stat -e task-clock true >/dev/null 2>&1 || return 0
+  log "perf: the campaign path"
   perf record -g -o perf.data -p "$pid" -- sleep 8 >/dev/null 2>&1 &
   local perf_pid=$!
   sleep 0.5
