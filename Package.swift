@@ -34,6 +34,9 @@ let package = Package(
         .systemLibrary(
             name: "CMagic", path: "Sources/CMagic",
             providers: [.apt(["libmagic-dev"]), .brew(["libmagic"])]),
+        .systemLibrary(
+            name: "CNghttp2", path: "Sources/CNghttp2", pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"]), .brew(["libnghttp2"])]),
         // The only C code: one fixed-signature function per variadic libvips/libcurl call,
         // plus the libcurl callbacks (write, progress, open-socket) and libmagic/GLib helpers.
         .target(
@@ -42,6 +45,12 @@ let package = Package(
             path: "Sources/CPushMediaShim",
             cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])],
             linkerSettings: [.linkedLibrary("magic")]),
+        // The relays' HTTP/2 (libnghttp2): sessions fed bytes and drained of events; the server only.
+        .target(
+            name: "CHTTP2Shim",
+            dependencies: ["CNghttp2"],
+            path: "Sources/CHTTP2Shim",
+            cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])]),
         .target(
             name: "PushMedia",
             dependencies: [
@@ -55,13 +64,14 @@ let package = Package(
         .target(
             name: "PushMediaNSE",
             path: "Sources/PushMediaNSE"),
-        // The HTTP hook: thin Hummingbird routes over the library; the APNs relay (`APNs/`),
-        // HTTP/2 on SwiftNIO both ways; the FCM relay (`FCM/`), Hummingbird in front of the same
-        // HTTP/2 client (`Relay/`).
+        // The HTTP hook: thin Hummingbird routes over the library; the APNs relay (`APNs/`) and
+        // the FCM relay (`FCM/`) on one listener and one upstream client (`Relay/`): SwiftNIO
+        // for sockets and TLS, libnghttp2 for HTTP/2.
         .target(
             name: "PushMediaServer",
             dependencies: [
                 "PushMedia",
+                "CHTTP2Shim",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),

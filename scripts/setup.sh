@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system libraries PushMedia links against, when pkg-config cannot find them:
-# libvips, libcurl and libmagic (Debian/Ubuntu, through apt-get), and FFmpeg's programs
-# (`ffmpeg`, `ffprobe`), which PushMedia runs as child processes for video poster frames.
+# libvips, libcurl, libmagic and libnghttp2 (the relays' HTTP/2), on Debian/Ubuntu through
+# apt-get, and FFmpeg's programs (`ffmpeg`, `ffprobe`), which PushMedia runs as child processes
+# for video poster frames.
 # --test also installs what the test suite needs besides: Chromium (headless, for the tests
 # that render report.html and /preview) and a font for it, when `chromium` is not on the PATH,
 # and Python's venv (for Schemathesis, which scripts/api-conformance.sh installs from PyPI).
@@ -17,13 +18,13 @@ done
 
 missing() {
   ! command -v pkg-config >/dev/null 2>&1 && return 0
-  ! pkg-config --exists vips libcurl && return 0
+  ! pkg-config --exists vips libcurl libnghttp2 && return 0
   [ ! -f /usr/include/magic.h ] && ! pkg-config --exists libmagic 2>/dev/null && return 0
   return 1
 }
 
 PACKAGES=()
-if missing; then PACKAGES+=(pkg-config libvips-dev libmagic-dev libcurl4-openssl-dev); fi
+if missing; then PACKAGES+=(pkg-config libvips-dev libmagic-dev libcurl4-openssl-dev libnghttp2-dev); fi
 if [ ! -x /usr/bin/ffmpeg ] || [ ! -x /usr/bin/ffprobe ]; then PACKAGES+=(ffmpeg); fi
 if [ "$TEST" = 1 ] && ! command -v chromium >/dev/null 2>&1; then PACKAGES+=(chromium fonts-dejavu-core); fi
 # Python's venv, for Schemathesis (scripts/api-conformance.sh installs it from PyPI).

@@ -865,6 +865,22 @@ def relay_goaway(world):
     expect(len(conns) >= 2, f"all answers on connection(s) {conns}: the GOAWAY was never seen")
 
 
+@check("relay")
+def relay_one_stream_at_a_time(world):
+    # Apple allows one stream per connection until a provider token is validated: the relay
+    # holds the rest until a stream closes, and the stand-in refuses any stream over its limit.
+    narrow = world.standin_with("standin-narrow", "--max-concurrent-streams", "1")
+    relay = world.relay("relay-narrow", lambda: f"https://localhost:{narrow.port}", tls=False)
+    tokens = [device_token() for _ in range(30)]
+    mark = narrow.mark()
+    responses = relay.h2(world, [Request(f"/3/device/{t}", push_headers(world), b'{"aps":{"alert":"one"}}')
+                                 for t in tokens], timeout=20)
+    bad = [(t[:8], r) for t, r in zip(tokens, responses) if r.status != 200]
+    expect(not bad, f"{len(bad)} of 30 not 200: {bad[:3]!r}")
+    refused = [e for e in narrow.entries(since=mark) if e["status"] != 200]
+    expect(not refused, f"the stand-in refused {len(refused)} streams: {refused[:2]!r}")
+
+
 # h. Who may push: allowed teams, client certificates.
 
 @check("relay")

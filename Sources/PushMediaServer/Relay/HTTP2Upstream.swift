@@ -1,8 +1,8 @@
+import CHTTP2Shim
 import Foundation
 import Logging
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import PushMedia
@@ -164,18 +164,6 @@ final class UpstreamConnection: Sendable {
                     try sync.addHandler(
                         NIOSSLClientHandler(
                             context: tls, serverHostname: endpoint.host.isIPAddress ? nil : endpoint.host))
-                    var connection = NIOHTTP2Handler.ConnectionConfiguration()
-                    connection.initialSettings = [
-                        HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-                        HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                        HTTP2Setting(parameter: .maxHeaderListSize, value: 1 << 16),
-                        HTTP2Setting(parameter: .enablePush, value: 0),
-                    ]
-                    // The headers sent are the relay's own and those it took from a client through the
-                    // listener, which validated them.
-                    connection.headerBlockValidation = .disabled
-                    connection.contentLengthValidation = .disabled
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: connection))
                     try sync.addHandler(
                         UpstreamConnectionHandler(authority: endpoint.authority, timeout: timeout) {
                             state.withLock { $0.goingAway = true }
@@ -231,35 +219,26 @@ final class UpstreamConnection: Sendable {
     }
 }
 
-/// The client side of one connection, on its frames: numbers the streams, writes each push as a
-/// `HEADERS` and a `DATA` frame, matches the answers by stream, fails pushes past the timeout,
-/// and fails the streams a `GOAWAY` left unprocessed so that they are sent again. Writes made in
-/// one turn of the event loop are flushed together.
-final class UpstreamConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
-
-    private struct Pending {
-        var answer: EventLoopPromise<UpstreamAnswer>
-        var status: Int?
-        var headers = HPACKHeaders()
-        var body: ByteBuffer?
-    }
+/// The client side of one connection: opens a stream per push (libnghttp2 holds those past the
+/// server's `SETTINGS_MAX_CONCURRENT_STREAMS` until a stream closes), matches the answers by
+/// stream, fails pushes past the timeout, and fails the streams the server did not process
+/// (`REFUSED_STREAM`, above a `GOAWAY`'s last stream) so that they are sent again. What is sent
+/// in one turn of the event loop is written and flushed together.
+final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     private let authority: String
     private let timeout: TimeAmount
     private let goingAway: @Sendable () -> Void
+    let session = HTTP2Session(clientBodyLimit: 64 * 1024)
     private var context: ChannelHandlerContext?
-    private var pending: [HTTP2StreamID: Pending] = [:]
+    private var pending: [Int32: EventLoopPromise<UpstreamAnswer>] = [:]
     /// Streams in the order sent, with their deadlines (ascending).
-    private var deadlines = CircularBuffer<(HTTP2StreamID, NIODeadline)>()
-    private var nextStreamID: Int32 = 1
-    private let flow = ConnectionFlow()
+    private var deadlines = CircularBuffer<(Int32, NIODeadline)>()
     private var timer: RepeatedTask?
     private var closed = false
-    /// The last stream of a `GOAWAY` received: streams above it were not processed.
-    private var goAwayLastStream: HTTP2StreamID?
-    private var cancelled: [HTTP2StreamID] = []
+    private var closing = false
 
     init(authority: String, timeout: TimeAmount, goingAway: @escaping @Sendable () -> Void) {
         self.authority = authority
@@ -291,116 +270,70 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
         let waiting = waiting
         self.waiting = []
         for (push, answer) in waiting { send(push, answer: answer) }
+        pump(context)
     }
 
-    /// Writes `push` on a new stream.
+    /// Opens a stream for `push`.
     func send(_ push: UpstreamPush, answer: EventLoopPromise<UpstreamAnswer>) {
-        guard let context, !closed, nextStreamID < Int32.max - 2 else {
+        guard let context, !closed, !closing else { return answer.fail(UpstreamFailure.notProcessed) }
+        guard active else { return waiting.append((push, answer)) }
+        guard let id = session.request(authority: authority, path: push.path, headers: push.headers, body: push.body)
+        else {
+            // No stream ids left: this connection takes no more.
+            goingAway()
             return answer.fail(UpstreamFailure.notProcessed)
         }
-        guard active else { return waiting.append((push, answer)) }
-        flow.open(context)
-        let id = HTTP2StreamID(nextStreamID)
-        nextStreamID += 2
-        if nextStreamID >= Int32.max - 2 { goingAway() }
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(push.headers.count + 5)
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":authority", value: authority)
-        // Never the same twice (a device token each): kept out of the HPACK table, which then
-        // holds the headers that repeat and stays quick to search.
-        headers.add(name: ":path", value: push.path, indexing: .nonIndexable)
-        headers.add(contentsOf: push.headers)
-        headers.add(name: "content-length", value: String(push.body.readableBytes))
-        pending[id] = Pending(answer: answer)
+        pending[id] = answer
         deadlines.append((id, .now() + timeout))
-        let empty = push.body.readableBytes == 0
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: empty)))),
-            promise: nil)
-        if !empty {
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(push.body), endStream: true)))),
-                promise: nil)
-        }
-        flow.flushSoon(context)
+        pumpSoon(context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        let id = frame.streamID
-        switch frame.payload {
-        case let .headers(headers):
-            guard var stream = pending.removeValue(forKey: id) else { break }
-            if stream.status == nil, let text = headers.headers.first(name: ":status"), let code = Int(text),
-                code >= 200
-            {
-                stream.status = code
-                for (name, value, _) in headers.headers where !name.hasPrefix(":") && name != "content-length" {
-                    stream.headers.add(
-                        name: name, value: value, indexing: Self.unique(name) ? .nonIndexable : .indexable)
+        session.receive(unwrapInboundIn(data))
+        while let event = session.nextEvent() {
+            switch event.kind {
+            case PM_H2_CLOSED:
+                guard let stream = event.stream else { break }
+                guard let answer = pending.removeValue(forKey: event.stream_id) else {
+                    session.release(stream)
+                    break
                 }
-            }
-            if headers.endStream { complete(stream) } else { pending[id] = stream }
-        case let .data(data):
-            flow.received(data)
-            guard case var .byteBuffer(buffer) = data.data else { break }
-            guard var stream = pending.removeValue(forKey: id) else { break }
-            if buffer.readableBytes > 0 {
-                if stream.body == nil {
-                    stream.body = buffer
-                } else if stream.body!.readableBytes + buffer.readableBytes <= 64 * 1024 {
-                    stream.body!.writeBuffer(&buffer)
+                guard event.code == 0 else {
+                    session.release(stream)
+                    answer.fail(UpstreamFailure.reset("RST_STREAM, error code \(event.code)"))
+                    break
                 }
+                complete(session.take(stream), answer)
+            case PM_H2_REFUSED:
+                fail(event.stream_id, .notProcessed)
+            case PM_H2_GOAWAY:
+                goingAway()
+            default:
+                if let stream = event.stream { session.release(stream) }
             }
-            if data.endStream { complete(stream) } else { pending[id] = stream }
-        case let .rstStream(code):
-            fail(
-                id, code == .refusedStream ? UpstreamFailure.notProcessed : UpstreamFailure.reset("RST_STREAM \(code)"))
-        case let .goAway(lastStreamID, _, _):
-            goingAway()
-            goAwayLastStream = min(goAwayLastStream ?? lastStreamID, lastStreamID)
-            for id in pending.keys where id > lastStreamID { fail(id, UpstreamFailure.notProcessed) }
-            resolveCancelled()
-        default:
-            break
         }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        resolveCancelled()
-        flow.readComplete(context)
+        pump(context)
         context.fireChannelReadComplete()
     }
 
-    /// SwiftNIO closes the streams above a `GOAWAY`'s last stream with reason `CANCEL`, maybe before
-    /// the frame reaches this handler: such closings wait for the end of the read to be told apart.
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? StreamClosedEvent, pending[event.streamID] != nil {
-            let id = event.streamID
-            if event.reason == .refusedStream || goAwayLastStream.map({ id > $0 }) == true {
-                fail(id, .notProcessed)
-            } else if event.reason == .cancel {
-                cancelled.append(id)
-            } else {
-                fail(id, .reset("stream closed: \(event.reason.map { "\($0)" } ?? "")"))
-            }
+    /// Closes the connection once libnghttp2 is done with it: a protocol error, or the server's
+    /// `GOAWAY` with no stream left open.
+    func pumped(_ context: ChannelHandlerContext) {
+        guard !closing, !session.alive else { return }
+        closing = true
+        goingAway()
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+            channel.close(promise: nil)
         }
-        context.fireUserInboundEventTriggered(event)
-    }
-
-    /// Fails the streams closed with `CANCEL` that no `GOAWAY` explains.
-    private func resolveCancelled() {
-        for id in cancelled { fail(id, .reset("stream cancelled")) }
-        cancelled.removeAll()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
         goingAway()
-        resolveCancelled()
         for (_, answer) in waiting { answer.fail(UpstreamFailure.reset("connection closed")) }
         waiting = []
         failAll(UpstreamFailure.reset("connection closed"))
@@ -416,33 +349,40 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
     /// in the HPACK table of the client's connection.
     static func unique(_ name: String) -> Bool { name == "apns-id" || name == "apns-unique-id" }
 
-    private func complete(_ done: Pending) {
-        guard let status = done.status else { return done.answer.fail(UpstreamFailure.reset("no status")) }
-        done.answer.succeed(UpstreamAnswer(status: status, headers: done.headers, body: done.body))
+    private func complete(_ message: HTTP2Message, _ answer: EventLoopPromise<UpstreamAnswer>) {
+        guard let status = message.status, status >= 200 else {
+            return answer.fail(UpstreamFailure.reset("no status"))
+        }
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(message.headers.count)
+        for (name, value, _) in message.headers where name != "content-length" {
+            headers.add(name: name, value: value, indexing: Self.unique(name) ? .nonIndexable : .indexable)
+        }
+        answer.succeed(
+            UpstreamAnswer(
+                status: status, headers: headers, body: message.body.readableBytes > 0 ? message.body : nil))
     }
 
-    private func fail(_ id: HTTP2StreamID, _ error: UpstreamFailure) {
-        pending.removeValue(forKey: id)?.answer.fail(error)
+    private func fail(_ id: Int32, _ error: UpstreamFailure) {
+        pending.removeValue(forKey: id)?.fail(error)
     }
 
     private func failAll(_ error: UpstreamFailure) {
         let all = pending
         pending = [:]
         deadlines.removeAll()
-        for (_, stream) in all { stream.answer.fail(error) }
+        for (_, answer) in all { answer.fail(error) }
     }
 
-    /// Fails the pushes past their deadline and resets their streams.
+    /// Fails the pushes past their deadline and gives up their streams.
     private func expire() {
         let now = NIODeadline.now()
         while let (id, deadline) = deadlines.first, deadline <= now || pending[id] == nil {
             deadlines.removeFirst()
             guard pending[id] != nil else { continue }
             fail(id, .timedOut)
-            if let context {
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
-                flow.flushSoon(context)
-            }
+            session.cancel(id)
+            if let context { pumpSoon(context) }
         }
     }
 }

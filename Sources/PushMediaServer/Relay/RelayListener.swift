@@ -1,9 +1,9 @@
+import CHTTP2Shim
 import Foundation
 import Logging
 import NIOCore
 import NIOHPACK
 import NIOHTTP1
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import PushMedia
@@ -121,12 +121,6 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
     }
 
     static func serveHTTP2(_ sync: ChannelPipeline.SynchronousOperations, endpoint: Endpoint) throws {
-        var connection = NIOHTTP2Handler.ConnectionConfiguration()
-        connection.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: 1 << 16),
-        ]
-        try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connection))
         try sync.addHandler(RelayHTTP2Handler(endpoint: endpoint))
     }
 
@@ -236,152 +230,107 @@ final class RelayProtocolSniffer<Endpoint: RelayEndpoint>: ChannelInboundHandler
     }
 }
 
-/// The server side of one HTTP/2 client connection, on its frames: collects each stream's request
-/// (a body past the endpoint's limit is answered at once), hands it to the endpoint and writes the
-/// answer on the same stream. Writes made in one turn of the event loop are flushed together.
-final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
-
-    private struct Request {
-        var headers: HPACKHeaders
-        var body: ByteBuffer?
-    }
+/// The server side of one HTTP/2 client connection: libnghttp2 collects each stream's request (a
+/// body past the endpoint's limit is answered at once), the endpoint answers it, and the answer
+/// goes out on the same stream. What is answered in one turn of the event loop is written and
+/// flushed together.
+final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, HTTP2ConnectionHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     private let endpoint: Endpoint
-    private var requests: [HTTP2StreamID: Request] = [:]
-    /// Streams answered before their request ended (too large): the rest of their frames is ignored.
-    private var answeredEarly: Set<HTTP2StreamID> = []
-    private let flow = ConnectionFlow()
+    let session: HTTP2Session
     /// Streams handed to the endpoint and not yet answered.
     private var answering = 0
-    private var lastStreamID = HTTP2StreamID(0)
     private var draining = false
-    private var wentAway = false
+    private var closing = false
 
-    init(endpoint: Endpoint) { self.endpoint = endpoint }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is RelayDrain {
-            draining = true
-            if answering == 0 { goAway(context: context) }
-            return
-        }
-        if let closed = event as? StreamClosedEvent {
-            // A stream reset before its request ended.
-            requests[closed.streamID] = nil
-            answeredEarly.remove(closed.streamID)
-        }
-        context.fireUserInboundEventTriggered(event)
+    init(endpoint: Endpoint) {
+        self.endpoint = endpoint
+        session = HTTP2Session(serverBodyLimit: endpoint.bodyLimit, maxStreams: 1000)
     }
 
-    /// `GOAWAY` after the answers (some clients, those on Python's h2 among them, drop answers
-    /// that come after it), then close.
-    private func goAway(context: ChannelHandlerContext) {
-        guard !wentAway else { return }
-        wentAway = true
-        let frame = HTTP2Frame(
-            streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
-        let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
+    /// The server's SETTINGS go first (buffered by TLS until its handshake is done).
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { pump(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        pump(context)
+        context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        let id = frame.streamID
-        flow.open(context)
-        switch frame.payload {
-        case let .headers(headers):
-            guard !answeredEarly.contains(id) else {
-                if headers.endStream { answeredEarly.remove(id) }
-                return
+        session.receive(unwrapInboundIn(data))
+        while let event = session.nextEvent() {
+            guard let stream = event.stream else { continue }
+            switch event.kind {
+            case PM_H2_REQUEST:
+                dispatch(event.stream_id, session.take(stream), context: context)
+            case PM_H2_TOO_LARGE:
+                let request = session.take(stream)
+                respond(endpoint.tooLarge(headers: request.headers), on: event.stream_id)
+            default:
+                session.release(stream)
             }
-            if requests[id] == nil { requests[id] = Request(headers: headers.headers) }
-            if headers.endStream { dispatch(id, context: context) }
-        case let .data(data):
-            flow.received(data)
-            if case var .byteBuffer(buffer) = data.data {
-                if requests[id] != nil, buffer.readableBytes > 0 {
-                    if requests[id]!.body == nil {
-                        requests[id]!.body = buffer
-                    } else {
-                        requests[id]!.body!.writeBuffer(&buffer)
-                    }
-                }
-            }
-            if let request = requests[id], (request.body?.readableBytes ?? 0) > endpoint.bodyLimit {
-                requests[id] = nil
-                if !data.endStream { answeredEarly.insert(id) }
-                write(endpoint.tooLarge(headers: request.headers), on: id, context: context)
-            } else if data.endStream {
-                if answeredEarly.remove(id) == nil { dispatch(id, context: context) }
-            }
-        case .rstStream:
-            requests[id] = nil
-            answeredEarly.remove(id)
-        default:
-            break
         }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        flow.readComplete(context)
+        pump(context)
         context.fireChannelReadComplete()
     }
 
-    private func dispatch(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
-        guard let request = requests.removeValue(forKey: id) else { return }
-        answering += 1
-        lastStreamID = max(lastStreamID, id)
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(request.headers.count)
-        var method = ""
-        var path = ""
-        for (name, value, indexing) in request.headers {
-            switch name {
-            case ":method": method = value
-            case ":path": path = value
-            default: if !name.hasPrefix(":") { headers.add(name: name, value: value, indexing: indexing) }
-            }
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is RelayDrain else { return context.fireUserInboundEventTriggered(event) }
+        draining = true
+        pump(context)
+    }
+
+    /// A connection error (TLS, the socket): the connection closes once the requests in flight
+    /// on it are answered.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        draining = true
+        pump(context)
+    }
+
+    /// Closes the connection when libnghttp2 is done with it (a protocol error, or the client's
+    /// `GOAWAY` with nothing left in flight), or when draining and nothing is in flight: then
+    /// `GOAWAY` after the answers (some clients, those on Python's h2 among them, drop answers
+    /// that come after it), then close.
+    func pumped(_ context: ChannelHandlerContext) {
+        guard !closing else { return }
+        let done = !session.alive
+        guard done || (draining && answering == 0) else { return }
+        closing = true
+        if !done {
+            session.goAway()
+            session.pump(context)
         }
+        // An empty write completes after the writes before it: the channel closes once they are out.
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+            channel.close(promise: nil)
+        }
+    }
+
+    private func dispatch(_ id: Int32, _ request: HTTP2Message, context: ChannelHandlerContext) {
+        answering += 1
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         endpoint.handle(
-            method: method, path: path, headers: headers, body: request.body ?? ByteBuffer(), on: context.eventLoop
+            method: request.method, path: request.path, headers: request.headers, body: request.body,
+            on: context.eventLoop
         )
         .whenSuccess { answer in
             let (handler, context) = loopBound.value
-            handler.write(answer, on: id, context: context)
+            handler.respond(answer, on: id)
             handler.answering -= 1
-            if handler.draining && handler.answering == 0 { handler.goAway(context: context) }
+            handler.pumpSoon(context)
         }
     }
 
-    private func write(_ answer: RelayAnswer, on id: HTTP2StreamID, context: ChannelHandlerContext) {
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(answer.headers.count + 2)
-        headers.add(name: ":status", value: String(answer.status))
-        headers.add(contentsOf: answer.headers)
-        let body = answer.body.flatMap { $0.readableBytes > 0 ? $0 : nil }
-        if let body { headers.add(name: "content-length", value: String(body.readableBytes)) }
-        context.write(
-            wrapOutboundOut(
-                HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body == nil)))),
-            promise: nil)
-        if let body {
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
-                promise: nil)
-        }
-        flow.flushSoon(context)
-    }
-
-    /// A protocol error (SwiftNIO has reset the stream, or sent `GOAWAY` for the connection): the
-    /// connection closes once the requests in flight on it are answered.
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard !draining else { return }
-        draining = true
-        if answering == 0 { goAway(context: context) }
+    private func respond(_ answer: RelayAnswer, on id: Int32) {
+        session.respond(id, status: answer.status, headers: answer.headers, body: answer.body)
     }
 }
 
