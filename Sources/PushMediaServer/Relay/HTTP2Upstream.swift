@@ -284,7 +284,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
             return answer.fail(UpstreamFailure.notProcessed)
         }
         pending[id] = answer
-        deadlines.append((id, .now() + timeout))
+        deadlines.append((id, context.eventLoop.now + timeout))
         pumpSoon(context)
     }
 
@@ -376,13 +376,14 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
 
     /// Fails the pushes past their deadline and gives up their streams.
     private func expire() {
-        let now = NIODeadline.now()
+        guard let context else { return }
+        let now = context.eventLoop.now
         while let (id, deadline) = deadlines.first, deadline <= now || pending[id] == nil {
             deadlines.removeFirst()
             guard pending[id] != nil else { continue }
             fail(id, .timedOut)
             session.cancel(id)
-            if let context { pumpSoon(context) }
+            pumpSoon(context)
         }
     }
 }

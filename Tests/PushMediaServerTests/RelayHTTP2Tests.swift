@@ -1,0 +1,196 @@
+import Logging
+import NIOCore
+import NIOEmbedded
+import NIOHPACK
+import PushMedia
+import Testing
+
+@testable import PushMediaServer
+
+/// The relays' two HTTP/2 ends (libnghttp2 through the shim) talking to each other: the
+/// listener's connection handler and the upstream client's, each on an embedded channel, the
+/// bytes one writes handed to the other. The relays run end to end with real clients and TLS in
+/// `scripts/apns-relay.sh` and `scripts/fcm-relay.sh`; here the edges are driven one by one.
+@Suite("Relay HTTP/2")
+struct RelayHTTP2Tests {
+    /// Answers each request with its body and where it went; requests to `/hold/…` wait until
+    /// the test answers them.
+    final class EchoEndpoint: RelayEndpoint, @unchecked Sendable {
+        let bodyLimit = 1024
+        let upstream: HTTP2Upstream
+        var held: [EventLoopPromise<RelayAnswer>] = []
+
+        init() throws {
+            upstream = try HTTP2Upstream(
+                endpoint: UpstreamEndpoint(host: "127.0.0.1", port: 9), timeout: .seconds(1), extraCA: nil,
+                caSetting: "--ca", logger: Logger(label: "test"))
+        }
+
+        func handle(method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop)
+            -> EventLoopFuture<RelayAnswer>
+        {
+            if path.hasPrefix("/hold/") {
+                let promise = eventLoop.makePromise(of: RelayAnswer.self)
+                held.append(promise)
+                return promise.futureResult
+            }
+            var answer = HPACKHeaders()
+            answer.add(name: "x-method", value: method)
+            answer.add(name: "x-path", value: path)
+            if let id = headers.first(name: "apns-id") { answer.add(name: "apns-id", value: id) }
+            return eventLoop.makeSucceededFuture(RelayAnswer(status: 200, headers: answer, body: body))
+        }
+
+        func tooLarge(headers: HPACKHeaders) -> RelayAnswer {
+            RelayAnswer(
+                status: 413, headers: HPACKHeaders(), body: ByteBuffer(string: #"{"reason":"PayloadTooLarge"}"#))
+        }
+    }
+
+    /// A client connection and a server connection joined by hand.
+    final class Pair {
+        let loop = EmbeddedEventLoop()
+        let endpoint: EchoEndpoint
+        let server: EmbeddedChannel
+        let client: EmbeddedChannel
+        let clientHandler: UpstreamConnectionHandler
+        let wentAway = Locked(false)
+
+        init(timeout: TimeAmount = .seconds(5)) throws {
+            endpoint = try EchoEndpoint()
+            server = EmbeddedChannel(handler: RelayHTTP2Handler(endpoint: endpoint), loop: loop)
+            let wentAway = wentAway
+            clientHandler = UpstreamConnectionHandler(authority: "upstream.test", timeout: timeout) {
+                wentAway.withLock { $0 = true }
+            }
+            client = EmbeddedChannel(handler: clientHandler, loop: loop)
+            let address = try SocketAddress(ipAddress: "127.0.0.1", port: 1)
+            try server.connect(to: address).wait()
+            try client.connect(to: address).wait()
+            try shuttle()
+        }
+
+        deinit {
+            for promise in endpoint.held { promise.succeed(RelayAnswer(status: 200, headers: [:], body: nil)) }
+            loop.run()
+            _ = try? server.finish()
+            _ = try? client.finish()
+        }
+
+        /// Moves bytes both ways until neither side has more to say.
+        func shuttle() throws {
+            var moved = true
+            while moved {
+                moved = false
+                loop.run()
+                while server.isActive, let bytes = try client.readOutbound(as: ByteBuffer.self) {
+                    if bytes.readableBytes > 0 { try server.writeInbound(bytes) }
+                    moved = true
+                }
+                while client.isActive, let bytes = try server.readOutbound(as: ByteBuffer.self) {
+                    if bytes.readableBytes > 0 { try client.writeInbound(bytes) }
+                    moved = true
+                }
+            }
+        }
+
+        /// Sends a push; the result is filled in when its answer or failure arrives.
+        func send(path: String, body: String, id: String? = nil) -> Locked<Result<UpstreamAnswer, any Error>?> {
+            var headers = HPACKHeaders()
+            headers.add(name: "apns-topic", value: "com.example.app")
+            if let id { headers.add(name: "apns-id", value: id, indexing: .nonIndexable) }
+            let result = Locked<Result<UpstreamAnswer, any Error>?>(nil)
+            let promise = loop.makePromise(of: UpstreamAnswer.self)
+            promise.futureResult.whenComplete { outcome in result.withLock { $0 = outcome } }
+            clientHandler.send(
+                UpstreamPush(path: path, headers: headers, body: ByteBuffer(string: body)), answer: promise)
+            return result
+        }
+    }
+
+    @Test func manyStreamsOnOneConnection() throws {
+        let pair = try Pair()
+        let results = (0..<300).map { index in
+            pair.send(path: "/3/device/\(index)", body: String(repeating: "b", count: index), id: "id-\(index)")
+        }
+        try pair.shuttle()
+        for (index, result) in results.enumerated() {
+            let answer = try #require(try result.withLock { $0 }?.get())
+            #expect(answer.status == 200)
+            #expect(answer.headers.first(name: "x-method") == "POST")
+            #expect(answer.headers.first(name: "x-path") == "/3/device/\(index)")
+            #expect(answer.headers.first(name: "apns-id") == "id-\(index)")
+            #expect(answer.headers.first(name: "content-length") == nil)
+            #expect(answer.body.map { String(buffer: $0) } ?? "" == String(repeating: "b", count: index))
+        }
+        #expect(pair.server.isActive && pair.client.isActive)
+        #expect(!pair.wentAway.withLock { $0 })
+    }
+
+    @Test func aBodyOverTheLimitIsAnsweredAtOnceAndTheConnectionGoesOn() throws {
+        let pair = try Pair()
+        let large = pair.send(path: "/3/device/large", body: String(repeating: "x", count: 5000))
+        try pair.shuttle()
+        let answer = try #require(try large.withLock { $0 }?.get())
+        #expect(answer.status == 413)
+        #expect(answer.body.map { String(buffer: $0) } == #"{"reason":"PayloadTooLarge"}"#)
+        let next = pair.send(path: "/3/device/next", body: "{}")
+        try pair.shuttle()
+        #expect(try next.withLock { $0 }?.get().status == 200)
+    }
+
+    @Test func aPushPastItsTimeoutIsCancelledAndItsLateAnswerDropped() throws {
+        let pair = try Pair(timeout: .milliseconds(300))
+        let slow = pair.send(path: "/hold/slow", body: "{}")
+        try pair.shuttle()
+        #expect(pair.endpoint.held.count == 1)
+        pair.loop.advanceTime(by: .milliseconds(400))
+        try pair.shuttle()
+        let failure = try #require(slow.withLock { $0 })
+        #expect(throws: UpstreamFailure.self) { try failure.get() }
+        // The server saw the stream reset: its late answer goes nowhere, and the connection lives.
+        pair.endpoint.held.removeFirst().succeed(RelayAnswer(status: 200, headers: HPACKHeaders(), body: nil))
+        try pair.shuttle()
+        let next = pair.send(path: "/3/device/after", body: "{}")
+        try pair.shuttle()
+        #expect(try next.withLock { $0 }?.get().status == 200)
+        #expect(pair.server.isActive)
+    }
+
+    @Test func drainingAnswersWhatIsInFlightThenSendsGoAway() throws {
+        let pair = try Pair()
+        let inFlight = pair.send(path: "/hold/one", body: "{}")
+        try pair.shuttle()
+        pair.server.pipeline.fireUserInboundEventTriggered(RelayDrain())
+        try pair.shuttle()
+        #expect(pair.server.isActive)
+        #expect(!pair.wentAway.withLock { $0 })
+        pair.endpoint.held.removeFirst().succeed(RelayAnswer(status: 200, headers: HPACKHeaders(), body: nil))
+        try pair.shuttle()
+        #expect(try inFlight.withLock { $0 }?.get().status == 200)
+        #expect(pair.wentAway.withLock { $0 })
+        #expect(!pair.server.isActive)
+    }
+
+    @Test func bytesThatAreNotHTTP2CloseTheConnection() throws {
+        let loop = EmbeddedEventLoop()
+        let server = EmbeddedChannel(handler: RelayHTTP2Handler(endpoint: try EchoEndpoint()), loop: loop)
+        try server.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try server.writeInbound(ByteBuffer(string: "GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+        loop.run()
+        #expect(!server.isActive)
+        _ = try? server.finish()
+    }
+
+    @Test func aProtocolErrorFromTheServerFailsThePushesInFlight() throws {
+        let pair = try Pair()
+        let inFlight = pair.send(path: "/hold/one", body: "{}")
+        try pair.shuttle()
+        // A frame on stream 0 that must not be there: DATA (type 0) of length 1.
+        try pair.client.writeInbound(ByteBuffer(bytes: [0, 0, 1, 0, 0, 0, 0, 0, 0, 0x41]))
+        try pair.shuttle()
+        #expect(throws: UpstreamFailure.self) { try inFlight.withLock { $0 }?.get() }
+        #expect(!pair.client.isActive)
+        #expect(pair.wentAway.withLock { $0 })
+    }
+}
