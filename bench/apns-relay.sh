@@ -12,8 +12,8 @@
 # serialized again, which is what a new text costs (the media stays cached).
 # For each: pushes/s at full load, CPU µs per push of the relay (or of the HAProxy hop) from
 # /proc, then latency at half the relay's maximum rate, and the p99 the relay or hop adds to
-# `direct` at the same rate. Last, the relay's peak RSS over PUSHES_RSS pushes, and a perf
-# profile of the campaign path (PERF=0 skips).
+# `direct` at the same rate. Last, the relay's peak RSS over PUSHES_RSS pushes, and perf
+# profiles of the campaign and distinct paths (PERF=0 skips).
 #
 #   bench/apns-relay.sh            PUSHES=200000 CONNECTIONS=4 STREAMS=100
 #
@@ -120,7 +120,8 @@ run "rss-campaign" "$CAMPAIGN" rich.json "$CAMPAIGN_PID" -n $((PUSHES_RSS / 2)) 
 run "rss-passthrough" "$CAMPAIGN" background.json "$CAMPAIGN_PID" -n $((PUSHES_RSS / 2)) >/dev/null
 RSS_KB=$(awk '/VmHWM/ {print $2}' "/proc/$CAMPAIGN_PID/status")
 
-relay_perf "$CAMPAIGN_PID" run "perf-campaign" "$CAMPAIGN" rich.json "" -n "$PUSHES"
+relay_perf campaign "$CAMPAIGN_PID" run "perf-campaign" "$CAMPAIGN" rich.json "" -n "$PUSHES"
+relay_perf distinct "$DISTINCT_PID" run "perf-distinct" "$DISTINCT" rich.json "" -n "$((PUSHES / 4))"
 
 python3 - "$RSS_KB" "$HALF" "$CONNECTIONS" <<'EOF'
 import json, sys

@@ -65,7 +65,7 @@ for round in 1 2; do
   run "campaign#$round" "$CAMPAIGN" "$CAMPAIGN_PID"
 done
 
-relay_perf "$CAMPAIGN_PID" run "perf-campaign" "$CAMPAIGN" ""
+relay_perf campaign "$CAMPAIGN_PID" run "perf-campaign" "$CAMPAIGN" ""
 
 python3 - <<'PY'
 import json

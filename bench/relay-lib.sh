@@ -131,20 +131,23 @@ h2load_run() {
   printf '  %-22s %10s %s/s  %6s 2xx  %8s µs CPU/%s\n' "$name" "$rps" "$unit" "$ok" "${cpu_us:--}" "${unit%s}"
 }
 
-# relay_perf PID COMMAND...: a perf profile (call graphs) of PID while COMMAND runs, summed by
-# shared object (perf-dso.txt) and by symbol (perf-symbols.txt). PERF=0, or no perf, skips.
+# relay_perf NAME PID COMMAND...: a perf profile (call graphs) of PID while COMMAND runs, summed
+# by shared object (perf-NAME-dso.txt) and by symbol, self and inclusive (perf-NAME-symbols.txt,
+# perf-NAME-inclusive.txt). PERF=0, or no perf, skips.
 relay_perf() {
-  local pid=$1
-  shift
+  local name=$1 pid=$2
+  shift 2
   [[ ${PERF:-1} != 0 ]] && perf stat -e task-clock true >/dev/null 2>&1 || return 0
-  log "perf: the campaign path"
-  perf record -g -o perf.data -p "$pid" -- sleep 8 >/dev/null 2>&1 &
+  log "perf: the $name path"
+  perf record -g -o "perf-$name.data" -p "$pid" -- sleep 8 >/dev/null 2>&1 &
   local perf_pid=$!
   sleep 0.5
   "$@" >/dev/null
   wait "$perf_pid" || true
-  perf report -i perf.data --no-children --sort dso --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' \
-    | head -25 >perf-dso.txt || true
-  perf report -i perf.data --no-children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' \
-    | head -40 >perf-symbols.txt || true
+  perf report -i "perf-$name.data" --no-children --sort dso --stdio -g none 2>/dev/null | grep -v '^#' \
+    | grep -v '^$' | head -25 >"perf-$name-dso.txt" || true
+  perf report -i "perf-$name.data" --no-children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' \
+    | grep -v '^$' | head -40 >"perf-$name-symbols.txt" || true
+  perf report -i "perf-$name.data" --children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' \
+    | grep -v '^$' | head -80 >"perf-$name-inclusive.txt" || true
 }

@@ -172,11 +172,27 @@ final class HTTP2Session {
     }
 
     private func pack(_ name: String, _ value: String, noIndex: Bool = false) {
-        packed.writeInteger(noIndex ? UInt8(PM_H2_NO_INDEX) : 0)
-        packed.writeInteger(UInt32(name.utf8.count), endianness: .little)
-        packed.writeInteger(UInt32(value.utf8.count), endianness: .little)
-        packed.writeString(name)
-        packed.writeString(value)
+        let nameLength = name.utf8.count
+        let valueLength = value.utf8.count
+        packed.writeWithUnsafeMutableBytes(minimumWritableBytes: 9 + nameLength + valueLength) { out in
+            out[0] = noIndex ? UInt8(PM_H2_NO_INDEX) : 0
+            for byte in 0..<4 {
+                out[1 + byte] = UInt8(truncatingIfNeeded: nameLength >> (8 * byte))
+                out[5 + byte] = UInt8(truncatingIfNeeded: valueLength >> (8 * byte))
+            }
+            Self.copy(name, to: out, at: 9)
+            Self.copy(value, to: out, at: 9 + nameLength)
+            return 9 + nameLength + valueLength
+        }
+    }
+
+    private static func copy(_ text: String, to out: UnsafeMutableRawBufferPointer, at offset: Int) {
+        let copied = text.utf8.withContiguousStorageIfAvailable { utf8 in
+            UnsafeMutableRawBufferPointer(rebasing: out[offset...]).copyMemory(from: UnsafeRawBufferPointer(utf8))
+        }
+        if copied == nil {
+            for (index, byte) in text.utf8.enumerated() { out[offset + index] = byte }
+        }
     }
 
     private static func read32(_ at: UnsafePointer<UInt8>) -> Int {

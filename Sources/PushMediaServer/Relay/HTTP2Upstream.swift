@@ -75,7 +75,12 @@ final class HTTP2Upstream: Sendable {
     let endpoint: UpstreamEndpoint
     let timeout: Duration
     private let tls: NIOSSLContext
-    private let connections = Locked<[String: UpstreamConnection]>([:])
+    /// A pool's connection on one event loop.
+    private struct Slot: Hashable {
+        var team: String
+        var eventLoop: ObjectIdentifier
+    }
+    private let connections = Locked<[Slot: UpstreamConnection]>([:])
     private let logger: Logger
 
     /// `extraCA` is also trusted (`caSetting` names its flag in errors).
@@ -109,7 +114,7 @@ final class HTTP2Upstream: Sendable {
 
     /// `team`'s open connection on `eventLoop`, or a new one.
     private func connection(for team: String, on eventLoop: any EventLoop) -> UpstreamConnection {
-        let key = "\(team)\u{1F}\(ObjectIdentifier(eventLoop))"
+        let key = Slot(team: team, eventLoop: ObjectIdentifier(eventLoop))
         return connections.withLock { connections in
             if let connection = connections[key], connection.usable { return connection }
             let connection = UpstreamConnection(
