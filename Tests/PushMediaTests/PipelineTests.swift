@@ -381,6 +381,34 @@ struct PipelineTests {
         #expect(origin.hits("/late") == 2)
     }
 
+    @Test func rememberedMediaIsAnsweredWithoutWaiting() async throws {
+        let pipeline = try pipeline()
+        origin.route("/now", .file(body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        let rich = payload([("media_url", .string(origin.url("/now"))), ("title", .string("Sale"))])
+        #expect(pipeline.processRemembered(rich, context: PayloadContext(), sizeAtMost: nil) == nil)
+        let first = await pipeline.process(rich)
+        #expect(first.outcome.status == .processed && first.outcome.cacheHit == false)
+
+        let remembered = try #require(pipeline.processRemembered(rich, context: PayloadContext(), sizeAtMost: nil))
+        let awaited = await pipeline.process(rich)
+        #expect(remembered.outcome.cacheHit == true && remembered.outcome.status == .processed)
+        #expect(remembered.bytes == awaited.bytes)
+        #expect(remembered.outcome.attachment == first.outcome.attachment)
+        #expect(origin.hits("/now") == 1)
+        // A refresh, or a reference not yet known, goes the whole way.
+        #expect(pipeline.processRemembered(rich, context: PayloadContext(refresh: true), sizeAtMost: nil) == nil)
+        let other = payload([("media_url", .string(origin.url("/other"))), ("title", .string("Sale"))])
+        #expect(pipeline.processRemembered(other, context: PayloadContext(), sizeAtMost: nil) == nil)
+        // A payload with nothing to process is answered as `process` answers it.
+        let plain = payload([("title", .string("no media"))])
+        let skipped = try #require(pipeline.processRemembered(plain, context: PayloadContext(), sizeAtMost: nil))
+        let plainAwaited = await pipeline.process(plain)
+        #expect(skipped.outcome.status == .skipped && skipped.bytes == plainAwaited.bytes)
+        // Its stored file gone: not remembered any more.
+        try FileManager.default.removeItem(atPath: try storedPath(first.outcome.attachment?.url))
+        #expect(pipeline.processRemembered(rich, context: PayloadContext(), sizeAtMost: nil) == nil)
+    }
+
     @Test func secondRequestIsServedFromTheCache() async throws {
         let pipeline = try pipeline()
         let first = try await run("banner.webp", at: "/cached", pipeline: pipeline)

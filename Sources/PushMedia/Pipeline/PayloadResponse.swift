@@ -67,6 +67,12 @@ struct SlotAnswer: Sendable {
         descriptor = nil
     }
 
+    /// An iOS reference in a payload without alert text: the service extension would never run.
+    mutating func skippedForNoAlert() {
+        skipped(
+            ReasonCode.noAlert, message: "no aps.alert: the iOS service extension only runs for alert notifications")
+    }
+
     /// Rejected media: the reference is removed (or kept with `--on-reject keep`) and the
     /// descriptor says why.
     mutating func rejected(_ reason: String, message: String, sniffed: MediaFormat? = nil) {

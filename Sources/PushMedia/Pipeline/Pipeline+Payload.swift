@@ -1,10 +1,17 @@
 import Foundation
 
 extension Pipeline {
-    /// Processes every media reference of `payload` at once, sharing one deadline.
+    /// A payload ready for its media references to be processed, or its result when none needs it.
+    private enum Plan {
+        case done(PipelineResult)
+        case slots(PayloadResponse, [SlotAnswer], hasAlert: Bool, deadline: ContinuousClock.Instant)
+    }
+
+    /// The checks before any media reference is processed: which references there are, whether the
+    /// service extension would run, whether the payload is already over APNs' limit.
     /// `sizeAtMost`: the length of the text the payload was parsed from, which its compact
     /// encoding never exceeds (spares measuring the payload when that is under APNs' limit).
-    func processPayload(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) async -> PipelineResult {
+    private func plan(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> Plan {
         let vendor = context.vendor ?? config.vendor ?? Vendor.detect(payload, extraKeys: config.extraMediaKeys)
         var response = PayloadResponse(payload: payload, vendor: vendor, label: context.label)
         let deadline = context.deadline ?? response.start + (context.budget ?? config.budget)
@@ -16,9 +23,10 @@ extension Pipeline {
             let keys =
                 vendor == .generic
                 ? (MediaLocator.builtInKeys + config.extraMediaKeys).joined(separator: ", ") : vendor.keysDescription
-            return response.unchanged(
-                .skipped, reason: ReasonCode.noMedia,
-                message: "no media reference (\(vendor.rawValue) keys: \(keys))")
+            return .done(
+                response.unchanged(
+                    .skipped, reason: ReasonCode.noMedia,
+                    message: "no media reference (\(vendor.rawValue) keys: \(keys))"))
         }
         var answers = slots.map {
             SlotAnswer(
@@ -32,10 +40,11 @@ extension Pipeline {
             response.outcome.warnings = [
                 "the payload asks for media but has no aps.alert: the Notification Service Extension never runs for it"
             ]
-            return response.unchanged(
-                .skipped, reason: ReasonCode.noAlert,
-                message: "no aps.alert: the service extension only runs for alert notifications, "
-                    + "so the media would never be shown", answers: answers)
+            return .done(
+                response.unchanged(
+                    .skipped, reason: ReasonCode.noAlert,
+                    message: "no aps.alert: the service extension only runs for alert notifications, "
+                        + "so the media would never be shown", answers: answers))
         }
         if sizeAtMost.map({ $0 > PayloadRewriter.apnsLimit }) ?? true,
             case let inputSize = JSONValue.object(payload).compactByteCount, inputSize > PayloadRewriter.apnsLimit
@@ -44,7 +53,47 @@ extension Pipeline {
                 "the payload is \(inputSize) bytes before any change, over APNs' "
                 + "\(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data"
             for index in answers.indices { answers[index].rejected(ReasonCode.payloadTooLarge, message: message) }
-            return response.finish(answers)
+            return .done(response.finish(answers))
+        }
+        return .slots(response, answers, hasAlert: hasAlert, deadline: deadline)
+    }
+
+    /// The result at once when every media reference of `payload` has a fresh entry the store
+    /// remembers (a campaign's payloads after its job): no task, no wait. Nil when one needs a
+    /// lookup in the index or a job; then `process` does the whole work.
+    public func processRemembered(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> PipelineResult? {
+        var response: PayloadResponse
+        var answers: [SlotAnswer]
+        let hasAlert: Bool
+        switch plan(payload, context: context, sizeAtMost: sizeAtMost) {
+        case let .done(result): return result
+        case let .slots(planned, slotAnswers, alert, _): (response, answers, hasAlert) = (planned, slotAnswers, alert)
+        }
+        guard !context.refresh else { return nil }
+        for index in answers.indices {
+            if answers[index].isIOS && !hasAlert {
+                answers[index].skippedForNoAlert()
+                continue
+            }
+            guard case let .success(slot) = slotSource(answers[index], context: context),
+                let entry = store.remembered(key: slot.key), entry.isFresh(remote: slot.source.isRemote)
+            else { return nil }
+            answers[index].outcome.cacheHit = true
+            answers[index].accepted(entry)
+        }
+        return response.finish(answers)
+    }
+
+    /// Processes every media reference of `payload` at once, sharing one deadline.
+    func processPayload(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) async -> PipelineResult {
+        var response: PayloadResponse
+        var answers: [SlotAnswer]
+        let hasAlert: Bool
+        let deadline: ContinuousClock.Instant
+        switch plan(payload, context: context, sizeAtMost: sizeAtMost) {
+        case let .done(result): return result
+        case let .slots(planned, slotAnswers, alert, due):
+            (response, answers, hasAlert, deadline) = (planned, slotAnswers, alert, due)
         }
         // Every reference at once, sharing the deadline (one needs no child task).
         if answers.count == 1 {
@@ -72,11 +121,31 @@ extension Pipeline {
         deadline: ContinuousClock.Instant
     ) async {
         if answer.isIOS && !hasAlert {
-            answer.skipped(
-                ReasonCode.noAlert,
-                message: "no aps.alert: the iOS service extension only runs for alert notifications")
+            answer.skippedForNoAlert()
         } else {
             await processSlot(&answer, context: context, deadline: deadline)
+        }
+    }
+
+    /// Where a media reference's bytes come from and its cache key.
+    private struct SlotSource {
+        var source: Source
+        var key: String
+        var posterTime: Double?
+    }
+
+    /// The source and cache key of `answer`'s reference, or why it has none.
+    private func slotSource(_ answer: SlotAnswer, context: PayloadContext) -> Result<SlotSource, Failure> {
+        resolveSource(answer.slot, context: context).map { source in
+            // A thumbnail time given with the media (Airship's `time`) picks a video's poster frame:
+            // part of the key, so results for other times are not shared.
+            let posterTime = answer.slot.givenHints?.time.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
+            let options =
+                (fingerprints[answer.slot.platform.id] ?? optionsFingerprint)
+                + (posterTime.map { ";poster=\($0)" } ?? "")
+            return SlotSource(
+                source: source, key: MediaStore.cacheKey(source: source.identity, options: options),
+                posterTime: posterTime)
         }
     }
 
@@ -85,22 +154,16 @@ extension Pipeline {
         _ answer: inout SlotAnswer, context: PayloadContext,
         deadline: ContinuousClock.Instant
     ) async {
-        let source: Source
-        switch resolveSource(answer.slot, context: context) {
-        case let .success(resolved): source = resolved
+        let slot: SlotSource
+        switch slotSource(answer, context: context) {
+        case let .success(resolved): slot = resolved
         case let .failure(failure): return answer.rejected(failure.reason, message: failure.message)
         }
-        let profile = answer.slot.platform
-        // A thumbnail time given with the media (Airship's `time`) picks a video's poster frame:
-        // part of the key, so results for other times are not shared.
-        let posterTime = answer.slot.givenHints?.time.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
-        let options = (fingerprints[profile.id] ?? optionsFingerprint) + (posterTime.map { ";poster=\($0)" } ?? "")
-        let key = MediaStore.cacheKey(source: source.identity, options: options)
         let cached: CacheEntry?
         let stale: CacheEntry?
         do {
             (cached, stale) = try await lookup(
-                key: key, remote: source.isRemote, refresh: context.refresh,
+                key: slot.key, remote: slot.source.isRemote, refresh: context.refresh,
                 deadline: deadline)
         } catch {
             // Without the store nothing can be kept or served: the original reference goes out.
@@ -117,7 +180,8 @@ extension Pipeline {
         // Race the (possibly shared) job against the deadline; the first to finish answers.
         guard
             let job = sharedJob(
-                key: key, source: source, profile: profile, posterTime: posterTime, previous: stale,
+                key: slot.key, source: slot.source, profile: answer.slot.platform, posterTime: slot.posterTime,
+                previous: stale,
                 refresh: context.refresh, deadline: deadline + config.backgroundLimit)
         else {
             let why = "\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued"

@@ -159,21 +159,28 @@ final class APNsRelay: RelayEndpoint {
         guard let payload = Self.richAlert(bytes, pushType: pushType) else {
             return .ready(Prepared(body: body, label: "skipped/not_rich", handling: "passthrough"))
         }
+        let context = PayloadContext(
+            budget: config.budget, baseURL: baseURL(), profile: PlatformProfile.profiles["ios"])
+        // A campaign's media known and fresh: answered now, on the event loop.
+        if let result = pipeline.processRemembered(payload, context: context, sizeAtMost: bytes.count) {
+            return .ready(prepared(result, key: key, body: body))
+        }
         let promise = eventLoop.makePromise(of: Prepared.self)
         promise.completeWithTask {
-            let result = await self.pipeline.process(
-                payload,
-                context: PayloadContext(
-                    budget: self.config.budget, baseURL: self.baseURL(), profile: PlatformProfile.profiles["ios"]))
-            self.metrics.record(result.outcome)
-            let label = ProcessRoutes<AppRequestContext>.label(result.outcome)
-            if result.outcome.status == .skipped {
-                return Prepared(body: body, label: label, handling: "passthrough")
-            }
-            let rewritten = self.memo.keepPayload(key, result: result) ?? result.bytes
-            return Prepared(body: ByteBuffer(bytes: rewritten), label: label, handling: "processed")
+            self.prepared(await self.pipeline.process(payload, context: context), key: key, body: body)
         }
         return .later(promise.futureResult)
+    }
+
+    /// What the pipeline's result sends: the rewrite (kept in the memo), or `body` unchanged.
+    private func prepared(_ result: PipelineResult, key: ResponseMemo.Key, body: ByteBuffer) -> Prepared {
+        metrics.record(result.outcome)
+        let label = ProcessRoutes<AppRequestContext>.label(result.outcome)
+        if result.outcome.status == .skipped {
+            return Prepared(body: body, label: label, handling: "passthrough")
+        }
+        let rewritten = memo.keepPayload(key, result: result) ?? result.bytes
+        return Prepared(body: ByteBuffer(bytes: rewritten), label: label, handling: "processed")
     }
 
     /// What besides the body changes a rewrite: the media's base URL.

@@ -154,21 +154,33 @@ final class FCMRelay: RelayEndpoint {
             scanned.map { ResponseMemo.Key(options: "fcm|" + baseURL(), body: $0.rest) }
             ?? ResponseMemo.Key(options: "fcm-parsed|" + baseURL(), body: JSONValue.object(message).serialized())
         if scanned == nil, let ready = fromMemo(memoKey, target: target) { return .ready(ready) }
+        let payload = JSONObject([("message", .object(message))])
+        let context = PayloadContext(budget: config.budget, baseURL: baseURL(), vendor: .fcm)
+        // A campaign's media known and fresh: answered now, on the event loop.
+        if let result = pipeline.processRemembered(payload, context: context, sizeAtMost: bytes.count) {
+            return .ready(prepared(result, key: memoKey, target: target, body: body))
+        }
         let promise = eventLoop.makePromise(of: Prepared.self)
-        promise.completeWithTask { [message, target] in
-            let result = await self.pipeline.process(
-                JSONObject([("message", .object(message))]),
-                context: PayloadContext(budget: self.config.budget, baseURL: self.baseURL(), vendor: .fcm))
-            self.metrics.record(result.outcome)
-            let label = ProcessRoutes<AppRequestContext>.label(result.outcome)
-            guard result.outcome.status != .skipped else {
-                return Prepared(body: body, label: label, handling: "passthrough")
-            }
-            let rewritten = self.memo.keepPayload(memoKey, result: result) ?? result.bytes
-            return Prepared(
-                body: ByteBuffer(bytes: Self.withTarget(rewritten, target)), label: label, handling: "processed")
+        promise.completeWithTask { [target] in
+            self.prepared(
+                await self.pipeline.process(payload, context: context), key: memoKey, target: target, body: body)
         }
         return .later(promise.futureResult)
+    }
+
+    /// What the pipeline's result sends: the rewrite (kept in the memo) with the message's target
+    /// put back, or `body` unchanged.
+    private func prepared(_ result: PipelineResult, key: ResponseMemo.Key, target: [UInt8]?, body: ByteBuffer)
+        -> Prepared
+    {
+        metrics.record(result.outcome)
+        let label = ProcessRoutes<AppRequestContext>.label(result.outcome)
+        guard result.outcome.status != .skipped else {
+            return Prepared(body: body, label: label, handling: "passthrough")
+        }
+        let rewritten = memo.keepPayload(key, result: result) ?? result.bytes
+        return Prepared(
+            body: ByteBuffer(bytes: Self.withTarget(rewritten, target)), label: label, handling: "processed")
     }
 
     /// A kept rewrite for `key`, with the message's own target put back.
