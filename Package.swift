@@ -97,11 +97,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/pushmedia"),
-        // Fuzzing: the entry points (also replayed by the tests) and four libFuzzer executables,
+        // Fuzzing: the entry points (also replayed by the tests) and five libFuzzer executables,
         // built with -sanitize=fuzzer by scripts/fuzz.sh (plain builds replay files instead).
         .target(
             name: "PushMediaFuzzTargets",
-            dependencies: ["PushMedia"],
+            dependencies: ["PushMedia", "CHTTP2Shim"],
             path: "Sources/PushMediaFuzzTargets"),
         .executableTarget(
             name: "fuzz-payload",
@@ -115,6 +115,10 @@ let package = Package(
             name: "fuzz-bmp",
             dependencies: ["PushMediaFuzzTargets"],
             path: "Sources/Fuzz/fuzz-bmp"),
+        .executableTarget(
+            name: "fuzz-h2",
+            dependencies: ["PushMediaFuzzTargets"],
+            path: "Sources/Fuzz/fuzz-h2"),
         .executableTarget(
             name: "fuzz-video",
             dependencies: ["PushMediaFuzzTargets"],

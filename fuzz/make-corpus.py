@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerates the seed corpora under fuzz/corpus/ (payload: JSON; media: small file heads).
+"""Regenerates the seed corpora under fuzz/corpus/ (payload: JSON; media: small file heads;
+h2: HTTP/2 frames from a client or a server).
 
 Run from the repository root: python3 fuzz/make-corpus.py. Needs samples/media/ and, for a few
 extra images, `vips` (skipped when missing). Deterministic, so re-running changes nothing.
@@ -9,6 +10,7 @@ import json, os, struct, subprocess, tempfile, zlib
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAYLOAD = os.path.join(ROOT, "fuzz", "corpus", "payload")
 MEDIA = os.path.join(ROOT, "fuzz", "corpus", "media")
+H2 = os.path.join(ROOT, "fuzz", "corpus", "h2")
 SAMPLES = os.path.join(ROOT, "samples", "media")
 HEAD = 8 * 1024
 
@@ -216,7 +218,70 @@ def media():
     return m
 
 
+def frame(kind, flags, stream, payload=b""):
+    """An HTTP/2 frame: DATA 0, HEADERS 1, RST_STREAM 3, SETTINGS 4, PING 6, GOAWAY 7,
+    WINDOW_UPDATE 8, CONTINUATION 9."""
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def hpack(fields):
+    """A header block of literal fields without indexing, no Huffman coding (RFC 7541 6.2.2)."""
+    def integer(value):
+        if value < 127:
+            return bytes([value])
+        out, value = [127], value - 127
+        while value >= 128:
+            out.append(value % 128 + 128)
+            value //= 128
+        return bytes(out + [value])
+    block = b""
+    for name, value in fields:
+        block += b"\x00" + integer(len(name)) + name.encode() + integer(len(value)) + value.encode()
+    return block
+
+
+def h2():
+    """Inputs of fuzz-h2: the first byte picks the side (even: server, fed a client's bytes after
+    the preface; odd: client, fed a server's), the second the read size (0: one read)."""
+    END_STREAM, END_HEADERS, PADDED = 0x1, 0x4, 0x8
+    settings = frame(4, 0, 0, struct.pack(">HI", 3, 100) + struct.pack(">HI", 4, 65535))
+    ack = frame(4, 1, 0)
+
+    def request(stream, path="/3/device/ab", body=b"{}", extra=()):
+        fields = [(":method", "POST"), (":scheme", "https"), (":authority", "relay.test"), (":path", path),
+                  ("apns-topic", "com.example.app"), ("content-length", str(len(body)))] + list(extra)
+        return frame(1, END_HEADERS, stream, hpack(fields)) + frame(0, END_STREAM, stream, body)
+
+    def answer(stream, status="200", body=b""):
+        fields = [(":status", status), ("apns-id", "5E6B5C8A-0000-0000-0000-000000000000")]
+        if not body:
+            return frame(1, END_HEADERS | END_STREAM, stream, hpack(fields))
+        return frame(1, END_HEADERS, stream, hpack(fields + [("content-length", str(len(body)))])) + \
+            frame(0, END_STREAM, stream, body)
+
+    block = hpack([(":method", "POST"), (":scheme", "https"), (":authority", "relay.test"), (":path", "/3/device/cd")])
+    seeds = {
+        "server-one-request": bytes([0, 0]) + settings + request(1),
+        "server-three-requests-small-reads": bytes([0, 7]) + settings + request(1) + request(3) + request(5, body=b"x" * 300),
+        "server-body-too-large": bytes([0, 0]) + settings + request(1, body=b"y" * 600),
+        "server-continuation": bytes([0, 0]) + settings + frame(1, 0, 1, block[:20]) + frame(9, END_HEADERS, 1, block[20:]) + frame(0, END_STREAM, 1, b"{}"),
+        "server-padded-data": bytes([0, 0]) + settings + frame(1, END_HEADERS, 1, block) + frame(0, END_STREAM | PADDED, 1, b"\x04{}\x00\x00\x00\x00"),
+        "server-reset-before-end": bytes([0, 0]) + settings + frame(1, END_HEADERS, 1, block) + frame(3, 0, 1, struct.pack(">I", 8)),
+        "server-ping-window-goaway": bytes([0, 0]) + settings + frame(6, 0, 0, b"12345678") + frame(8, 0, 0, struct.pack(">I", 1000)) + request(1) + frame(7, 0, 0, struct.pack(">II", 1, 0)),
+        "server-trailers": bytes([0, 0]) + settings + frame(1, END_HEADERS, 1, block) + frame(0, 0, 1, b"{}") + frame(1, END_HEADERS | END_STREAM, 1, hpack([("x-trailer", "1")])),
+        "client-three-answers": bytes([1, 0]) + settings + ack + answer(1) + answer(3, "410", b'{"reason":"Unregistered"}') + answer(5),
+        "client-interim-then-final": bytes([1, 0]) + settings + frame(1, END_HEADERS, 1, hpack([(":status", "100")])) + answer(1),
+        "client-goaway-refuses": bytes([1, 0]) + settings + answer(1) + frame(7, 0, 0, struct.pack(">II", 1, 0)),
+        "client-refused-stream": bytes([1, 5]) + settings + frame(3, 0, 3, struct.pack(">I", 7)) + answer(1) + answer(5),
+        "client-one-stream-at-a-time": bytes([1, 0]) + frame(4, 0, 0, struct.pack(">HI", 3, 1)) + answer(1) + answer(3) + answer(5),
+        "client-large-answer": bytes([1, 0]) + settings + answer(1, "400", b"z" * 700),
+    }
+    return seeds
+
+
 def main():
+    for name, data in h2().items():
+        write(H2, name, data)
     for name, data in payloads().items():
         write(PAYLOAD, name, data)
     for name, data in media().items():

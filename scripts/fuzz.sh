@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Runs a libFuzzer target for a while: scripts/fuzz.sh payload|media|bmp|video|all [SECONDS] [--merge]
+# Runs a libFuzzer target for a while: scripts/fuzz.sh payload|media|bmp|video|h2|all [SECONDS] [--merge]
 #
 #   payload  JSON parse + media locate (every vendor's shape) + payload rewrite over arbitrary bytes (fuzz-payload)
 #   media    libmagic sniff + libvips header probe + BMP decode over arbitrary bytes (fuzz-media)
 #   bmp      the BMP decoder and the conversion of what it decodes (fuzz-bmp)
 #   video    ffprobe's answer parsed + the real ffprobe/ffmpeg children on small files (fuzz-video)
-#   all      all four, one after the other, SECONDS each (default 60)
+#   h2       the relays' HTTP/2 sessions, server and client, over a peer's bytes (fuzz-h2)
+#   all      all five, one after the other, SECONDS each (default 60)
 #
 # The committed seeds (fuzz/corpus/TARGET) are copied into a working corpus,
 # fuzz/artifacts/corpus-TARGET/, which keeps what libFuzzer finds between runs; --merge adds the
@@ -15,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: scripts/fuzz.sh payload|media|bmp|video|all [SECONDS] [--merge]" >&2; exit 64; }
+usage() { echo "usage: scripts/fuzz.sh payload|media|bmp|video|h2|all [SECONDS] [--merge]" >&2; exit 64; }
 [ $# -ge 1 ] || usage
 TARGET=$1; shift
 SECONDS_EACH=60
@@ -27,7 +28,7 @@ for arg in "$@"; do
     *) SECONDS_EACH=$arg ;;
   esac
 done
-case $TARGET in payload|media|bmp|video) TARGETS=$TARGET ;; all) TARGETS="payload media bmp video" ;; *) usage ;; esac
+case $TARGET in payload|media|bmp|video|h2) TARGETS=$TARGET ;; all) TARGETS="payload media bmp video h2" ;; *) usage ;; esac
 
 # The Swift toolchain (it ships clang's libFuzzer and ASan runtimes) and the system libraries.
 if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then PATH=/opt/swift/usr/bin:$PATH; fi
@@ -73,6 +74,7 @@ for target in $TARGETS; do
     media) max_len=8192 ;;     # file heads: the sniffer and the header readers look at the start
     bmp) max_len=8192 ;;       # small bitmaps: every header, palette and RLE path fits
     video) max_len=16384 ;;    # probe answers, and small files for the real children
+    h2) max_len=4096 ;;        # a few frames: settings, headers with HPACK, data, resets
   esac
   before=$(ls fuzz/artifacts | grep -c "^$target-\(crash\|leak\|timeout\|oom\|slow-unit\)-" || true)
   echo "fuzz: running $product for ${SECONDS_EACH}s on $work ($(ls "$work" | wc -l) inputs); log $log"

@@ -20,6 +20,9 @@ struct pm_h2_stream {
     int opened;
     /* Client: given up before it went out. */
     int cancelled;
+    /* Client: its HEADERS was never sent; `PM_H2_REFUSED` is already queued (unless cancelled). */
+    int refused;
+    /* Server: the request's body passed the limit. Client: the answer's did; the rest is dropped. */
     int too_large;
     int ended;
     /* Client: the answer's status once its :status field is seen; a 1xx is replaced. */
@@ -168,8 +171,8 @@ static int on_data_chunk(
     pm_h2_stream *stream = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!stream || stream->too_large) return 0;
     if (stream->body_length + length > h2->body_limit) {
-        if (!h2->server) return 0; /* an answer: kept up to the limit */
         stream->too_large = 1;
+        if (!h2->server) return 0; /* an answer: what came before the limit is kept, nothing after */
         free(stream->body);
         stream->body = NULL;
         stream->body_length = stream->body_capacity = 0;
@@ -208,7 +211,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     pm_h2_stream *stream = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!stream) return 0;
     stream->closed = 1;
-    if (!h2->server && !stream->cancelled) {
+    if (!h2->server && !stream->cancelled && !stream->refused) {
         if (error_code != NGHTTP2_REFUSED_STREAM) return push_event(h2, PM_H2_CLOSED, stream_id, error_code, stream);
         stream_free(h2, stream);
         return push_event(h2, PM_H2_REFUSED, stream_id, error_code, NULL);
@@ -232,15 +235,21 @@ static int on_frame_not_send(nghttp2_session *session, const nghttp2_frame *fram
     if (h2->dying || h2->server || frame->hd.type != NGHTTP2_HEADERS) return 0;
     pm_h2_stream *stream = NULL;
     for (pm_h2_stream *each = h2->streams; each; each = each->next) {
-        if (each->id == frame->hd.stream_id && !each->closed) {
+        if (each->id == frame->hd.stream_id && !each->closed && !each->refused) {
             stream = each;
             break;
         }
     }
     if (!stream) return 0;
-    stream->closed = 1;
+    stream->refused = 1;
     int cancelled = stream->cancelled;
-    stream_free(h2, stream);
+    /* A stream libnghttp2 already opened (the HEADERS was cancelled, or the session is closing)
+     * is closed next, and `on_stream_close` frees its record; one never opened (a GOAWAY came
+     * first) has no other end. */
+    if (nghttp2_session_get_stream_user_data(session, frame->hd.stream_id) != stream) {
+        stream->closed = 1;
+        stream_free(h2, stream);
+    }
     return cancelled ? 0 : push_event(h2, PM_H2_REFUSED, frame->hd.stream_id, 0, NULL);
 }
 
@@ -438,6 +447,10 @@ int pm_h2_respond(
     }
     if (nv != inline_nv) free(nv);
     return result;
+}
+
+int pm_h2_reset(pm_h2 *h2, int32_t stream_id, uint32_t code) {
+    return nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, stream_id, code);
 }
 
 int pm_h2_goaway(pm_h2 *h2) {

@@ -193,4 +193,72 @@ struct RelayHTTP2Tests {
         #expect(!pair.client.isActive)
         #expect(pair.wentAway.withLock { $0 })
     }
+
+    @Test func pushesQueuedBehindTheServersLimitAreRefusedUnprocessedByItsGoAway() throws {
+        let pair = try Pair()
+        let limit = RelayHTTP2Handler<EchoEndpoint>.maxStreams
+        let pushes = (0..<(limit + 2)).map { pair.send(path: "/hold/\($0)", body: "{}") }
+        try pair.shuttle()
+        #expect(pair.endpoint.held.count == limit)
+        pair.server.pipeline.fireUserInboundEventTriggered(RelayDrain())
+        for promise in pair.endpoint.held { promise.succeed(RelayAnswer(status: 200, headers: [:], body: nil)) }
+        pair.endpoint.held.removeAll()
+        try pair.shuttle()
+        for push in pushes.prefix(limit) { #expect(try push.withLock { $0 }?.get().status == 200) }
+        // The two the server never saw: its GOAWAY came first, so they may be sent elsewhere.
+        for push in pushes.suffix(2) {
+            let result = try #require(push.withLock { $0 })
+            #expect(throws: UpstreamFailure.self) { try result.get() }
+            if case let .failure(error) = result, let failure = error as? UpstreamFailure {
+                #expect("\(failure)" == "\(UpstreamFailure.notProcessed)")
+            }
+        }
+    }
+
+    @Test func streamsResetAsTheyOpenDoNotPileUpWork() throws {
+        let loop = EmbeddedEventLoop()
+        let endpoint = try EchoEndpoint()
+        let server = EmbeddedChannel(handler: RelayHTTP2Handler(endpoint: endpoint), loop: loop)
+        try server.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        defer {
+            for promise in endpoint.held { promise.succeed(RelayAnswer(status: 200, headers: [:], body: nil)) }
+            loop.run()
+            _ = try? server.finish()
+        }
+        var bytes = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + Self.frame(type: 4, flags: 0, stream: 0)
+        let limit = RelayHTTP2Handler<EchoEndpoint>.maxStreams
+        for index in 0..<(limit + 50) {
+            let stream = UInt32(2 * index + 1)
+            let fields = [
+                (":method", "POST"), (":scheme", "https"), (":authority", "relay.test"), (":path", "/hold/x"),
+            ]
+            bytes += Self.frame(type: 1, flags: 0x5, stream: stream, payload: Self.literals(fields))
+            bytes += Self.frame(type: 3, flags: 0, stream: stream, payload: [0, 0, 0, 8])  // RST_STREAM CANCEL
+        }
+        try server.writeInbound(ByteBuffer(bytes: bytes))
+        loop.run()
+        #expect(endpoint.held.count == limit)
+        #expect(server.isActive)
+    }
+
+    /// An HTTP/2 frame.
+    static func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8] = []) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for shift in [16, 8, 0] { bytes.append(UInt8(truncatingIfNeeded: payload.count >> shift)) }
+        bytes += [type, flags]
+        for shift in [24, 16, 8, 0] { bytes.append(UInt8(truncatingIfNeeded: stream >> UInt32(shift))) }
+        return bytes + payload
+    }
+
+    /// A header block of literal fields without indexing (names and values under 127 bytes).
+    static func literals(_ fields: [(String, String)]) -> [UInt8] {
+        var block: [UInt8] = []
+        for (name, value) in fields {
+            block += [0, UInt8(name.utf8.count)]
+            block += Array(name.utf8)
+            block.append(UInt8(value.utf8.count))
+            block += Array(value.utf8)
+        }
+        return block
+    }
 }

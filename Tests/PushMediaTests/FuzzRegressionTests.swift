@@ -23,9 +23,11 @@ struct FuzzRegressionTests {
         "media": FuzzTargets.media,  // sniff, header probe and BMP decode
         "bmp": FuzzTargets.bmp,  // the BMP decoder, and the conversion of what it decodes
         "video": FuzzTargets.video,  // ffprobe's answer within its limits, children supervised
+        "h2": FuzzTargets.h2,  // the relays' HTTP/2 sessions over a peer's bytes
     ]
 
-    @Test("seeds and reproducers keep their target's invariants", arguments: ["payload", "media", "bmp", "video"])
+    @Test(
+        "seeds and reproducers keep their target's invariants", arguments: ["payload", "media", "bmp", "video", "h2"])
     func replay(_ target: String) throws {
         let run = try #require(Self.targets[target])
         let files = Self.inputs(target)

@@ -48,7 +48,7 @@ typedef struct {
  *  request bodies past `body_limit` bytes become `PM_H2_TOO_LARGE`. NULL when out of memory. */
 pm_h2 *pm_h2_server_new(size_t body_limit, uint32_t max_streams);
 /** A client session (sends the connection preface first); answer bodies are kept up to
- *  `body_limit` bytes. NULL when out of memory. */
+ *  `body_limit` bytes (a longer one is cut there). NULL when out of memory. */
 pm_h2 *pm_h2_client_new(size_t body_limit);
 void pm_h2_free(pm_h2 *session);
 
@@ -75,6 +75,8 @@ void pm_h2_release(pm_h2 *session, pm_h2_stream *stream);
 int pm_h2_respond(
     pm_h2 *session, int32_t stream_id, const uint8_t *packed, size_t packed_length, size_t count,
     const uint8_t *body, size_t body_length);
+/** Server: resets an open stream (`RST_STREAM` with `code`). */
+int pm_h2_reset(pm_h2 *session, int32_t stream_id, uint32_t code);
 /** Server: `GOAWAY` (no error) naming the last stream processed. */
 int pm_h2_goaway(pm_h2 *session);
 

@@ -123,6 +123,9 @@ final class HTTP2Session {
     /// Server: `GOAWAY` naming the last stream processed.
     func goAway() { _ = pm_h2_goaway(session) }
 
+    /// Server: refuses stream `id` unprocessed (`RST_STREAM REFUSED_STREAM`: the client may send it again).
+    func refuse(_ id: Int32) { _ = pm_h2_reset(session, id, 7) }
+
     /// Client: opens a stream for a POST; its id, or nil when the connection can take no more.
     func request(authority: String, path: String, headers: HPACKHeaders, body: ByteBuffer) -> Int32? {
         packed.clear()
@@ -155,8 +158,11 @@ final class HTTP2Session {
     /// Whether the session still wants to read or write; false once the connection can close.
     var alive: Bool { !broken && pm_h2_alive(session) != 0 }
 
-    /// Writes and flushes what the session has to send.
-    func pump(_ context: ChannelHandlerContext) {
+    /// Writes and flushes what the session has to send. While the channel is not writable (the
+    /// peer does not read) it stays in libnghttp2's queue, whose flood guard then ends the
+    /// connection; `always` writes it all the same (the last bytes before closing).
+    func pump(_ context: ChannelHandlerContext, always: Bool = false) {
+        guard always || context.channel.isWritable else { return }
         var out: ByteBuffer?
         while true {
             var data: UnsafePointer<UInt8>?
@@ -203,14 +209,23 @@ final class HTTP2Session {
 /// A handler that serves one connection's `HTTP2Session`.
 protocol HTTP2ConnectionHandler: AnyObject {
     var session: HTTP2Session { get }
+    /// Acts on the session's events (after a read, and after a pump: sending raises some too).
+    func handleEvents(_ context: ChannelHandlerContext)
     /// Called after each pump: closes the connection once it is done.
     func pumped(_ context: ChannelHandlerContext)
 }
 
 extension HTTP2ConnectionHandler {
+    /// Feeds bytes read and acts on what they raised.
+    func receive(_ bytes: ByteBuffer, context: ChannelHandlerContext) {
+        session.receive(bytes)
+        handleEvents(context)
+    }
+
     /// Writes what the session has to send, now.
     func pump(_ context: ChannelHandlerContext) {
         session.pump(context)
+        handleEvents(context)
         pumped(context)
     }
 

@@ -294,7 +294,15 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        session.receive(unwrapInboundIn(data))
+        receive(unwrapInboundIn(data), context: context)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { pump(context) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func handleEvents(_ context: ChannelHandlerContext) {
         while let event = session.nextEvent() {
             switch event.kind {
             case PM_H2_CLOSED:

@@ -240,14 +240,18 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
 
     private let endpoint: Endpoint
     let session: HTTP2Session
-    /// Streams handed to the endpoint and not yet answered.
+    /// Streams handed to the endpoint and not yet answered. Also those the client reset: their
+    /// work goes on, so past `maxStreams` new ones are refused (a client resetting streams as
+    /// fast as it opens them gets no more work done than one that waits).
     private var answering = 0
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`, and the most requests in the endpoint's hands at once.
+    static var maxStreams: Int { 128 }
     private var draining = false
     private var closing = false
 
     init(endpoint: Endpoint) {
         self.endpoint = endpoint
-        session = HTTP2Session(serverBodyLimit: endpoint.bodyLimit, maxStreams: 1000)
+        session = HTTP2Session(serverBodyLimit: endpoint.bodyLimit, maxStreams: UInt32(Self.maxStreams))
     }
 
     /// The server's SETTINGS go first (buffered by TLS until its handshake is done).
@@ -261,10 +265,21 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        session.receive(unwrapInboundIn(data))
+        receive(unwrapInboundIn(data), context: context)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { pump(context) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func handleEvents(_ context: ChannelHandlerContext) {
         while let event = session.nextEvent() {
             guard let stream = event.stream else { continue }
             switch event.kind {
+            case PM_H2_REQUEST where answering >= Self.maxStreams:
+                session.release(stream)
+                session.refuse(event.stream_id)
             case PM_H2_REQUEST:
                 dispatch(event.stream_id, session.take(stream), context: context)
             case PM_H2_TOO_LARGE:
@@ -305,7 +320,7 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
         closing = true
         if !done {
             session.goAway()
-            session.pump(context)
+            session.pump(context, always: true)
         }
         // An empty write completes after the writes before it: the channel closes once they are out.
         let channel = context.channel
