@@ -57,8 +57,10 @@ for target in $TARGETS; do
   log=fuzz/artifacts/$target.log
   echo "fuzz: building $product ($CONFIG, libFuzzer + ASan, $SCRATCH)"
   # -parse-as-library: main.swift holds only declarations under FUZZING (libFuzzer drives it).
+  # -Xcc: the C shims get the same instrumentation as the Swift code (coverage and ASan).
   if ! swift build --scratch-path "$SCRATCH" -c "$CONFIG" -j 2 --product "$product" \
       -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -DFUZZING \
+      -Xcc -fsanitize=fuzzer-no-link,address \
       >"fuzz/artifacts/$target-build.log" 2>&1; then
     grep -E "error|warning: unable" "fuzz/artifacts/$target-build.log" | grep -v "Cannot export local symbol" | head -20 >&2
     echo "fuzz: build failed, see fuzz/artifacts/$target-build.log" >&2
