@@ -8,7 +8,7 @@ import PushMedia
 /// media of a rich alert (`aps.mutable-content: 1` and a media reference) through the same
 /// pipeline, cache and memo as `/v1/process`, forwards every other push byte for byte, and
 /// answers with Apple's status, headers and body plus `x-pushmedia-outcome`.
-final class APNsRelay: RelayEndpoint {
+final class APNsRelay: RewritingRelay {
     let config: APNsRelayConfig
     let pipeline: Pipeline
     let upstream: HTTP2Upstream
@@ -85,7 +85,7 @@ final class APNsRelay: RelayEndpoint {
             team = self.team(of: headers.first(name: "authorization"))
         }
         let promise = eventLoop.makePromise(of: RelayAnswer.self)
-        let forward: @Sendable (Prepared) -> Void = { [forwarded] prepared in
+        let forward: @Sendable (RelayPrepared) -> Void = { [forwarded] prepared in
             self.forward(
                 UpstreamPush(path: path, headers: forwarded, body: prepared.body), pool: team,
                 outcome: prepared.label, on: eventLoop,
@@ -127,60 +127,20 @@ final class APNsRelay: RelayEndpoint {
         return team
     }
 
-    /// A prepared body now, or once the pipeline is done.
-    enum Preparation {
-        case ready(Prepared)
-        case later(EventLoopFuture<Prepared>)
-    }
-
-    /// The body to forward and what was done to it.
-    struct Prepared: Sendable {
-        var body: ByteBuffer
-        /// `x-pushmedia-outcome`: the pipeline's `status[/reason]`, or `skipped/<why>`.
-        var label: String
-        /// `processed` (the pipeline ran), `memo` (a kept answer), `passthrough` (untouched).
-        var handling: String
-    }
-
     /// A rich alert goes through the pipeline (or the memo); anything else is forwarded as is.
-    private func prepare(body: ByteBuffer, pushType: String?, on eventLoop: any EventLoop) -> Preparation {
+    private func prepare(body: ByteBuffer, pushType: String?, on eventLoop: any EventLoop) -> RelayPreparation {
         guard pushType == nil || pushType == "alert" else {
-            return .ready(Prepared(body: body, label: "skipped/push_type", handling: "passthrough"))
+            return .ready(RelayPrepared(body: body, label: "skipped/push_type", handling: "passthrough"))
         }
         let bytes = Array(body.readableBytesView)
         let key = ResponseMemo.Key(options: memoOptions(), body: bytes)
-        if let ready = memo.payload(key, store: pipeline.store) {
-            metrics.record(ready.outcome)
-            return .ready(
-                Prepared(
-                    body: ByteBuffer(bytes: ready.bytes), label: ProcessRoutes<AppRequestContext>.label(ready.outcome),
-                    handling: "memo"))
-        }
+        if let ready = fromMemo(key) { return .ready(ready) }
         guard let payload = Self.richAlert(bytes, pushType: pushType) else {
-            return .ready(Prepared(body: body, label: "skipped/not_rich", handling: "passthrough"))
+            return .ready(RelayPrepared(body: body, label: "skipped/not_rich", handling: "passthrough"))
         }
         let context = PayloadContext(
             budget: config.budget, baseURL: baseURL(), profile: PlatformProfile.profiles["ios"])
-        // A campaign's media known and fresh: answered now, on the event loop.
-        if let result = pipeline.processRemembered(payload, context: context, sizeAtMost: bytes.count) {
-            return .ready(prepared(result, key: key, body: body))
-        }
-        let promise = eventLoop.makePromise(of: Prepared.self)
-        promise.completeWithTask {
-            self.prepared(await self.pipeline.process(payload, context: context), key: key, body: body)
-        }
-        return .later(promise.futureResult)
-    }
-
-    /// What the pipeline's result sends: the rewrite (kept in the memo), or `body` unchanged.
-    private func prepared(_ result: PipelineResult, key: ResponseMemo.Key, body: ByteBuffer) -> Prepared {
-        metrics.record(result.outcome)
-        let label = ProcessRoutes<AppRequestContext>.label(result.outcome)
-        if result.outcome.status == .skipped {
-            return Prepared(body: body, label: label, handling: "passthrough")
-        }
-        let rewritten = memo.keepPayload(key, result: result) ?? result.bytes
-        return Prepared(body: ByteBuffer(bytes: rewritten), label: label, handling: "processed")
+        return rewrite(payload, context: context, sizeAtMost: bytes.count, key: key, body: body, on: eventLoop)
     }
 
     /// What besides the body changes a rewrite: the media's base URL.

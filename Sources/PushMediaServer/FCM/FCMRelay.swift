@@ -12,7 +12,7 @@ import ServiceLifecycle
 /// client's `Authorization`, and Google's answer comes back unchanged plus `x-pushmedia-outcome`.
 /// The work is keyed on the message without its target (`token`, `topic`, `condition`), so a
 /// campaign to many devices is one job.
-final class FCMRelay: RelayEndpoint {
+final class FCMRelay: RewritingRelay {
     let config: FCMRelayConfig
     let pipeline: Pipeline
     let upstream: HTTP2Upstream
@@ -76,7 +76,7 @@ final class FCMRelay: RelayEndpoint {
             forwarded.add(name: name, value: value, indexing: indexing)
         }
         let promise = eventLoop.makePromise(of: RelayAnswer.self)
-        let forward: @Sendable (Prepared) -> Void = { [forwarded] prepared in
+        let forward: @Sendable (RelayPrepared) -> Void = { [forwarded] prepared in
             self.forward(
                 UpstreamPush(path: path, headers: forwarded, body: prepared.body), pool: "fcm",
                 outcome: prepared.label, on: eventLoop,
@@ -109,21 +109,6 @@ final class FCMRelay: RelayEndpoint {
         return String(parts[3])
     }
 
-    /// The body to forward and what was done to it.
-    struct Prepared: Sendable {
-        var body: ByteBuffer
-        /// `x-pushmedia-outcome`.
-        var label: String
-        /// `processed`, `memo` or `passthrough`.
-        var handling: String
-    }
-
-    /// A prepared body now, or once the pipeline is done.
-    enum Preparation {
-        case ready(Prepared)
-        case later(EventLoopFuture<Prepared>)
-    }
-
     /// The targets of a message: exactly one is given.
     static let targets = ["token", "topic", "condition"]
 
@@ -131,17 +116,17 @@ final class FCMRelay: RelayEndpoint {
     /// is not a message to send goes as it came. The memo is keyed on the request without its
     /// target: its bytes when a scan finds the target (a campaign's messages then cost no parse),
     /// else the parsed message serialized without it.
-    private func prepare(_ body: ByteBuffer, on eventLoop: any EventLoop) -> Preparation {
+    private func prepare(_ body: ByteBuffer, on eventLoop: any EventLoop) -> RelayPreparation {
         let bytes = Array(body.readableBytesView)
         let scanned = FCMTarget(scanning: bytes)
         if let scanned {
             let key = ResponseMemo.Key(options: "fcm|" + baseURL(), body: scanned.rest)
-            if let ready = fromMemo(key, target: scanned.member) { return .ready(ready) }
+            if let ready = fromMemo(key, finish: { Self.withTarget($0, scanned.member) }) { return .ready(ready) }
         }
         guard let document = try? JSONValue.parse(bytes).objectValue, case var .object(message)? = document["message"]
-        else { return .ready(Prepared(body: body, label: "skipped/not_a_message", handling: "passthrough")) }
+        else { return .ready(RelayPrepared(body: body, label: "skipped/not_a_message", handling: "passthrough")) }
         if case .bool(true)? = document["validate_only"] {
-            return .ready(Prepared(body: body, label: "skipped/validate_only", handling: "passthrough"))
+            return .ready(RelayPrepared(body: body, label: "skipped/validate_only", handling: "passthrough"))
         }
         var target: [UInt8]?
         for key in Self.targets {
@@ -153,43 +138,12 @@ final class FCMRelay: RelayEndpoint {
         let memoKey =
             scanned.map { ResponseMemo.Key(options: "fcm|" + baseURL(), body: $0.rest) }
             ?? ResponseMemo.Key(options: "fcm-parsed|" + baseURL(), body: JSONValue.object(message).serialized())
-        if scanned == nil, let ready = fromMemo(memoKey, target: target) { return .ready(ready) }
-        let payload = JSONObject([("message", .object(message))])
-        let context = PayloadContext(budget: config.budget, baseURL: baseURL(), vendor: .fcm)
-        // A campaign's media known and fresh: answered now, on the event loop.
-        if let result = pipeline.processRemembered(payload, context: context, sizeAtMost: bytes.count) {
-            return .ready(prepared(result, key: memoKey, target: target, body: body))
-        }
-        let promise = eventLoop.makePromise(of: Prepared.self)
-        promise.completeWithTask { [target] in
-            self.prepared(
-                await self.pipeline.process(payload, context: context), key: memoKey, target: target, body: body)
-        }
-        return .later(promise.futureResult)
-    }
-
-    /// What the pipeline's result sends: the rewrite (kept in the memo) with the message's target
-    /// put back, or `body` unchanged.
-    private func prepared(_ result: PipelineResult, key: ResponseMemo.Key, target: [UInt8]?, body: ByteBuffer)
-        -> Prepared
-    {
-        metrics.record(result.outcome)
-        let label = ProcessRoutes<AppRequestContext>.label(result.outcome)
-        guard result.outcome.status != .skipped else {
-            return Prepared(body: body, label: label, handling: "passthrough")
-        }
-        let rewritten = memo.keepPayload(key, result: result) ?? result.bytes
-        return Prepared(
-            body: ByteBuffer(bytes: Self.withTarget(rewritten, target)), label: label, handling: "processed")
-    }
-
-    /// A kept rewrite for `key`, with the message's own target put back.
-    private func fromMemo(_ key: ResponseMemo.Key, target: [UInt8]?) -> Prepared? {
-        guard let ready = memo.payload(key, store: pipeline.store) else { return nil }
-        metrics.record(ready.outcome)
-        return Prepared(
-            body: ByteBuffer(bytes: Self.withTarget(ready.bytes, target)),
-            label: ProcessRoutes<AppRequestContext>.label(ready.outcome), handling: "memo")
+        let finish: @Sendable ([UInt8]) -> [UInt8] = { [target] in Self.withTarget($0, target) }
+        if scanned == nil, let ready = fromMemo(memoKey, finish: finish) { return .ready(ready) }
+        return rewrite(
+            JSONObject([("message", .object(message))]),
+            context: PayloadContext(budget: config.budget, baseURL: baseURL(), vendor: .fcm), sizeAtMost: bytes.count,
+            key: memoKey, body: body, on: eventLoop, finish: finish)
     }
 
     /// `{"message":{…}}` with the target member (`"token":"…"`) first in the message.
