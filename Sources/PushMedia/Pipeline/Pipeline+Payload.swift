@@ -4,7 +4,15 @@ extension Pipeline {
     /// A payload ready for its media references to be processed, or its result when none needs it.
     private enum Plan {
         case done(PipelineResult)
-        case slots(PayloadResponse, [SlotAnswer], hasAlert: Bool, deadline: ContinuousClock.Instant)
+        case slots(Slots)
+    }
+
+    /// The response under way, one answer per media reference, and what processing them needs.
+    private struct Slots {
+        var response: PayloadResponse
+        var answers: [SlotAnswer]
+        var hasAlert: Bool
+        var deadline: ContinuousClock.Instant
     }
 
     /// The checks before any media reference is processed: which references there are, whether the
@@ -55,46 +63,44 @@ extension Pipeline {
             for index in answers.indices { answers[index].rejected(ReasonCode.payloadTooLarge, message: message) }
             return .done(response.finish(answers))
         }
-        return .slots(response, answers, hasAlert: hasAlert, deadline: deadline)
+        return .slots(Slots(response: response, answers: answers, hasAlert: hasAlert, deadline: deadline))
     }
 
     /// The result at once when every media reference of `payload` has a fresh entry the store
     /// remembers (a campaign's payloads after its job): no task, no wait. Nil when one needs a
     /// lookup in the index or a job; then `process` does the whole work.
     public func processRemembered(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> PipelineResult? {
-        var response: PayloadResponse
-        var answers: [SlotAnswer]
-        let hasAlert: Bool
+        var planned: Slots
         switch plan(payload, context: context, sizeAtMost: sizeAtMost) {
         case let .done(result): return result
-        case let .slots(planned, slotAnswers, alert, _): (response, answers, hasAlert) = (planned, slotAnswers, alert)
+        case let .slots(slots): planned = slots
         }
         guard !context.refresh else { return nil }
-        for index in answers.indices {
-            if answers[index].isIOS && !hasAlert {
-                answers[index].skippedForNoAlert()
+        for index in planned.answers.indices {
+            if planned.answers[index].isIOS && !planned.hasAlert {
+                planned.answers[index].skippedForNoAlert()
                 continue
             }
-            guard case let .success(slot) = slotSource(answers[index], context: context),
+            guard case let .success(slot) = slotSource(planned.answers[index], context: context),
                 let entry = store.remembered(key: slot.key), entry.isFresh(remote: slot.source.isRemote)
             else { return nil }
-            answers[index].outcome.cacheHit = true
-            answers[index].accepted(entry)
+            planned.answers[index].outcome.cacheHit = true
+            planned.answers[index].accepted(entry)
         }
-        return response.finish(answers)
+        return planned.response.finish(planned.answers)
     }
 
     /// Processes every media reference of `payload` at once, sharing one deadline.
     func processPayload(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) async -> PipelineResult {
-        var response: PayloadResponse
-        var answers: [SlotAnswer]
-        let hasAlert: Bool
-        let deadline: ContinuousClock.Instant
+        let planned: Slots
         switch plan(payload, context: context, sizeAtMost: sizeAtMost) {
         case let .done(result): return result
-        case let .slots(planned, slotAnswers, alert, due):
-            (response, answers, hasAlert, deadline) = (planned, slotAnswers, alert, due)
+        case let .slots(slots): planned = slots
         }
+        var response = planned.response
+        var answers = planned.answers
+        let hasAlert = planned.hasAlert
+        let deadline = planned.deadline
         // Every reference at once, sharing the deadline (one needs no child task).
         if answers.count == 1 {
             await answerSlot(&answers[0], hasAlert: hasAlert, context: context, deadline: deadline)
