@@ -229,6 +229,15 @@ extension HTTP2ConnectionHandler {
         pumped(context)
     }
 
+    /// Closes the connection once what was written before is out (an empty write completes
+    /// after the writes before it).
+    func closeAfterWrites(_ context: ChannelHandlerContext) {
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+            channel.close(promise: nil)
+        }
+    }
+
     /// Pumps at the end of this event-loop turn, with whatever else is answered in it.
     func pumpSoon(_ context: ChannelHandlerContext) {
         guard !session.pumpScheduled else { return }

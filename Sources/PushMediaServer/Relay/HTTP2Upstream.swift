@@ -338,10 +338,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
         guard !closing, !session.alive else { return }
         closing = true
         goingAway()
-        let channel = context.channel
-        context.writeAndFlush(NIOAny(channel.allocator.buffer(capacity: 0))).whenComplete { _ in
-            channel.close(promise: nil)
-        }
+        closeAfterWrites(context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

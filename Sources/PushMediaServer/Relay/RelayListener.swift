@@ -322,11 +322,7 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
             session.goAway()
             session.pump(context, always: true)
         }
-        // An empty write completes after the writes before it: the channel closes once they are out.
-        let channel = context.channel
-        context.writeAndFlush(NIOAny(channel.allocator.buffer(capacity: 0))).whenComplete { _ in
-            channel.close(promise: nil)
-        }
+        closeAfterWrites(context)
     }
 
     private func dispatch(_ id: Int32, _ request: HTTP2Message, context: ChannelHandlerContext) {
