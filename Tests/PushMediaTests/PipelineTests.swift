@@ -404,8 +404,9 @@ struct PipelineTests {
         let skipped = try #require(pipeline.processRemembered(plain, context: PayloadContext(), sizeAtMost: nil))
         let plainAwaited = await pipeline.process(plain)
         #expect(skipped.outcome.status == .skipped && skipped.bytes == plainAwaited.bytes)
-        // Its stored file gone: not remembered any more.
+        // Its stored file gone: not remembered any more, once its files are checked again.
         try FileManager.default.removeItem(atPath: try storedPath(first.outcome.attachment?.url))
+        try await Task.sleep(for: MediaStore.checkEvery + .milliseconds(50))
         #expect(pipeline.processRemembered(rich, context: PayloadContext(), sizeAtMost: nil) == nil)
     }
 

@@ -221,27 +221,51 @@ struct StoreTests {
         let start = Date()
         for key in ["a", "b", "c"] { cache.insert(key, entry: entry, used: start) }
         // a is now the newest
-        #expect(cache.hit("a", now: start, interval: .seconds(3600), maxAge: .seconds(86_400))?.due == false)
+        #expect(
+            cache.hit("a", now: start, interval: .seconds(3600), maxAge: .seconds(86_400), checkEvery: .zero)?.due
+                == false)
         cache.insert("d", entry: entry, used: start)  // evicts b
-        #expect(cache.hit("b", now: start, interval: .seconds(3600), maxAge: .seconds(86_400)) == nil)
-        #expect(cache.hit("c", now: start, interval: .seconds(3600), maxAge: .seconds(86_400)) != nil)
+        #expect(
+            cache.hit("b", now: start, interval: .seconds(3600), maxAge: .seconds(86_400), checkEvery: .zero) == nil)
+        #expect(
+            cache.hit("c", now: start, interval: .seconds(3600), maxAge: .seconds(86_400), checkEvery: .zero) != nil)
         cache.remove("a")
         cache.insert("e", entry: entry, used: start)  // takes a's slot
         #expect(cache.count == 3)
-        #expect(cache.hit("d", now: start, interval: .seconds(3600), maxAge: .seconds(86_400)) != nil)
+        #expect(
+            cache.hit("d", now: start, interval: .seconds(3600), maxAge: .seconds(86_400), checkEvery: .zero) != nil)
         // Use is due again once the interval has passed, then not until the next one.
         #expect(
-            cache.hit("e", now: start.addingTimeInterval(3601), interval: .seconds(3600), maxAge: .seconds(86_400))?.due
+            cache.hit(
+                "e", now: start.addingTimeInterval(3601), interval: .seconds(3600), maxAge: .seconds(86_400),
+                checkEvery: .zero)?.due
                 == true)
         #expect(
-            cache.hit("e", now: start.addingTimeInterval(3602), interval: .seconds(3600), maxAge: .seconds(86_400))?.due
+            cache.hit(
+                "e", now: start.addingTimeInterval(3602), interval: .seconds(3600), maxAge: .seconds(86_400),
+                checkEvery: .zero)?.due
                 == false)
         // Held longer than its maximum age, an entry is read from the index again.
         #expect(
-            cache.hit("e", now: start.addingTimeInterval(61), interval: .seconds(3600), maxAge: .seconds(60)) == nil)
+            cache.hit(
+                "e", now: start.addingTimeInterval(61), interval: .seconds(3600), maxAge: .seconds(60),
+                checkEvery: .zero) == nil)
         cache.insert("e", entry: entry, used: start, loaded: start.addingTimeInterval(61))
         #expect(
-            cache.hit("e", now: start.addingTimeInterval(62), interval: .seconds(3600), maxAge: .seconds(60)) != nil)
+            cache.hit(
+                "e", now: start.addingTimeInterval(62), interval: .seconds(3600), maxAge: .seconds(60),
+                checkEvery: .zero) != nil)
+        // Its files are checked on the first hit, then not again until `checkEvery` has passed.
+        func check(_ key: String, after seconds: Double) -> Bool? {
+            cache.hit(
+                key, now: start.addingTimeInterval(seconds), interval: .seconds(3600), maxAge: .seconds(86_400),
+                checkEvery: .milliseconds(250))?.check
+        }
+        cache.insert("f", entry: entry, used: start, loaded: start)
+        #expect(check("f", after: 0) == true)
+        #expect(check("f", after: 0.2) == false)
+        #expect(check("f", after: 0.3) == true)
+        #expect(check("f", after: 0.4) == false)
     }
 
     @Test func storeLocationsAndSettings() throws {

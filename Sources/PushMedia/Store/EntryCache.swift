@@ -2,13 +2,16 @@ import Foundation
 
 /// The in-memory LRU of cache entries in front of the index: `capacity` entries, the least
 /// recently used one evicted first. Each remembers when its use was last written down, so that
-/// retention learns of use at most once per interval. Thread-safe.
+/// retention learns of use at most once per interval, and when its files were last seen whole.
+/// Thread-safe.
 final class EntryCache: Sendable {
     private struct Slot {
         var entry: CacheEntry
         var used: Date
         /// When the entry was read from or written to the index.
         var loaded: Date
+        /// When its files were last seen whole (`.distantPast`: never since loaded).
+        var checked: Date = .distantPast
     }
 
     let capacity: Int
@@ -22,19 +25,29 @@ final class EntryCache: Sendable {
     var count: Int { slots.withLock { $0.count } }
 
     /// The entry for `key`, now the most recently used; `due` is true (and the use time renewed)
-    /// when its use was last written down `interval` or longer before `now`. Nil when absent or
-    /// loaded from the index more than `maxAge` before `now` (the index is read again then).
-    func hit(_ key: String, now: Date, interval: Duration, maxAge: Duration) -> (entry: CacheEntry, due: Bool)? {
+    /// when its use was last written down `interval` or longer before `now`; `check` is true (and
+    /// the check time renewed) when its files were last seen whole `checkEvery` or longer before
+    /// `now`. Nil when absent or loaded from the index more than `maxAge` before `now` (the index
+    /// is read again then).
+    func hit(_ key: String, now: Date, interval: Duration, maxAge: Duration, checkEvery: Duration)
+        -> (entry: CacheEntry, due: Bool, check: Bool)?
+    {
         slots.withLock { slots in
-            guard let slot = slots.peek(key),
-                now.timeIntervalSince(slot.loaded) < Double(maxAge.components.seconds)
-            else { return nil }
+            guard let slot = slots.peek(key), now.timeIntervalSince(slot.loaded) < Self.seconds(maxAge) else {
+                return nil
+            }
             return slots.update(key) { slot in
-                let due = now.timeIntervalSince(slot.used) >= Double(interval.components.seconds)
+                let due = now.timeIntervalSince(slot.used) >= Self.seconds(interval)
                 if due { slot.used = now }
-                return (slot.entry, due)
+                let check = now.timeIntervalSince(slot.checked) >= Self.seconds(checkEvery)
+                if check { slot.checked = now }
+                return (slot.entry, due, check)
             }
         }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// Adds or replaces `key`, evicting the least recently used entry when full.

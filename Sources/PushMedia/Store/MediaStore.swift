@@ -268,14 +268,19 @@ public final class MediaStore: Sendable {
         return entry
     }
 
-    /// The entry for `key` if this process has it in memory and its files look whole. Cheap
-    /// enough for any thread: no round trip. Marks the entry used (written down at most once per
-    /// `useInterval`, off this thread).
+    /// How often a remembered entry's files are checked (one `stat` each) before it is answered
+    /// from memory: a file removed behind the store's back is noticed within this time.
+    public static let checkEvery: Duration = .milliseconds(250)
+
+    /// The entry for `key` if this process has it in memory and its files looked whole within
+    /// `checkEvery`. Cheap enough for any thread: no round trip. Marks the entry used (written
+    /// down at most once per `useInterval`, off this thread).
     public func remembered(key: String) -> CacheEntry? {
-        guard let (entry, due) = entries.hit(key, now: Date(), interval: useInterval, maxAge: memoryTTL) else {
-            return nil
-        }
-        guard isIntact(entry) else {
+        guard
+            let (entry, due, check) = entries.hit(
+                key, now: Date(), interval: useInterval, maxAge: memoryTTL, checkEvery: Self.checkEvery)
+        else { return nil }
+        guard !check || isIntact(entry) else {
             entries.remove(key)
             return nil
         }
