@@ -218,20 +218,42 @@ public final class MediaStore: Sendable {
     /// A fresh path in this process's work folder.
     public func temporaryPath() -> String { workspace + "/" + UUID().uuidString.lowercased() + ".part" }
 
-    /// Stores `bytes` under their hash.
+    /// Stores `bytes` under their hash (taken from memory: the file is never read back).
     public func put(
         _ bytes: [UInt8], format: MediaFormat, width: Int? = nil, height: Int? = nil,
         deadline: ContinuousClock.Instant? = nil
     ) throws(StoreError) -> StoredFile {
         let temporary = temporaryPath()
-        guard
-            FileManager.default.createFile(
-                atPath: temporary, contents: Data(bytes), attributes: [.posixPermissions: 0o644])
-        else {
-            throw .io(path: temporary, reason: errno == ENOSPC ? "no space left on device" : "cannot write")
-        }
+        let sha256 = bytes.withUnsafeBytes { Self.sha256($0) }
+        try Self.write(bytes, to: temporary)
         defer { unlink(temporary) }
-        return try adopt(temporary, format: format, width: width, height: height, deadline: deadline)
+        return try adopt(
+            temporary, format: format, width: width, height: height, sha256: sha256, deadline: deadline)
+    }
+
+    /// Writes `bytes` to a new file at `path` (mode 0644), in one piece where the system allows.
+    private static func write(_ bytes: [UInt8], to path: String) throws(StoreError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw .io(path: path, reason: String(cString: strerror(errno))) }
+        var failure: Int32 = 0
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Foundation.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                offset += written
+            }
+        }
+        if close(fd) != 0 && failure == 0 { failure = errno }
+        guard failure == 0 else {
+            unlink(path)
+            throw .io(
+                path: path, reason: failure == ENOSPC ? "no space left on device" : String(cString: strerror(failure)))
+        }
     }
 
     /// Stores the work file at `temporary` under its hash, byte for byte (moved when the store
