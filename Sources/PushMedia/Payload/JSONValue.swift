@@ -635,8 +635,14 @@ extension JSONValue {
     /// characters (\b \f \n \r \t, others as \u00XX lowercase hex); does NOT escape
     /// `/` or non-ASCII (written as UTF-8); numbers written exactly as stored.
     public func serialized() -> [UInt8] {
+        serialized(reserving: compactByteCount)
+    }
+
+    /// `serialized()` into room for `capacity` bytes reserved up front (it grows past them as
+    /// needed): saves the walk that counts them when a good guess is known.
+    public func serialized(reserving capacity: Int) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(compactByteCount)
+        out.reserveCapacity(capacity)
         writeCompact(into: &out)
         return out
     }
@@ -740,15 +746,18 @@ extension JSONValue {
 
     /// Bytes of `s` once quoted and escaped.
     private static func escapedByteCount(_ s: String) -> Int {
-        var total = 2
-        for b in s.utf8 {
-            switch b {
-            case 0x22, 0x5C, 0x08, 0x0C, 0x0A, 0x0D, 0x09: total += 2
-            case ..<0x20: total += 6
-            default: total += 1
+        func count<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> Int {
+            var total = 2
+            for b in bytes {
+                switch b {
+                case 0x22, 0x5C, 0x08, 0x0C, 0x0A, 0x0D, 0x09: total += 2
+                case ..<0x20: total += 6
+                default: total += 1
+                }
             }
+            return total
         }
-        return total
+        return s.utf8.withContiguousStorageIfAvailable { count($0) } ?? count(s.utf8)
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)

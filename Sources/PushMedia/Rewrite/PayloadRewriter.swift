@@ -100,30 +100,34 @@ public enum PayloadRewriter {
         }
         let parent = vendor.descriptorParent(in: payload)
         let descriptorPath = parent.appending(key: descriptorKey)
+        // Serialized into room for `limit` bytes: one walk of the payload when it fits.
+        func fitting(_ candidate: JSONObject) -> [UInt8]? {
+            let bytes = JSONValue.object(candidate).serialized(reserving: limit)
+            return bytes.count <= limit ? bytes : nil
+        }
+        guard let descriptor else {
+            return fitting(base).map { Rewritten(payload: base, bytes: $0, droppedFields: []) }
+        }
+        let full = descriptor.json(omitting: [])
+        var candidate = base
+        candidate.set(full, at: descriptorPath)
+        if let bytes = fitting(candidate) { return Rewritten(payload: candidate, bytes: bytes, droppedFields: []) }
         // A descriptor only adds bytes: without room for the payload with none, there is none for it.
         var bare = base
         bare.set(nil, at: descriptorPath)
         guard JSONValue.object(bare).compactByteCount <= limit else { return nil }
-        guard let descriptor else {
-            let bytes = JSONValue.object(base).serialized()
-            return bytes.count <= limit ? Rewritten(payload: base, bytes: bytes, droppedFields: []) : nil
-        }
         var dropped: [String] = []
-        let present = descriptor.json(omitting: []).objectValue?.keys ?? []
-        let droppable = Descriptor.optionalFields.filter(present.contains)
-        while true {
-            var candidate = base
+        let present = full.objectValue?.keys ?? []
+        for field in Descriptor.optionalFields where present.contains(field) {
+            dropped.append(field)
+            candidate = base
             candidate.set(descriptor.json(omitting: Set(dropped)), at: descriptorPath)
-            let bytes = JSONValue.object(candidate).serialized()
-            if bytes.count <= limit { return Rewritten(payload: candidate, bytes: bytes, droppedFields: dropped) }
-            guard let next = droppable.first(where: { !dropped.contains($0) }) else { break }
-            dropped.append(next)
+            if let bytes = fitting(candidate) {
+                return Rewritten(payload: candidate, bytes: bytes, droppedFields: dropped)
+            }
         }
         // No room for a descriptor: an input's own `pushmedia` key would describe the wrong attachment.
-        base.set(nil, at: descriptorPath)
-        let bytes = JSONValue.object(base).serialized()
-        return bytes.count <= limit
-            ? Rewritten(payload: base, bytes: bytes, droppedFields: dropped + ["pushmedia"]) : nil
+        return fitting(bare).map { Rewritten(payload: bare, bytes: $0, droppedFields: dropped + ["pushmedia"]) }
     }
 
     /// Deeper and higher-indexed paths first.
