@@ -11,7 +11,7 @@ public final class ServerMetrics: Sendable {
     private let inFlight: CoreMetrics.Gauge
     private let queued: CoreMetrics.Gauge
     /// Counters and timers by label and dimensions, made once: creating them costs a registry lookup.
-    private let counters = Locked<[String: CoreMetrics.Counter]>([:])
+    private let counters = Locked<[MetricKey: CoreMetrics.Counter]>([:])
     private let timers = Locked<[String: CoreMetrics.Timer]>([:])
 
     public init(gate: JobGate?) {
@@ -30,17 +30,34 @@ public final class ServerMetrics: Sendable {
         apnsUpstreamConnections = CoreMetrics.Gauge(label: "pushmedia_apns_upstream_connections", factory: factory)
     }
 
-    private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Counter {
-        var key = label
-        for (name, value) in dimensions {
-            key += "\u{1F}"
-            key += name
-            key += "="
-            key += value
+    /// A counter's label and its dimensions' values, in the order of their names (fixed per label).
+    private struct MetricKey: Hashable {
+        var label: String
+        var values: (String, String, String)
+
+        init(_ label: String, _ v0: String = "", _ v1: String = "", _ v2: String = "") {
+            self.label = label
+            values = (v0, v1, v2)
         }
-        return counters.withLock { cache in
+
+        static func == (a: Self, b: Self) -> Bool { a.label == b.label && a.values == b.values }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(label)
+            hasher.combine(values.0)
+            hasher.combine(values.1)
+            hasher.combine(values.2)
+        }
+    }
+
+    /// The counter for `key`; its `dimensions` (names and the key's values) are only built the
+    /// first time, so that counting costs no allocation.
+    private func counter(_ key: MetricKey, _ dimensions: @autoclosure () -> [(String, String)] = [])
+        -> CoreMetrics.Counter
+    {
+        counters.withLock { cache in
             if let counter = cache[key] { return counter }
-            let counter = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
+            let counter = CoreMetrics.Counter(label: key.label, dimensions: dimensions(), factory: factory)
             cache[key] = counter
             return counter
         }
@@ -57,17 +74,22 @@ public final class ServerMetrics: Sendable {
 
     /// Counts one HTTP answer.
     public func request(route: String, status: Int) {
-        counter("pushmedia_http_requests_total", [("route", route), ("status", String(status))]).increment()
+        let code = String(status)
+        counter(MetricKey("pushmedia_http_requests_total", route, code), [("route", route), ("status", code)])
+            .increment()
     }
 
     /// Counts one payload's outcome, its stage times, cache use and bytes.
     public func record(_ outcome: Outcome) {
-        counter("pushmedia_outcomes_total", [("status", outcome.status.rawValue), ("reason", outcome.reason ?? "")])
+        let status = outcome.status.rawValue
+        let reason = outcome.reason ?? ""
+        counter(MetricKey("pushmedia_outcomes_total", status, reason), [("status", status), ("reason", reason)])
             .increment()
         let timings = outcome.timingsMs
         timer("pushmedia_total_seconds").recordNanoseconds(Int64(timings.total * 1_000_000))
         if let hit = outcome.cacheHit {
-            counter("pushmedia_cache_requests_total", [("result", hit ? "hit" : "miss")]).increment()
+            let result = hit ? "hit" : "miss"
+            counter(MetricKey("pushmedia_cache_requests_total", result), [("result", result)]).increment()
             if !hit {
                 if timings.fetch > 0 {
                     timer("pushmedia_fetch_seconds").recordNanoseconds(Int64(timings.fetch * 1_000_000))
@@ -76,10 +98,10 @@ public final class ServerMetrics: Sendable {
                     timer("pushmedia_transcode_seconds").recordNanoseconds(Int64(timings.transcode * 1_000_000))
                 }
                 if let bytes = outcome.sourceBytes {
-                    counter("pushmedia_fetched_bytes_total").increment(by: Int(bytes))
+                    counter(MetricKey("pushmedia_fetched_bytes_total")).increment(by: Int(bytes))
                 }
                 if let bytes = outcome.attachment?.bytes, [.processed, .passthrough].contains(outcome.status) {
-                    counter("pushmedia_stored_bytes_total").increment(
+                    counter(MetricKey("pushmedia_stored_bytes_total")).increment(
                         by: Int(bytes) + Int(outcome.thumbnail?.bytes ?? 0))
                 }
             }
@@ -94,9 +116,11 @@ public final class ServerMetrics: Sendable {
     /// refusal), how it was handled (`processed`, `memo`, `passthrough`, `refused`) and the
     /// time the relay added to the upstream's.
     func apnsPush(status: Int, reason: String?, handling: String, added: Duration) {
+        let code = String(status)
+        let reason = reason ?? ""
         counter(
-            "pushmedia_apns_pushes_total",
-            [("status", String(status)), ("reason", reason ?? ""), ("handling", handling)]
+            MetricKey("pushmedia_apns_pushes_total", code, reason, handling),
+            [("status", code), ("reason", reason), ("handling", handling)]
         ).increment()
         timer("pushmedia_apns_added_seconds").recordNanoseconds(added.nanoseconds)
     }
@@ -104,7 +128,10 @@ public final class ServerMetrics: Sendable {
     /// Counts one message through the FCM relay: the upstream's status (or the relay's own
     /// refusal), how it was handled, and the time the relay added to the upstream's.
     func fcmMessage(status: Int, handling: String, added: Duration) {
-        counter("pushmedia_fcm_messages_total", [("status", String(status)), ("handling", handling)]).increment()
+        let code = String(status)
+        counter(
+            MetricKey("pushmedia_fcm_messages_total", code, handling), [("status", code), ("handling", handling)]
+        ).increment()
         timer("pushmedia_fcm_added_seconds").recordNanoseconds(added.nanoseconds)
     }
 
