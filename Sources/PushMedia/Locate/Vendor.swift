@@ -76,6 +76,27 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
 
     static let airshipKey = "com.urbanairship.media_attachment"
 
+    private static let oneSignalAnchors = ["att", "os_data"]
+    private static let airshipAnchors = [airshipKey]
+    private static let brazeAnchors = ["ab"]
+    private static let cleverTapAnchors = ["ct_mediaUrl"]
+    private static let iterableAnchors = ["itbl"]
+    private static let customerIOAnchors = ["CIO"]
+
+    /// Top-level keys of which this vendor's media needs one: a payload with none of them has no
+    /// media in its shape (tested before any path is built). Nil for `generic` and `fcm`.
+    private var anchorKeys: [String]? {
+        switch self {
+        case .generic, .fcm: nil
+        case .onesignal: Self.oneSignalAnchors
+        case .airship: Self.airshipAnchors
+        case .braze: Self.brazeAnchors
+        case .clevertap: Self.cleverTapAnchors
+        case .iterable: Self.iterableAnchors
+        case .customerio: Self.customerIOAnchors
+        }
+    }
+
     /// The first vendor whose shape holds media in `payload`; `generic` when none does.
     public static func detect(_ payload: JSONObject, extraKeys: [String] = []) -> Vendor {
         detectionOrder.first { !$0.slots(in: payload, extraKeys: extraKeys, profile: .ios).isEmpty } ?? .generic
@@ -112,6 +133,7 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
     /// Every media reference of `payload` in this vendor's shape, in payload order. `profile` is
     /// the platform of references whose platform the payload does not say (all but FCM's parts).
     public func slots(in payload: JSONObject, extraKeys: [String], profile: PlatformProfile) -> [MediaSlot] {
+        if let anchors = anchorKeys, !anchors.contains(where: { payload[$0] != nil }) { return [] }
         func slot(
             _ path: JSONPath, platform: PlatformProfile = profile, typeField: MediaSlot.TypeField? = nil,
             removals: [JSONPath]? = nil
@@ -123,8 +145,10 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
         }
         switch self {
         case .generic:
-            for key in MediaLocator.builtInKeys + extraKeys {
-                if let found = slot(JSONPath(keys: key)) { return [found] }
+            for keys in [MediaLocator.builtInKeys, extraKeys] {
+                for key in keys where payload[key] != nil {
+                    if let found = slot(JSONPath(keys: key)) { return [found] }
+                }
             }
             return []
         case .fcm:
