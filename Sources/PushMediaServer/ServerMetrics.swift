@@ -10,7 +10,8 @@ public final class ServerMetrics: Sendable {
     private let gate: JobGate?
     private let inFlight: CoreMetrics.Gauge
     private let queued: CoreMetrics.Gauge
-    /// Counters and timers by label and dimensions, made once: creating them costs a registry lookup.
+    /// Counters by label and dimension values, timers by label, made once: creating them costs a
+    /// registry lookup.
     private let counters = Locked<[MetricKey: CoreMetrics.Counter]>([:])
     private let timers = Locked<[String: CoreMetrics.Timer]>([:])
 

@@ -100,9 +100,10 @@ public enum PayloadRewriter {
         }
         let parent = vendor.descriptorParent(in: payload)
         let descriptorPath = parent.appending(key: descriptorKey)
-        // Serialized into room for `limit` bytes: one walk of the payload when it fits.
+        // Serialized without counting first (one walk of the payload when it fits), into room
+        // that grows at most twice for an APNs-sized payload and is never far above its size.
         func fitting(_ candidate: JSONObject) -> [UInt8]? {
-            let bytes = JSONValue.object(candidate).serialized(reserving: limit)
+            let bytes = JSONValue.object(candidate).serialized(reserving: min(limit, 1024))
             return bytes.count <= limit ? bytes : nil
         }
         guard let descriptor else {

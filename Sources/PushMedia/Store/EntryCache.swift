@@ -2,7 +2,7 @@ import Foundation
 
 /// The in-memory LRU of cache entries in front of the index: `capacity` entries, the least
 /// recently used one evicted first. Each remembers when its use was last written down, so that
-/// retention learns of use at most once per interval, and when its files were last seen whole.
+/// retention learns of use at most once per interval, and when its files were last checked.
 /// Thread-safe.
 final class EntryCache: Sendable {
     private struct Slot {
@@ -10,7 +10,7 @@ final class EntryCache: Sendable {
         var used: Date
         /// When the entry was read from or written to the index.
         var loaded: Date
-        /// When its files were last seen whole (`.distantPast`: never since loaded).
+        /// When a check of its files last began (`.distantPast`: never since loaded).
         var checked: Date = .distantPast
     }
 
@@ -26,9 +26,9 @@ final class EntryCache: Sendable {
 
     /// The entry for `key`, now the most recently used; `due` is true (and the use time renewed)
     /// when its use was last written down `interval` or longer before `now`; `check` is true (and
-    /// the check time renewed) when its files were last seen whole `checkEvery` or longer before
-    /// `now`. Nil when absent or loaded from the index more than `maxAge` before `now` (the index
-    /// is read again then).
+    /// the check time renewed) when the last check of its files began `checkEvery` or longer
+    /// before `now`. Nil when absent or loaded from the index more than `maxAge` before `now`
+    /// (the index is read again then).
     func hit(_ key: String, now: Date, interval: Duration, maxAge: Duration, checkEvery: Duration)
         -> (entry: CacheEntry, due: Bool, check: Bool)?
     {

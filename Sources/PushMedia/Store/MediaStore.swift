@@ -233,26 +233,29 @@ public final class MediaStore: Sendable {
 
     /// Writes `bytes` to a new file at `path` (mode 0644), in one piece where the system allows.
     private static func write(_ bytes: [UInt8], to path: String) throws(StoreError) {
+        func reason(_ code: Int32) -> String {
+            code == ENOSPC ? "no space left on device" : String(cString: strerror(code))
+        }
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .io(path: path, reason: String(cString: strerror(errno))) }
+        guard fd >= 0 else { throw .io(path: path, reason: reason(errno)) }
         var failure: Int32 = 0
         bytes.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
                 let written = Foundation.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
+                if written > 0 {
+                    offset += written
+                    continue
                 }
-                offset += written
+                if written < 0 && errno == EINTR { continue }
+                failure = written < 0 ? errno : EIO
+                return
             }
         }
         if close(fd) != 0 && failure == 0 { failure = errno }
         guard failure == 0 else {
             unlink(path)
-            throw .io(
-                path: path, reason: failure == ENOSPC ? "no space left on device" : String(cString: strerror(failure)))
+            throw .io(path: path, reason: reason(failure))
         }
     }
 
@@ -294,9 +297,10 @@ public final class MediaStore: Sendable {
     /// from memory: a file removed behind the store's back is noticed within this time.
     public static let checkEvery: Duration = .milliseconds(250)
 
-    /// The entry for `key` if this process has it in memory and its files looked whole within
-    /// `checkEvery`. Cheap enough for any thread: no round trip. Marks the entry used (written
-    /// down at most once per `useInterval`, off this thread).
+    /// The entry for `key` if this process has it in memory and its files looked whole at their
+    /// last check, which is made again once `checkEvery` has passed (hits meanwhile, including
+    /// those while it runs, take the entry as it was). Cheap enough for any thread: no round
+    /// trip. Marks the entry used (written down at most once per `useInterval`, off this thread).
     public func remembered(key: String) -> CacheEntry? {
         guard
             let (entry, due, check) = entries.hit(
