@@ -219,53 +219,38 @@ struct StoreTests {
             StoredFile(name: String(repeating: "a", count: 64) + ".jpg", mime: "image/jpeg", bytes: 1)
         ])
         let start = Date()
+        func hit(
+            _ key: String, after seconds: Double = 0, maxAge: Duration = .seconds(86_400), checkEvery: Duration = .zero
+        )
+            -> (entry: CacheEntry, due: Bool, check: Bool)?
+        {
+            cache.hit(
+                key, now: start.addingTimeInterval(seconds), interval: .seconds(3600), maxAge: maxAge,
+                checkEvery: checkEvery)
+        }
         for key in ["a", "b", "c"] { cache.insert(key, entry: entry, used: start) }
         // a is now the newest
-        #expect(
-            cache.hit("a", now: start, interval: .seconds(3600), maxAge: .seconds(86_400), checkEvery: .zero)?.due
-                == false)
+        #expect(hit("a")?.due == false)
         cache.insert("d", entry: entry, used: start)  // evicts b
-        #expect(
-            cache.hit("b", now: start, interval: .seconds(3600), maxAge: .seconds(86_400), checkEvery: .zero) == nil)
-        #expect(
-            cache.hit("c", now: start, interval: .seconds(3600), maxAge: .seconds(86_400), checkEvery: .zero) != nil)
+        #expect(hit("b") == nil)
+        #expect(hit("c") != nil)
         cache.remove("a")
         cache.insert("e", entry: entry, used: start)  // takes a's slot
         #expect(cache.count == 3)
-        #expect(
-            cache.hit("d", now: start, interval: .seconds(3600), maxAge: .seconds(86_400), checkEvery: .zero) != nil)
+        #expect(hit("d") != nil)
         // Use is due again once the interval has passed, then not until the next one.
-        #expect(
-            cache.hit(
-                "e", now: start.addingTimeInterval(3601), interval: .seconds(3600), maxAge: .seconds(86_400),
-                checkEvery: .zero)?.due
-                == true)
-        #expect(
-            cache.hit(
-                "e", now: start.addingTimeInterval(3602), interval: .seconds(3600), maxAge: .seconds(86_400),
-                checkEvery: .zero)?.due
-                == false)
+        #expect(hit("e", after: 3601)?.due == true)
+        #expect(hit("e", after: 3602)?.due == false)
         // Held longer than its maximum age, an entry is read from the index again.
-        #expect(
-            cache.hit(
-                "e", now: start.addingTimeInterval(61), interval: .seconds(3600), maxAge: .seconds(60),
-                checkEvery: .zero) == nil)
+        #expect(hit("e", after: 61, maxAge: .seconds(60)) == nil)
         cache.insert("e", entry: entry, used: start, loaded: start.addingTimeInterval(61))
-        #expect(
-            cache.hit(
-                "e", now: start.addingTimeInterval(62), interval: .seconds(3600), maxAge: .seconds(60),
-                checkEvery: .zero) != nil)
+        #expect(hit("e", after: 62, maxAge: .seconds(60)) != nil)
         // Its files are checked on the first hit, then not again until `checkEvery` has passed.
-        func check(_ key: String, after seconds: Double) -> Bool? {
-            cache.hit(
-                key, now: start.addingTimeInterval(seconds), interval: .seconds(3600), maxAge: .seconds(86_400),
-                checkEvery: .milliseconds(250))?.check
-        }
         cache.insert("f", entry: entry, used: start, loaded: start)
-        #expect(check("f", after: 0) == true)
-        #expect(check("f", after: 0.2) == false)
-        #expect(check("f", after: 0.3) == true)
-        #expect(check("f", after: 0.4) == false)
+        #expect(hit("f", checkEvery: .milliseconds(250))?.check == true)
+        #expect(hit("f", after: 0.2, checkEvery: .milliseconds(250))?.check == false)
+        #expect(hit("f", after: 0.3, checkEvery: .milliseconds(250))?.check == true)
+        #expect(hit("f", after: 0.4, checkEvery: .milliseconds(250))?.check == false)
     }
 
     @Test func storeLocationsAndSettings() throws {

@@ -33,21 +33,17 @@ final class EntryCache: Sendable {
         -> (entry: CacheEntry, due: Bool, check: Bool)?
     {
         slots.withLock { slots in
-            guard let slot = slots.peek(key), now.timeIntervalSince(slot.loaded) < Self.seconds(maxAge) else {
+            guard let slot = slots.peek(key), now.timeIntervalSince(slot.loaded) < maxAge.seconds else {
                 return nil
             }
             return slots.update(key) { slot in
-                let due = now.timeIntervalSince(slot.used) >= Self.seconds(interval)
+                let due = now.timeIntervalSince(slot.used) >= interval.seconds
                 if due { slot.used = now }
-                let check = now.timeIntervalSince(slot.checked) >= Self.seconds(checkEvery)
+                let check = now.timeIntervalSince(slot.checked) >= checkEvery.seconds
                 if check { slot.checked = now }
                 return (slot.entry, due, check)
             }
         }
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// Adds or replaces `key`, evicting the least recently used entry when full.
