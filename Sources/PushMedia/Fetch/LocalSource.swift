@@ -47,14 +47,9 @@ public enum LocalSource {
             if n == 0 { break }
             total += Int64(n)
             if total > maxBytes { throw .tooLarge(limit: maxBytes) }
-            var written = 0
-            while written < n {
-                let w = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, n - written) }
-                if w < 0 {
-                    if errno == EINTR { continue }
-                    throw .localWrite("writing \(destination): \(String(cString: strerror(errno)))")
-                }
-                written += w
+            let failure = buffer.withUnsafeBytes { writeAll(output, UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+            guard failure == 0 else {
+                throw .localWrite("writing \(destination): \(String(cString: strerror(failure)))")
             }
         }
         return total

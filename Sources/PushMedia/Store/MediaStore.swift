@@ -238,20 +238,7 @@ public final class MediaStore: Sendable {
         }
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw .io(path: path, reason: reason(errno)) }
-        var failure: Int32 = 0
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = Foundation.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if written > 0 {
-                    offset += written
-                    continue
-                }
-                if written < 0 && errno == EINTR { continue }
-                failure = written < 0 ? errno : EIO
-                return
-            }
-        }
+        var failure = bytes.withUnsafeBytes { writeAll(fd, $0) }
         if close(fd) != 0 && failure == 0 { failure = errno }
         guard failure == 0 else {
             unlink(path)
