@@ -34,20 +34,10 @@ public final class ServerMetrics: Sendable {
     /// A counter's label and its dimensions' values, in the order of their names (fixed per label).
     private struct MetricKey: Hashable {
         var label: String
-        var values: (String, String, String)
+        var v0 = "", v1 = "", v2 = ""
 
         init(_ label: String, _ v0: String = "", _ v1: String = "", _ v2: String = "") {
-            self.label = label
-            values = (v0, v1, v2)
-        }
-
-        static func == (a: Self, b: Self) -> Bool { a.label == b.label && a.values == b.values }
-
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(label)
-            hasher.combine(values.0)
-            hasher.combine(values.1)
-            hasher.combine(values.2)
+            (self.label, self.v0, self.v1, self.v2) = (label, v0, v1, v2)
         }
     }
 
