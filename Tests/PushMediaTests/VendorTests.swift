@@ -54,6 +54,12 @@ struct VendorTests {
         let payload = try sample(file)
         #expect(Vendor.detect(payload) == vendor)
         #expect(vendor.slots(in: payload, extraKeys: [], profile: .ios).map(\.target.description) == paths)
+        let detected = Vendor.detected(in: payload, extraKeys: [], profile: .android)
+        #expect(detected.vendor == vendor)
+        #expect(detected.slots.map(\.target.description) == paths)
+        #expect(
+            detected.slots.map(\.platform.id)
+                == vendor.slots(in: payload, extraKeys: [], profile: .android).map(\.platform.id))
     }
 
     @Test func fcmPartsTakeTheCommonImageAndTheirOwnPlatform() throws {

@@ -99,7 +99,19 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
 
     /// The first vendor whose shape holds media in `payload`; `generic` when none does.
     public static func detect(_ payload: JSONObject, extraKeys: [String] = []) -> Vendor {
-        detectionOrder.first { !$0.slots(in: payload, extraKeys: extraKeys, profile: .ios).isEmpty } ?? .generic
+        detected(in: payload, extraKeys: extraKeys, profile: .ios).vendor
+    }
+
+    /// The first vendor whose shape holds media in `payload`, with its media references in that
+    /// shape (see `slots`); `generic` and none when no shape does.
+    public static func detected(in payload: JSONObject, extraKeys: [String], profile: PlatformProfile)
+        -> (vendor: Vendor, slots: [MediaSlot])
+    {
+        for vendor in detectionOrder {
+            let slots = vendor.slots(in: payload, extraKeys: extraKeys, profile: profile)
+            if !slots.isEmpty { return (vendor, slots) }
+        }
+        return (.generic, [])
     }
 
     /// Where the keys this vendor reads are, for messages.

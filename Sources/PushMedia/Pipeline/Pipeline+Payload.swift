@@ -20,13 +20,16 @@ extension Pipeline {
     /// `sizeAtMost`: the length of the text the payload was parsed from, which its compact
     /// encoding never exceeds (spares measuring the payload when that is under APNs' limit).
     private func plan(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> Plan {
-        let vendor = context.vendor ?? config.vendor ?? Vendor.detect(payload, extraKeys: config.extraMediaKeys)
+        let profile = context.profile ?? config.profile
+        let (vendor, slots) =
+            if let chosen = context.vendor ?? config.vendor {
+                (chosen, chosen.slots(in: payload, extraKeys: config.extraMediaKeys, profile: profile))
+            } else {
+                Vendor.detected(in: payload, extraKeys: config.extraMediaKeys, profile: profile)
+            }
         var response = PayloadResponse(payload: payload, vendor: vendor, label: context.label)
         let deadline = context.deadline ?? response.start + (context.budget ?? config.budget)
 
-        let slots = vendor.slots(
-            in: payload, extraKeys: config.extraMediaKeys,
-            profile: context.profile ?? config.profile)
         guard !slots.isEmpty else {
             let keys =
                 vendor == .generic
