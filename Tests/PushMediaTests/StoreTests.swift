@@ -63,6 +63,16 @@ struct StoreTests {
         #expect(store.temporaryFiles().isEmpty && other.temporaryFiles().isEmpty)
     }
 
+    @Test func keysAndNamesAreLowercaseSHA256Hex() {
+        // FIPS 180-2's test vector for "abc".
+        #expect(
+            S3Client.sha256(Array("abc".utf8))
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        let key = MediaStore.cacheKey(source: "https://example.com/a.jpg", options: "o")
+        #expect(
+            key == S3Client.sha256(Array("pushmedia/\(PushMediaVersion.pipeline)\nhttps://example.com/a.jpg\no".utf8)))
+    }
+
     @Test func s3ObjectsCarryTypeAndCachingHeaders() throws {
         let work = TemporaryDirectory()
         let bucket = try TestObjectStore.makeBucket(publicRead: true)

@@ -376,20 +376,24 @@ public final class MediaStore: Sendable {
 
     /// The key under which a source's result is cached: source identity, options and pipeline version.
     public static func cacheKey(source: String, options: String) -> String {
-        hex(SHA256.hash(data: Array("pushmedia/\(PushMediaVersion.pipeline)\n\(source)\n\(options)".utf8)))
+        var text = "pushmedia/\(PushMediaVersion.pipeline)\n\(source)\n\(options)"
+        return hex(text.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) })
     }
 
     /// Lowercase hex of a digest.
     static func hex(_ digest: SHA256.Digest) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text = [UInt8]()
-        text.reserveCapacity(SHA256.Digest.byteCount * 2)
-        for byte in digest {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
+        String(unsafeUninitializedCapacity: SHA256.Digest.byteCount * 2) { text in
+            var index = 0
+            for byte in digest {
+                text[index] = hexDigits[Int(byte >> 4)]
+                text[index + 1] = hexDigits[Int(byte & 0x0f)]
+                index += 2
+            }
+            return index
         }
-        return String(decoding: text, as: UTF8.self)
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     // MARK: Health and work files
 
