@@ -10,6 +10,9 @@ public enum OutcomeStatus: String, Codable, Sendable, CaseIterable {
     case rejected
     /// Nothing to do: no media reference, or no alert for the service extension to run on.
     case skipped
+
+    /// The media goes out on the store's URL: `processed` or `passthrough`.
+    public var delivered: Bool { self == .processed || self == .passthrough }
 }
 
 /// Milliseconds spent in each stage.

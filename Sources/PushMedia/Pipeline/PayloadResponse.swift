@@ -259,33 +259,42 @@ struct PayloadResponse {
             if changed { rewritten = rewrite(answers) }
         }
         freshUntil = answers.compactMap(\.freshUntil).min()
-        guard let primary = answers.first(where: \.isIOS) ?? answers.first else { return result(rewritten) }
-        outcome.primary = primary.outcome
-        if let timings = primary.timings { outcome.timingsMs = timings }
+        // By index: a reference's answer is large, and one copied is one retained field by field.
+        guard let primary = answers.firstIndex(where: \.isIOS) ?? answers.indices.first else {
+            return result(rewritten)
+        }
+        outcome.primary = answers[primary].outcome
+        if let timings = answers[primary].timings { outcome.timingsMs = timings }
         outcome.media = answers.map(\.outcome)
         // What a delivered reference gave up on the way is a warning, not the outcome's message.
-        let notes = answers.filter { [.processed, .passthrough].contains($0.outcome.status) }.compactMap(
-            \.outcome.message)
-        if [.processed, .passthrough].contains(outcome.status) { outcome.message = nil }
+        let notes = answers.compactMap { $0.outcome.status.delivered ? $0.outcome.message : nil }
+        if outcome.status.delivered { outcome.message = nil }
         if !notes.isEmpty { outcome.warnings = (outcome.warnings ?? []) + notes }
-        let failed = answers.filter { $0.outcome.status == .rejected && $0.slot != primary.slot }
+        let failed = answers.indices.compactMap { index in
+            answers[index].outcome.status == .rejected && answers[index].slot != answers[primary].slot
+                ? "\(answers[index].outcome.path) (\(answers[index].outcome.reason ?? "rejected"))" : nil
+        }
         if !failed.isEmpty {
-            let list = failed.map { "\($0.outcome.path) (\($0.outcome.reason ?? "rejected"))" }.joined(separator: ", ")
             outcome.warnings =
-                (outcome.warnings ?? []) + ["\(failed.count) of \(answers.count) media references rejected: \(list)"]
+                (outcome.warnings ?? [])
+                + ["\(failed.count) of \(answers.count) media references rejected: \(failed.joined(separator: ", "))"]
         }
         return result(rewritten)
     }
 
     /// The descriptor: the first iOS reference's, with one item per iOS reference when there are several.
     private func descriptor(_ answers: [SlotAnswer]) -> Descriptor? {
-        let ios = answers.filter(\.isIOS)
-        guard var descriptor = ios.first(where: { $0.descriptor != nil })?.descriptor else { return nil }
-        if ios.count > 1 {
-            descriptor.items = ios.map {
-                Descriptor.Item(path: $0.outcome.path, status: $0.outcome.status, type: $0.descriptor?.type)
-            }
+        guard let first = answers.firstIndex(where: { $0.isIOS && $0.descriptor != nil }),
+            var descriptor = answers[first].descriptor
+        else { return nil }
+        guard answers.count > 1 else { return descriptor }
+        let items = answers.compactMap { answer in
+            answer.isIOS
+                ? Descriptor.Item(
+                    path: answer.outcome.path, status: answer.outcome.status, type: answer.descriptor?.type)
+                : nil
         }
+        if items.count > 1 { descriptor.items = items }
         return descriptor
     }
 

@@ -84,7 +84,7 @@ extension Pipeline {
                 planned.answers[index].skippedForNoAlert()
                 continue
             }
-            guard case let .success(slot) = slotSource(planned.answers[index], context: context),
+            guard case let .success(slot) = slotSource(planned.answers[index].slot, context: context),
                 let entry = store.remembered(key: slot.key), entry.isFresh(remote: slot.source.isRemote)
             else { return nil }
             planned.answers[index].outcome.cacheHit = true
@@ -143,14 +143,14 @@ extension Pipeline {
         var posterTime: Double?
     }
 
-    /// The source and cache key of `answer`'s reference, or why it has none.
-    private func slotSource(_ answer: SlotAnswer, context: PayloadContext) -> Result<SlotSource, Failure> {
-        resolveSource(answer.slot, context: context).map { source in
+    /// The source and cache key of a media reference, or why it has none.
+    private func slotSource(_ slot: MediaSlot, context: PayloadContext) -> Result<SlotSource, Failure> {
+        resolveSource(slot, context: context).map { source in
             // A thumbnail time given with the media (Airship's `time`) picks a video's poster frame:
             // part of the key, so results for other times are not shared.
-            let posterTime = answer.slot.givenHints?.time.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
+            let posterTime = slot.givenHints?.time.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
             let options =
-                (fingerprints[answer.slot.platform.id] ?? optionsFingerprint)
+                (fingerprints[slot.platform.id] ?? optionsFingerprint)
                 + (posterTime.map { ";poster=\($0)" } ?? "")
             return SlotSource(
                 source: source, key: MediaStore.cacheKey(source: source.identity, options: options),
@@ -164,7 +164,7 @@ extension Pipeline {
         deadline: ContinuousClock.Instant
     ) async {
         let slot: SlotSource
-        switch slotSource(answer, context: context) {
+        switch slotSource(answer.slot, context: context) {
         case let .success(resolved): slot = resolved
         case let .failure(failure): return answer.rejected(failure.reason, message: failure.message)
         }

@@ -51,7 +51,7 @@ public struct HTMLReport: Sendable {
 
         /// Counted as `report.json`'s summary counts them.
         public init(outcomes: [Outcome], seconds: Double? = nil) {
-            let converted = outcomes.filter { [.processed, .passthrough].contains($0.status) }
+            let converted = outcomes.filter(\.status.delivered)
             self.init(
                 payloads: outcomes.count,
                 byStatus: Dictionary(grouping: outcomes, by: { $0.status.rawValue }).mapValues(\.count),
