@@ -26,19 +26,21 @@ struct RelayHTTP2Tests {
                 caSetting: "--ca", logger: Logger(label: "test"))
         }
 
-        func handle(method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop)
-            -> EventLoopFuture<RelayAnswer>
-        {
+        func handle(
+            method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop,
+            done: @escaping @Sendable (RelayAnswer) -> Void
+        ) {
             if path.hasPrefix("/hold/") {
                 let promise = eventLoop.makePromise(of: RelayAnswer.self)
+                promise.futureResult.whenSuccess(done)
                 held.append(promise)
-                return promise.futureResult
+                return
             }
             var answer = HPACKHeaders()
             answer.add(name: "x-method", value: method)
             answer.add(name: "x-path", value: path)
             if let id = headers.first(name: "apns-id") { answer.add(name: "apns-id", value: id) }
-            return eventLoop.makeSucceededFuture(RelayAnswer(status: 200, headers: answer, body: body))
+            done(RelayAnswer(status: 200, headers: answer, body: body))
         }
 
         func tooLarge(headers: HPACKHeaders) -> RelayAnswer {
@@ -106,7 +108,8 @@ struct RelayHTTP2Tests {
             let promise = loop.makePromise(of: UpstreamAnswer.self)
             promise.futureResult.whenComplete { outcome in result.withLock { $0 = outcome } }
             clientHandler.send(
-                UpstreamPush(path: path, headers: headers, body: ByteBuffer(string: body)), answer: promise)
+                UpstreamPush(path: path, headers: headers, body: ByteBuffer(string: body)),
+                answer: UpstreamReply(promise))
             return result
         }
     }

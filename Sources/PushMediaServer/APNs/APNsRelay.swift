@@ -51,9 +51,10 @@ final class APNsRelay: RewritingRelay {
     static func payloadLimit(pushType: String?) -> Int { pushType == "voip" ? 5120 : 4096 }
 
     /// Handles one request of a client.
-    func handle(method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop)
-        -> EventLoopFuture<RelayAnswer>
-    {
+    func handle(
+        method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop,
+        done: @escaping @Sendable (RelayAnswer) -> Void
+    ) {
         let start = ContinuousClock.now
         let apnsID = headers.first(name: "apns-id")
         let pushType = headers.first(name: "apns-push-type")
@@ -62,7 +63,7 @@ final class APNsRelay: RewritingRelay {
             finish(
                 answer, outcome: nil, handling: "refused", start: start, upstreamTime: .zero, headers: headers,
                 path: path)
-            return eventLoop.makeSucceededFuture(answer)
+            return done(answer)
         }
         inFlight.withLock { $0 += 1 }
         let team: String
@@ -84,7 +85,6 @@ final class APNsRelay: RewritingRelay {
         } else {
             team = self.team(of: headers.first(name: "authorization"))
         }
-        let promise = eventLoop.makePromise(of: RelayAnswer.self)
         let forward: @Sendable (RelayPrepared) -> Void = { [forwarded] prepared in
             self.forward(
                 UpstreamPush(path: path, headers: forwarded, body: prepared.body), pool: team,
@@ -100,14 +100,13 @@ final class APNsRelay: RewritingRelay {
                     self.finish(
                         answer, outcome: prepared.label, handling: prepared.handling, start: start,
                         upstreamTime: upstreamTime, headers: headers, path: path)
-                    promise.succeed(answer)
+                    done(answer)
                 })
         }
         switch prepare(body: body, pushType: pushType, on: eventLoop) {
         case let .ready(prepared): forward(prepared)
         case let .later(prepared): prepared.whenSuccess(forward)
         }
-        return promise.futureResult
     }
 
     /// The team of a pass-through token, remembered: tokens are reused for 20 to 60 minutes.

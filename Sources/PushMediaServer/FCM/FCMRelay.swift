@@ -47,9 +47,10 @@ final class FCMRelay: RewritingRelay {
 
     /// Answers one request: refusals at once, a message from the memo on the event loop, a new one
     /// once the pipeline is done.
-    func handle(method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop)
-        -> EventLoopFuture<RelayAnswer>
-    {
+    func handle(
+        method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop,
+        done: @escaping @Sendable (RelayAnswer) -> Void
+    ) {
         let start = ContinuousClock.now
         let route = path.firstIndex(of: "?").map { String(path[..<$0]) } ?? path
         let refusal: RelayAnswer?
@@ -68,14 +69,13 @@ final class FCMRelay: RewritingRelay {
         if let refusal {
             finish(
                 refusal, outcome: "", handling: "refused", start: start, upstreamTime: .zero, project: project ?? "-")
-            return eventLoop.makeSucceededFuture(refusal)
+            return done(refusal)
         }
         var forwarded = HPACKHeaders()
         forwarded.reserveCapacity(headers.count)
         for (name, value, indexing) in headers where !isConnectionHeader(name) {
             forwarded.add(name: name, value: value, indexing: indexing)
         }
-        let promise = eventLoop.makePromise(of: RelayAnswer.self)
         let forward: @Sendable (RelayPrepared) -> Void = { [forwarded] prepared in
             self.forward(
                 UpstreamPush(path: path, headers: forwarded, body: prepared.body), pool: "fcm",
@@ -90,14 +90,13 @@ final class FCMRelay: RewritingRelay {
                     self.finish(
                         answer, outcome: prepared.label, handling: prepared.handling, start: start,
                         upstreamTime: upstreamTime, project: project ?? "-")
-                    promise.succeed(answer)
+                    done(answer)
                 })
         }
         switch prepare(body, on: eventLoop) {
         case let .ready(prepared): forward(prepared)
         case let .later(prepared): prepared.whenSuccess(forward)
         }
-        return promise.futureResult
     }
 
     /// The project of `/v1/projects/<project>/messages:send`.

@@ -105,11 +105,16 @@ final class HTTP2Upstream: Sendable {
     var connectionCount: Int { connections.withLock { $0.count } }
 
     /// Sends `push` on `team`'s connection of `eventLoop`; a push refused unprocessed is sent once more.
-    func send(_ push: UpstreamPush, team: String, on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamAnswer> {
-        connection(for: team, on: eventLoop).send(push).flatMapError { error in
-            guard case UpstreamFailure.notProcessed = error else { return eventLoop.makeFailedFuture(error) }
-            return self.connection(for: team, on: eventLoop).send(push)
-        }
+    /// `reply` gets the answer or the failure, once, on `eventLoop`.
+    func send(_ push: UpstreamPush, team: String, on eventLoop: any EventLoop, reply: UpstreamReply) {
+        connection(for: team, on: eventLoop).send(
+            push,
+            reply: UpstreamReply { result in
+                if case let .failure(error) = result, case UpstreamFailure.notProcessed = error {
+                    return self.connection(for: team, on: eventLoop).send(push, reply: reply)
+                }
+                reply.deliver(result)
+            })
     }
 
     /// `team`'s open connection on `eventLoop`, or a new one.
@@ -202,20 +207,18 @@ final class UpstreamConnection: Sendable {
     /// Takes new streams: connected or connecting, no `GOAWAY` received, not closed.
     var usable: Bool { state.withLock { !$0.goingAway && !$0.closed } }
 
-    /// Sends `push` and waits for its answer.
-    func send(_ push: UpstreamPush) -> EventLoopFuture<UpstreamAnswer> {
-        let promise = eventLoop.makePromise(of: UpstreamAnswer.self)
+    /// Sends `push`; `reply` gets its answer on the connection's event loop.
+    func send(_ push: UpstreamPush, reply: UpstreamReply) {
         if eventLoop.inEventLoop, let ready = state.withLock({ $0.handler }) {
-            ready.value.send(push, answer: promise)
+            ready.value.send(push, answer: reply)
         } else {
             handler.whenComplete { result in
                 switch result {
-                case let .success(handler): handler.value.send(push, answer: promise)
-                case let .failure(error): promise.fail(error)
+                case let .success(handler): handler.value.send(push, answer: reply)
+                case let .failure(error): reply.fail(error)
                 }
             }
         }
-        return promise.futureResult
     }
 
     func close() -> EventLoopFuture<Void> {
@@ -238,7 +241,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
     private let goingAway: @Sendable () -> Void
     let session = HTTP2Session(clientBodyLimit: 64 * 1024)
     private var context: ChannelHandlerContext?
-    private var pending: [Int32: EventLoopPromise<UpstreamAnswer>] = [:]
+    private var pending: [Int32: UpstreamReply] = [:]
     /// Streams in the order sent, with their deadlines (ascending).
     private var deadlines = CircularBuffer<(Int32, NIODeadline)>()
     private var timer: RepeatedTask?
@@ -266,7 +269,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
     }
 
     /// Pushes given before the channel was active (the connect future completes first).
-    private var waiting: [(UpstreamPush, EventLoopPromise<UpstreamAnswer>)] = []
+    private var waiting: [(UpstreamPush, UpstreamReply)] = []
     private var active = false
 
     func channelActive(context: ChannelHandlerContext) {
@@ -279,7 +282,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
     }
 
     /// Opens a stream for `push`.
-    func send(_ push: UpstreamPush, answer: EventLoopPromise<UpstreamAnswer>) {
+    func send(_ push: UpstreamPush, answer: UpstreamReply) {
         guard let context, !closed, !closing else { return answer.fail(UpstreamFailure.notProcessed) }
         guard active else { return waiting.append((push, answer)) }
         guard let id = session.request(authority: authority, path: push.path, headers: push.headers, body: push.body)
@@ -359,7 +362,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
     /// in the HPACK table of the client's connection.
     static func unique(_ name: String) -> Bool { name == "apns-id" || name == "apns-unique-id" }
 
-    private func complete(_ message: HTTP2Message, _ answer: EventLoopPromise<UpstreamAnswer>) {
+    private func complete(_ message: HTTP2Message, _ answer: UpstreamReply) {
         guard let status = message.status, status >= 200 else {
             return answer.fail(UpstreamFailure.reset("no status"))
         }
@@ -409,4 +412,18 @@ extension String {
         var v6 = in6_addr()
         return inet_pton(AF_INET, self, &v4) == 1 || inet_pton(AF_INET6, self, &v6) == 1
     }
+}
+
+/// Where a push's answer goes: called once, on the event loop of the connection it went out on.
+/// A closure rather than a future: two fewer allocations and callback lists per push.
+struct UpstreamReply: Sendable {
+    let deliver: @Sendable (Result<UpstreamAnswer, any Error>) -> Void
+
+    init(_ deliver: @escaping @Sendable (Result<UpstreamAnswer, any Error>) -> Void) { self.deliver = deliver }
+
+    /// Completes `promise`.
+    init(_ promise: EventLoopPromise<UpstreamAnswer>) { deliver = { promise.completeWith($0) } }
+
+    func succeed(_ answer: UpstreamAnswer) { deliver(.success(answer)) }
+    func fail(_ error: any Error) { deliver(.failure(error)) }
 }

@@ -21,9 +21,10 @@ struct RelayAnswer: Sendable {
 protocol RelayEndpoint: Sendable {
     /// The largest request body read; a longer one is answered with `tooLarge` at once.
     var bodyLimit: Int { get }
-    /// Answers one request. The future completes on `eventLoop` and does not fail.
-    func handle(method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop)
-        -> EventLoopFuture<RelayAnswer>
+    /// Answers one request: `done` is called once, on `eventLoop` (at once for a refusal).
+    func handle(
+        method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop,
+        done: @escaping @Sendable (RelayAnswer) -> Void)
     /// The answer to a body over `bodyLimit`.
     func tooLarge(headers: HPACKHeaders) -> RelayAnswer
     /// Where requests go.
@@ -51,7 +52,7 @@ extension RelayEndpoint {
         done: @escaping @Sendable (RelayAnswer, _ upstreamTime: Duration) -> Void
     ) {
         let sent = ContinuousClock.now
-        upstream.send(push, team: pool, on: eventLoop).whenComplete { result in
+        let reply = UpstreamReply { result in
             var answer: RelayAnswer
             switch result {
             case let .success(upstream):
@@ -62,6 +63,7 @@ extension RelayEndpoint {
             answer.headers.add(name: "x-pushmedia-outcome", value: outcome)
             done(answer, ContinuousClock.now - sent)
         }
+        upstream.send(push, team: pool, on: eventLoop, reply: reply)
     }
 }
 
@@ -331,8 +333,7 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
         endpoint.handle(
             method: request.method, path: request.path, headers: request.headers, body: request.body,
             on: context.eventLoop
-        )
-        .whenSuccess { answer in
+        ) { answer in
             let (handler, context) = loopBound.value
             handler.respond(answer, on: id)
             handler.answering -= 1
@@ -390,7 +391,7 @@ final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
             endpoint.handle(
                 method: requestHead.method.rawValue, path: requestHead.uri, headers: Self.headers(of: requestHead),
                 body: requestBody, on: context.eventLoop
-            ).whenSuccess { answer in
+            ) { answer in
                 let (handler, context) = loopBound.value
                 handler.write(answer, keepAlive: keepAlive, context: context)
             }
