@@ -46,7 +46,14 @@ public struct JSONObject: Sendable, Equatable {
         let string: String
 
         static func bytesEqual(_ a: String, _ b: String) -> Bool {
-            a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
+            let (left, right) = (a.utf8, b.utf8)
+            guard left.count == right.count else { return false }
+            // Over both strings' bytes at once (a native string's are contiguous), not through
+            // the view's index by index.
+            let same = left.withContiguousStorageIfAvailable { l in
+                right.withContiguousStorageIfAvailable { r in l.elementsEqual(r) }
+            }
+            return (same ?? nil) ?? left.elementsEqual(right)
         }
 
         static func == (lhs: Key, rhs: Key) -> Bool { bytesEqual(lhs.string, rhs.string) }
