@@ -115,20 +115,25 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 cpu_us_per() { python3 -c "print(round(($2 - $1) / $TICK * 1e6 / max(1, $3), 2))"; }
 
 # h2load_run NAME PID UNIT H2LOAD-ARGS...: one h2load pass (its output in h2load-NAME.txt),
-# recorded in runs.jsonl as {name, per_s, ok, cpu_us} with the CPU µs per request of PID
-# ("" for none), and printed a line with UNIT (pushes, messages).
+# recorded in runs.jsonl as {name, per_s, ok, cpu_us, sink_cpu_us} with the CPU µs per request
+# of PID ("" for none) and of the HAProxy process that holds the sink (sink_cpu_us: the sink's
+# share, and for the HAProxy hop the hop's too), and printed a line with UNIT (pushes, messages).
 h2load_run() {
   local name=$1 pid=$2 unit=$3
   shift 3
-  local before=0 after=0 rps ok cpu_us=""
+  local before=0 after=0 sink_before sink_after rps ok cpu_us="" sink_us
   [[ -n $pid ]] && before=$(cpu_ticks "$pid")
+  sink_before=$(cpu_ticks "$HAPROXY_PID")
   h2load "$@" >"h2load-$name.txt" 2>&1
+  sink_after=$(cpu_ticks "$HAPROXY_PID")
   [[ -n $pid ]] && after=$(cpu_ticks "$pid")
   rps=$(sed -n 's/^finished in .*s, \([0-9.]*\) req\/s.*/\1/p' "h2load-$name.txt")
   ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "h2load-$name.txt")
   [[ -n $pid ]] && cpu_us=$(cpu_us_per "$before" "$after" "$ok")
-  echo "{\"name\":\"$name\",\"per_s\":$rps,\"ok\":$ok,\"cpu_us\":${cpu_us:-null}}" >>runs.jsonl
-  printf '  %-22s %10s %s/s  %6s 2xx  %8s µs CPU/%s\n' "$name" "$rps" "$unit" "$ok" "${cpu_us:--}" "${unit%s}"
+  sink_us=$(cpu_us_per "$sink_before" "$sink_after" "$ok")
+  echo "{\"name\":\"$name\",\"per_s\":$rps,\"ok\":$ok,\"cpu_us\":${cpu_us:-null},\"sink_cpu_us\":$sink_us}" >>runs.jsonl
+  printf '  %-22s %10s %s/s  %6s 2xx  %8s µs CPU/%s  (HAProxy %s)\n' "$name" "$rps" "$unit" "$ok" "${cpu_us:--}" \
+    "${unit%s}" "$sink_us"
 }
 
 # relay_perf NAME PID COMMAND...: a perf profile (call graphs) of PID while COMMAND runs, summed
