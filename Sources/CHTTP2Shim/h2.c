@@ -230,17 +230,6 @@ static int before_frame_send(nghttp2_session *session, const nghttp2_frame *fram
     return 0;
 }
 
-/* Server: an answer sent in full before its request's body ended (a 413) also ends the
- * request with RST_STREAM NO_ERROR, so the client stops sending the rest (RFC 9113 section 8.1). */
-static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
-    pm_h2 *h2 = user_data;
-    if (h2->dying || !h2->server || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
-    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
-    if (nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) != 0) return 0;
-    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
-    return 0;
-}
-
 static int on_frame_not_send(nghttp2_session *session, const nghttp2_frame *frame, int error, void *user_data) {
     pm_h2 *h2 = user_data;
     if (h2->dying || h2->server || frame->hd.type != NGHTTP2_HEADERS) return 0;
@@ -295,7 +284,6 @@ static pm_h2 *session_new(int server, size_t body_limit) {
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
     nghttp2_session_callbacks_set_before_frame_send_callback(callbacks, before_frame_send);
     nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks, on_frame_not_send);
-    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
     nghttp2_option *option;
     if (nghttp2_option_new(&option) != 0) {
         nghttp2_session_callbacks_del(callbacks);

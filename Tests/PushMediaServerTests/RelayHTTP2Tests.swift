@@ -57,8 +57,6 @@ struct RelayHTTP2Tests {
         let client: EmbeddedChannel
         let clientHandler: UpstreamConnectionHandler
         let wentAway = Locked(false)
-        /// Bytes the client has written to the server.
-        var clientBytes = 0
 
         init(timeout: TimeAmount = .seconds(5)) throws {
             endpoint = try EchoEndpoint()
@@ -88,7 +86,6 @@ struct RelayHTTP2Tests {
                 moved = false
                 loop.run()
                 while server.isActive, let bytes = try client.readOutbound(as: ByteBuffer.self) {
-                    clientBytes += bytes.readableBytes
                     if bytes.readableBytes > 0 { try server.writeInbound(bytes) }
                     moved = true
                 }
@@ -140,22 +137,6 @@ struct RelayHTTP2Tests {
         let answer = try #require(try large.withLock { $0 }?.get())
         #expect(answer.status == 413)
         #expect(answer.body.map { String(buffer: $0) } == #"{"reason":"PayloadTooLarge"}"#)
-        let next = pair.send(path: "/3/device/next", body: "{}")
-        try pair.shuttle()
-        #expect(try next.withLock { $0 }?.get().status == 200)
-    }
-
-    /// The 413 goes out before the body ends, then RST_STREAM NO_ERROR: the client stops
-    /// sending the rest instead of keeping the stream half-open until its last byte.
-    @Test func aBodyOverTheLimitIsNotReadToItsEnd() throws {
-        let pair = try Pair()
-        let sent = pair.clientBytes
-        let large = pair.send(path: "/3/device/large", body: String(repeating: "x", count: 4 << 20))
-        try pair.shuttle()
-        let answer = try #require(try large.withLock { $0 }?.get())
-        #expect(answer.status == 413)
-        #expect(answer.body.map { String(buffer: $0) } == #"{"reason":"PayloadTooLarge"}"#)
-        #expect(pair.clientBytes - sent < 1 << 20)
         let next = pair.send(path: "/3/device/next", body: "{}")
         try pair.shuttle()
         #expect(try next.withLock { $0 }?.get().status == 200)
