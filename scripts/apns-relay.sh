@@ -8,7 +8,8 @@
 # background push byte for byte, 410 Unregistered with its timestamp back to the client; the
 # relay's own provider key (one token for 50 pushes); 503 ServiceUnavailable when the upstream is
 # down or stalls, /healthz still 200; a 10,000-push campaign with one origin fetch; hostile media
-# URLs refused with the text still delivered; 405/404 answered without reaching upstream; GOAWAY
+# URLs refused with the text still delivered; 405/404 answered without reaching upstream; a 1 MiB
+# body answered 413 while it is still being sent, the connection going on; GOAWAY
 # from upstream retried on a new connection; --apns-allow-team and client certificates keep
 # others out; SIGTERM lets a push in flight finish, then exits 0. Python packages are pinned in
 # Tests/apns/requirements.txt and installed into a venv (.build/tools/apns, rebuilt when that file

@@ -843,6 +843,33 @@ def relay_bad_method_and_path(world):
     expect(not leaked, f"reached the stand-in: {[e['path'] for e in leaked]}")
 
 
+@check("relay")
+def relay_body_past_limit(world):
+    """A body past the relay's 64 KiB read limit, and past a stream's flow-control window, is
+    answered 413 PayloadTooLarge while the client is still sending; the rest is read and dropped
+    (not reset: curl and h2-based clients then lose the answer), the connection goes on, and
+    nothing reaches the stand-in."""
+    relay = world.relay_tls
+    big, after, by_client = device_token(), device_token(), device_token()
+    mark = world.standin.mark()
+    blob = "x" * (1 << 20)
+    responses = relay.h2(world, [
+        Request(f"/3/device/{big}", push_headers(world), b'{"aps":{"alert":"x"},"blob":"' + blob.encode() + b'"}'),
+        Request(f"/3/device/{after}", push_headers(world), b'{"aps":{"alert":"after"}}'),
+    ], sequential=True)
+    r = responses[0]
+    expect(not r.error and r.status == 413 and r.json() == {"reason": "PayloadTooLarge"} and r.headers.get("apns-id"),
+           f"a 1 MiB body answered {r!r}")
+    expect(not responses[1].error and responses[1].status == 200,
+           f"the push after it on the same connection answered {responses[1]!r}")
+    status, _, reason, _ = PyAPNsClient(world, relay.port).push(
+        by_client, {"aps": {"alert": {"title": "t", "body": "b"}}, "blob": blob})
+    expect((status, reason) == (413, "PayloadTooLarge"), f"pyapns_client's 1 MiB push: {status} {reason}")
+    time.sleep(0.3)
+    leaked = [e for e in world.standin.entries(since=mark) if e["token"] in (big, by_client)]
+    expect(not leaked, f"reached the stand-in: {[e['token'] for e in leaked]}")
+
+
 # g. GOAWAY from upstream.
 
 @check("relay")
