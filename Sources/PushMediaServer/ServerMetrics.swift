@@ -91,7 +91,7 @@ public final class ServerMetrics: Sendable {
                 if let bytes = outcome.sourceBytes {
                     counter(MetricKey("pushmedia_fetched_bytes_total")).increment(by: Int(bytes))
                 }
-                if let bytes = outcome.attachment?.bytes, [.processed, .passthrough].contains(outcome.status) {
+                if let bytes = outcome.attachment?.bytes, outcome.status.delivered {
                     counter(MetricKey("pushmedia_stored_bytes_total")).increment(
                         by: Int(bytes) + Int(outcome.thumbnail?.bytes ?? 0))
                 }

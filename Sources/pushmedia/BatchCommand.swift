@@ -225,7 +225,7 @@ struct BatchSummary: Encodable {
         byStatus = Dictionary(grouping: items, by: { $0.outcome.status.rawValue }).mapValues(\.count)
         byReason = Dictionary(grouping: items.compactMap(\.outcome.reason), by: { $0 }).mapValues(\.count)
         cacheHits = items.filter { $0.outcome.cacheHit == true }.count
-        let converted = items.filter { [.processed, .passthrough].contains($0.outcome.status) }
+        let converted = items.filter(\.outcome.status.delivered)
         sourceBytes = converted.compactMap(\.outcome.sourceBytes).reduce(0, +)
         attachmentBytes = converted.compactMap(\.outcome.attachment?.bytes).reduce(0, +)
         bytesSaved = sourceBytes - attachmentBytes
