@@ -767,8 +767,6 @@ extension JSONValue {
         return s.utf8.withContiguousStorageIfAvailable { count($0) } ?? count(s.utf8)
     }
 
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
     private static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(0x22)
         var s = s
@@ -788,7 +786,9 @@ extension JSONValue {
                 case 0x0D: out.append(contentsOf: [0x5C, 0x72])
                 case 0x09: out.append(contentsOf: [0x5C, 0x74])
                 default:
-                    out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hexDigits[Int(b >> 4)], hexDigits[Int(b & 0xF)]])
+                    out.append(contentsOf: [
+                        0x5C, 0x75, 0x30, 0x30, lowercaseHexDigits[Int(b >> 4)], lowercaseHexDigits[Int(b & 0xF)],
+                    ])
                 }
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))

@@ -385,15 +385,13 @@ public final class MediaStore: Sendable {
         String(unsafeUninitializedCapacity: SHA256.Digest.byteCount * 2) { text in
             var index = 0
             for byte in digest {
-                text[index] = hexDigits[Int(byte >> 4)]
-                text[index + 1] = hexDigits[Int(byte & 0x0f)]
+                text[index] = lowercaseHexDigits[Int(byte >> 4)]
+                text[index + 1] = lowercaseHexDigits[Int(byte & 0x0f)]
                 index += 2
             }
             return index
         }
     }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     // MARK: Health and work files
 
