@@ -106,7 +106,7 @@ struct RelayHTTP2Tests {
             promise.futureResult.whenComplete { outcome in result.withLock { $0 = outcome } }
             clientHandler.send(
                 UpstreamPush(path: path, headers: headers, body: ByteBuffer(string: body)),
-                answer: UpstreamReply(promise))
+                reply: UpstreamReply(promise))
             return result
         }
     }

@@ -210,11 +210,11 @@ final class UpstreamConnection: Sendable {
     /// Sends `push`; `reply` gets its answer on the connection's event loop.
     func send(_ push: UpstreamPush, reply: UpstreamReply) {
         if eventLoop.inEventLoop, let ready = state.withLock({ $0.handler }) {
-            ready.value.send(push, answer: reply)
+            ready.value.send(push, reply: reply)
         } else {
             handler.whenComplete { result in
                 switch result {
-                case let .success(handler): handler.value.send(push, answer: reply)
+                case let .success(handler): handler.value.send(push, reply: reply)
                 case let .failure(error): reply.fail(error)
                 }
             }
@@ -277,12 +277,12 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
         context.fireChannelActive()
         let waiting = waiting
         self.waiting = []
-        for (push, answer) in waiting { send(push, answer: answer) }
+        for (push, reply) in waiting { send(push, reply: reply) }
         pump(context)
     }
 
     /// Opens a stream for `push`.
-    func send(_ push: UpstreamPush, answer: UpstreamReply) {
+    func send(_ push: UpstreamPush, reply answer: UpstreamReply) {
         guard let context, !closed, !closing else { return answer.fail(UpstreamFailure.notProcessed) }
         guard active else { return waiting.append((push, answer)) }
         guard let id = session.request(authority: authority, path: push.path, headers: push.headers, body: push.body)
