@@ -86,8 +86,9 @@ struct JobContext: Sendable {
 
     /// Whether a video gets a poster frame: its thumbnail (where the profile has thumbnails),
     /// or the image that goes out instead of a video that is transcoded or refused.
+    /// A profile that shows no images (a media URL asking for audio or video) gets none.
     var needsPoster: Bool {
-        guard case .success? = probed else { return false }
+        guard case .success? = probed, profile.maxImageBytes > 0 else { return false }
         return profile.thumbnail || decision != .passthrough
     }
 

@@ -76,7 +76,8 @@ extension Pipeline {
     ) async -> JobResult {
         var job = JobContext(
             source: source, key: key, profile: profile,
-            transcoder: transcoders[profile.id] ?? Transcoder(config: config, profile: profile),
+            transcoder: transcoders[profile.id].flatMap { $0.profile == profile ? $0 : nil }
+                ?? Transcoder(config: config, profile: profile),
             posterTime: posterTime, previous: previous, deadline: deadline, progress: progress,
             temporary: store.temporaryPath())
         Transcoder.jobBegan()

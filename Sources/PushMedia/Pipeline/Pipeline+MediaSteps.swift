@@ -74,7 +74,8 @@ extension Pipeline {
                 message: "\(why), and FFmpeg (ffmpeg, ffprobe) is not installed to transcode it")
         }
         let kind = job.sniff.format.kind
-        let output = job.temporary + (kind == .video ? ".out.mp4" : ".out.m4a")
+        let output =
+            job.temporary + (kind == .video ? ".out.mp4" : ".out." + Self.audioOutput(job.profile).fileExtension)
         job.workFiles.append(output)
         let cap = job.profile.maxBytes(for: kind)
         job.clock = .now
@@ -108,12 +109,13 @@ extension Pipeline {
         let temporary = job.temporary
         let deadline = job.deadline
         guard job.sniff.format.kind == .video else {
+            let format = Self.audioOutput(job.profile)
             let made = try await io.run { () throws -> AVTranscoder.Output in
                 try av.audio(
                     temporary, info: try frames.probe(temporary, audioOnly: true, deadline: deadline),
-                    maxBytes: cap, to: output, deadline: deadline)
+                    maxBytes: cap, to: output, as: format, deadline: deadline)
             }
-            return (made, .m4a)
+            return (made, format)
         }
         let audioCap = job.profile.maxAudioBytes
         let video = job.probed ?? .failure(.unreadable("not probed"))
@@ -127,6 +129,11 @@ extension Pipeline {
                 return (try av.audio(temporary, info: info, maxBytes: audioCap, to: output, deadline: deadline), .m4a)
             }
         }
+    }
+
+    /// What audio is transcoded into: M4A, or MP3 for a media URL that asks for one.
+    static func audioOutput(_ profile: PlatformProfile) -> MediaFormat {
+        profile.delivers == .mp3 ? .mp3 : .m4a
     }
 
     /// A video's poster frame through the image path: the profile's image (`full`) and the

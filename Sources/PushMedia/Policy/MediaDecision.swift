@@ -30,6 +30,12 @@ extension PlatformProfile {
             )
         case .audio, .video:
             guard maxBytes(for: format.kind) > 0 else {
+                if let delivers {
+                    return .reject(
+                        reason: "unsupported_type",
+                        message: "the source is \(format.kind.rawValue) (\(format.mime)); a .\(delivers.fileExtension) "
+                            + "media URL delivers \(delivers.kind.rawValue)")
+                }
                 return .reject(
                     reason: "unsupported_type",
                     message: "\(source) notifications show no \(format.kind.rawValue) (\(format.mime)); only images")
@@ -51,6 +57,12 @@ extension PlatformProfile {
             }
             return .passthrough
         case .image:
+            guard maxImageBytes > 0 else {
+                let rule =
+                    delivers.map { "a .\($0.fileExtension) media URL delivers \($0.kind.rawValue)" }
+                    ?? "\(source) notifications show no images"
+                return .reject(reason: "unsupported_type", message: "the source is an image (\(format.mime)); \(rule)")
+            }
             guard format.decodable else {
                 return .reject(
                     reason: "unsupported_type",

@@ -29,6 +29,9 @@ public struct PlatformProfile: Sendable, Equatable {
     public var iconEdge: Int?
     /// Written in messages: where the numbers come from.
     public var source: String
+    /// The one format every attachment is made in (a media URL's extension, `delivering(_:)`);
+    /// nil lets the rules above choose.
+    public var delivers: MediaFormat? = nil
 
     /// Apple's `UNNotificationAttachment` rules: JPEG, GIF, PNG up to 10 MB; AIFF, WAV, MP3, M4A up
     /// to 5 MB; MPEG, MPEG-2, MPEG-4, AVI up to 50 MB.
@@ -60,6 +63,37 @@ public struct PlatformProfile: Sendable, Equatable {
     public static let profiles: [String: PlatformProfile] = [
         ios.id: ios, android.id: android, huawei.id: huawei, web.id: web,
     ]
+
+    /// This profile making every attachment in `format` (what a media URL's extension asks for),
+    /// or nil when the platform does not show that format. Only `format` is taken as it is; an
+    /// image format makes every image into it (`.jpg`: alpha flattened on white, the first
+    /// frame of an animation; `.gif`: animations kept where the profile keeps them) and a
+    /// video's poster frame into it; an audio or video format takes only sources of its kind.
+    public func delivering(_ format: MediaFormat) -> PlatformProfile? {
+        guard acceptedFormats.contains(format), maxBytes(for: format.kind) > 0 else { return nil }
+        var profile = self
+        profile.delivers = format
+        profile.acceptedFormats = [format]
+        switch format.kind {
+        case .image:
+            profile.maxAudioBytes = 0
+            profile.maxVideoBytes = 0
+            profile.alpha = format != .jpeg
+            profile.animation = animation && format == .gif
+        case .audio:
+            profile.maxImageBytes = 0
+            profile.maxVideoBytes = 0
+            profile.thumbnail = false
+            profile.iconEdge = nil
+        case .video:
+            profile.maxImageBytes = 0
+            profile.maxAudioBytes = 0
+            profile.iconEdge = nil
+        case .unsupported:
+            return nil
+        }
+        return profile
+    }
 
     /// Byte cap for an attachment of `kind`.
     public func maxBytes(for kind: MediaKind) -> Int64 {

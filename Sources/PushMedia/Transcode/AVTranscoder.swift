@@ -3,7 +3,8 @@ import Foundation
 /// Video and audio transcodes for platforms that play them, with the `ffmpeg` program under the
 /// same supervision as `VideoFrames` (child process, deadline, memory cap, allow-lists):
 /// - video → H.264/AAC MP4 with `faststart`, long edge ≤ `videoEdge`, bitrate chosen to fit `maxBytes`;
-/// - audio → AAC in M4A (128 kb/s stereo, loudness untouched), within `maxBytes`.
+/// - audio → AAC in M4A, or MP3 when a media URL asks for one (128 kb/s stereo, loudness
+///   untouched), within `maxBytes`.
 /// A source that cannot fit whole at a watchable bitrate is cut to its first `clipSeconds`.
 /// Blocking: call from a `BlockingExecutor`.
 public struct AVTranscoder: Sendable {
@@ -80,9 +81,10 @@ public struct AVTranscoder: Sendable {
         throw .unreadable("the transcoded video does not fit \(maxBytes) bytes")
     }
 
-    /// The first audio stream of `source` as AAC in an M4A at `output` of at most `maxBytes`.
+    /// The first audio stream of `source` as AAC in an M4A (or, `as: .mp3`, as an MP3) at `output`
+    /// of at most `maxBytes`.
     public func audio(
-        _ source: String, info: VideoInfo, maxBytes: Int64, to output: String,
+        _ source: String, info: VideoInfo, maxBytes: Int64, to output: String, as format: MediaFormat = .m4a,
         deadline: ContinuousClock.Instant
     ) throws(VideoError) -> Output {
         let plan = Self.plan(
@@ -93,10 +95,11 @@ public struct AVTranscoder: Sendable {
             + [
                 "-i", "file:" + source, "-map", "0:a:0", "-vn", "-sn", "-dn", "-t",
                 String(format: "%.3f", plan.seconds),
-                "-c:a", "aac", "-b:a", "\(Int(Self.audioRate))", "-ac", "2", "-movflags", "+faststart", "-map_metadata",
-                "-1",
-                "-f", "ipod", "-y", "file:" + output,
+                "-b:a", "\(Int(Self.audioRate))", "-ac", "2", "-map_metadata", "-1",
             ]
+            + (format == .mp3
+                ? ["-c:a", "libmp3lame", "-f", "mp3"] : ["-c:a", "aac", "-movflags", "+faststart", "-f", "ipod"])
+            + ["-y", "file:" + output]
         let result = try VideoFrames.run(VideoFrames.ffmpeg, arguments, deadline: deadline, memoryLimit: memoryLimit)
         guard result.status == 0 else {
             throw .unreadable(VideoFrames.firstLine(result.stderr) ?? "ffmpeg exited with \(result.status)")

@@ -400,15 +400,21 @@ public struct Transcoder: Sendable {
         return try attachment(of: decode(path: path, header: header))
     }
 
-    /// One still encoding at the image's size: PNG with alpha, else JPEG down the quality ladder;
-    /// nil when none fits `maxBytes`.
+    /// One still encoding at the image's size: the profile's one format when it has one
+    /// (`PlatformProfile.delivers`), else PNG with alpha, else JPEG down the quality ladder; nil
+    /// when none fits `maxBytes`.
     private func encodeStill(_ image: OpaquePointer) throws(TranscodeError) -> EncodedImage? {
         let width = Int(pm_image_width(image))
         let height = Int(pm_image_height(image))
-        if pm_image_has_alpha(image) != 0 && profile.alpha {
-            let png = try save { pm_vips_pngsave(image, $0, $1) }
-            return png.count <= maxBytes
-                ? EncodedImage(bytes: png, format: .png, width: width, height: height, frames: 1) : nil
+        let lossless =
+            profile.delivers.flatMap { $0 == .jpeg ? nil : $0 }
+            ?? (pm_image_has_alpha(image) != 0 && profile.alpha ? .png : nil)
+        if let lossless {
+            let bytes =
+                lossless == .gif
+                ? try save { pm_vips_gifsave(image, $0, $1) } : try save { pm_vips_pngsave(image, $0, $1) }
+            return bytes.count <= maxBytes
+                ? EncodedImage(bytes: bytes, format: lossless, width: width, height: height, frames: 1) : nil
         }
         let opaque = try flatten(image)
         defer { if opaque != image { pm_image_unref(opaque) } }
