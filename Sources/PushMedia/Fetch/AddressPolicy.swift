@@ -19,6 +19,37 @@ public enum AddressPolicy {
         return trusted.contains(peerName(Array(address), port: port))
     }
 
+    /// Whether every address `host` resolves to may be connected to on `port` (nil when it does
+    /// not resolve): what the fetch's rule would say of each, for a redirect that sends a client
+    /// there instead. `allowPrivate` allows them all. Blocking (getaddrinfo).
+    public static func allowsEvery(host: String, port: Int, allowPrivate: Bool, trusted: Set<String>) -> Bool? {
+        let name = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(name, nil, &hints, &found) == 0, let first = found else { return nil }
+        defer { freeaddrinfo(first) }
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let entry = cursor {
+            cursor = entry.pointee.ai_next
+            guard let address = entry.pointee.ai_addr else { continue }
+            let bytes: [UInt8]
+            switch Int32(address.pointee.sa_family) {
+            case AF_INET:
+                bytes = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                    withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) }
+                }
+            case AF_INET6:
+                bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) }
+                }
+            default: continue
+            }
+            if !allowPrivate && !allows(bytes, port: port, trusted: trusted) { return false }
+        }
+        return true
+    }
+
     /// `1.2.3.4:80` or `[2001:db8::1]:443`.
     public static func peerName(_ bytes: [UInt8], port: Int) -> String {
         var text = [CChar](repeating: 0, count: 64)

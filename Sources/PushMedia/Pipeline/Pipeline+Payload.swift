@@ -205,7 +205,7 @@ extension Pipeline {
     /// The cached entry for `key` if fresh, else the stale one (to revalidate). A fresh entry in
     /// memory answers at once; a stale one is looked up again in the index, where another node
     /// may have renewed it.
-    private func lookup(
+    func lookup(
         key: String, remote: Bool, refresh: Bool,
         deadline: ContinuousClock.Instant
     ) async throws -> (fresh: CacheEntry?, stale: CacheEntry?) {
@@ -217,7 +217,7 @@ extension Pipeline {
     }
 
     /// The job's result, or nil when the deadline comes first.
-    private static func race(_ job: SharedJob, deadline: ContinuousClock.Instant) async -> JobResult? {
+    static func race(_ job: SharedJob, deadline: ContinuousClock.Instant) async -> JobResult? {
         let resolver = OnceResolver<JobResult?>()
         Task { resolver.resolve(await job.task.value) }
         let timer = Task {

@@ -75,7 +75,7 @@ extension Pipeline {
     }
 
     /// An http(s) URL (`trimmed`, as `text` was written), checked and remembered.
-    private func remoteSource(_ text: String, trimmed: String) -> Result<Source, Failure> {
+    func remoteSource(_ text: String, trimmed: String) -> Result<Source, Failure> {
         guard let components = URLComponents(string: trimmed), let host = components.host, !host.isEmpty else {
             return .failure(Failure(reason: ReasonCode.invalidURL, message: "not a valid http(s) URL"))
         }
@@ -124,5 +124,6 @@ extension Pipeline {
             + "caps=\(p.maxImageBytes)/\(p.maxAudioBytes)/\(p.maxVideoBytes);"
             + "crop=\(config.crop.rawValue);clip=\(config.thumbnailAspect.map { String($0) } ?? "none");"
             + "private=\(config.allowPrivateNetworks);trusted=\(config.trustedPeers.sorted().joined(separator: ","))"
+            + (p.delivers.map { ";as=\($0.id)" } ?? "")
     }
 }

@@ -34,6 +34,8 @@ public final class Pipeline: Sendable {
     let optionsFingerprint: String
     /// The options fingerprint of each profile, part of its cache keys.
     let fingerprints: [String: String]
+    /// The fingerprint of each profile delivering each format a media URL can ask for.
+    let deliveringFingerprints: [String: [MediaFormat: String]]
     /// http(s) references already found valid.
     let validURLs = ValidURLs()
 
@@ -48,6 +50,12 @@ public final class Pipeline: Sendable {
         profiles[config.profile.id] = config.profile
         transcoders = profiles.mapValues { Transcoder(config: config, profile: $0) }
         fingerprints = profiles.mapValues { Self.optionsFingerprint(config, profile: $0) }
+        deliveringFingerprints = profiles.mapValues { profile in
+            Dictionary(
+                Set(MediaURL.formats.values).compactMap { format in
+                    profile.delivering(format).map { (format, Self.optionsFingerprint(config, profile: $0)) }
+                }, uniquingKeysWith: { first, _ in first })
+        }
         gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
         decodeBudget = DecodeBudget(limit: config.decodeMemory)
         transcodeGate = config.maxTranscodes.map { JobGate(limit: $0, queueLimit: .max) }
@@ -65,15 +73,17 @@ public final class Pipeline: Sendable {
         if let result { throw result }
     }
 
-    /// Removes the cached results for each of `urls` (under every profile, with this
-    /// configuration's options), so that the next request fetches and processes it again. Other
+    /// Removes the cached results for each of `urls` (under every profile, in every format a
+    /// media URL can ask for, with this configuration's options; not those of a media URL with a
+    /// `cb:` option), so that the next request fetches and processes it again. Other
     /// processes on the same store notice within `--index-cache-ttl`. Returns, per URL, how many
     /// entries there were.
     public func purge(urls: [String]) async throws(StoreError) -> [(url: String, entries: Int)] {
         let store = self.store
         let keys = urls.map { url in
             let identity = url.trimmingCharacters(in: .whitespaces)
-            return (url, Set(fingerprints.values).map { MediaStore.cacheKey(source: identity, options: $0) })
+            let options = Set(fingerprints.values).union(deliveringFingerprints.values.flatMap(\.values))
+            return (url, options.map { MediaStore.cacheKey(source: identity, options: $0) })
         }
         let result = await io.run { () -> Result<[(url: String, entries: Int)], StoreError> in
             do throws(StoreError) {

@@ -1,0 +1,142 @@
+import Foundation
+
+/// What a media URL asks of the pipeline: one source, made for one platform, in one format.
+public struct DeliveryRequest: Sendable {
+    /// The http(s) URL of the source.
+    public var source: String
+    public var profile: PlatformProfile
+    /// The format asked for; nil: what the profile makes of the source (the same entry as
+    /// `/v1/process` fills).
+    public var format: MediaFormat?
+    /// A new value makes a new entry, so a new fetch.
+    public var cacheBuster: String?
+    public var budget: Duration
+    /// Revalidate a cached result with its origin.
+    public var refresh = false
+
+    public init(
+        source: String, profile: PlatformProfile, format: MediaFormat? = nil, cacheBuster: String? = nil,
+        budget: Duration, refresh: Bool = false
+    ) {
+        self.source = source
+        self.profile = profile
+        self.format = format
+        self.cacheBuster = cacheBuster
+        self.budget = budget
+        self.refresh = refresh
+    }
+}
+
+/// How a media URL's request ended.
+public enum Delivery: Sendable, Equatable {
+    /// The attachment, in the format asked. `cacheHit`: made before this request.
+    case ready(CacheEntry, cacheHit: Bool)
+    /// The budget ran out before the attachment was ready; the job goes on. `preview`: the
+    /// thumbnail (a JPEG) made so far, if any.
+    case notReady(reason: String, message: String, preview: StoredFile?)
+    /// The source cannot be delivered in this format: `reason` is the outcome's (`http_404`,
+    /// `unsupported_type`, `blocked_address`, …).
+    case failed(reason: String, message: String)
+}
+
+extension Pipeline {
+    /// Makes (or finds) the attachment a media URL asks for, within `request.budget`. A fresh
+    /// entry that `/v1/process` or `/v1/batch` made for the same source and profile answers when
+    /// its attachment is in the format asked; otherwise the entry of the source made in that
+    /// format, shared with the requests asking the same at the same time (one job), which goes on
+    /// after the budget (`backgroundLimit`) so that the next request finds it.
+    public func deliver(_ request: DeliveryRequest) async -> Delivery {
+        let source: Source
+        let text = request.source.trimmingCharacters(in: .whitespaces)
+        guard ["http", "https"].contains(Self.scheme(of: text)), text.utf8.count <= Self.maxURLLength else {
+            return .failed(reason: ReasonCode.invalidURL, message: "the source must be an http(s) URL")
+        }
+        switch remoteSource(request.source, trimmed: text) {
+        case let .success(remote): source = remote
+        case let .failure(failure): return .failed(reason: failure.reason, message: failure.message)
+        }
+        var profile = request.profile
+        if let format = request.format {
+            guard let delivering = profile.delivering(format) else {
+                return .failed(
+                    reason: ReasonCode.unsupportedType,
+                    message: "the \(profile.id) profile does not show .\(format.fileExtension) (\(format.mime)); "
+                        + "it shows \(profile.acceptedFormats.map(\.fileExtension).sorted().joined(separator: ", "))")
+            }
+            profile = delivering
+        }
+        let deadline = ContinuousClock.now + request.budget
+        let identity = source.identity + (request.cacheBuster.map { "\ncb=" + $0 } ?? "")
+        // The profile's own entry (what the hook makes of the same source), when it is in the format asked.
+        if let format = request.format, request.cacheBuster == nil, !request.refresh,
+            let fingerprint = fingerprints[request.profile.id],
+            let (entry, _) = try? await lookup(
+                key: MediaStore.cacheKey(source: identity, options: fingerprint), remote: true, refresh: false,
+                deadline: deadline),
+            let entry, entry.attachment.mime == format.mime
+        {
+            return .ready(entry, cacheHit: true)
+        }
+        let known =
+            if let format = request.format { deliveringFingerprints[request.profile.id]?[format] } else {
+                fingerprints[request.profile.id]
+            }
+        let fingerprint = known ?? Self.optionsFingerprint(config, profile: profile)
+        let key = MediaStore.cacheKey(source: identity, options: fingerprint)
+        let cached: CacheEntry?
+        let stale: CacheEntry?
+        do {
+            (cached, stale) = try await lookup(key: key, remote: true, refresh: request.refresh, deadline: deadline)
+        } catch {
+            return .notReady(
+                reason: ReasonCode.storeUnavailable, message: "the store cannot be read (\(error))", preview: nil)
+        }
+        if let cached { return .ready(cached, cacheHit: true) }
+        guard
+            let job = sharedJob(
+                key: key, source: source, profile: profile, posterTime: nil, previous: stale, refresh: request.refresh,
+                deadline: deadline + config.backgroundLimit)
+        else {
+            if let stale { return .ready(stale, cacheHit: true) }
+            return .notReady(
+                reason: "overloaded",
+                message: "\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued", preview: nil)
+        }
+        let result = await Self.race(job, deadline: deadline)
+        switch result?.kind {
+        case let .ready(entry)?:
+            return .ready(entry, cacheHit: false)
+        case let .renewed(entry)?:
+            return .ready(entry, cacheHit: true)
+        case let .failed(reason, _)? where stale != nil && Self.originUnavailable(reason):
+            return .ready(stale!, cacheHit: true)
+        case let .failed(reason, message)?:
+            return .failed(reason: reason, message: message)
+        case let .storeUnavailable(message)?:
+            return .notReady(
+                reason: ReasonCode.storeUnavailable, message: "the store cannot be written (\(message))", preview: nil)
+        case .budgetExceeded?, nil:
+            if let stale { return .ready(stale, cacheHit: true) }
+            let progress = job.progress.withLock { $0 }
+            let why =
+                progress.started
+                ? "the budget of \(request.budget) ran out; the job goes on"
+                : "the budget of \(request.budget) ran out while the job waited for a free slot"
+            return .notReady(reason: "budget_exceeded", message: why, preview: progress.thumbnail)
+        }
+    }
+}
+
+extension Pipeline {
+    /// Whether a client may be sent to `url` (a redirect to a media URL's source when its
+    /// attachment is not ready): the host resolves, and only to addresses the SSRF rule would let
+    /// a fetch connect to (`AddressPolicy`). Never a redirect to a denied address.
+    public func allowsRedirect(to url: String) async -> Bool {
+        guard let parts = SourceParts(url), !parts.hasCredentials else { return false }
+        let (allowPrivate, trusted) = (config.allowPrivateNetworks, Set(config.trustedPeers))
+        return await io.run {
+            AddressPolicy.allowsEvery(host: parts.host, port: parts.port, allowPrivate: allowPrivate, trusted: trusted)
+                == true
+        }
+    }
+}
