@@ -8,12 +8,21 @@ import ServiceLifecycle
 /// Why the server refuses to start.
 public enum ServerError: Error, CustomStringConvertible {
     case unauthenticatedPublicListener(String)
+    /// Media URLs open to any source (`--url-allow-source '*'`) on a public listener.
+    case openMediaURLs(String)
+    /// The media URL keys and salts do not pair up.
+    case mediaURLKeys(String)
 
     public var description: String {
         switch self {
         case let .unauthenticatedPublicListener(host):
             "refusing to listen on \(host) without auth: give --token or --hmac-secret, or --insecure-no-auth to "
                 + "accept anyone"
+        case let .openMediaURLs(host):
+            "refusing to serve unsigned media URLs for any source (--url-allow-source '*') on \(host): anyone could "
+                + "make it fetch anything; list your CDN's prefixes, sign URLs with --url-key, or give "
+                + "--insecure-no-auth"
+        case let .mediaURLKeys(why): why
         }
     }
 }
@@ -28,11 +37,14 @@ public struct ServerParts: Sendable {
     public let server: ServerConfig
     /// Ready answers to repeated `/v1/process` bodies.
     let memo: ResponseMemo
+    /// The keys that sign media URLs (`--url-key`, `--url-salt`).
+    let urlKeys: [MediaURLKey]
 
     /// The pipeline runs with `serve`'s defaults (`ServerConfig.served`) for the settings not given.
     public init(config: PushMediaConfig, server: ServerConfig = ServerConfig()) throws {
         let config = ServerConfig.served(config)
         self.server = server
+        urlKeys = try server.urls.signingKeys()
         pipeline = try Pipeline(config: config)
         memo = ResponseMemo(byteLimit: server.memoBytes, memoryTTL: config.indexCacheTTL)
         metrics = ServerMetrics(gate: pipeline.gate)
@@ -42,7 +54,8 @@ public struct ServerParts: Sendable {
 
 /// The router: `/v1/process`, `/v1/batch` and `/metrics` (authenticated when tokens or a secret are set;
 /// `/metrics` is not here when `--metrics-port` gives it a listener of its own), `/media/<name>`,
-/// `/preview` (see `ServerConfig.previewEnabled`), `/healthz`, `/readyz`, `/openapi.yaml`.
+/// `/preview` (see `ServerConfig.previewEnabled`), `/healthz`, `/readyz`, `/openapi.yaml`, and media
+/// URLs (`/<signature>/<options>/<source>`) on every other path, when configured.
 public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<
     AppRequestContext
 > {
@@ -62,7 +75,11 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
         pipeline: parts.pipeline, server: server, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } },
         memo: parts.memo
     ).add(to: v1)
-    MediaRoutes<AppRequestContext>(store: parts.pipeline.store, memoryLimit: server.mediaMemory).add(to: router)
+    let media = StoredMedia(store: parts.pipeline.store, memoryLimit: server.mediaMemory)
+    MediaRoutes<AppRequestContext>(media: media).add(to: router)
+    MediaURLRoutes<AppRequestContext>(
+        pipeline: parts.pipeline, config: server.urls, keys: parts.urlKeys, metrics: parts.metrics, media: media
+    ).add(to: router)
     PreviewRoutes<AppRequestContext>(
         pipeline: parts.pipeline, server: server, metrics: parts.metrics,
         baseURL: { baseURL.withLock { $0 } }
@@ -90,6 +107,9 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     if !isLoopback(server.host) && server.tokens.isEmpty && server.hmacSecret == nil && !server.insecureNoAuth {
         throw ServerError.unauthenticatedPublicListener(server.host)
+    }
+    if !isLoopback(server.host) && server.urls.openToEverything && !server.insecureNoAuth {
+        throw ServerError.openMediaURLs(server.host)
     }
     let config = {
         var served = config

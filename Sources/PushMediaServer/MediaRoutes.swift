@@ -3,11 +3,32 @@ import HTTPTypes
 import Hummingbird
 import PushMedia
 
-/// `GET|HEAD /media/<name>`: serves the store's files, and nothing else. A local store's files
-/// are sent from disk; an object store's are streamed from the bucket as they arrive (a HEAD for
-/// the size, then a GET of the requested range), so the hook works as a media origin with either
-/// backend. With `--base-url` pointing at the bucket or a CDN, phones never come here.
+/// `GET|HEAD /media/<name>`: serves the store's files, and nothing else (`StoredMedia`), cached
+/// for a year: a name is its content's SHA-256. With `--base-url` pointing at the bucket or a
+/// CDN, phones never come here.
 struct MediaRoutes<Context: RequestContext>: Sendable {
+    let media: StoredMedia
+
+    func add(to router: Router<Context>) {
+        router.get("media/{name}", use: serve)
+        router.head("media/{name}", use: serve)
+    }
+
+    @Sendable func serve(_ request: Request, context: Context) async throws -> Response {
+        let name = context.parameters.get("name") ?? ""
+        guard MediaStore.isValidName(name) else {
+            throw APIError(.notFound, code: "not_found", message: "no such media")
+        }
+        return try await media.respond(
+            name, request: request, context: context, headers: [.cacheControl: "public, max-age=31536000, immutable"])
+    }
+}
+
+/// Answers with a stored file, so the hook works as a media origin with either backend. A local
+/// store's files are sent from disk; an object store's are streamed from the bucket as they
+/// arrive (a HEAD for the size, then a GET of the requested range). `HEAD`, a single `Range`,
+/// `If-None-Match` against the strong `ETag` (the content's SHA-256).
+struct StoredMedia: Sendable {
     let store: MediaStore
     let fileIO = FileIO()
     /// Object-store transfers (each holds a thread while it streams) and the reads that forward
@@ -22,16 +43,12 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         memory = MediaMemory(limit: store.directory == nil ? 0 : memoryLimit)
     }
 
-    func add(to router: Router<Context>) {
-        router.get("media/{name}", use: serve)
-        router.head("media/{name}", use: serve)
-    }
-
-    @Sendable func serve(_ request: Request, context: Context) async throws -> Response {
-        let name = context.parameters.get("name") ?? ""
-        guard MediaStore.isValidName(name),
-            let contentType = mediaContentTypes[String(name.split(separator: ".").last ?? "")]
-        else {
+    /// The answer for the stored file `name` (a valid store name): its type, validators and
+    /// body, with `headers` added (its caching, at least). 404 when there is no such file.
+    func respond(_ name: String, request: Request, context: some RequestContext, headers extra: HTTPFields)
+        async throws -> Response
+    {
+        guard let contentType = mediaContentTypes[String(name.split(separator: ".").last ?? "")] else {
             throw APIError(.notFound, code: "not_found", message: "no such media")
         }
         let local = store.localPath(of: name)
@@ -81,10 +98,10 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
         var headers: HTTPFields = [
             .contentType: contentType,
             .eTag: etag,
-            .cacheControl: "public, max-age=31536000, immutable",
             .acceptRanges: "bytes",
             HTTPField.Name("X-Content-Type-Options")!: "nosniff",
         ]
+        headers.append(contentsOf: extra)
         if let match = request.headers[.ifNoneMatch],
             match.split(separator: ",").contains(where: {
                 $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "*"

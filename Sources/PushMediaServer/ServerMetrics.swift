@@ -99,6 +99,16 @@ public final class ServerMetrics: Sendable {
         }
     }
 
+    /// Counts one media URL request: its profile and how it was answered (`cache`, `processed`,
+    /// `passthrough`, `best_attempt`, `preview`, `source_redirect`, `extension_redirect`,
+    /// `refused`, `failed`).
+    func mediaURL(profile: String, outcome: String) {
+        counter(
+            MetricKey("pushmedia_media_url_requests_total", profile, outcome),
+            [("profile", profile), ("outcome", outcome)]
+        ).increment()
+    }
+
     /// Open connections to the APNs upstream, when the relay runs.
     let apnsConnections = Locked<(@Sendable () -> Int)?>(nil)
     private let apnsUpstreamConnections: CoreMetrics.Gauge

@@ -55,6 +55,8 @@ public struct ServerConfig: Configurable, Equatable {
     public var maxBatchBodyBytes = 4 * 1024 * 1024
     /// Most payloads in a `/v1/batch` body: 500.
     public var maxBatchPayloads = 500
+    /// Media URLs (`--url-*`); off unless a key or an allow-listed source is given.
+    public var urls = MediaURLConfig()
     /// The APNs relay (`--apns-*`); off unless `apns.port` is set.
     public var apns = APNsRelayConfig()
     /// The FCM relay (`--fcm-*`); off unless `fcm.port` is set.
@@ -79,8 +81,9 @@ public struct ServerConfig: Configurable, Equatable {
         return served
     }
 
-    /// Every server setting (all taken by `serve` only), the relays' last; see `Setting`.
-    public static let settings: [Setting<ServerConfig>] = hook + APNsRelayConfig.settings + FCMRelayConfig.settings
+    /// Every server setting (all taken by `serve` only), media URLs' and the relays' last; see `Setting`.
+    public static let settings: [Setting<ServerConfig>] =
+        hook + MediaURLConfig.settings + APNsRelayConfig.settings + FCMRelayConfig.settings
 
     /// The hook's own settings.
     static let hook: [Setting<ServerConfig>] = [

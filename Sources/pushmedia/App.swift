@@ -12,7 +12,10 @@ struct PushMediaCommand: AsyncParsableCommand {
             under a stable URL with the right extension and rewrites the payload.
             """,
         version: PushMediaVersion.string,
-        subcommands: [ProcessCommand.self, BatchCommand.self, ServeCommand.self, GCCommand.self, PurgeCommand.self]
+        subcommands: [
+            ProcessCommand.self, BatchCommand.self, ServeCommand.self, GCCommand.self, PurgeCommand.self,
+            URLCommand.self,
+        ]
     )
 }
 

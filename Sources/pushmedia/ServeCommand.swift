@@ -10,7 +10,8 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract:
             "Run the HTTP hook: POST /v1/process and /v1/batch, GET /media/<name>, /preview, /healthz, /readyz, "
-            + "/metrics; and, with --apns-port and --fcm-port, the APNs and FCM relays.",
+            + "/metrics; media URLs with --url-key or --url-allow-source; and, with --apns-port and --fcm-port, the "
+            + "APNs and FCM relays.",
         discussion: """
             Listens on 127.0.0.1:8080 by default. A non-loopback address needs --token or --hmac-secret \
             (or --insecure-no-auth). /preview, a page that shows a payload as notifications, is on \
@@ -57,6 +58,14 @@ struct ServeCommand: AsyncParsableCommand {
     var memoBytes: String?
     @Option(name: .customLong("min-free-space"), help: .setting("min-free-space"))
     var minFreeSpace: String?
+    @Option(name: .customLong("url-key"), help: .setting("url-key"))
+    var urlKeys: [String] = []
+    @Option(name: .customLong("url-salt"), help: .setting("url-salt"))
+    var urlSalts: [String] = []
+    @Option(name: .customLong("url-allow-source"), help: .setting("url-allow-source"))
+    var urlAllowSources: [String] = []
+    @Option(name: .customLong("url-budget"), help: .setting("url-budget"))
+    var urlBudget: String?
     @Option(name: .customLong("apns-port"), help: .setting("apns-port"))
     var apnsPort: String?
     @Option(name: .customLong("apns-host"), help: .setting("apns-host"))
@@ -119,7 +128,7 @@ struct ServeCommand: AsyncParsableCommand {
             ("host", host), ("port", port), ("metrics-host", metricsHost), ("metrics-port", metricsPort),
             ("hmac-secret", hmacSecret), ("insecure-no-auth", insecureNoAuth ? "true" : nil),
             ("preview", preview ? "true" : nil), ("log-format", logFormat), ("log-level", logLevel),
-            ("gc-every", gcEvery),
+            ("gc-every", gcEvery), ("url-budget", urlBudget),
             ("media-memory", mediaMemory), ("memo-bytes", memoBytes), ("min-free-space", minFreeSpace),
             ("apns-port", apnsPort), ("apns-host", apnsHost), ("apns-tls-cert", apnsTLSCert),
             ("apns-tls-key", apnsTLSKey), ("apns-client-ca", apnsClientCA), ("apns-upstream", apnsUpstream),
@@ -128,7 +137,8 @@ struct ServeCommand: AsyncParsableCommand {
             ("fcm-port", fcmPort), ("fcm-host", fcmHost), ("fcm-tls-cert", fcmTLSCert), ("fcm-tls-key", fcmTLSKey),
             ("fcm-client-ca", fcmClientCA), ("fcm-upstream", fcmUpstream), ("fcm-upstream-ca", fcmUpstreamCA),
             ("fcm-budget", fcmBudget), ("fcm-upstream-timeout", fcmUpstreamTimeout),
-        ] + tokens.map { ("token", $0) } + apnsAllowTeams.map { ("apns-allow-team", $0) }
+        ] + tokens.map { ("token", $0) } + urlKeys.map { ("url-key", $0) } + urlSalts.map { ("url-salt", $0) }
+            + urlAllowSources.map { ("url-allow-source", $0) } + apnsAllowTeams.map { ("apns-allow-team", $0) }
             + fcmAllowProjects.map { ("fcm-allow-project", $0) }
     }
 

@@ -444,7 +444,7 @@ struct RouterTests {
     }
 
     @Test func rangeParsing() {
-        typealias Routes = MediaRoutes<AppRequestContext>
+        typealias Routes = StoredMedia
         #expect(Routes.parseRange("bytes=0-0", size: 10) == .satisfiable(0...0))
         #expect(Routes.parseRange("bytes=5-", size: 10) == .satisfiable(5...9))
         #expect(Routes.parseRange("bytes=-3", size: 10) == .satisfiable(7...9))

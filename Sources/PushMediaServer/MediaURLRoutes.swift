@@ -1,0 +1,199 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import PushMedia
+
+/// `GET|HEAD /<signature>/<options>/<source>.<ext>`: media URLs in imgproxy's grammar
+/// (`MediaURL`), for campaign tools whose image field takes a URL: the phone's SDK downloads the
+/// URL, PushMedia fetches the source and answers with the file made for the platform, from the
+/// store once made. Off unless a key or an allow-listed source is configured (then every path
+/// no other route takes is a 404).
+struct MediaURLRoutes<Context: RequestContext>: Sendable {
+    let pipeline: Pipeline
+    let config: MediaURLConfig
+    /// The key and salt pairs, the first signing.
+    let keys: [MediaURLKey]
+    let metrics: ServerMetrics
+    let media: StoredMedia
+
+    func add(to router: Router<Context>) {
+        router.get("**", use: serve)
+        router.head("**", use: serve)
+    }
+
+    @Sendable func serve(_ request: Request, context: Context) async throws -> Response {
+        guard config.enabled else { throw APIError(.notFound, code: "not_found", message: "no such route") }
+        let url: MediaURL
+        let signedBy: MediaURLKey?
+        do {
+            let (signature, signedPath) = try MediaURL.split(request.uri.path)
+            signedBy = try verify(signature, signedPath)
+            url = try MediaURL.parse(request.uri.path)
+        } catch let error as MediaURLError {
+            throw refused(error)
+        }
+        let profileName = url.preset ?? PlatformProfile.ios.id
+        guard let profile = PlatformProfile.profiles[profileName] else {
+            throw answer(
+                .badRequest, code: "invalid_option",
+                message: "option \"pr\": unknown profile \"\(profileName)\"; use "
+                    + PlatformProfile.profiles.keys.sorted().joined(separator: ", "),
+                profile: "unknown")
+        }
+        if url.isUnsigned, !config.allowedSources.contains(where: { $0.matches(url.source) }) {
+            throw answer(
+                .forbidden, code: "source_not_allowed",
+                message: "unsigned media URLs are served only for sources under --url-allow-source; sign the URL "
+                    + "(HMAC-SHA256 with --url-key and --url-salt) or allow the source's prefix",
+                profile: profile.id)
+        }
+        let delivery = await pipeline.deliver(
+            DeliveryRequest(
+                source: url.source, profile: profile, format: url.format, cacheBuster: url.cacheBuster,
+                budget: config.budget(for: profile)))
+        switch delivery {
+        case let .ready(entry, cacheHit):
+            guard let format = url.format else {
+                return redirect(url, to: entry, signedBy: signedBy, query: request.uri.query, profile: profile.id)
+            }
+            var headers: HTTPFields = [
+                .cacheControl: "public, max-age=\(Self.lifetime(entry))",
+                .contentDisposition: "inline; filename=\"\(Self.fileName(url.source, format: format))\"",
+                .pushMediaOutcome: cacheHit ? "\(entry.status.rawValue)/cache" : entry.status.rawValue,
+            ]
+            if let reason = entry.reason { headers[.pushMediaOutcome] = "\(entry.status.rawValue)/\(reason)" }
+            metrics.mediaURL(profile: profile.id, outcome: cacheHit ? "cache" : entry.status.rawValue)
+            return try await media.respond(entry.attachment.name, request: request, context: context, headers: headers)
+        case let .notReady(reason, message, preview):
+            if let preview, url.format == .jpeg {
+                // The thumbnail, for this phone only: a cache in front must ask again for the attachment.
+                metrics.mediaURL(profile: profile.id, outcome: "preview")
+                let headers: HTTPFields = [
+                    .cacheControl: "no-store",
+                    .contentDisposition: "inline; filename=\"\(Self.fileName(url.source, format: .jpeg))\"",
+                    .pushMediaOutcome: "best_attempt/\(reason)",
+                ]
+                return try await media.respond(preview.name, request: request, context: context, headers: headers)
+            }
+            return try await redirectToSource(url.source, reason: reason, message: message, profile: profile.id)
+        case let .failed(reason, message):
+            let (status, cacheable) = Self.status(forFailure: reason)
+            var error = answer(status, code: reason, message: message, profile: profile.id)
+            error.headers[.cacheControl] = cacheable ? "public, max-age=60" : "no-store"
+            throw error
+        }
+    }
+
+    /// The key whose signature `signature` is, or nil for an unsigned word (checked against the
+    /// allow-list once the source is read). 403 before anything is fetched otherwise.
+    private func verify(_ signature: String, _ signedPath: String) throws -> MediaURLKey? {
+        if MediaURL.unsignedWords.contains(signature) { return nil }
+        if let key = keys.first(where: { $0.verifies(signature, for: signedPath) }) { return key }
+        throw answer(
+            .forbidden, code: "invalid_signature",
+            message: keys.isEmpty
+                ? "this server has no --url-key: only unsigned media URLs (insecure/…) for allowed sources"
+                : "the signature does not match the path: it must be the URL-safe Base64 of HMAC-SHA256(key, salt + "
+                    + "the path after the signature)",
+            profile: "unknown")
+    }
+
+    /// A URL without an extension: the same URL with the extension of what the profile made,
+    /// signed again with the key that signed it (the path changes).
+    private func redirect(
+        _ url: MediaURL, to entry: CacheEntry, signedBy key: MediaURLKey?, query: String?, profile: String
+    ) -> Response {
+        let ext = String(entry.attachment.name.split(separator: ".").last ?? "jpg")
+        let path = url.signedPath(withExtension: ext)
+        let signature = key?.sign(path) ?? url.signature
+        metrics.mediaURL(profile: profile, outcome: "extension_redirect")
+        return Response(
+            status: .found,
+            headers: [
+                .location: "/" + signature + path + (query.map { "?" + $0 } ?? ""),
+                .cacheControl: "public, max-age=\(Self.lifetime(entry))", .contentLength: "0",
+                .pushMediaOutcome: "redirect/extension",
+            ])
+    }
+
+    /// 307 to the source, so the phone tries the original as it would have without PushMedia (the
+    /// job goes on for the next phone); never to an address the SSRF rule denies.
+    private func redirectToSource(_ source: String, reason: String, message: String, profile: String) async throws
+        -> Response
+    {
+        guard await pipeline.allowsRedirect(to: source) else {
+            var error = answer(
+                .forbidden, code: "blocked_address",
+                message: "\(message); the source's host does not resolve, or resolves to an internal address, so "
+                    + "there is no redirect to it",
+                profile: profile)
+            error.headers[.cacheControl] = "no-store"
+            throw error
+        }
+        metrics.mediaURL(profile: profile, outcome: "source_redirect")
+        return Response(
+            status: .temporaryRedirect,
+            headers: [
+                .location: source, .cacheControl: "no-store", .contentLength: "0",
+                .pushMediaOutcome: "redirect/\(reason)",
+            ])
+    }
+
+    /// The error answer for a path that is not a media URL this server takes.
+    private func refused(_ error: MediaURLError) -> APIError {
+        let status: HTTPResponse.Status =
+            switch error {
+            case .notAMediaURL: .notFound
+            case .tooLong: .uriTooLong
+            default: .badRequest
+            }
+        return answer(status, code: error.code, message: error.description, profile: "unknown")
+    }
+
+    /// An error answer, counted.
+    private func answer(_ status: HTTPResponse.Status, code: String, message: String, profile: String) -> APIError {
+        metrics.mediaURL(profile: profile, outcome: status.code < 500 ? "refused" : "failed")
+        var error = APIError(status, code: code, message: message)
+        error.headers[.cacheControl] = "no-store"
+        return error
+    }
+
+    /// The status for a source that cannot be delivered, as imgproxy answers, and whether a cache
+    /// may keep the answer for a minute (what the origin holds, not whether it answered).
+    static func status(forFailure reason: String) -> (HTTPResponse.Status, cacheable: Bool) {
+        if reason.hasPrefix("http_"), let code = Int(reason.dropFirst(5)) {
+            return (400..<500).contains(code) ? (HTTPResponse.Status(code: code), true) : (.badGateway, false)
+        }
+        switch reason {
+        case "blocked_address": return (.forbidden, false)
+        case "invalid_url", "unsupported_scheme": return (.badRequest, false)
+        case "dns_failed": return (.notFound, false)
+        case "timeout", "connect_failed", "fetch_failed", "too_many_redirects": return (.badGateway, false)
+        case "store_failed", "internal_error": return (.internalServerError, false)
+        default: return (.unprocessableContent, true)
+        }
+    }
+
+    /// Seconds a cache may keep the answer: the entry's freshness left (the store's rules: the
+    /// origin's, within --min-ttl and --max-ttl).
+    static func lifetime(_ entry: CacheEntry, now: Date = Date()) -> Int64 {
+        guard let freshUntil = entry.freshUntil else { return 86_400 }
+        return max(0, freshUntil - Int64(now.timeIntervalSince1970))
+    }
+
+    /// `<the source's file name without its extension>.<ext>`, in a few safe characters: what
+    /// SDKs that name the download after `Content-Disposition` save it as.
+    static func fileName(_ source: String, format: MediaFormat) -> String {
+        let last = SourceParts(source)?.path.split(separator: "/").last.map(String.init) ?? ""
+        let decoded = last.removingPercentEncoding ?? last
+        let stem = decoded.split(separator: ".", omittingEmptySubsequences: false).dropLast().joined(separator: ".")
+        let base = (stem.isEmpty ? decoded : stem).filter {
+            $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0))
+        }
+        return (base.isEmpty ? "media" : String(base.prefix(64))) + "." + format.fileExtension
+    }
+}
+
+extension HTTPField.Name {
+    static let contentDisposition = Self("Content-Disposition")!
+}
