@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The HTTP contract under a property-based tester: Schemathesis (from PyPI, pinned) generates
 # requests from /openapi.yaml of a real `pushmedia serve` with default settings (loopback, no
-# auth, a fresh local store holding one media file) and checks every answer against the
+# auth, media URLs on, a fresh local store holding one media file) and checks every answer against the
 # document (--checks all). A fixed seed and a bounded number of examples per operation keep the
 # run reproducible and about half a minute long. Schemathesis is pinned in
 # scripts/schemathesis-requirements.txt and installed into a venv (.build/tools/schemathesis,
@@ -38,7 +38,11 @@ sample=samples/media/logo-alpha.png
 name=$(sha256sum "$sample" | cut -c1-64).png
 cp "$sample" "$work/store/$name"
 
-env -u PUSHMEDIA_TOKEN -u PUSHMEDIA_HMAC_SECRET "$BIN" serve --port 0 --store "$work/store" >"$work/serve.out" 2>"$work/serve.err" &
+# Media URLs on: signed ones with a test key, unsigned ones for a source prefix nothing listens on.
+env -u PUSHMEDIA_TOKEN -u PUSHMEDIA_HMAC_SECRET "$BIN" serve --port 0 --store "$work/store" \
+  --url-key 943b421c9eb07c830af81030552c86009268de4e532ba2ee2eab8247c6da0881 \
+  --url-salt 520f986b998545b4785e0defbc4f3c1203f22de2374a3d53cb7a7fe9fea309c5 \
+  --url-allow-source http://127.0.0.1:9/ --url-budget 2s >"$work/serve.out" 2>"$work/serve.err" &
 server=$!
 port=""
 for _ in $(seq 100); do

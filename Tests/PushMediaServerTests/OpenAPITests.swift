@@ -42,7 +42,14 @@ struct OpenAPITests {
     @Test func everyListedRouteAndStatusIsWhatTheServerAnswers() async throws {
         let origin = try TestOrigin()
         origin.route("/img", .file(body: try sampleMedia("banner.webp"), contentType: "image/webp"))
-        let open = try TestServer()
+        origin.route("/slow", .delayed(.seconds(2), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        origin.route("/missing", .status(404, body: "no"))
+        origin.route("/down", .status(503, body: "down"))
+        origin.route("/text", .file(body: Array("text".utf8), contentType: "text/plain"))
+        let open = try TestServer(server: {
+            $0.urls.allowedSources = [SourcePrefix(origin.baseURL + "/")!]
+            $0.urls.budget = .milliseconds(300)
+        })
         let locked = try TestServer(server: { $0.tokens = ["token"] })
         let payload = ByteBuffer(json: payloadJSON(origin.url("/img")))
         let big = ByteBuffer(repeating: UInt8(ascii: " "), count: 5 * 1024 * 1024)
@@ -66,6 +73,13 @@ struct OpenAPITests {
         let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
         let previewBody = PreviewTests.form(payloadJSON(origin.url("/img")))
 
+        func mediaURL(_ path: String, ext: String? = "jpg", options: [String] = ["pr:ios"]) -> String {
+            "/insecure" + MediaURL.unsignedPath(source: origin.url(path), options: options, ext: ext, plain: true)
+        }
+        let image = mediaURL("/img")
+        let long = mediaURL("/" + String(repeating: "a", count: 17_000))
+        let mediaURLs = "/{signature}/{options}/{source}"
+
         // How to provoke each documented answer.
         typealias Probe = (
             server: TestServer, method: HTTPRequest.Method, uri: String, headers: HTTPFields, body: ByteBuffer?,
@@ -87,6 +101,27 @@ struct OpenAPITests {
             "GET /media/{name} 416": (open, .get, "/media/\(name)", [.range: "bytes=99999999-"], nil, nil),
             "HEAD /media/{name} 200": (open, .head, "/media/\(name)", [:], nil, nil),
             "HEAD /media/{name} 404": (open, .head, "/media/\(missing)", [:], nil, nil),
+            "GET \(mediaURLs) 200": (open, .get, image, [:], nil, nil),
+            "GET \(mediaURLs) 206": (open, .get, image, [.range: "bytes=0-1"], nil, nil),
+            "GET \(mediaURLs) 302": (open, .get, mediaURL("/img", ext: nil), [:], nil, nil),
+            "GET \(mediaURLs) 304": (open, .get, image, [.ifNoneMatch: "*"], nil, nil),
+            "GET \(mediaURLs) 307": (open, .get, mediaURL("/slow"), [:], nil, nil),
+            "GET \(mediaURLs) 400": (open, .get, mediaURL("/img", options: ["zoom:2"]), [:], nil, nil),
+            "GET \(mediaURLs) 403": (open, .get, "/bad" + image.dropFirst(9), [:], nil, nil),
+            "GET \(mediaURLs) 404": (open, .get, mediaURL("/missing"), [:], nil, nil),
+            "GET \(mediaURLs) 414": (open, .get, long, [:], nil, nil),
+            "GET \(mediaURLs) 416": (open, .get, image, [.range: "bytes=99999999-"], nil, nil),
+            "GET \(mediaURLs) 422": (open, .get, mediaURL("/text"), [:], nil, nil),
+            "GET \(mediaURLs) 502": (open, .get, mediaURL("/down"), [:], nil, nil),
+            "HEAD \(mediaURLs) 200": (open, .head, image, [:], nil, nil),
+            "HEAD \(mediaURLs) 302": (open, .head, mediaURL("/img", ext: nil), [:], nil, nil),
+            "HEAD \(mediaURLs) 307": (open, .head, mediaURL("/slow", ext: "png"), [:], nil, nil),
+            "HEAD \(mediaURLs) 400": (open, .head, mediaURL("/img", options: ["zoom:2"]), [:], nil, nil),
+            "HEAD \(mediaURLs) 403": (open, .head, "/bad" + image.dropFirst(9), [:], nil, nil),
+            "HEAD \(mediaURLs) 404": (locked, .head, image, [:], nil, nil),
+            "HEAD \(mediaURLs) 414": (open, .head, long, [:], nil, nil),
+            "HEAD \(mediaURLs) 422": (open, .head, mediaURL("/text"), [:], nil, nil),
+            "HEAD \(mediaURLs) 502": (open, .head, mediaURL("/down"), [:], nil, nil),
             "GET /healthz 200": (open, .get, "/healthz", [:], nil, nil),
             "GET /readyz 200": (open, .get, "/readyz", [:], nil, nil),
             "GET /readyz 503": (
