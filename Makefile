@@ -21,6 +21,7 @@ test: lint setup-test
 	scripts/api-conformance.sh
 	scripts/apns-relay.sh
 	scripts/fcm-relay.sh
+	scripts/media-url.sh
 
 ## The code's format (.swift-format: 4 spaces, 120 columns), checked first by `make test`.
 FORMATTED = Sources Tests Package.swift

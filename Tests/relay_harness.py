@@ -474,9 +474,10 @@ class World:
 
 # -- the runner -------------------------------------------------------------------------------
 
-def run_checks(checks, make_world, description, work_prefix, default_timeout, quiet=()):
+def run_checks(checks, make_world, description, work_prefix, default_timeout, quiet=(), title="relay_test"):
     """Runs `checks` ((name, group, function) each) on the world `make_world(bin, work)` makes, with
-    the command line of both relay tests; returns the exit status."""
+    the command line of both relay tests (and of the media URL test, `title` in its summary);
+    returns the exit status."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", default=os.environ.get("BIN", os.path.join(ROOT, ".build/debug/pushmedia")),
                         help="the pushmedia binary (env BIN; default .build/debug/pushmedia)")
@@ -534,5 +535,5 @@ def run_checks(checks, make_world, description, work_prefix, default_timeout, qu
             print(f"     work folder: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"relay_test: {passed} passed, {failed} failed")
+    print(f"{title}: {passed} passed, {failed} failed")
     return 1 if failed or not passed else 0

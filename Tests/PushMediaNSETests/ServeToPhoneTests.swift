@@ -124,6 +124,38 @@ struct ServeToPhoneTests {
         }
     }
 
+    /// A campaign tool's payload carries a media URL as it is (no `/v1/process`): the phone's
+    /// downloader gets the file made for it, of the type the URL's extension names, also when
+    /// the source's own name says otherwise (`logo.png` behind `@jpg`) or it has none.
+    @Test func aMediaURLInACampaignPayloadArrivesOnThePhone() async throws {
+        let origin = try TestOrigin()
+        origin.route("/c/banner", .file(body: try sampleMedia("banner.webp"), contentType: nil))
+        origin.route("/c/logo.png", .file(body: try sampleMedia("logo-alpha.png"), contentType: "image/png"))
+        origin.route("/c/clip.webm", .file(body: try sampleMedia("clip.webm"), contentType: "video/webm"))
+        let store = TemporaryDirectory()
+        let server = try ServeProcess(arguments: [
+            "--store", store.path, "--allow-private-networks", "--url-allow-source", origin.url("/c/"),
+        ])
+        defer { _ = server.stop() }
+        let aps = #""aps":{"alert":{"title":"Spring","body":"New in"},"mutable-content":1}"#
+        for (name, ext, type) in [
+            ("banner", "jpg", AttachmentType.jpeg), ("logo.png", "jpg", .jpeg), ("logo.png", "png", .png),
+            ("clip.webm", "mp4", .mp4),
+        ] {
+            let url = "http://127.0.0.1:\(server.port)/insecure/pr:ios/plain/" + origin.url("/c/" + name) + "@" + ext
+            let info = try userInfo(Data(#"{\#(aps),"image_url":"\#(url)"}"#.utf8))
+            let directory = TemporaryDirectory()
+            let (outcome, _) = await load(info, configuration(directory))
+            guard case let .attachment(attachment) = outcome else {
+                Issue.record("\(name)@\(ext): \(outcome)")
+                continue
+            }
+            #expect(attachment.source.absoluteString == url)
+            #expect(attachment.file.type == type, "\(name)@\(ext)")
+            #expect(attachment.file.fileURL.pathExtension == type.fileExtension, "\(name)@\(ext)")
+        }
+    }
+
     /// The video's descriptor carries its poster frame; when the movie itself is missing, the
     /// phone shows the poster.
     @Test func aMissingMovieFallsBackToItsPoster() async throws {
