@@ -136,6 +136,14 @@ public final class ServerMetrics: Sendable {
         timer("pushmedia_fcm_added_seconds").recordNanoseconds(added.nanoseconds)
     }
 
+    /// Counts one connection or stream a relay shed to stay within its bounds (`RelayLimits`):
+    /// `relay` is `apns` or `fcm`; `reason` says which bound (`connections`, `connection_streams`,
+    /// `connection_bytes`, `streams`, `buffered`, `unread`, `handshake`, `request_head`).
+    func relayShed(relay: String, reason: String) {
+        counter(MetricKey("pushmedia_relay_shed_total", relay, reason), [("relay", relay), ("reason", reason)])
+            .increment()
+    }
+
     /// Prometheus text exposition.
     public func render() -> [UInt8] {
         inFlight.record(gate?.inFlight ?? 0)

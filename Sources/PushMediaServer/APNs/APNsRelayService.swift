@@ -12,6 +12,7 @@ import ServiceLifecycle
 public struct APNsRelayService: Service {
     let relay: APNsRelay
     let tls: NIOSSLContext?
+    let limits: RelayLimits
     let onRunning: @Sendable (_ port: Int, _ tls: Bool) async -> Void
 
     /// Checks the settings, reads the certificates and keys, and prepares the upstream.
@@ -37,6 +38,7 @@ public struct APNsRelayService: Service {
             caSetting: "--apns-upstream-ca", logger: logger)
         relay = APNsRelay(config: config, parts: parts, upstream: upstream, signer: signer, logger: logger)
         parts.metrics.apnsConnections.withLock { $0 = { upstream.connectionCount } }
+        limits = parts.server.relay
         self.onRunning = onRunning
     }
 
@@ -44,6 +46,7 @@ public struct APNsRelayService: Service {
         let config = relay.config
         try await relay.serve(
             host: config.host, port: config.port, tls: tls, http1: false,
-            drainLimit: config.budget + config.upstreamTimeout + .seconds(1), onRunning: onRunning)
+            drainLimit: config.budget + config.upstreamTimeout + .seconds(1), limits: limits,
+            onShed: { [metrics = relay.metrics] in metrics.relayShed(relay: "apns", reason: $0) }, onRunning: onRunning)
     }
 }
