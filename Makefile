@@ -15,12 +15,15 @@ run: setup release
 ## checks the HTTP hook's answers against its OpenAPI document (scripts/api-conformance.sh), and
 ## real APNs clients from PyPI push through the APNs relay to a strict stand-in for Apple
 ## (scripts/apns-relay.sh), and real FCM clients through the FCM relay to a strict stand-in for
-## Google (scripts/fcm-relay.sh).
+## Google (scripts/fcm-relay.sh), and both relays are attacked (rapid reset, CONTINUATION and
+## PING floods, slow read, slow handshakes, …) while a legitimate client pushes, and answer
+## RFC 9113's protocol errors frame by frame (scripts/relay-attacks.sh).
 test: lint setup-test
 	$(SWIFT) test --no-parallel
 	scripts/api-conformance.sh
 	scripts/apns-relay.sh
 	scripts/fcm-relay.sh
+	scripts/relay-attacks.sh
 	scripts/media-url.sh
 
 ## The code's format (.swift-format: 4 spaces, 120 columns), checked first by `make test`.
