@@ -14,10 +14,10 @@ errors of RFC 9113 (frame sizes, stream states, flow control, SETTINGS values, H
 GOAWAY or RST_STREAM and the error code the RFC gives (Tests/attack/conformance.py).
 
   python3 Tests/attack/attack_test.py [--bin .build/debug/pushmedia] [--only NAME]... [--seconds 6]
-                                      [--json results.json] [--target host:port:pid:kind]
+                                      [--json results.json] [--haproxy /usr/sbin/haproxy]
 
---target measures a listener started elsewhere (bench/relay-attacks.sh: HAProxy in front of the
-same stand-ins) instead of starting the relay: no assertion then, numbers only.
+--haproxy puts HAProxy in the relays' place, in front of the same stand-ins, and measures it
+under the same attacks (bench/relay-attacks.sh): numbers only, no assertion.
 """
 
 import argparse
@@ -245,6 +245,61 @@ def start_world(bin_path, work, extra=()):
     return material, relay, targets, int(hook.group(1))
 
 
+def start_haproxy(work, haproxy="haproxy"):
+    """HAProxy in the relays' place, as the reference: TLS and HTTP/2 frontends passing requests
+    to the same stand-ins over TLS and HTTP/2, and a cleartext HTTP/1.1 frontend in the hook's."""
+    material = Material(work)
+    py = sys.executable
+    apns = Proc("apns-standin", [py, os.path.join(TESTS, "apns", "standin.py"), "--port", "0", "--cert", material.cert,
+                                 "--key", material.key, "--team", f"{TEAM}:{KEY_ID}:{material.p8}", "--topic", TOPIC],
+                work)
+    (m,) = apns.wait_for([r"^standin listening on (\d+)$"])
+    apns_port = int(m.group(1))
+    fcm = Proc("fcm-standin", [py, os.path.join(TESTS, "fcm", "standin.py"), "--port", "0", "--cert", material.cert,
+                               "--key", material.key, "--project", PROJECT, "--token", ACCESS_TOKEN], work)
+    (m,) = fcm.wait_for([r"^standin listening on (\d+)$"])
+    fcm_port = int(m.group(1))
+    pem = material.write("server-haproxy.pem", open(material.cert, "rb").read() + open(material.key, "rb").read())
+    ports = [relay_harness.free_port() for _ in range(3)]
+    config = f"""global
+  maxconn 4000
+  log stderr format raw local0 emerg
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+  timeout http-request 10s
+frontend apns
+  bind 127.0.0.1:{ports[0]} ssl crt {pem} alpn h2
+  default_backend apns
+frontend fcm
+  bind 127.0.0.1:{ports[1]} ssl crt {pem} alpn h2,http/1.1
+  default_backend fcm
+frontend h1
+  bind 127.0.0.1:{ports[2]}
+  default_backend apns
+backend apns
+  http-reuse always
+  server apns 127.0.0.1:{apns_port} ssl verify required ca-file {material.ca} alpn h2 sni str(localhost)
+backend fcm
+  http-reuse always
+  server fcm 127.0.0.1:{fcm_port} ssl verify required ca-file {material.ca} alpn h2 sni str(localhost)
+"""
+    path = material.write("haproxy.cfg", config.encode())
+    proxy = Proc("haproxy", [haproxy, "-f", path, "-db"], work)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", ports[0]), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    pid = proxy.p.pid
+    targets = [Target("apns", ports[0], pid, "haproxy_apns"), Target("fcm", ports[1], pid, "haproxy_fcm")]
+    return material, proxy, targets, ports[2]
+
+
 def run_attack(target, attack, material, seconds, hook_port=None):
     """One attack on one target with the legitimate client: the numbers, and what failed."""
     legit = Legit(target, material)
@@ -334,25 +389,17 @@ def main():
     parser.add_argument("--only", action="append", default=[], metavar="NAME")
     parser.add_argument("--seconds", type=float, default=6.0, help="each attack's length")
     parser.add_argument("--json", help="write every attack's numbers here")
-    parser.add_argument("--target", action="append", default=[], metavar="KIND:PORT:PID:NAME",
-                        help="attack this listener instead (numbers only, no assertion)")
-    parser.add_argument("--ca", help="with --target: the CA its certificate is signed by")
-    parser.add_argument("--work", help="with --target: the folder with the test material (ca.pem, AuthKey)")
+    parser.add_argument("--haproxy", metavar="PATH",
+                        help="attack this HAProxy in the relays' place instead (numbers only, no assertion)")
     parser.add_argument("--no-conformance", action="store_true")
     parser.add_argument("--relay-arg", action="append", default=[], metavar="ARG",
                         help="one more argument for `pushmedia serve` (repeatable), e.g. --relay-arg=--relay-max-streams=1024")
     args = parser.parse_args()
-    work = args.work or relay_harness.tempfile.mkdtemp(prefix="pushmedia-attack-")
+    work = relay_harness.tempfile.mkdtemp(prefix="pushmedia-attack-")
     results, failures, passed = [], 0, 0
     try:
-        if args.target:
-            material = Material.__new__(Material)
-            material.load(work)
-            targets = []
-            for spec in args.target:
-                kind, port, pid, name = spec.split(":")
-                targets.append(Target(kind, int(port), int(pid), name))
-            hook_port = None
+        if args.haproxy:
+            material, proxy, targets, hook_port = start_haproxy(work, args.haproxy)
         else:
             bin_path = args.bin if os.path.isabs(args.bin) else os.path.abspath(args.bin)
             material, relay, targets, hook_port = start_world(bin_path, work, args.relay_arg)
@@ -364,7 +411,7 @@ def main():
                 started = time.monotonic()
                 result = run_attack(target, attack, material, args.seconds, hook_port)
                 results.append(result)
-                problems = "" if args.target else judge(result)
+                problems = "" if args.haproxy else judge(result)
                 line = (f"rss {result['rss_before_mb']}→{result['rss_peak_mb']}→{result['rss_after_mb']} MB, "
                         f"cpu {result['cpu_s']} s, legit {result['legit_failed']}/{result['legit_sent']} failed, "
                         f"p99 {result['legit_p99_ms']} ms; attacker {json.dumps(result['attacker'])}")
@@ -374,7 +421,7 @@ def main():
                 else:
                     passed += 1
                     print(f"ok  {name} ({time.monotonic() - started:.1f}s): {line}", flush=True)
-        if not args.target and not args.no_conformance:
+        if not args.haproxy and not args.no_conformance:
             for target in targets:
                 for case_name, ok, detail in conformance.run_all(target.port, material.ca, tls=True,
                                                                   only=args.only, prefix=target.name):
@@ -395,17 +442,6 @@ def main():
     print(f"attack_test: {passed} passed, {failures} failed")
     return 1 if failures or not passed else 0
 
-
-def _load(self, folder):
-    """Material already written to `folder` (by another run): the CA and the provider key."""
-    from cryptography.hazmat.primitives import serialization
-    self.folder = folder
-    self.ca = os.path.join(folder, "ca.pem")
-    with open(os.path.join(folder, f"AuthKey_{KEY_ID}.p8"), "rb") as f:
-        self.provider_key = serialization.load_pem_private_key(f.read(), None)
-
-
-Material.load = _load
 
 if __name__ == "__main__":
     sys.exit(main())
