@@ -373,6 +373,41 @@ struct RelayHTTP2Tests {
         #expect(budget.open(ids[2]) { _ in })
     }
 
+    /// HTTP/1.1 (the FCM relay's): a request must arrive whole within 10 s of its first byte; a
+    /// connection idle between requests is not timed by that.
+    @Test func anHTTP1RequestDribbledPastItsTimeIsClosedAndAnIdleOneIsNot() throws {
+        let reasons = Locked<[String]>([])
+        let budget = RelayBudget(limits: RelayLimits()) { reason in reasons.withLock { $0.append(reason) } }
+        func connection() throws -> (EmbeddedChannel, EmbeddedEventLoop) {
+            let loop = EmbeddedEventLoop()
+            let channel = EmbeddedChannel(loop: loop)
+            try RelayListener<EchoEndpoint>.serveHTTP1(
+                channel.pipeline.syncOperations, endpoint: try EchoEndpoint(), budget: budget)
+            try channel.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+            return (channel, loop)
+        }
+        let (idle, idleLoop) = try connection()
+        try idle.writeInbound(ByteBuffer(string: "POST /x HTTP/1.1\r\nHost: relay\r\nContent-Length: 2\r\n\r\n{}"))
+        idleLoop.run()
+        var answer = ""
+        while let part = try idle.readOutbound(as: ByteBuffer.self) { answer += String(buffer: part) }
+        #expect(answer.hasPrefix("HTTP/1.1 200"))
+        idleLoop.advanceTime(by: .seconds(30))
+        #expect(idle.isActive)
+
+        let (slow, slowLoop) = try connection()
+        try slow.writeInbound(ByteBuffer(string: "POST /x HTTP/1.1\r\nHost: relay\r\n"))
+        for line in 0..<9 {
+            slowLoop.advanceTime(by: .seconds(1))
+            try slow.writeInbound(ByteBuffer(string: "x-slow-\(line): s\r\n"))
+        }
+        #expect(slow.isActive)
+        slowLoop.advanceTime(by: .seconds(2))
+        #expect(!slow.isActive)
+        #expect(reasons.withLock { $0 } == ["request_head"])
+        _ = try? idle.finish()
+    }
+
     /// The error codes of the GOAWAY frames in bytes a server wrote.
     static func goAwayCodes(in bytes: [UInt8]) -> [UInt32] {
         var codes: [UInt32] = []

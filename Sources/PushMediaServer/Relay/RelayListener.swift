@@ -155,8 +155,10 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
     static func serveHTTP1(
         _ sync: ChannelPipeline.SynchronousOperations, endpoint: Endpoint, budget: RelayBudget
     ) throws {
+        let requestGuard = RelayRequestGuard(budget: budget)
+        try sync.addHandler(requestGuard)
         try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
-        try sync.addHandler(RelayHTTP1Handler(endpoint: endpoint, budget: budget))
+        try sync.addHandler(RelayHTTP1Handler(endpoint: endpoint, budget: budget, requestGuard: requestGuard))
     }
 }
 
@@ -531,7 +533,10 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { pump(context) }
+        if context.channel.isWritable {
+            stuckSince = nil
+            pump(context)
+        }
         context.fireChannelWritabilityChanged()
     }
 
@@ -637,7 +642,7 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
     private func checkUnread(_ context: ChannelHandlerContext) {
         guard !closing, context.channel.isActive else { return }
         let load = session.load
-        let stuck = load.waiting > 0 || (!context.channel.isWritable && (answering > 0 || load.outbound_frames > 0))
+        let stuck = load.waiting > 0 || !context.channel.isWritable
         guard stuck else {
             stuckSince = nil
             return
@@ -685,41 +690,23 @@ final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    /// How long a request's head may take to arrive, from the connection's start or the last
-    /// answer: a client that sends its header lines slowly holds nothing longer.
-    static var headTimeout: TimeAmount { .seconds(10) }
     private let endpoint: Endpoint
     private let budget: RelayBudget?
+    private let requestGuard: RelayRequestGuard?
     private var head: HTTPRequestHead?
     private var body: ByteBuffer?
     private var answering = false
     private var draining = false
-    private var headDeadline: Scheduled<Void>?
 
-    init(endpoint: Endpoint, budget: RelayBudget? = nil) {
+    init(endpoint: Endpoint, budget: RelayBudget? = nil, requestGuard: RelayRequestGuard? = nil) {
         self.endpoint = endpoint
         self.budget = budget
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) { awaitHead(context) }
-
-    func handlerRemoved(context: ChannelHandlerContext) { headDeadline?.cancel() }
-
-    private func awaitHead(_ context: ChannelHandlerContext) {
-        headDeadline?.cancel()
-        let channel = context.channel
-        let budget = budget
-        headDeadline = context.eventLoop.scheduleTask(in: Self.headTimeout) {
-            budget?.count("request_head")
-            channel.close(promise: nil)
-        }
+        self.requestGuard = requestGuard
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case let .head(requestHead):
-            headDeadline?.cancel()
-            headDeadline = nil
             head = requestHead
             body = nil
             if requestHead.headers[canonicalForm: "expect"].contains(where: { $0.lowercased() == "100-continue" }) {
@@ -737,6 +724,7 @@ final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
                 write(endpoint.tooLarge(headers: Self.headers(of: requestHead)), keepAlive: false, context: context)
             }
         case .end:
+            requestGuard?.requestRead()
             guard let requestHead = head else { return }
             head = nil
             let requestBody = body ?? ByteBuffer()
@@ -787,8 +775,47 @@ final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
         if close {
             let channel = context.channel
             written.whenComplete { _ in channel.close(promise: nil) }
-        } else {
-            awaitHead(context)
         }
+    }
+}
+
+/// Bounds the time an HTTP/1.1 request takes to arrive whole: from its first byte, its head and
+/// body must be read within 10 s, so a client that sends its header lines or its body slowly
+/// holds nothing longer. Sits before the HTTP decoder; `RelayHTTP1Handler` says when a request
+/// is read. A connection idle between requests is the idle guard's.
+final class RelayRequestGuard: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    static var timeout: TimeAmount { .seconds(10) }
+    private let budget: RelayBudget?
+    private var deadline: Scheduled<Void>?
+    private var context: ChannelHandlerContext?
+
+    init(budget: RelayBudget?) { self.budget = budget }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if deadline == nil {
+            let channel = context.channel
+            let budget = budget
+            deadline = context.eventLoop.scheduleTask(in: Self.timeout) {
+                budget?.count("request_head")
+                channel.close(promise: nil)
+            }
+        }
+        context.fireChannelRead(data)
+    }
+
+    /// A request was read whole: the next one's time starts with its first byte.
+    func requestRead() {
+        deadline?.cancel()
+        deadline = nil
     }
 }
