@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -463,6 +464,10 @@ def main():
         print(f"FAIL setup: {e}", flush=True)
     finally:
         relay_harness.stop_all()
+        if failures:
+            print(f"     work folder: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)
