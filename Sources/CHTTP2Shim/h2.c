@@ -37,6 +37,8 @@ typedef struct record {
     int status;
     /* Client: the final answer's fields are complete (later fields are trailers, ignored). */
     int fields_done;
+    /* DATA frames of no length without END_STREAM received (bounded: PM_H2_MAX_EMPTY_DATA). */
+    int empty_data;
     buffer fields, body;
     /* What is sent: a request's or an answer's body. */
     buffer out;
@@ -298,6 +300,14 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     if (frame->hd.type == NGHTTP2_HEADERS && !h2->server) {
         record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (r && r->status >= 200) r->fields_done = 1;
+        return 0;
+    }
+    if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (r && ++r->empty_data > PM_H2_MAX_EMPTY_DATA && !h2->load.flooded) {
+            h2->load.flooded = 1;
+            return nghttp2_session_terminate_session(session, NGHTTP2_ENHANCE_YOUR_CALM);
+        }
         return 0;
     }
     if (!h2->server || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;

@@ -138,7 +138,7 @@ public final class ServerMetrics: Sendable {
 
     /// Counts one connection or stream a relay shed to stay within its bounds (`RelayLimits`):
     /// `relay` is `apns` or `fcm`; `reason` says which bound (`connections`, `connection_streams`,
-    /// `connection_bytes`, `streams`, `buffered`, `unread`, `handshake`, `request_head`).
+    /// `connection_bytes`, `streams`, `buffered`, `unread`, `handshake`, `request_head`, `empty_data`).
     func relayShed(relay: String, reason: String) {
         counter(MetricKey("pushmedia_relay_shed_total", relay, reason), [("relay", relay), ("reason", reason)])
             .increment()

@@ -373,6 +373,32 @@ struct RelayHTTP2Tests {
         #expect(budget.open(ids[2]) { _ in })
     }
 
+    /// CVE-2019-9518: a stream carrying DATA frames of no length without end ends the connection
+    /// with `GOAWAY ENHANCE_YOUR_CALM`; a few of them do not.
+    @Test func emptyDataFramesPastTheBoundEndTheConnection() throws {
+        for (count, shed) in [(64, false), (65, true)] {  // PM_H2_MAX_EMPTY_DATA: 64
+            let loop = EmbeddedEventLoop()
+            let reasons = Locked<[String]>([])
+            let budget = RelayBudget(limits: RelayLimits()) { reason in reasons.withLock { $0.append(reason) } }
+            let server = EmbeddedChannel(
+                handler: RelayHTTP2Handler(endpoint: try EchoEndpoint(), budget: budget), loop: loop)
+            _ = budget.open(ObjectIdentifier(server)) { _ in }
+            try server.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+            let fields = [(":method", "POST"), (":scheme", "https"), (":authority", "relay.test"), (":path", "/x")]
+            var bytes = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + Self.frame(type: 4, flags: 0, stream: 0)
+            bytes += Self.frame(type: 1, flags: 0x4, stream: 1, payload: Self.literals(fields))
+            for _ in 0..<count { bytes += Self.frame(type: 0, flags: 0, stream: 1) }
+            try server.writeInbound(ByteBuffer(bytes: bytes))
+            loop.run()
+            var written: [UInt8] = []
+            while let out = try server.readOutbound(as: ByteBuffer.self) { written += Array(out.readableBytesView) }
+            #expect(Self.goAwayCodes(in: written) == (shed ? [0xb] : []), "\(count) empty DATA frames")
+            #expect(server.isActive == !shed)
+            #expect(reasons.withLock { $0 } == (shed ? ["empty_data"] : []))
+            _ = try? server.finish()
+        }
+    }
+
     /// HTTP/1.1 (the FCM relay's): a request must arrive whole within 10 s of its first byte; a
     /// connection idle between requests is not timed by that.
     @Test func anHTTP1RequestDribbledPastItsTimeIsClosedAndAnIdleOneIsNot() throws {

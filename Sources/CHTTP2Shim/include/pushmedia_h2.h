@@ -79,7 +79,14 @@ typedef struct {
     uint64_t sent_bytes;
     /** Frames libnghttp2 keeps queued to send (submitted, not yet taken with `pm_h2_send`). */
     size_t outbound_frames;
+    /** 1 once the peer sent more than `PM_H2_MAX_EMPTY_DATA` DATA frames of no length without
+     *  END_STREAM on one stream (CVE-2019-9518): the session then ends with `GOAWAY
+     *  ENHANCE_YOUR_CALM`. */
+    int flooded;
 } pm_h2_load;
+
+/** Empty DATA frames (no length, no END_STREAM) a stream may carry. */
+#define PM_H2_MAX_EMPTY_DATA 64
 
 /** A server session: advertises `max_streams` concurrent streams and 64 KiB of header list;
  *  request bodies past `body_limit` bytes become `PM_H2_TOO_LARGE`. NULL when out of memory. */

@@ -498,6 +498,8 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
     private var watch: RepeatedTask?
     /// The connection's key in the budget (the listener admitted it under it).
     private var channelID: ObjectIdentifier?
+    /// libnghttp2 was told to end the session for a flood of empty DATA frames, and it was counted.
+    private var countedFlood = false
 
     init(endpoint: Endpoint, budget: RelayBudget? = nil, limits: RelayLimits? = nil) {
         self.endpoint = endpoint
@@ -612,6 +614,10 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
 
     private func report() {
         guard let budget, let channelID, !closing else { return }
+        if !countedFlood && session.load.flooded != 0 {
+            countedFlood = true
+            budget.count("empty_data")
+        }
         let sessionBytes = sessionHeld()
         let now = (streams: answering, bytes: answeringBytes + sessionBytes)
         guard now != reported else { return }
