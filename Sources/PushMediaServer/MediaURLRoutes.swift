@@ -134,7 +134,7 @@ struct MediaURLRoutes<Context: RequestContext>: Sendable {
         return Response(
             status: .temporaryRedirect,
             headers: [
-                .location: source, .cacheControl: "no-store", .contentLength: "0",
+                .location: Self.asciiURL(source), .cacheControl: "no-store", .contentLength: "0",
                 .pushMediaOutcome: "redirect/\(reason)",
             ])
     }
@@ -179,6 +179,19 @@ struct MediaURLRoutes<Context: RequestContext>: Sendable {
     static func lifetime(_ entry: CacheEntry, now: Date = Date()) -> Int64 {
         guard let freshUntil = entry.freshUntil else { return 86_400 }
         return max(0, freshUntil - Int64(now.timeIntervalSince1970))
+    }
+
+    /// `url` with every byte of a non-ASCII character percent-encoded, for a header.
+    static func asciiURL(_ url: String) -> String {
+        var text = ""
+        for scalar in url.unicodeScalars {
+            if scalar.isASCII {
+                text.unicodeScalars.append(scalar)
+            } else {
+                for byte in String(scalar).utf8 { text += "%" + String(byte, radix: 16, uppercase: true) }
+            }
+        }
+        return text
     }
 
     /// `<the source's file name without its extension>.<ext>`, in a few safe characters: what
