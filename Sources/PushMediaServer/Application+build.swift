@@ -99,7 +99,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
 /// and calls `onRunning` with the port. The pipeline runs with `serve`'s defaults for `max-jobs` and `background-limit`
 /// unless `config` gives them (see `ServerParts.init`).
 public func buildApplication(
-    config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger,
+    config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger, logSink: LogSink? = nil,
     onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     onAPNsRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
     onFCMRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
@@ -117,6 +117,7 @@ public func buildApplication(
         return served
     }()  // the hook never reads local files
     let parts = try ServerParts(config: config, server: server)
+    if let logSink { parts.metrics.logDrops.withLock { $0 = { logSink.droppedLines } } }
     try await parts.pipeline.verifyStore()
     let router = buildRouter(parts)
     let host = server.host

@@ -152,15 +152,10 @@ struct ServeCommand: AsyncParsableCommand {
             try server.apply(givenServerSettings)
         } catch { throw ValidationError(error.description) }
 
-        let (format, level) = (server.logFormat, server.logLevel)
-        LoggingSystem.bootstrap { label in
-            var handler: any LogHandler =
-                format == "json"
-                ? JSONLogHandler(label: label, logLevel: level)
-                : StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let level = server.logLevel
+        let sink = LogSink(format: LogSink.Format(rawValue: server.logFormat) ?? .text)
+        defer { sink.close() }
+        LoggingSystem.bootstrap { label in SinkLogHandler(label: label, sink: sink, logLevel: level) }
         let logger = Logger(label: "pushmedia")
         let baseURLGiven = options.baseURL != nil || environment["PUSHMEDIA_BASE_URL"] != nil
         let app: any Service
@@ -169,7 +164,7 @@ struct ServeCommand: AsyncParsableCommand {
             let metricsHost = server.metricsHost
             app =
                 try await buildApplication(
-                    config: config, server: server, baseURLGiven: baseURLGiven, logger: logger,
+                    config: config, server: server, baseURLGiven: baseURLGiven, logger: logger, logSink: sink,
                     onMetricsRunning: { port in
                         let line = "PushMedia metrics on http://\(metricsHost):\(port)/metrics\n"
                         FileHandle.standardOutput.write(Data(line.utf8))
