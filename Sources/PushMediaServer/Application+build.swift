@@ -46,7 +46,7 @@ public struct ServerParts: Sendable {
         self.server = server
         urlKeys = try server.urls.signingKeys()
         pipeline = try Pipeline(config: config)
-        memo = ResponseMemo(byteLimit: server.memoBytes, memoryTTL: config.indexCacheTTL)
+        memo = ResponseMemo(byteLimit: server.memoBytes)
         metrics = ServerMetrics(gate: pipeline.gate)
         baseURL = Locked(config.baseURL)
     }
