@@ -45,7 +45,8 @@ public struct ServerParts: Sendable {
         let config = ServerConfig.served(config)
         self.server = server
         urlKeys = try server.urls.signingKeys()
-        pipeline = try Pipeline(config: config)
+        // The process's threads, gates and budgets, built once.
+        pipeline = try Pipeline(config: config, resources: ProcessResources(config: config))
         memo = ResponseMemo(byteLimit: server.memoBytes)
         metrics = ServerMetrics(gate: pipeline.gate)
         baseURL = Locked(config.baseURL)
@@ -75,7 +76,8 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
         pipeline: parts.pipeline, server: server, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } },
         memo: parts.memo
     ).add(to: v1)
-    let media = StoredMedia(store: parts.pipeline.store, memoryLimit: server.mediaMemory)
+    let media = StoredMedia(
+        store: parts.pipeline.store, memoryLimit: server.mediaMemory, resources: parts.pipeline.resources)
     MediaRoutes<AppRequestContext>(media: media).add(to: router)
     MediaURLRoutes<AppRequestContext>(
         pipeline: parts.pipeline, config: server.urls, keys: parts.urlKeys, metrics: parts.metrics, media: media
@@ -86,7 +88,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     ).add(to: router)
     HealthRoutes<AppRequestContext>(
         pipeline: parts.pipeline, metrics: parts.metrics, minFreeSpace: server.minFreeSpace,
-        executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1)
+        executor: parts.pipeline.resources.housekeeping
     )
     .add(to: router, metrics: scrape)
     return router
@@ -124,7 +126,8 @@ public func buildApplication(
     let retention = server.gcEvery.map {
         RetentionService(
             store: parts.pipeline.store, every: $0,
-            policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes), logger: logger)
+            policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes),
+            executor: parts.pipeline.resources.housekeeping, logger: logger)
     }
     var services: [any Service] = retention.map { [$0] } ?? []
     if server.fcm.port != nil {

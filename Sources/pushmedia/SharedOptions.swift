@@ -95,11 +95,12 @@ struct SharedOptions: ParsableArguments {
     }
 }
 
-/// Opens the pipeline and checks its store (an object store must answer with its bucket); a
-/// store that cannot be opened or reached is an I/O error (exit 74) with a message naming it.
+/// Opens the pipeline on the command's `ProcessResources`, built here once, and checks its store
+/// (an object store must answer with its bucket); a store that cannot be opened or reached is an
+/// I/O error (exit 74) with a message naming it.
 func openPipeline(_ config: PushMediaConfig) async throws -> Pipeline {
     do {
-        let pipeline = try Pipeline(config: config)
+        let pipeline = try Pipeline(config: config, resources: ProcessResources(config: config))
         try await pipeline.verifyStore()
         return pipeline
     } catch {
