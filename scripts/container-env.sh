@@ -65,6 +65,9 @@ default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
 
 [engine]
 runtime = "runc"
+
+[network]
+network_backend = "netavark"
 EOF
     CONTAINERS_CONF=$(cd "$CACHE" && pwd)/containers.conf
     export CONTAINERS_CONF

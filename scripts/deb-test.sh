@@ -42,6 +42,7 @@ apt() { DEBIAN_FRONTEND=noninteractive apt-get -y -qq "$@" >"$work/apt.log" 2>&1
 work=$(mktemp -d "${TMPDIR:-/tmp}/pushmedia-deb-test.XXXXXX")
 server=""
 cleanup() {
+  set +e
   [ -n "$server" ] && kill -9 "$server" 2>/dev/null
   if dpkg -s pushmedia >/dev/null 2>&1 && [ "${KEEP_INSTALLED:-0}" != 1 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq pushmedia >/dev/null 2>&1 || true
@@ -98,7 +99,7 @@ for library in $(readelf -d /usr/lib/pushmedia/pushmedia | sed -n 's/.*Shared li
   [ -n "$owner" ] || owner=$(dpkg -S "$path" 2>/dev/null | head -1 | cut -d: -f1) || true
   echo "$depends" | grep -qx "$owner" || fail "$library ($path) comes from $owner, which is not in Depends: $depends"
 done
-ok "every NEEDED library comes from a package in Depends ($(echo "$depends" | tr '\n' ' '))"
+ok "every NEEDED library comes from a package in Depends ($(echo "$depends" | paste -sd ' '))"
 
 # The unit.
 if ! systemd-analyze verify "$UNIT" >"$work/verify" 2>&1; then

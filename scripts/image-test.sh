@@ -6,9 +6,10 @@
 #   scripts/image-test.sh --full   # `make image-test`: the whole Containerfile, compile stage too
 # Then, against the image:
 #   - without PUSHMEDIA_TOKENS (or another auth setting) the container refuses to start (exit 64);
-#   - with a token it answers /healthz 200 on a published port, and its HEALTHCHECK (run with
-#     `podman healthcheck run`: podman schedules healthchecks with systemd, absent here) reports
-#     healthy; /readyz is ready (the store on the volume takes a write, libvips works);
+#   - with a token (and a read-only root file system, /tmp a tmpfs) it answers /healthz 200 on a
+#     published port, and its HEALTHCHECK (run with `podman healthcheck run`: podman schedules
+#     healthchecks with systemd timers, absent here) reports healthy; /readyz is ready (the
+#     store on the volume takes a write, libvips works);
 #   - POST /v1/process of payloads whose media_url points at a Python http.server on the host
 #     (reached through the podman bridge's gateway, allowed with PUSHMEDIA_TRUSTED_PEERS): a
 #     WebP comes back `processed` as a JPEG (libvips), a WebM as an MP4 (ffmpeg), and each
@@ -54,6 +55,7 @@ origin=""
 containers=()
 PASSED=0
 cleanup() {
+  set +e
   local container
   [ -n "$origin" ] && kill "$origin" 2>/dev/null && wait "$origin" 2>/dev/null
   for container in "${containers[@]}"; do podman rm -f -t 0 "$container" >/dev/null 2>&1 || true; done
@@ -86,7 +88,8 @@ podman run --rm --name "$NAME-noauth" "$IMAGE" >"$work/noauth.out" 2>"$work/noau
   || fail "without PUSHMEDIA_TOKENS the container should refuse to start (exit 64), got $status: $(cat "$work/noauth.err")"
 ok "without auth settings the container refuses to start: $(grep -o 'refusing.*' "$work/noauth.err" | head -1)"
 
-# 2. Start with a token, the store on a named volume, the hook on a free loopback port.
+# 2. Start with a token, the store on a named volume, the hook on a free loopback port, and the
+#    root file system read-only (/tmp a tmpfs), as docs/deployment.md says it can run.
 PORT=$(free_port)
 ORIGIN_PORT=$(free_port)
 GATEWAY=$(podman network inspect podman --format '{{range .Subnets}}{{.Gateway}}{{end}}' | head -1)
@@ -94,7 +97,7 @@ GATEWAY=$(podman network inspect podman --format '{{range .Subnets}}{{.Gateway}}
 BASE=http://127.0.0.1:$PORT
 podman volume create "$VOLUME" >/dev/null
 start=$(now)
-podman run -d --name "$NAME" -p "127.0.0.1:$PORT:8080" -v "$VOLUME:/var/lib/pushmedia" \
+podman run -d --name "$NAME" --read-only --tmpfs /tmp -p "127.0.0.1:$PORT:8080" -v "$VOLUME:/var/lib/pushmedia" \
   -e "PUSHMEDIA_TOKENS=$TOKEN" -e "PUSHMEDIA_BASE_URL=$BASE/media" \
   -e "PUSHMEDIA_TRUSTED_PEERS=$GATEWAY:$ORIGIN_PORT" "$IMAGE" >/dev/null 2> >(quiet)
 containers+=("$NAME")
@@ -107,7 +110,7 @@ for _ in $(seq 300); do
 done
 START_SECONDS=$(since "$start")
 [ "$code" = 200 ] || fail "/healthz did not answer 200 (last: $code)"
-ok "started; /healthz answered 200 after $START_SECONDS s (podman run -d included)"
+ok "started (read-only root, /tmp a tmpfs); /healthz answered 200 after $START_SECONDS s (podman run -d included)"
 
 # 3. The image's HEALTHCHECK.
 podman healthcheck run "$NAME" 2> >(quiet) >/dev/null || fail "podman healthcheck run: unhealthy"
@@ -188,7 +191,7 @@ state=$(podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$NAME")
 awk -v s="$STOP_SECONDS" -v g="$GRACE" 'BEGIN { exit !(s < g) }' || fail "stopping took $STOP_SECONDS s, the grace period is $GRACE s"
 ok "podman stop (SIGTERM): exited 0 after $STOP_SECONDS s (grace period $GRACE s)"
 
-# 6. A new container on the same volume serves what the first one stored.
+# 6. A new container on the same volume (writable root this time) serves what the first stored.
 podman run -d --name "$NAME-again" -p "127.0.0.1:$PORT:8080" -v "$VOLUME:/var/lib/pushmedia" \
   -e "PUSHMEDIA_TOKENS=$TOKEN" -e "PUSHMEDIA_BASE_URL=$BASE/media" "$IMAGE" >/dev/null 2> >(quiet)
 containers+=("$NAME-again")
