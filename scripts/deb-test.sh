@@ -59,20 +59,21 @@ fi
 # Build.
 start=$(now)
 DEB=$(scripts/deb.sh)
+case $DEB in /*) ;; *) DEB=./${DEB#./} ;; esac  # apt-get takes a file by a path with a slash
 DEB_SECONDS=$(since "$start")
 VERSION=$(dpkg-deb -f "$DEB" Version)
 ok "built $DEB in $DEB_SECONDS s"
 
 # Install, with whatever Depends brings that is not here yet.
 start=$(now)
-if ! apt install "./$DEB"; then
+if ! apt install "$DEB"; then
   DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-  apt install "./$DEB" || fail "apt-get install ./$DEB"
+  apt install "$DEB" || fail "apt-get install $DEB"
 fi
 INSTALL_SECONDS=$(since "$start")
 [ "$(dpkg-query -W -f '${Status} ${Version}' pushmedia)" = "install ok installed $VERSION" ] \
   || fail "dpkg says: $(dpkg-query -W -f '${Status} ${Version}' pushmedia)"
-ok "apt-get install ./$(basename "$DEB") in $INSTALL_SECONDS s"
+ok "apt-get install $DEB in $INSTALL_SECONDS s"
 
 # Files.
 UNIT=/lib/systemd/system/pushmedia.service
