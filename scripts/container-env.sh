@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/image.sh and scripts/image-test.sh: podman on a Debian machine without a
 # registry.
 #   container_setup              podman (and runc, netavark, debootstrap, …) from Debian's packages
