@@ -66,7 +66,7 @@ let package = Package(
             path: "Sources/PushMediaNSE"),
         // The HTTP hook: thin Hummingbird routes over the library; the APNs relay (`APNs/`) and
         // the FCM relay (`FCM/`) on one listener and one upstream client (`Relay/`): SwiftNIO
-        // for sockets and TLS, libnghttp2 for HTTP/2.
+        // for sockets and TLS, libnghttp2 for HTTP/2 (swift-nio-http2 only for its HPACK types).
         .target(
             name: "PushMediaServer",
             dependencies: [
@@ -83,7 +83,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],

@@ -14,6 +14,8 @@
 #     (reached through the podman bridge's gateway, allowed with PUSHMEDIA_TRUSTED_PEERS): a
 #     WebP comes back `processed` as a JPEG (libvips), a WebM as an MP4 (ffmpeg), and each
 #     attachment is fetched from the container's /media/…; without the token: 401;
+#   - a media URL (GET /insecure/pr:ios/plain/<source>@jpg, the source allowed with
+#     PUSHMEDIA_URL_ALLOW_SOURCE) answers a JPEG named for the phone;
 #   - the stored files are in the volume, and a new container on the same volume serves them;
 #   - `podman stop` (SIGTERM) ends the container with exit code 0 within the grace period.
 # Prints the timings (build, start until /healthz answers, stop) and the image's size.
@@ -99,7 +101,8 @@ podman volume create "$VOLUME" >/dev/null
 start=$(now)
 podman run -d --name "$NAME" --read-only --tmpfs /tmp -p "127.0.0.1:$PORT:8080" -v "$VOLUME:/var/lib/pushmedia" \
   -e "PUSHMEDIA_TOKENS=$TOKEN" -e "PUSHMEDIA_BASE_URL=$BASE/media" \
-  -e "PUSHMEDIA_TRUSTED_PEERS=$GATEWAY:$ORIGIN_PORT" "$IMAGE" >/dev/null 2> >(quiet)
+  -e "PUSHMEDIA_TRUSTED_PEERS=$GATEWAY:$ORIGIN_PORT" -e "PUSHMEDIA_URL_ALLOW_SOURCE=http://$GATEWAY:$ORIGIN_PORT/" \
+  "$IMAGE" >/dev/null 2> >(quiet)
 containers+=("$NAME")
 code=""
 for _ in $(seq 300); do
@@ -171,15 +174,14 @@ for name in "${STORED[@]}"; do
 done
 ok "the attachments are stored in the volume (${#STORED[@]} files under /var/lib/pushmedia/store)"
 
-# ---------------------------------------------------------------------------------------------
-# PLACEHOLDER: the media URL route, GET /insecure/pr:ios/plain/<source>@jpg (not merged yet).
-# When it exists, this function requests http://$GATEWAY:$ORIGIN_PORT/banner.webp through it
-# (percent-encoded as the route expects) and checks a 200 image/jpeg answer from the container.
-check_media_url_route() {
-  echo "image-test: skip - GET /insecure/pr:ios/plain/<source>@jpg: the media URL route is not part of the server yet"
-}
-check_media_url_route
-# ---------------------------------------------------------------------------------------------
+# A media URL (unsigned, its source under PUSHMEDIA_URL_ALLOW_SOURCE): a JPEG made for iOS.
+url="$BASE/insecure/pr:ios/plain/http://$GATEWAY:$ORIGIN_PORT/banner.webp@jpg"
+code=$(curl -sS -D "$work/url.headers" -o "$work/url.jpg" -w '%{http_code} %{content_type}' "$url")
+[ "$code" = "200 image/jpeg" ] || fail "the media URL $url answered $code: $(head -c 300 "$work/url.jpg")"
+od -A n -t x1 -N 3 "$work/url.jpg" | tr -d ' \n' | grep -q '^ffd8ff' || fail "the media URL's answer is not a JPEG"
+grep -qi '^content-disposition: inline; filename="banner.jpg"' "$work/url.headers" \
+  || fail "the media URL's answer names no banner.jpg: $(cat "$work/url.headers")"
+ok "a media URL (GET /insecure/pr:ios/plain/<source>@jpg) answered a JPEG saved as banner.jpg"
 
 # 5. SIGTERM: a graceful stop, exit code 0, well within the grace period.
 GRACE=30

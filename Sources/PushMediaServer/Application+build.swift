@@ -39,6 +39,8 @@ public struct ServerParts: Sendable {
     let memo: ResponseMemo
     /// The keys that sign media URLs (`--url-key`, `--url-salt`).
     let urlKeys: [MediaURLKey]
+    /// The relays' per-request lines (`buildApplication` gives them the log's sink).
+    var lines = RequestLines(logger: Logger(label: "pushmedia"), sink: nil)
 
     /// The pipeline runs with `serve`'s defaults (`ServerConfig.served`) for the settings not given.
     public init(config: PushMediaConfig, server: ServerConfig = ServerConfig()) throws {
@@ -118,7 +120,11 @@ public func buildApplication(
         served.mediaRoot = nil
         return served
     }()  // the hook never reads local files
-    let parts = try ServerParts(config: config, server: server)
+    let parts = try {
+        var parts = try ServerParts(config: config, server: server)
+        parts.lines = RequestLines(logger: logger, sink: logSink)
+        return parts
+    }()
     if let logSink { parts.metrics.logDrops.withLock { $0 = { logSink.droppedLines } } }
     try await parts.pipeline.verifyStore()
     let router = buildRouter(parts)

@@ -224,6 +224,11 @@ enum LogLine {
     /// client, such as a header, cannot start a line of its own), and with `quotes` its quotes and
     /// backslashes too.
     static func escaped(_ text: String, quotes: Bool = false, into buffer: inout [UInt8]) {
+        let plain = text.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7F && (!quotes || ($0 != 0x22 && $0 != 0x5C)) }
+        if plain {
+            buffer += text.utf8
+            return
+        }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):
@@ -261,10 +266,13 @@ public struct SinkLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var merged = metadata
-        if let explicit = event.metadata { merged.merge(explicit, uniquingKeysWith: { $1 }) }
+        var merged = event.metadata ?? [:]
+        if !metadata.isEmpty { merged.merge(metadata, uniquingKeysWith: { explicit, _ in explicit }) }
         if let error = event.error { merged["error"] = "\(error)" }
-        let fields = merged.map { ($0.key, "\($0.value)") }.sorted { $0.0 < $1.0 }
+        let fields = merged.map { key, value in
+            if case let .string(text) = value { return (key, text) }
+            return (key, "\(value)")
+        }.sorted { $0.0 < $1.0 }
         let message = "\(event.message)"
         let source = event.source
         let format = sink.format
@@ -272,6 +280,36 @@ public struct SinkLogHandler: LogHandler {
             LogLine.write(
                 into: &buffer, format: format, time: time, level: event.level, label: label, message: message,
                 metadata: fields, source: source)
+        }
+    }
+}
+
+/// The per-request lines of the relays (a push's, a message's): written straight into the log
+/// sink, in the format of every other line, without building a `Logger.Metadata` dictionary
+/// for each; through `logger` when the process logs without a sink (the library under test).
+public struct RequestLines: Sendable {
+    let logger: Logger
+    let sink: LogSink?
+
+    public init(logger: Logger, sink: LogSink?) {
+        self.logger = logger
+        self.sink = sink
+    }
+
+    /// One `info` line with `fields`, which the caller gives sorted by key (as lines are written).
+    func info(_ message: String, _ fields: [(String, String)]) {
+        guard logger.logLevel <= .info else { return }
+        guard let sink else {
+            var metadata = Logger.Metadata()
+            for (key, value) in fields { metadata[key] = .string(value) }
+            logger.info("\(message)", metadata: metadata)
+            return
+        }
+        let (label, format) = (logger.label, sink.format)
+        sink.line { buffer, time in
+            LogLine.write(
+                into: &buffer, format: format, time: time, level: .info, label: label, message: message,
+                metadata: fields, source: "PushMediaServer")
         }
     }
 }

@@ -13,14 +13,26 @@ import PushMedia
 /// for a body seen before: a stream of distinct payloads costs one hash each.
 final class ResponseMemo: Sendable {
     struct Key: Hashable, Sendable {
-        var options: String
-        var body: [UInt8]
+        let options: String
+        let body: [UInt8]
+        /// The options and the body hashed once, as one run of bytes (an array's own hashing feeds
+        /// them one at a time), for every lookup of the key.
+        let fingerprint: Int
 
-        /// The body hashed as one run of bytes (an array's own hashing feeds them one at a time).
-        func hash(into hasher: inout Hasher) {
+        init(options: String, body: [UInt8]) {
+            self.options = options
+            self.body = body
+            var hasher = Hasher()
             hasher.combine(options)
             hasher.combine(body.count)
             body.withUnsafeBytes { hasher.combine(bytes: $0) }
+            fingerprint = hasher.finalize()
+        }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(fingerprint) }
+
+        static func == (lhs: Key, rhs: Key) -> Bool {
+            lhs.fingerprint == rhs.fingerprint && lhs.options == rhs.options && lhs.body == rhs.body
         }
     }
 
@@ -41,8 +53,9 @@ final class ResponseMemo: Sendable {
     let byteLimit: Int
     private let entries: Locked<LRUCache<Key, Entry>>
     private let answered = Locked(0)
-    /// Hashes of bodies answered once from the cache (the 65,536 most recently seen).
-    private let seen = Locked(LRUCache<Int, Bool>(budget: 65_536))
+    /// Hashes of bodies answered once from the cache: a table of 65,536 slots, each the last hash
+    /// that fell in it (a stream of distinct bodies costs no allocation, and the table no more).
+    private let seen = Locked([Int](repeating: 0, count: 1 << 16))
 
     /// Answers given from the memo so far.
     var answers: Int { answered.withLock { $0 } }
@@ -114,10 +127,11 @@ final class ResponseMemo: Sendable {
         guard outcome.cacheHit == true, !media.isEmpty, result.used.count == media.count,
             media.allSatisfy({ $0.cacheHit == true && ($0.status == .processed || $0.status == .passthrough) })
         else { return false }
-        let fingerprint = key.hashValue
+        let fingerprint = key.fingerprint
+        let slot = fingerprint & 0xFFFF
         return seen.withLock { seen in
-            if seen.value(forKey: fingerprint) != nil { return true }
-            seen.setValue(true, forKey: fingerprint)
+            if seen[slot] == fingerprint { return true }
+            seen[slot] = fingerprint
             return false
         }
     }

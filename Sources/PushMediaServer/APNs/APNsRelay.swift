@@ -17,6 +17,8 @@ final class APNsRelay: RewritingRelay {
     let memo: ResponseMemo
     let baseURL: @Sendable () -> String
     let logger: Logger
+    /// The push's line.
+    let lines: RequestLines
     private let inFlight = Locked(0)
     /// Teams of recent pass-through tokens.
     private let teams = Locked<[String: String]>([:])
@@ -35,6 +37,7 @@ final class APNsRelay: RewritingRelay {
         let baseURL = parts.baseURL
         self.baseURL = { baseURL.withLock { $0 } }
         self.logger = logger
+        lines = parts.lines
     }
 
     /// Bodies are read up to 64 KiB; past Apple's limit they are refused (413) by `check`.
@@ -192,15 +195,15 @@ final class APNsRelay: RewritingRelay {
         let total = ContinuousClock.now - start
         let reason = answer.body.flatMap { Self.reason(of: $0) }
         metrics.apnsPush(status: answer.status, reason: reason, handling: handling, added: total - upstreamTime)
-        logger.info(
+        let device =
+            path.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(path[path.index(after: $0)...].prefix(8)) } ?? ""
+        lines.info(
             "push",
-            metadata: [
-                "topic": "\(headers.first(name: "apns-topic") ?? "")",
-                "push_type": "\(headers.first(name: "apns-push-type") ?? "")",
-                "status": "\(answer.status)", "reason": "\(reason ?? "")", "outcome": "\(outcome ?? "")",
-                "handling": "\(handling)",
-                "device": "\(path.split(separator: "/").last.map { String($0.prefix(8)) } ?? "")",
-                "ms": "\(total.reportedMilliseconds)",
+            [
+                ("device", device), ("handling", handling), ("ms", "\(total.reportedMilliseconds)"),
+                ("outcome", outcome ?? ""), ("push_type", headers.first(name: "apns-push-type") ?? ""),
+                ("reason", reason ?? ""), ("status", String(answer.status)),
+                ("topic", headers.first(name: "apns-topic") ?? ""),
             ])
     }
 

@@ -18,6 +18,8 @@ final class FCMRelay: RewritingRelay {
     let upstream: HTTP2Upstream
     let metrics: ServerMetrics
     let memo: ResponseMemo
+    /// The message's line.
+    let lines: RequestLines
     let baseURL: @Sendable () -> String
     let logger: Logger
 
@@ -29,6 +31,7 @@ final class FCMRelay: RewritingRelay {
         pipeline = parts.pipeline
         metrics = parts.metrics
         memo = parts.memo
+        lines = parts.lines
         let baseURL = parts.baseURL
         self.baseURL = { baseURL.withLock { $0 } }
         self.logger = logger
@@ -189,11 +192,11 @@ final class FCMRelay: RewritingRelay {
     ) {
         let total = ContinuousClock.now - start
         metrics.fcmMessage(status: answer.status, handling: handling, added: total - upstreamTime)
-        logger.info(
+        lines.info(
             "fcm message",
-            metadata: [
-                "project": "\(project)", "status": "\(answer.status)", "outcome": "\(outcome)",
-                "handling": "\(handling)", "ms": "\(total.reportedMilliseconds)",
+            [
+                ("handling", handling), ("ms", "\(total.reportedMilliseconds)"), ("outcome", outcome),
+                ("project", project), ("status", String(answer.status)),
             ])
     }
 }
