@@ -144,11 +144,11 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
-        var config = try options.config(environment: environment)
+        var (config, file) = try options.load(environment: environment)
         var server: ServerConfig
         do {
             try config.apply(givenLibrarySettings)
-            server = try ServerConfig.fromEnvironment(environment)
+            server = try ServerConfig.fromSources(file: file, environment: environment)
             try server.apply(givenServerSettings)
         } catch { throw ValidationError(error.description) }
 

@@ -221,6 +221,24 @@ struct SettingsTableTests {
         }
     }
 
+    /// `pushmedia check-config`: 0 for a valid file, 65 with the setting's own message otherwise.
+    @Test func checkConfig() async throws {
+        let directory = TemporaryDirectory()
+        let good = directory.file("good.yaml")
+        let bad = directory.file("bad.yaml")
+        try "budget: 3s\ntoken: [a-token-0123456789]\nport: 8081\n".write(
+            toFile: good, atomically: true, encoding: .utf8)
+        try "budget: 3s\nport: 99999\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        let valid = try await Self.pushmedia(["check-config", good])
+        #expect(valid.status == 0, "\(valid.stderr)")
+        #expect(String(decoding: valid.stdout, as: UTF8.self).contains("3 settings, valid"))
+        let invalid = try await Self.pushmedia(["check-config", bad])
+        #expect(invalid.status == 65)
+        #expect(invalid.stderr.contains("bad.yaml: invalid value \"99999\" for --port"), "\(invalid.stderr)")
+        let missing = try await Self.pushmedia(["check-config", directory.file("none.yaml")])
+        #expect(missing.status == 65)
+    }
+
     /// `--log-level warning` leaves out the info lines, such as "listening".
     @Test func logLevel() async throws {
         let store = TemporaryDirectory()
