@@ -47,8 +47,8 @@ public struct ReloadService: Service {
                 }
             }
             group.addTask {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: every)
+                while true {
+                    do { try await Task.sleep(for: every) } catch { return }
                     for item in items { item.refresh() }
                 }
             }
