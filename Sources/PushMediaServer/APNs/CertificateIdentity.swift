@@ -6,7 +6,7 @@ import X509
 /// topics extension), the environments it is for, and when it expires. Read from a certificate
 /// the relay holds (a credentials entry) and from the certificate a client presents.
 struct CertificateIdentity: Sendable, Equatable {
-    /// The subject as text (`CN=…,O=…`), for per-entry client lists and logs.
+    /// The subject as text (`CN=…,O=…`, `UID=` for the user ID), for per-entry client lists and logs.
     var subject: String
     /// The subject's common name.
     var commonName: String?
@@ -29,7 +29,7 @@ struct CertificateIdentity: Sendable, Equatable {
     /// Parses a DER certificate.
     init(der: [UInt8]) throws {
         let certificate = try Certificate(derEncoded: der)
-        subject = certificate.subject.description
+        subject = certificate.subject.description.replacingOccurrences(of: "0.9.2342.19200300.100.1.1=", with: "UID=")
         var commonName: String?
         var uid: String?
         for rdn in certificate.subject {

@@ -167,7 +167,17 @@ public final class RelayCredentials: Reloadable {
         } else {
             shorthand = nil
         }
-        try install(try Self.read(path: path, shorthand: shorthand, environment: environment))
+        let set = try Self.read(path: path, shorthand: shorthand, environment: environment)
+        try install(set)
+        if !set.isEmpty {
+            logger.info(
+                "relay credentials loaded",
+                metadata: [
+                    "file": "\(path ?? "-")", "apns": "\(set.apns.map(\.name).joined(separator: ","))",
+                    "fcm": "\(set.fcm.map(\.name).joined(separator: ","))",
+                    "pass_through": "\(passThrough)",
+                ])
+        }
     }
 
     /// The file's entries plus the shorthand's.
