@@ -1309,6 +1309,35 @@ def relay_certificate_sender(world):
     expect(not standin.entries({other}), "the push to another app's topic reached the stand-in")
 
 
+@check("relay")
+def relay_held_credentials_clients(world):
+    """An entry's `clients` lets only the client certificates it names use it: "push sender" (the
+    test CA's client certificate, by common name) pushes with shop's key, and is refused news's
+    (403 Forbidden), which names another client."""
+    standin = apple_standin(world)
+    m = world.material
+    text = (f"apns:\n  - {{name: shop, team_id: {TEAM}, key_id: {KEY_ID}, key: {m.p8}, topics: [{SHOP}], "
+            f"clients: [push sender]}}\n"
+            f"  - {{name: news, team_id: {OTHER_TEAM}, key_id: {OTHER_KEY_ID}, key: {m.other_p8}, topics: [{NEWS}], "
+            f"clients: ['CN=someone else,O=Elsewhere']}}\n")
+    path = m.write("clients.yaml", text.encode())
+    os.chmod(path, 0o600)
+    relay = world.relay("relay-clients", lambda: standin.base,
+                        extra=["--relay-credentials", path, "--apns-client-ca", m.ca])
+    ours, theirs = device_token(), device_token()
+    context = m.client_context(certificate=True)
+    responses = h2_run(relay.port, [
+        Request(f"/3/device/{ours}", [("apns-topic", SHOP)], b'{"aps":{"alert":"x"}}'),
+        Request(f"/3/device/{theirs}", [("apns-topic", NEWS)], b'{"aps":{"alert":"x"}}'),
+    ], ssl_context=context)
+    expect(responses[0].status == 200, f"a listed client: {responses[0]!r}")
+    expect(responses[1].status == 403 and responses[1].json() == {"reason": "Forbidden"},
+           f"a client the entry does not list: {responses[1]!r}")
+    expect(credential_of(world.single_entry(standin, ours)) == ("key", TEAM, KEY_ID), "shop's push under another key")
+    time.sleep(0.3)
+    expect(not standin.entries({theirs}), "the refused push reached the stand-in")
+
+
 def check_credentials(world, path):
     run = subprocess.run([world.bin, "check-credentials", path], capture_output=True, timeout=60)
     return run.returncode, run.stdout.decode(errors="replace") + run.stderr.decode(errors="replace")
