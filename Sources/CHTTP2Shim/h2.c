@@ -485,3 +485,5 @@ void pm_h2_cancel(pm_h2 *h2, int32_t stream_id, uint32_t code) {
     stream->cancelled = 1;
     if (stream->opened) nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, stream_id, code);
 }
+
+int pm_h2_ping(pm_h2 *h2) { return nghttp2_submit_ping(h2->session, NGHTTP2_FLAG_NONE, NULL); }

@@ -41,6 +41,8 @@ public struct ServerParts: Sendable {
     let urlKeys: [MediaURLKey]
     /// The relays' per-request lines (`buildApplication` gives them the log's sink).
     var lines = RequestLines(logger: Logger(label: "pushmedia"), sink: nil)
+    /// The relays' held credentials (`--relay-credentials`, `--apns-key`); reloaded on SIGHUP.
+    public let credentials: RelayCredentials
 
     /// The pipeline runs with `serve`'s defaults (`ServerConfig.served`) for the settings not given.
     public init(config: PushMediaConfig, server: ServerConfig = ServerConfig()) throws {
@@ -52,6 +54,7 @@ public struct ServerParts: Sendable {
         memo = ResponseMemo(byteLimit: server.memoBytes)
         metrics = ServerMetrics(gate: pipeline.gate)
         baseURL = Locked(config.baseURL)
+        credentials = try RelayCredentials(server: server, metrics: metrics, logger: Logger(label: "pushmedia"))
     }
 }
 
@@ -90,7 +93,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     ).add(to: router)
     HealthRoutes<AppRequestContext>(
         pipeline: parts.pipeline, metrics: parts.metrics, minFreeSpace: server.minFreeSpace,
-        executor: parts.pipeline.resources.housekeeping
+        executor: parts.pipeline.resources.housekeeping, credentials: parts.credentials
     )
     .add(to: router, metrics: scrape)
     return router
@@ -136,6 +139,9 @@ public func buildApplication(
             executor: parts.pipeline.resources.housekeeping, logger: logger)
     }
     var services: [any Service] = retention.map { [$0] } ?? []
+    // What SIGHUP reloads: add a `Reloadable` here to make another part reloadable.
+    let reloadable: [any Reloadable] = server.credentials.path != nil ? [parts.credentials] : []
+    if !reloadable.isEmpty { services.append(ReloadService(items: reloadable, logger: logger)) }
     if server.fcm.port != nil {
         // FCM's HTTP v1 API on its own listener (its Authorization belongs to Google).
         let fcmHost = server.fcm.host
@@ -160,7 +166,7 @@ public func buildApplication(
                     metadata: [
                         "address": "\(apnsHost):\(port)", "tls": "\(tls)",
                         "upstream": "\(server.apns.upstreamEndpoint.authority)",
-                        "auth": "\(server.apns.ownKey ? "own key" : "pass-through")",
+                        "auth": "\(parts.credentials.holdsAPNs ? "held credentials" : "pass-through")",
                     ])
                 await onAPNsRunning(port, tls)
             })

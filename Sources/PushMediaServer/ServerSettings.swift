@@ -61,6 +61,8 @@ public struct ServerConfig: Configurable, Equatable {
     public var apns = APNsRelayConfig()
     /// The FCM relay (`--fcm-*`); off unless `fcm.port` is set.
     public var fcm = FCMRelayConfig()
+    /// The relays' held credentials (`--relay-credentials`, `--relay-pass-through`).
+    public var credentials = RelayCredentialsConfig()
 
     public init() {}
 
@@ -84,6 +86,7 @@ public struct ServerConfig: Configurable, Equatable {
     /// Every server setting (all taken by `serve` only), media URLs' and the relays' last; see `Setting`.
     public static let settings: [Setting<ServerConfig>] =
         hook + MediaURLConfig.settings + APNsRelayConfig.settings + FCMRelayConfig.settings
+        + RelayCredentialsConfig.settings
 
     /// The hook's own settings.
     static let hook: [Setting<ServerConfig>] = [

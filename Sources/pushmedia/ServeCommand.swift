@@ -16,7 +16,7 @@ struct ServeCommand: AsyncParsableCommand {
             Listens on 127.0.0.1:8080 by default. A non-loopback address needs --token or --hmac-secret \
             (or --insecure-no-auth). /preview, a page that shows a payload as notifications, is on \
             when no auth is configured, otherwise only with --preview. Stops gracefully on SIGTERM or SIGINT: no new connections, \
-            requests in flight finish within their budgets.
+            requests in flight finish within their budgets. SIGHUP reloads the --relay-credentials file.
             """
     )
 
@@ -112,6 +112,10 @@ struct ServeCommand: AsyncParsableCommand {
     var fcmBudget: String?
     @Option(name: .customLong("fcm-upstream-timeout"), help: .setting("fcm-upstream-timeout"))
     var fcmUpstreamTimeout: String?
+    @Option(name: .customLong("relay-credentials"), help: .setting("relay-credentials"))
+    var relayCredentials: String?
+    @Flag(name: .customLong("relay-pass-through"), help: .setting("relay-pass-through"))
+    var relayPassThrough = false
     @OptionGroup var options: SharedOptions
 
     /// The flags of `serve`'s library settings (`PushMediaConfig.settings` scoped to `serve`).
@@ -139,7 +143,12 @@ struct ServeCommand: AsyncParsableCommand {
             ("fcm-budget", fcmBudget), ("fcm-upstream-timeout", fcmUpstreamTimeout),
         ] + tokens.map { ("token", $0) } + urlKeys.map { ("url-key", $0) } + urlSalts.map { ("url-salt", $0) }
             + urlAllowSources.map { ("url-allow-source", $0) } + apnsAllowTeams.map { ("apns-allow-team", $0) }
-            + fcmAllowProjects.map { ("fcm-allow-project", $0) }
+            + fcmAllowProjects.map { ("fcm-allow-project", $0) } + givenCredentialSettings
+    }
+
+    /// The flags of the relays' held credentials.
+    var givenCredentialSettings: [(String, String?)] {
+        [("relay-credentials", relayCredentials), ("relay-pass-through", relayPassThrough ? "true" : nil)]
     }
 
     func run() async throws {
@@ -186,6 +195,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw Exit.usage
         } catch let error as RelaySetupError {
             FileHandle.writeError("pushmedia: \(error)")
+            throw Exit.usage
+        } catch let error as CredentialsError {
+            for problem in error.all { FileHandle.writeError("pushmedia: \(problem)") }
             throw Exit.usage
         } catch {
             FileHandle.writeError("pushmedia: \(error)")

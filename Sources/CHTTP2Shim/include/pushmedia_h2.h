@@ -88,5 +88,7 @@ int32_t pm_h2_request(
     size_t body_length);
 /** Client: gives up a stream (`RST_STREAM` with `code`, or not sent at all if still queued). */
 void pm_h2_cancel(pm_h2 *session, int32_t stream_id, uint32_t code);
+/** Client: queues a `PING` (the peer's `PING` ACK keeps the connection known alive). */
+int pm_h2_ping(pm_h2 *session);
 
 #endif
