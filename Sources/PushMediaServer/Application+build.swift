@@ -37,8 +37,8 @@ public struct ServerParts: Sendable {
     public let server: ServerConfig
     /// Ready answers to repeated `/v1/process` bodies.
     let memo: ResponseMemo
-    /// The keys that sign media URLs (`--url-key`, `--url-salt`).
-    let urlKeys: [MediaURLKey]
+    /// The settings a reload changes: tokens, the media URLs' keys and allow-list.
+    public let live: LiveSettings
     /// The relays' per-request lines (`buildApplication` gives them the log's sink).
     var lines = RequestLines(logger: Logger(label: "pushmedia"), sink: nil)
     /// The relays' held credentials (`--relay-credentials`, `--apns-key`); reloaded on SIGHUP.
@@ -48,7 +48,7 @@ public struct ServerParts: Sendable {
     public init(config: PushMediaConfig, server: ServerConfig = ServerConfig()) throws {
         let config = ServerConfig.served(config)
         self.server = server
-        urlKeys = try server.urls.signingKeys()
+        live = try LiveSettings(server)
         // The process's threads, gates and budgets, built once.
         pipeline = try Pipeline(config: config, resources: ProcessResources(config: config))
         memo = ResponseMemo(byteLimit: server.memoBytes)
@@ -70,8 +70,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
     router.add(middleware: MethodGuardMiddleware())
     let bodyLimit = max(server.maxPayloadBodyBytes, server.maxBatchBodyBytes)
-    let auth = AuthMiddleware<AppRequestContext>(
-        tokens: server.tokens, hmacSecret: server.hmacSecret, bodyLimit: bodyLimit, now: now)
+    let auth = AuthMiddleware<AppRequestContext>(live: parts.live, bodyLimit: bodyLimit, now: now)
     let v1 = router.group("v1").add(middleware: auth)
     // Metrics tell about campaigns and load: they need the same credentials as /v1 once any are set.
     // With a listener of its own (--metrics-port), /metrics is served there and not here.
@@ -84,9 +83,8 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     let media = StoredMedia(
         store: parts.pipeline.store, memoryLimit: server.mediaMemory, resources: parts.pipeline.resources)
     MediaRoutes<AppRequestContext>(media: media).add(to: router)
-    MediaURLRoutes<AppRequestContext>(
-        pipeline: parts.pipeline, config: server.urls, keys: parts.urlKeys, metrics: parts.metrics, media: media
-    ).add(to: router)
+    MediaURLRoutes<AppRequestContext>(pipeline: parts.pipeline, live: parts.live, metrics: parts.metrics, media: media)
+        .add(to: router)
     PreviewRoutes<AppRequestContext>(
         pipeline: parts.pipeline, server: server, metrics: parts.metrics,
         baseURL: { baseURL.withLock { $0 } }
@@ -107,17 +105,13 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
 /// unless `config` gives them (see `ServerParts.init`).
 public func buildApplication(
     config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger, logSink: LogSink? = nil,
+    settings: (start: SettingsSnapshot, read: @Sendable () throws -> SettingsSnapshot)? = nil,
     onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     onAPNsRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
     onFCMRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
     onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
-    if !isLoopback(server.host) && server.tokens.isEmpty && server.hmacSecret == nil && !server.insecureNoAuth {
-        throw ServerError.unauthenticatedPublicListener(server.host)
-    }
-    if !isLoopback(server.host) && server.urls.openToEverything && !server.insecureNoAuth {
-        throw ServerError.openMediaURLs(server.host)
-    }
+    try LiveSettings.check(server)
     let config = {
         var served = config
         served.mediaRoot = nil
@@ -140,7 +134,12 @@ public func buildApplication(
     }
     var services: [any Service] = retention.map { [$0] } ?? []
     // What SIGHUP reloads: add a `Reloadable` here to make another part reloadable.
-    let reloadable: [any Reloadable] = server.credentials.path != nil ? [parts.credentials] : []
+    var reloadable: [any Reloadable] = server.credentials.path != nil ? [parts.credentials] : []
+    if let settings {
+        reloadable.append(
+            SettingsReload(
+                start: settings.start, read: settings.read, live: parts.live, sink: logSink, logger: logger))
+    }
     if !reloadable.isEmpty { services.append(ReloadService(items: reloadable, logger: logger)) }
     if server.fcm.port != nil {
         // FCM's HTTP v1 API on its own listener (its Authorization belongs to Google).

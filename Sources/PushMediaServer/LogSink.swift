@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PushMedia
 
 /// Where `pushmedia serve` writes its log: lines are formatted into a buffer in memory and a
 /// thread of its own writes them to a file descriptor (standard error) in batches, when
@@ -14,6 +15,8 @@ public final class LogSink: @unchecked Sendable {
     }
 
     public let format: Format
+    /// The least severe level written (`--log-level`); a reload may change it.
+    public let level: Locked<Logger.Level>
     let fd: Int32
     let capacity: Int
     let flushBytes: Int
@@ -30,10 +33,11 @@ public final class LogSink: @unchecked Sendable {
 
     /// A sink writing to `fd` (not closed by the sink) from a thread it starts.
     public init(
-        format: Format, fd: Int32 = STDERR_FILENO, capacity: Int = 8 << 20, flushBytes: Int = 64 << 10,
-        interval: Duration = .milliseconds(5)
+        format: Format, level: Logger.Level = .info, fd: Int32 = STDERR_FILENO, capacity: Int = 8 << 20,
+        flushBytes: Int = 64 << 10, interval: Duration = .milliseconds(5)
     ) {
         self.format = format
+        self.level = Locked(level)
         self.fd = fd
         self.capacity = capacity
         self.flushBytes = flushBytes
@@ -247,17 +251,22 @@ enum LogLine {
     }
 }
 
-/// The log handler of `pushmedia serve`: each line through a `LogSink`, in its format.
+/// The log handler of `pushmedia serve`: each line through a `LogSink`, in its format, at its
+/// level.
 public struct SinkLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
-    public var logLevel: Logger.Level
+    /// The sink's level, for every logger at once (setting it here changes nothing: the process's
+    /// level is `--log-level`, read again on SIGHUP).
+    public var logLevel: Logger.Level {
+        get { sink.level.withLock { $0 } }
+        set {}
+    }
     let label: String
     let sink: LogSink
 
-    public init(label: String, sink: LogSink, logLevel: Logger.Level = .info) {
+    public init(label: String, sink: LogSink) {
         self.label = label
         self.sink = sink
-        self.logLevel = logLevel
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {

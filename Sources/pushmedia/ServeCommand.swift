@@ -151,20 +151,48 @@ struct ServeCommand: AsyncParsableCommand {
         [("relay-credentials", relayCredentials), ("relay-pass-through", relayPassThrough ? "true" : nil)]
     }
 
+    /// The settings as their sources give them: the settings file (read again on SIGHUP), then
+    /// the environment and the flags the process started with; and each setting's texts.
+    static func snapshot(flags: [(String, String)], configFile: String?, environment: [String: String])
+        throws(ConfigError) -> SettingsSnapshot
+    {
+        let file = try configFile.map(SettingsFile.read)
+        var library = try PushMediaConfig.fromSources(file: file, environment: environment)
+        var server = try ServerConfig.fromSources(file: file, environment: environment)
+        for (name, text) in flags {
+            if PushMediaConfig.setting(named: name) != nil {
+                try library.set(name, to: text)
+            } else {
+                try server.set(name, to: text)
+            }
+        }
+        var texts: [String: [String]] = [:]
+        for (name, text) in file?.entries ?? [] { texts[name, default: []].append(text) }
+        let variables =
+            PushMediaConfig.settings.map { ($0.name, $0.environment) }
+            + ServerConfig.settings.map { ($0.name, $0.environment) }
+        for (name, variable) in variables { if let text = environment[variable] { texts[name] = [text] } }
+        var flagged: [String: [String]] = [:]
+        for (name, text) in flags { flagged[name, default: []].append(text) }
+        texts.merge(flagged) { _, flags in flags }
+        return SettingsSnapshot(library: library, server: server, texts: texts)
+    }
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
-        var (config, file) = try options.load(environment: environment)
-        var server: ServerConfig
-        do {
-            try config.apply(givenLibrarySettings)
-            server = try ServerConfig.fromSources(file: file, environment: environment)
-            try server.apply(givenServerSettings)
-        } catch { throw ValidationError(error.description) }
+        let flags = (options.given + givenLibrarySettings + givenServerSettings).compactMap { name, text in
+            text.map { (name, $0) }
+        }
+        let configFile = options.configFile ?? environment["PUSHMEDIA_CONFIG"]
+        let start: SettingsSnapshot
+        do { start = try Self.snapshot(flags: flags, configFile: configFile, environment: environment) } catch {
+            throw ValidationError(error.description)
+        }
+        let (config, server) = (start.library, start.server)
 
-        let level = server.logLevel
-        let sink = LogSink(format: LogSink.Format(rawValue: server.logFormat) ?? .text)
+        let sink = LogSink(format: LogSink.Format(rawValue: server.logFormat) ?? .text, level: server.logLevel)
         defer { sink.close() }
-        LoggingSystem.bootstrap { label in SinkLogHandler(label: label, sink: sink, logLevel: level) }
+        LoggingSystem.bootstrap { label in SinkLogHandler(label: label, sink: sink) }
         let logger = Logger(label: "pushmedia")
         let baseURLGiven = options.baseURL != nil || environment["PUSHMEDIA_BASE_URL"] != nil
         let app: any Service
@@ -174,6 +202,10 @@ struct ServeCommand: AsyncParsableCommand {
             app =
                 try await buildApplication(
                     config: config, server: server, baseURLGiven: baseURLGiven, logger: logger, logSink: sink,
+                    settings: (
+                        start,
+                        { try Self.snapshot(flags: flags, configFile: configFile, environment: environment) }
+                    ),
                     onMetricsRunning: { port in
                         let line = "PushMedia metrics on http://\(metricsHost):\(port)/metrics\n"
                         FileHandle.standardOutput.write(Data(line.utf8))

@@ -87,4 +87,48 @@ struct SettingsFileTests {
             #expect(server.stop() == 0)
         }
     }
+
+    /// SIGHUP reads the file again: new tokens and media URL sources take effect at once; a
+    /// setting that needs a restart is named; a broken file keeps what is in force.
+    @Test func sighupReloadsWhatCanChange() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("pushmedia.yaml")
+        func write(_ text: String) throws { try text.write(toFile: path, atomically: true, encoding: .utf8) }
+        try write("token: [first-token-0123456789]\nstore: \(directory.file("store"))\n")
+        let server = try ServeProcess(arguments: ["--config", path])
+        defer { _ = server.stop() }
+        func status(_ token: String) async throws -> Int {
+            let (response, _) = try await ServeProcess.request(
+                server.url("/v1/process"), method: "POST", body: "{}",
+                headers: ["Authorization": "Bearer \(token)", "Content-Type": "application/json"])
+            return response.statusCode
+        }
+        func mediaURLs() async throws -> Int {
+            let (response, _) = try await ServeProcess.request(
+                server.url("/insecure/pr:ios/plain/https://cdn.shop.example/x@jpg"), method: "HEAD")
+            return response.statusCode
+        }
+        #expect(try await status("first-token-0123456789") == 200)
+        #expect(try await status("second-token-0123456789") == 401)
+        #expect(try await mediaURLs() == 404)
+        func hangUpAndWait() async throws {
+            kill(server.process.processIdentifier, SIGHUP)
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        try write(
+            "token: [second-token-0123456789]\nstore: \(directory.file("store"))\nbudget: 3s\n"
+                + "url-allow-source: https://127.0.0.9/\n")
+        try await hangUpAndWait()
+        #expect(try await status("first-token-0123456789") == 401)
+        #expect(try await status("second-token-0123456789") == 200)
+        #expect(try await mediaURLs() == 403, "media URLs on, this source outside the allow-list")
+        try write("token: [\n")
+        try await hangUpAndWait()
+        #expect(try await status("second-token-0123456789") == 200, "a broken file keeps the tokens in force")
+        #expect(server.stop() == 0)
+        let log = String(decoding: server.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains("these settings change only with a restart") && log.contains("settings=budget"), "\(log)")
+        #expect(log.contains("settings not reloaded, those in force kept"))
+        #expect(!log.contains("second-token-0123456789"), "a token in the log")
+    }
 }
