@@ -13,7 +13,7 @@
 #     directory takes a write), /openapi.yaml is found beside the binary; SIGTERM → exit 0;
 #   - `apt-get remove` removes the files and keeps the conffile; `apt-get purge` removes the
 #     conffile and the state directory too.
-# ExecReload (SIGHUP) is not exercised: the server does not handle SIGHUP yet.
+# ExecReload (SIGHUP) reads the settings file (PUSHMEDIA_CONFIG) again: a new token takes effect.
 # Skips (exit 0) only where there is no dpkg/apt-get or no root, and never when CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -123,8 +123,11 @@ mapfile -t UNIT_ENV < <(unit_value Environment)
 uid=61184
 while getent passwd "$uid" >/dev/null || getent group "$uid" >/dev/null; do uid=$((uid + 1)); done
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-printf '\n# deb-test\nPUSHMEDIA_PORT=%s\n' "$PORT" >>"$ENV_FILE"
+printf '\n# deb-test\nPUSHMEDIA_PORT=%s\nPUSHMEDIA_CONFIG=%s\n' "$PORT" "$STATE/pushmedia.yaml" >>"$ENV_FILE"
 install -d -m 0755 -o "$uid" -g "$uid" "$STATE"
+# A settings file with a token, which ExecReload (SIGHUP) replaces below.
+printf 'token: [deb-test-first-token]\n' >"$STATE/pushmedia.yaml"
+chmod 0644 "$STATE/pushmedia.yaml"
 start=$(now)
 (
   cd "$STATE"
@@ -151,7 +154,24 @@ code=$(curl -s -o "$work/readyz" -w '%{http_code}' "http://127.0.0.1:$PORT/ready
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/openapi.yaml")
 [ "$code" = 200 ] || fail "/openapi.yaml answered $code (the resource bundle beside the binary)"
 ok "/readyz 200 with the store in $STATE/store; /openapi.yaml 200"
-echo "deb-test: skip - ExecReload (SIGHUP): the server does not handle SIGHUP yet"
+
+# ExecReload: the settings file read again, its new token in force at once, the process the same.
+process() { curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $1" -H 'Content-Type: application/json' \
+  --data '{}' "http://127.0.0.1:$PORT/v1/process"; }
+[ "$(process deb-test-first-token)" = 200 ] || fail "the settings file's token was not accepted"
+printf 'token: [deb-test-second-token]\n' >"$STATE/pushmedia.yaml"
+RELOAD=$(unit_value ExecReload)
+[ -n "$RELOAD" ] || fail "the unit has no ExecReload"
+${RELOAD//\$MAINPID/$server}
+for _ in $(seq 100); do
+  [ "$(process deb-test-second-token)" = 200 ] && break
+  sleep 0.05
+done
+[ "$(process deb-test-second-token)" = 200 ] || fail "after ExecReload the new token is not accepted"
+[ "$(process deb-test-first-token)" = 401 ] || fail "after ExecReload the old token is still accepted"
+kill -0 "$server" 2>/dev/null || fail "ExecReload ended the server"
+grep -q 'settings reloaded' "$work/serve.err" || fail "no 'settings reloaded' line: $(tail -5 "$work/serve.err")"
+ok "ExecReload ('$RELOAD'): the settings file read again, the new token in force, the same process"
 
 start=$(now)
 kill -TERM "$server"
