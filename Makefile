@@ -4,7 +4,8 @@ SWIFT ?= swift
 .PHONY: run test lint format setup setup-test build release clean asan tsan sanitize fuzz fuzz-smoke object-store-stop \
 	release-static deb deb-test image image-test
 
-## Install missing system libraries, build, and rewrite every payload in samples/.
+## Install missing system libraries, build the `pushmedia` program only (not the tests or the
+## fuzz targets), and rewrite every payload in samples/.
 run: setup release
 	.build/release/pushmedia batch samples --out out --store pushmedia-store
 
@@ -17,16 +18,19 @@ run: setup release
 ## real APNs clients from PyPI push through the APNs relay to a strict stand-in for Apple
 ## (scripts/apns-relay.sh), and real FCM clients through the FCM relay to a strict stand-in for
 ## Google (scripts/fcm-relay.sh); media URLs made by imgproxy's URL builders are fetched by curl,
-## Chromium and through nginx as a CDN (scripts/media-url.sh). Last, the packaging (docs/deployment.md): the release binary
-## that the image and the Debian package share (scripts/release-static.sh), the container image
-## around it run with podman (scripts/image-test.sh), and the Debian package installed, its
-## service's command run, removed and purged (scripts/deb-test.sh).
+## Chromium and through nginx as a CDN (scripts/media-url.sh); the shell examples of README.md and
+## docs/ run against a real server (scripts/docs-examples.sh). Last, the packaging
+## (docs/deployment.md): the release binary that the image and the Debian package share
+## (scripts/release-static.sh), the container image around it run with podman
+## (scripts/image-test.sh), and the Debian package installed, its service's command run,
+## removed and purged (scripts/deb-test.sh).
 test: lint setup-test
 	$(SWIFT) test --no-parallel
 	scripts/api-conformance.sh
 	scripts/apns-relay.sh
 	scripts/fcm-relay.sh
 	scripts/media-url.sh
+	scripts/docs-examples.sh
 	scripts/release-static.sh
 	scripts/image-test.sh
 	scripts/deb-test.sh
@@ -72,7 +76,7 @@ build: setup
 	$(SWIFT) build
 
 release: setup
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release --product pushmedia
 
 ## Packaging (docs/deployment.md). The image and the Debian package ship one binary: release,
 ## the Swift runtime linked in statically, built in .build-static (scripts/release-static.sh).

@@ -20,7 +20,7 @@
 # files by entry; a campaign across SIGHUP reloads (app added, key rotated, app removed, broken
 # file) with no push lost or misattributed. openssl (Debian's) makes the legacy .p12. Python packages are pinned in
 # Tests/apns/requirements.txt and installed into a venv (.build/tools/apns, rebuilt when that file
-# changes); h2load comes from Debian's nghttp2-client, node (for the README's Node.js sender,
+# changes); h2load comes from Debian's nghttp2-client, node (for the Node.js sender of docs/relays.md,
 # Tests/apns/node-sender.js) from its nodejs. Exits 1 when a check fails.
 #   scripts/apns-relay.sh                          # BIN=.build/debug/pushmedia
 #   scripts/apns-relay.sh --only campaign -v       # arguments go to Tests/apns/relay_test.py
@@ -36,7 +36,7 @@ PY=$TOOLS/bin/python
 . scripts/venv.sh
 ensure_venv "$TOOLS" "$REQUIREMENTS"
 
-# h2load (Debian's nghttp2-client) and Node.js (the README's sender) when missing.
+# h2load (Debian's nghttp2-client) and Node.js (the sender of docs/relays.md) when missing.
 packages=()
 command -v h2load >/dev/null || packages+=(nghttp2-client)
 command -v node >/dev/null || command -v nodejs >/dev/null || packages+=(nodejs)

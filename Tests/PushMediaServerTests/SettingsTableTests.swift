@@ -5,8 +5,8 @@ import Testing
 
 @testable import PushMediaServer
 
-/// The settings tables (`PushMediaConfig.settings`, `ServerConfig.settings`) against the README's
-/// settings tables and against the flags `pushmedia` declares.
+/// The settings tables (`PushMediaConfig.settings`, `ServerConfig.settings`) against the tables of
+/// docs/settings.md and against the flags `pushmedia` declares.
 @Suite("Settings tables")
 struct SettingsTableTests {
     /// What the tests need of an entry of either table.
@@ -85,9 +85,9 @@ struct SettingsTableTests {
         #expect(given.maxJobs == 1 && given.backgroundLimit == .zero)
     }
 
-    // MARK: README
+    // MARK: docs/settings.md
 
-    /// A row of one of the README's settings tables (`| flag | environment | default | |`).
+    /// A row of one of the settings tables of docs/settings.md (`| flag | environment | default | |`).
     struct Row {
         var section: String
         var flag: String
@@ -97,7 +97,7 @@ struct SettingsTableTests {
 
     static func readmeRows() throws -> [Row] {
         let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("README.md")
+            .deletingLastPathComponent().appendingPathComponent("docs/settings.md")
         let lines = try String(contentsOf: readme, encoding: .utf8).components(separatedBy: "\n")
         var rows: [Row] = []
         var section = ""
@@ -127,7 +127,7 @@ struct SettingsTableTests {
         #expect(rows.count > 40)
         for entry in Self.entries {
             let matching = rows.filter { $0.environment.contains("`\(entry.environment)`") }
-            try #require(matching.count == 1, "\(entry): \(matching.count) README rows name \(entry.environment)")
+            try #require(matching.count == 1, "\(entry): \(matching.count) docs/settings.md rows name \(entry.environment)")
             let row = matching[0]
             switch entry.kind {
             case .environmentOnly:
@@ -146,7 +146,7 @@ struct SettingsTableTests {
         }
     }
 
-    /// Every flag and variable a README row names is a table entry's.
+    /// Every flag and variable a row of docs/settings.md names is a table entry's.
     @Test func everyReadmeRowIsInTheTable() throws {
         let flags = Set(Self.entries.filter { $0.kind != .environmentOnly }.map { "--" + $0.name })
         let variables = Set(Self.entries.flatMap { [$0.environment] + ($0.fallback.map { [$0] } ?? []) })

@@ -1150,7 +1150,7 @@ def relay_sigterm(world):
     expect(len(world.wait_record(world.standin, {token}, 1)) == 1, "the push never reached the stand-in")
 
 
-# j. The README's Node.js sender, only its host changed.
+# j. The Node.js sender of docs/relays.md, only its host changed.
 
 @check("relay")
 def relay_node_sender(world):
