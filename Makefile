@@ -1,9 +1,11 @@
 # PushMedia — the two entry points of the README, plus helpers.
 SWIFT ?= swift
 
-.PHONY: run test lint format setup setup-test build release clean asan tsan sanitize fuzz fuzz-smoke object-store-stop
+.PHONY: run test lint format setup setup-test build release clean asan tsan sanitize fuzz fuzz-smoke object-store-stop \
+	release-static deb deb-test image image-test
 
-## Install missing system libraries, build, and rewrite every payload in samples/.
+## Install missing system libraries, build the `pushmedia` program only (not the tests or the
+## fuzz targets), and rewrite every payload in samples/.
 run: setup release
 	.build/release/pushmedia batch samples --out out --store pushmedia-store
 
@@ -15,9 +17,15 @@ run: setup release
 ## checks the HTTP hook's answers against its OpenAPI document (scripts/api-conformance.sh), and
 ## real APNs clients from PyPI push through the APNs relay to a strict stand-in for Apple
 ## (scripts/apns-relay.sh), and real FCM clients through the FCM relay to a strict stand-in for
-## Google (scripts/fcm-relay.sh), and both relays are attacked (rapid reset, CONTINUATION and
-## PING floods, slow read, slow handshakes, …) while a legitimate client pushes, and answer
-## RFC 9113's protocol errors frame by frame (scripts/relay-attacks.sh).
+## Google (scripts/fcm-relay.sh); both relays are attacked (rapid reset, CONTINUATION and PING
+## floods, slow read, slow handshakes, …) while a legitimate client pushes, and answer RFC 9113's
+## protocol errors frame by frame (scripts/relay-attacks.sh); media URLs made by imgproxy's URL
+## builders are fetched by curl, Chromium and through nginx as a CDN (scripts/media-url.sh); the
+## shell examples of README.md and docs/ run against a real server (scripts/docs-examples.sh). Last, the packaging
+## (docs/deployment.md): the release binary that the image and the Debian package share
+## (scripts/release-static.sh), the container image around it run with podman
+## (scripts/image-test.sh), and the Debian package installed, its service's command run,
+## removed and purged (scripts/deb-test.sh).
 test: lint setup-test
 	$(SWIFT) test --no-parallel
 	scripts/api-conformance.sh
@@ -25,6 +33,10 @@ test: lint setup-test
 	scripts/fcm-relay.sh
 	scripts/relay-attacks.sh
 	scripts/media-url.sh
+	scripts/docs-examples.sh
+	scripts/release-static.sh
+	scripts/image-test.sh
+	scripts/deb-test.sh
 
 ## The code's format (.swift-format: 4 spaces, 120 columns), checked first by `make test`.
 FORMATTED = Sources Tests Package.swift
@@ -67,11 +79,35 @@ build: setup
 	$(SWIFT) build
 
 release: setup
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release --product pushmedia
+
+## Packaging (docs/deployment.md). The image and the Debian package ship one binary: release,
+## the Swift runtime linked in statically, built in .build-static (scripts/release-static.sh).
+release-static: setup
+	@scripts/release-static.sh
+
+## pushmedia_<version>_<arch>.deb at the top of the repository (scripts/deb.sh).
+deb: release-static
+	@scripts/deb.sh
+
+## The package installed, its service's command run as systemd would, removed and purged.
+deb-test: release-static
+	scripts/deb-test.sh
+
+## The container image from the whole Containerfile, compile stage included:
+## localhost/pushmedia:<version> with podman (ENGINE=docker for Docker). Without a registry,
+## scripts/container-env.sh makes the base images here first.
+image:
+	scripts/image.sh --full
+
+## That image built, then run and checked (scripts/image-test.sh --full). `make test` checks the
+## image around the shared release binary instead (no compiler in the image build).
+image-test:
+	scripts/image-test.sh --full
 
 ## Stop the test object store (its data stays under /var/tmp/pushmedia-object-store).
 object-store-stop:
 	@scripts/object-store.sh stop
 
 clean:
-	rm -rf .build .build-asan .build-tsan .build-fuzz out pushmedia-store
+	rm -rf .build .build-asan .build-tsan .build-fuzz .build-static out pushmedia-store pushmedia_*.deb

@@ -22,6 +22,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // The settings file (`--config`) and the relays' credentials file: YAML, and JSON as YAML.
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        // X.509 of Apple's push certificates (the relays' held credentials).
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
     ],
     targets: [
         // System libraries: headers and link flags only. Nothing but the shim includes them.
@@ -66,7 +71,7 @@ let package = Package(
             path: "Sources/PushMediaNSE"),
         // The HTTP hook: thin Hummingbird routes over the library; the APNs relay (`APNs/`) and
         // the FCM relay (`FCM/`) on one listener and one upstream client (`Relay/`): SwiftNIO
-        // for sockets and TLS, libnghttp2 for HTTP/2.
+        // for sockets and TLS, libnghttp2 for HTTP/2 (swift-nio-http2 only for its HPACK types).
         .target(
             name: "PushMediaServer",
             dependencies: [
@@ -80,12 +85,16 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                // The relays' held credentials: certificates' topics, RS256 for Google.
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             path: "Sources/PushMediaServer",
             resources: [.copy("openapi.yaml")]),
@@ -148,6 +157,9 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             path: "Tests/PushMediaServerTests"),
     ]

@@ -2,14 +2,18 @@
 # The APNs relay beside one plain HTTP/2 hop, in one run, h2load and every server on the same
 # 2 cores:
 #   direct       h2load -> sink: what the load tool and the sink cost alone
-#   haproxy      h2load -> HAProxy (TLS and HTTP/2 both sides, no processing) -> sink
+#   haproxy      h2load -> HAProxy (TLS and HTTP/2 both sides, no processing, its per-request
+#                log on: `option httplog` to a file) -> sink
 #   campaign     h2load -> relay -> sink: one rich payload (its media cached), many device tokens
 #   distinct     the same, every push's text different (see below)
 #   passthrough  h2load -> relay -> sink: background pushes, forwarded byte for byte
+#   *_warning    campaign and distinct through a relay with --log-level warning (no line per
+#                push), for reference
 # The sink is HAProxy answering every POST itself (200 and an apns-id), over TLS and HTTP/2.
-# h2load sends one body file, so for `distinct` the relay runs with --memo-bytes 0: it keeps
-# no ready payloads, and every push is parsed, looked up in the index cache, rewritten and
-# serialized again, which is what a new text costs (the media stays cached).
+# The relays run as shipped: default settings, a log line per push written to a file.
+# h2load sends one body file; for `distinct` an LD_PRELOAD (bench/h2load-distinct.c) writes a
+# counter into the alert text of every body as it is sent, so every push is a new text: parsed,
+# looked up in the index cache, rewritten and serialized (the media stays cached).
 # For each: pushes/s at full load, CPU µs per push of the relay (or of the HAProxy hop) from
 # /proc, then latency at half the relay's maximum rate, and the p99 the relay or hop adds to
 # `direct` at the same rate. Last, the relay's peak RSS over PUSHES_RSS pushes, and perf
@@ -54,6 +58,8 @@ origin = sys.argv[1]
 rich = {"aps": {"alert": {"title": "Weekend sale", "body": "Half price on everything"}, "mutable-content": 1},
         "media_url": f"http://127.0.0.1:{origin}/banner", "campaign": "c-1"}
 open("rich.json", "w").write(json.dumps(rich, separators=(",", ":")))
+rich["aps"]["alert"]["body"] = "Half price on everything, code @@@@@@@@@@@@@@@@"
+open("rich-distinct.json", "w").write(json.dumps(rich, separators=(",", ":")))
 open("background.json", "w").write(json.dumps({"aps": {"content-available": 1}, "sync": "inbox"}))
 random.seed(7)
 with open("tokens.txt", "w") as f:
@@ -76,11 +82,14 @@ log "relays"
 start_relay apns campaign
 CAMPAIGN_PID=$RELAY_PID
 CAMPAIGN=$RELAY
-start_relay apns distinct --memo-bytes 0
+start_relay apns distinct
 DISTINCT_PID=$RELAY_PID
 DISTINCT=$RELAY
+start_relay apns warning --log-level warning
+WARNING_PID=$RELAY_PID
+WARNING=$RELAY
 # Warm the media cache of both relays (the first push fetches and converts).
-for port in $CAMPAIGN $DISTINCT; do
+for port in $CAMPAIGN $DISTINCT $WARNING; do
   for _ in 1 2 3 4; do
     curl -s --cacert ca.pem --http2 -o /dev/null -X POST "https://localhost:$port/3/device/$(printf 'ab%.0s' {1..32})" \
       -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert" \
@@ -95,8 +104,10 @@ for round in 1 2; do
   run "direct#$round" "$SINK" rich.json "" -n "$PUSHES"
   run "haproxy#$round" "$HOP" rich.json "$HAPROXY_PID" -n "$PUSHES"
   run "campaign#$round" "$CAMPAIGN" rich.json "$CAMPAIGN_PID" -n "$PUSHES"
-  run "distinct#$round" "$DISTINCT" rich.json "$DISTINCT_PID" -n "$PUSHES"
+  run "distinct#$round" "$DISTINCT" rich-distinct.json "$DISTINCT_PID" -n "$PUSHES"
   run "passthrough#$round" "$CAMPAIGN" background.json "$CAMPAIGN_PID" -n "$PUSHES"
+  run "campaign_warning#$round" "$WARNING" rich.json "$WARNING_PID" -n "$PUSHES"
+  run "distinct_warning#$round" "$WARNING" rich-distinct.json "$WARNING_PID" -n "$PUSHES"
 done
 
 log "latency at half the relay's maximum rate"
@@ -121,7 +132,7 @@ run "rss-passthrough" "$CAMPAIGN" background.json "$CAMPAIGN_PID" -n $((PUSHES_R
 RSS_KB=$(awk '/VmHWM/ {print $2}' "/proc/$CAMPAIGN_PID/status")
 
 relay_perf campaign "$CAMPAIGN_PID" run "perf-campaign" "$CAMPAIGN" rich.json "" -n "$PUSHES"
-relay_perf distinct "$DISTINCT_PID" run "perf-distinct" "$DISTINCT" rich.json "" -n "$((PUSHES / 4))"
+relay_perf distinct "$DISTINCT_PID" run "perf-distinct" "$DISTINCT" rich-distinct.json "" -n "$((PUSHES / 4))"
 
 python3 - "$RSS_KB" "$HALF" "$CONNECTIONS" <<'EOF'
 import json, sys
@@ -136,9 +147,10 @@ def latency(name):
     rows = [l.split("\t") for l in open(f"latency-{name}.tsv") if l.strip()]
     ms = [int(r[2]) / 1000 for r in rows if r[1] == "200"]
     return {"p50_ms": round(p(ms, 0.5), 3), "p99_ms": round(p(ms, 0.99), 3), "n": len(ms)}
-result = {name: best(name) for name in ["direct", "haproxy", "campaign", "distinct", "passthrough"]}
+names = ["direct", "haproxy", "campaign", "distinct", "passthrough", "campaign_warning", "distinct_warning"]
+result = {name: best(name) for name in names}
 hop = result["haproxy"]["per_s"]
-for name in ["campaign", "distinct", "passthrough"]:
+for name in names[2:]:
     result[name]["vs_haproxy"] = round(result[name]["per_s"] / hop, 3)
 lat = {name: latency(name) for name in ["direct", "haproxy", "campaign"]}
 for name in ["haproxy", "campaign"]:
@@ -151,7 +163,7 @@ print()
 result["haproxy"]["hop_cpu_us"] = round(result["haproxy"]["sink_cpu_us"] - result["direct"]["sink_cpu_us"], 2)
 json.dump(result, open("results.json", "w"), indent=2)
 print(f"{'':14}{'pushes/s':>12}{'× HAProxy':>11}{'CPU µs/push':>13}{'sink µs/push':>14}")
-for name in ["direct", "haproxy", "campaign", "distinct", "passthrough"]:
+for name in names:
     r = result[name]
     own = r.get("hop_cpu_us", r["cpu_us"]) or float("nan")
     sink = r["sink_cpu_us"] if name != "haproxy" else result["direct"]["sink_cpu_us"]

@@ -17,6 +17,9 @@ relay_tools() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
   fi
   HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
+  # h2load sends one body file: this preload makes each body different (bench/h2load-distinct.c).
+  DISTINCT_SHIM="$ROOT/.build-bench/h2load-distinct.so"
+  gcc -shared -fPIC -O2 -o "$DISTINCT_SHIM" "$BENCH/h2load-distinct.c" -ldl
   if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     (cd "$ROOT" && swift build -c release -j 2 --scratch-path .build-bench --product pushmedia >/dev/null)
   fi
@@ -51,7 +54,9 @@ relay_certs() {
 
 # relay_haproxy "SINK ANSWER": one HAProxy with two frontends, TLS and HTTP/2 on both: the sink
 # on $SINK answering every request with the given `http-request return` arguments, and the plain
-# hop on $HOP passing requests to the sink. Sets SINK, HOP and HAPROXY_PID.
+# hop on $HOP passing requests to the sink with its per-request log on (`option httplog`, written
+# to haproxy-hop.log as the relay's goes to its file: the same work on both sides). Sets SINK, HOP
+# and HAPROXY_PID.
 relay_haproxy() {
   SINK=$(free_port)
   HOP=$(free_port)
@@ -69,12 +74,14 @@ frontend sink
   http-request return $1
 frontend hop
   bind 127.0.0.1:$HOP ssl crt $OUT/server-haproxy.pem alpn h2
+  log stdout format raw local0 info
+  option httplog
   default_backend sink
 backend sink
   http-reuse always
   server sink 127.0.0.1:$SINK ssl verify required ca-file $OUT/ca.pem alpn h2
 EOF
-  "$HAPROXY" -f haproxy.cfg -db >haproxy.log 2>&1 &
+  "$HAPROXY" -f haproxy.cfg -db >haproxy-hop.log 2>haproxy.log &
   HAPROXY_PID=$!
   PIDS+=($HAPROXY_PID)
 }
@@ -89,14 +96,15 @@ relay_origin() {
 }
 
 # start_relay apns|fcm NAME [serve arguments...]: a relay over TLS to the sink, trusting the
-# origin; sets RELAY (its port) and RELAY_PID once it listens.
+# origin, as shipped (log level info: a line per push) with its log written to relay-NAME.log, as
+# an operator would; sets RELAY (its port) and RELAY_PID once it listens.
 start_relay() {
   local kind=$1 name=$2 banner
   shift 2
   [[ $kind == apns ]] && banner="APNs relay" || banner="FCM relay"
-  "$BIN" serve --port 0 --store "$OUT/store-$name" --log-level warning "--$kind-port" 0 \
+  "$BIN" serve --port 0 --store "$OUT/store-$name" "--$kind-port" 0 \
     "--$kind-tls-cert" server.pem "--$kind-tls-key" server.key "--$kind-upstream" "https://localhost:$SINK" \
-    "--$kind-upstream-ca" ca.pem --trust-peer "127.0.0.1:$ORIGIN" "$@" >"relay-$name.out" 2>"relay-$name.err" &
+    "--$kind-upstream-ca" ca.pem --trust-peer "127.0.0.1:$ORIGIN" "$@" >"relay-$name.out" 2>"relay-$name.log" &
   RELAY_PID=$!
   PIDS+=($RELAY_PID)
   RELAY=""
@@ -105,7 +113,7 @@ start_relay() {
     [[ -n $RELAY ]] && break
     sleep 0.1
   done
-  [[ -n $RELAY ]] || { cat "relay-$name.err" >&2; exit 1; }
+  [[ -n $RELAY ]] || { cat "relay-$name.log" >&2; exit 1; }
 }
 
 TICK=$(getconf CLK_TCK)
@@ -124,7 +132,11 @@ h2load_run() {
   local before=0 after=0 sink_before sink_after rps ok cpu_us="" sink_us
   [[ -n $pid ]] && before=$(cpu_ticks "$pid")
   sink_before=$(cpu_ticks "$HAPROXY_PID")
-  h2load "$@" >"h2load-$name.txt" 2>&1
+  if [[ $name == distinct* || $name == perf-distinct* ]]; then
+    LD_PRELOAD="$DISTINCT_SHIM" h2load "$@" >"h2load-$name.txt" 2>&1
+  else
+    h2load "$@" >"h2load-$name.txt" 2>&1
+  fi
   sink_after=$(cpu_ticks "$HAPROXY_PID")
   [[ -n $pid ]] && after=$(cpu_ticks "$pid")
   rps=$(sed -n 's/^finished in .*s, \([0-9.]*\) req\/s.*/\1/p' "h2load-$name.txt")

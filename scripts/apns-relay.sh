@@ -11,9 +11,16 @@
 # URLs refused with the text still delivered; 405/404 answered without reaching upstream; a 1 MiB
 # body answered 413 while it is still being sent, the connection going on; GOAWAY
 # from upstream retried on a new connection; --apns-allow-team and client certificates keep
-# others out; SIGTERM lets a push in flight finish, then exits 0. Python packages are pinned in
+# others out; SIGTERM lets a push in flight finish, then exits 0. Held credentials
+# (--relay-credentials): the stand-in's certificate auth (a test Apple CA: topics from UID and
+# Apple's extension, MissingTopic, TopicDisallowed, BadCertificateEnvironment, BadCertificate);
+# aioapns and pyapns_client without valid keys through a relay holding three apps of two teams
+# (two .p8 keys, a Keychain-style RC2-40 .p12), each push under its app's credential; aioapns as
+# a certificate sender with its own Apple certificate; check-credentials and serve refusing bad
+# files by entry; a campaign across SIGHUP reloads (app added, key rotated, app removed, broken
+# file) with no push lost or misattributed. openssl (Debian's) makes the legacy .p12. Python packages are pinned in
 # Tests/apns/requirements.txt and installed into a venv (.build/tools/apns, rebuilt when that file
-# changes); h2load comes from Debian's nghttp2-client, node (for the README's Node.js sender,
+# changes); h2load comes from Debian's nghttp2-client, node (for the Node.js sender of docs/relays.md,
 # Tests/apns/node-sender.js) from its nodejs. Exits 1 when a check fails.
 #   scripts/apns-relay.sh                          # BIN=.build/debug/pushmedia
 #   scripts/apns-relay.sh --only campaign -v       # arguments go to Tests/apns/relay_test.py
@@ -29,10 +36,11 @@ PY=$TOOLS/bin/python
 . scripts/venv.sh
 ensure_venv "$TOOLS" "$REQUIREMENTS"
 
-# h2load (Debian's nghttp2-client) and Node.js (the README's sender) when missing.
+# h2load (Debian's nghttp2-client) and Node.js (the sender of docs/relays.md) when missing.
 packages=()
 command -v h2load >/dev/null || packages+=(nghttp2-client)
 command -v node >/dev/null || command -v nodejs >/dev/null || packages+=(nodejs)
+command -v openssl >/dev/null || packages+=(openssl)
 if ((${#packages[@]})) && command -v apt-get >/dev/null; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
@@ -42,5 +50,6 @@ if ((${#packages[@]})) && command -v apt-get >/dev/null; then
 fi
 command -v h2load >/dev/null || { echo "apns-relay: h2load is missing (Debian: nghttp2-client)" >&2; exit 1; }
 command -v node >/dev/null || command -v nodejs >/dev/null || { echo "apns-relay: node is missing (Debian: nodejs)" >&2; exit 1; }
+command -v openssl >/dev/null || { echo "apns-relay: openssl is missing (Debian: openssl)" >&2; exit 1; }
 
 exec "$PY" Tests/apns/relay_test.py --bin "$BIN" "$@"

@@ -10,7 +10,10 @@
 # the stand-in's message name; UNREGISTERED surfaces as each library's UnregisteredError;
 # without a certificate HTTP/1.1 and h2c on one port; validate_only arrives byte for byte; 503
 # UNAVAILABLE when the upstream is down, /healthz still 200; 404/405 answered without reaching
-# upstream; a 300-message campaign with one origin fetch.
+# upstream; a 300-message campaign with one origin fetch; held service accounts
+# (--relay-credentials): firebase-admin and httpx without credentials of their own send to two
+# projects, each message with an access token the stand-in issued for its project after one
+# verified RS256 assertion per account, and a project with no entry refused.
 # Python packages are pinned in Tests/fcm/requirements.txt and installed into a venv
 # (.build/tools/fcm, rebuilt when that file changes). Exits 1 when a check fails.
 #   scripts/fcm-relay.sh                          # BIN=.build/debug/pushmedia

@@ -2,7 +2,7 @@
 # Media URLs end to end (Tests/mediaurl/media_url_test.py): a real `pushmedia serve` with a URL key
 # and an allow-listed origin on 127.0.0.1; imgproxy's URL builders from PyPI (pinned in
 # Tests/mediaurl/requirements.txt, installed into .build/tools/mediaurl) make the URLs, and so do
-# `pushmedia url` and the README's Python and Node helpers; curl and headless Chromium fetch them;
+# `pushmedia url` and the Python and Node helpers of docs/media-urls.md; curl and headless Chromium fetch them;
 # nginx from Debian (installed when missing) caches them as a CDN would, 200 phones at once making
 # one origin fetch; hostile paths and a stalled origin over real HTTP. Exits 1 when a check fails.
 #   scripts/media-url.sh                       # BIN=.build/debug/pushmedia

@@ -530,3 +530,5 @@ int32_t pm_h2_request(pm_h2 *h2, const pm_h2_field *fields, size_t count, const 
 }
 
 void pm_trim_memory(void) { malloc_trim(0); }
+
+int pm_h2_ping(pm_h2 *h2) { return nghttp2_submit_ping(h2->session, NGHTTP2_FLAG_NONE, NULL); }

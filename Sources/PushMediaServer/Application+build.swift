@@ -37,18 +37,24 @@ public struct ServerParts: Sendable {
     public let server: ServerConfig
     /// Ready answers to repeated `/v1/process` bodies.
     let memo: ResponseMemo
-    /// The keys that sign media URLs (`--url-key`, `--url-salt`).
-    let urlKeys: [MediaURLKey]
+    /// The settings a reload changes: tokens, the media URLs' keys and allow-list.
+    public let live: LiveSettings
+    /// The relays' per-request lines (`buildApplication` gives them the log's sink).
+    var lines = RequestLines(logger: Logger(label: "pushmedia"), sink: nil)
+    /// The relays' held credentials (`--relay-credentials`, `--apns-key`); reloaded on SIGHUP.
+    public let credentials: RelayCredentials
 
     /// The pipeline runs with `serve`'s defaults (`ServerConfig.served`) for the settings not given.
     public init(config: PushMediaConfig, server: ServerConfig = ServerConfig()) throws {
         let config = ServerConfig.served(config)
         self.server = server
-        urlKeys = try server.urls.signingKeys()
-        pipeline = try Pipeline(config: config)
-        memo = ResponseMemo(byteLimit: server.memoBytes, memoryTTL: config.indexCacheTTL)
+        live = try LiveSettings(server)
+        // The process's threads, gates and budgets, built once.
+        pipeline = try Pipeline(config: config, resources: ProcessResources(config: config))
+        memo = ResponseMemo(byteLimit: server.memoBytes)
         metrics = ServerMetrics(gate: pipeline.gate)
         baseURL = Locked(config.baseURL)
+        credentials = try RelayCredentials(server: server, metrics: metrics, logger: Logger(label: "pushmedia"))
     }
 }
 
@@ -64,8 +70,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
     router.add(middleware: MethodGuardMiddleware())
     let bodyLimit = max(server.maxPayloadBodyBytes, server.maxBatchBodyBytes)
-    let auth = AuthMiddleware<AppRequestContext>(
-        tokens: server.tokens, hmacSecret: server.hmacSecret, bodyLimit: bodyLimit, now: now)
+    let auth = AuthMiddleware<AppRequestContext>(live: parts.live, bodyLimit: bodyLimit, now: now)
     let v1 = router.group("v1").add(middleware: auth)
     // Metrics tell about campaigns and load: they need the same credentials as /v1 once any are set.
     // With a listener of its own (--metrics-port), /metrics is served there and not here.
@@ -75,18 +80,18 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
         pipeline: parts.pipeline, server: server, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } },
         memo: parts.memo
     ).add(to: v1)
-    let media = StoredMedia(store: parts.pipeline.store, memoryLimit: server.mediaMemory)
+    let media = StoredMedia(
+        store: parts.pipeline.store, memoryLimit: server.mediaMemory, resources: parts.pipeline.resources)
     MediaRoutes<AppRequestContext>(media: media).add(to: router)
-    MediaURLRoutes<AppRequestContext>(
-        pipeline: parts.pipeline, config: server.urls, keys: parts.urlKeys, metrics: parts.metrics, media: media
-    ).add(to: router)
+    MediaURLRoutes<AppRequestContext>(pipeline: parts.pipeline, live: parts.live, metrics: parts.metrics, media: media)
+        .add(to: router)
     PreviewRoutes<AppRequestContext>(
         pipeline: parts.pipeline, server: server, metrics: parts.metrics,
         baseURL: { baseURL.withLock { $0 } }
     ).add(to: router)
     HealthRoutes<AppRequestContext>(
         pipeline: parts.pipeline, metrics: parts.metrics, minFreeSpace: server.minFreeSpace,
-        executor: BlockingExecutor(name: "pushmedia-health", maxThreads: 1)
+        executor: parts.pipeline.resources.housekeeping, credentials: parts.credentials
     )
     .add(to: router, metrics: scrape)
     return router
@@ -99,33 +104,43 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
 /// and calls `onRunning` with the port. The pipeline runs with `serve`'s defaults for `max-jobs` and `background-limit`
 /// unless `config` gives them (see `ServerParts.init`).
 public func buildApplication(
-    config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger,
+    config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger, logSink: LogSink? = nil,
+    settings: (start: SettingsSnapshot, read: @Sendable () throws -> SettingsSnapshot)? = nil,
     onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     onAPNsRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
     onFCMRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
     onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
-    if !isLoopback(server.host) && server.tokens.isEmpty && server.hmacSecret == nil && !server.insecureNoAuth {
-        throw ServerError.unauthenticatedPublicListener(server.host)
-    }
-    if !isLoopback(server.host) && server.urls.openToEverything && !server.insecureNoAuth {
-        throw ServerError.openMediaURLs(server.host)
-    }
+    try LiveSettings.check(server)
     let config = {
         var served = config
         served.mediaRoot = nil
         return served
     }()  // the hook never reads local files
-    let parts = try ServerParts(config: config, server: server)
+    let parts = try {
+        var parts = try ServerParts(config: config, server: server)
+        parts.lines = RequestLines(logger: logger, sink: logSink)
+        return parts
+    }()
+    if let logSink { parts.metrics.logDrops.withLock { $0 = { logSink.droppedLines } } }
     try await parts.pipeline.verifyStore()
     let router = buildRouter(parts)
     let host = server.host
     let retention = server.gcEvery.map {
         RetentionService(
             store: parts.pipeline.store, every: $0,
-            policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes), logger: logger)
+            policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes),
+            executor: parts.pipeline.resources.housekeeping, logger: logger)
     }
     var services: [any Service] = retention.map { [$0] } ?? []
+    // What SIGHUP reloads: add a `Reloadable` here to make another part reloadable.
+    var reloadable: [any Reloadable] = server.credentials.path != nil ? [parts.credentials] : []
+    if let settings {
+        reloadable.append(
+            SettingsReload(
+                start: settings.start, read: settings.read, live: parts.live, sink: logSink, logger: logger))
+    }
+    if !reloadable.isEmpty { services.append(ReloadService(items: reloadable, logger: logger)) }
     if server.fcm.port != nil {
         // FCM's HTTP v1 API on its own listener (its Authorization belongs to Google).
         let fcmHost = server.fcm.host
@@ -150,7 +165,7 @@ public func buildApplication(
                     metadata: [
                         "address": "\(apnsHost):\(port)", "tls": "\(tls)",
                         "upstream": "\(server.apns.upstreamEndpoint.authority)",
-                        "auth": "\(server.apns.ownKey ? "own key" : "pass-through")",
+                        "auth": "\(parts.credentials.holdsAPNs ? "held credentials" : "pass-through")",
                     ])
                 await onAPNsRunning(port, tls)
             })

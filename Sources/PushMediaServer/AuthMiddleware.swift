@@ -9,29 +9,28 @@ import PushMedia
 /// `X-PushMedia-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`, at most
 /// `tolerance` away from now. With neither configured, everything passes.
 struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
-    let tokenDigests: [[UInt8]]
-    let secret: [UInt8]?
+    /// The tokens and secret in force (a reload may change them).
+    let live: LiveSettings
     let tolerance: TimeInterval
     let bodyLimit: Int
     let now: @Sendable () -> Date
 
     init(
-        tokens: [String], hmacSecret: String?, bodyLimit: Int, tolerance: TimeInterval = 300,
+        live: LiveSettings, bodyLimit: Int, tolerance: TimeInterval = 300,
         now: @escaping @Sendable () -> Date = Date.init
     ) {
-        tokenDigests = tokens.map { Array(SHA256.hash(data: Data($0.utf8))) }
-        secret = hmacSecret.map { Array($0.utf8) }
+        self.live = live
         self.tolerance = tolerance
         self.bodyLimit = bodyLimit
         self.now = now
     }
 
-    var enabled: Bool { !tokenDigests.isEmpty || secret != nil }
-
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        guard enabled else { return try await next(request, context) }
+        let current = live.current
+        let (tokenDigests, secret) = (current.tokenDigests, current.secret)
+        guard !tokenDigests.isEmpty || secret != nil else { return try await next(request, context) }
         if let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("bearer ") {
             let presented = SHA256.hash(
                 data: Data(authorization.dropFirst(7).trimmingCharacters(in: .whitespaces).utf8))

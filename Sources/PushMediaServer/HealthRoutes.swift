@@ -10,6 +10,8 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
     /// `--min-free-space`: the download disk's free bytes below which `/readyz` is not ready.
     let minFreeSpace: Int64
     let executor: BlockingExecutor
+    /// The relays' held credentials: certificates' days left in the answer's `certificates`.
+    var credentials: RelayCredentials?
 
     /// `scrape` is the `/metrics` group (behind the auth middleware); nil when `/metrics` has a
     /// listener of its own (`--metrics-port`).
@@ -59,8 +61,8 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
             ("store", .string(storeProblem ?? "ok")), ("disk", .string(diskProblem ?? "ok")),
             ("libvips", .string(vipsWorks ? "ok" : "failed to encode a test image")),
         ])
-        return Response.json(
-            .object(JSONObject([("status", .string(ready ? "ready" : "unavailable")), ("checks", .object(checks))])),
-            status: ready ? .ok : .serviceUnavailable)
+        var answer = JSONObject([("status", .string(ready ? "ready" : "unavailable")), ("checks", .object(checks))])
+        if let certificates = credentials?.readiness { answer["certificates"] = certificates }
+        return Response.json(.object(answer), status: ready ? .ok : .serviceUnavailable)
     }
 }

@@ -32,14 +32,16 @@ struct StoredMedia: Sendable {
     let store: MediaStore
     let fileIO = FileIO()
     /// Object-store transfers (each holds a thread while it streams) and the reads that forward
-    /// their bytes: separate, so readers always find a thread.
-    let transfers = BlockingExecutor(name: "pushmedia-media", maxThreads: 64)
-    let reads = BlockingExecutor(name: "pushmedia-media-read", maxThreads: 4)
+    /// their bytes: separate, so readers always find a thread (the process's `ProcessResources`).
+    let transfers: BlockingExecutor
+    let reads: BlockingExecutor
     /// A local store's recently served files (`--media-memory`).
     let memory: MediaMemory
 
-    init(store: MediaStore, memoryLimit: Int64) {
+    init(store: MediaStore, memoryLimit: Int64, resources: ProcessResources) {
         self.store = store
+        transfers = resources.mediaTransfers
+        reads = resources.mediaReads
         memory = MediaMemory(limit: store.directory == nil ? 0 : memoryLimit)
     }
 

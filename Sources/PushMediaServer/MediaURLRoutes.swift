@@ -10,9 +10,8 @@ import PushMedia
 /// no other route takes is a 404).
 struct MediaURLRoutes<Context: RequestContext>: Sendable {
     let pipeline: Pipeline
-    let config: MediaURLConfig
-    /// The key and salt pairs, the first signing.
-    let keys: [MediaURLKey]
+    /// The media URLs' settings and keys in force (a reload may change them).
+    let live: LiveSettings
     let metrics: ServerMetrics
     let media: StoredMedia
 
@@ -22,12 +21,14 @@ struct MediaURLRoutes<Context: RequestContext>: Sendable {
     }
 
     @Sendable func serve(_ request: Request, context: Context) async throws -> Response {
+        let current = live.current
+        let (config, keys) = (current.urls, current.urlKeys)
         guard config.enabled else { throw APIError(.notFound, code: "not_found", message: "no such route") }
         let url: MediaURL
         let signedBy: MediaURLKey?
         do {
             let (signature, signedPath) = try MediaURL.split(request.uri.path)
-            signedBy = try verify(signature, signedPath)
+            signedBy = try verify(signature, signedPath, keys: keys)
             url = try MediaURL.parse(request.uri.path)
         } catch let error as MediaURLError {
             throw refused(error)
@@ -86,7 +87,7 @@ struct MediaURLRoutes<Context: RequestContext>: Sendable {
 
     /// The key whose signature `signature` is, or nil for an unsigned word (checked against the
     /// allow-list once the source is read). 403 before anything is fetched otherwise.
-    private func verify(_ signature: String, _ signedPath: String) throws -> MediaURLKey? {
+    private func verify(_ signature: String, _ signedPath: String, keys: [MediaURLKey]) throws -> MediaURLKey? {
         if MediaURL.unsignedWords.contains(signature) { return nil }
         if let key = keys.first(where: { $0.verifies(signature, for: signedPath) }) { return key }
         throw answer(
@@ -134,7 +135,7 @@ struct MediaURLRoutes<Context: RequestContext>: Sendable {
         return Response(
             status: .temporaryRedirect,
             headers: [
-                .location: source, .cacheControl: "no-store", .contentLength: "0",
+                .location: Self.asciiURL(source), .cacheControl: "no-store", .contentLength: "0",
                 .pushMediaOutcome: "redirect/\(reason)",
             ])
     }
@@ -179,6 +180,19 @@ struct MediaURLRoutes<Context: RequestContext>: Sendable {
     static func lifetime(_ entry: CacheEntry, now: Date = Date()) -> Int64 {
         guard let freshUntil = entry.freshUntil else { return 86_400 }
         return max(0, freshUntil - Int64(now.timeIntervalSince1970))
+    }
+
+    /// `url` with every byte of a non-ASCII character percent-encoded, for a header.
+    static func asciiURL(_ url: String) -> String {
+        var text = ""
+        for scalar in url.unicodeScalars {
+            if scalar.isASCII {
+                text.unicodeScalars.append(scalar)
+            } else {
+                for byte in String(scalar).utf8 { text += "%" + String(byte, radix: 16, uppercase: true) }
+            }
+        }
+        return text
     }
 
     /// `<the source's file name without its extension>.<ext>`, in a few safe characters: what

@@ -27,7 +27,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
             options:
                 "\(options.onReject?.rawValue ?? "-")|\(options.vendor?.rawValue ?? "-")|\(options.profile?.id ?? "-")|\(base)",
             body: body)
-        if !options.refresh, let ready = memo.answer(key, total: start.millisecondsElapsed, store: pipeline.store) {
+        if !options.refresh, let ready = memo.answer(key, total: start.millisecondsElapsed, pipeline: pipeline) {
             metrics.record(ready.outcome)
             var response = Response.json(bytes: ready.bytes)
             response.headers[.pushMediaOutcome] = Self.label(ready.outcome)

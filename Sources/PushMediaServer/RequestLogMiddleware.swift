@@ -40,38 +40,3 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         context.logger.info("request", metadata: metadata)
     }
 }
-
-/// Log lines as JSON objects (`--log-format json`): time, level, label, message and metadata.
-public struct JSONLogHandler: LogHandler {
-    public var metadata: Logger.Metadata = [:]
-    public var logLevel: Logger.Level = .info
-    private let label: String
-
-    /// A handler for `label` that logs `logLevel` and more severe levels.
-    public init(label: String, logLevel: Logger.Level = .info) {
-        self.label = label
-        self.logLevel = logLevel
-    }
-
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    public func log(event: LogEvent) {
-        var object = JSONObject()
-        object["time"] = .string(ISO8601DateFormatter().string(from: Date()))
-        object["level"] = .string(event.level.rawValue)
-        object["label"] = .string(label)
-        object["message"] = .string("\(event.message)")
-        if let error = event.error { object["error"] = .string("\(error)") }
-        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }).sorted(by: {
-            $0.key < $1.key
-        }) {
-            object[key] = .string("\(value)")
-        }
-        var bytes = JSONValue.object(object).serialized()
-        bytes.append(0x0A)
-        FileHandle.standardError.write(Data(bytes))
-    }
-}

@@ -4,22 +4,35 @@ import PushMedia
 /// Answers to repeated `/v1/process` requests and rewritten payloads of repeated relayed pushes.
 /// A campaign tool sends the same payload for every device; once its media came from the
 /// cache, the answer to the same body under the same options is the same bytes except for the
-/// time taken (a relayed push's payload: the same bytes). Those answers are kept ready, split
-/// around `timings_ms.total`, and served without parsing, rewriting or encoding again, after
-/// checking that the stored files still look whole (`MediaStore.looksIntact`: a local file's
-/// size, at most every quarter second; an object store's files are taken as present). Only answers whose every media
-/// reference was a cache hit (`processed` or `passthrough`) are kept, and only for a body seen
-/// before: a stream of distinct payloads costs one hash each.
+/// time taken (a relayed push's payload: the same bytes). Those answers are kept ready, the
+/// answer's JSON split where its total goes (`Outcome.serializedAroundTotal`), and served
+/// without parsing, rewriting or encoding again while the cache entries they were made from are
+/// still remembered fresh with the same files: the pipeline's own check
+/// (`Pipeline.stillRemembered`, the store's one interval), not one of the memo's. Only answers
+/// whose every media reference was a cache hit (`processed` or `passthrough`) are kept, and only
+/// for a body seen before: a stream of distinct payloads costs one hash each.
 final class ResponseMemo: Sendable {
     struct Key: Hashable, Sendable {
-        var options: String
-        var body: [UInt8]
+        let options: String
+        let body: [UInt8]
+        /// The options and the body hashed once, as one run of bytes (an array's own hashing feeds
+        /// them one at a time), for every lookup of the key.
+        let fingerprint: Int
 
-        /// The body hashed as one run of bytes (an array's own hashing feeds them one at a time).
-        func hash(into hasher: inout Hasher) {
+        init(options: String, body: [UInt8]) {
+            self.options = options
+            self.body = body
+            var hasher = Hasher()
             hasher.combine(options)
             hasher.combine(body.count)
             body.withUnsafeBytes { hasher.combine(bytes: $0) }
+            fingerprint = hasher.finalize()
+        }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(fingerprint) }
+
+        static func == (lhs: Key, rhs: Key) -> Bool {
+            lhs.fingerprint == rhs.fingerprint && lhs.options == rhs.options && lhs.body == rhs.body
         }
     }
 
@@ -31,13 +44,8 @@ final class ResponseMemo: Sendable {
         var tail: [UInt8]
         /// An answer with a total between `head` and `tail`; false: a payload, all in `head`.
         var timed = true
-        /// Stored files (name, bytes) the answer refers to.
-        var files: [(name: String, bytes: Int64)]
-        /// Past this the answer is made again: the media's freshness ends, or the index is to be
-        /// read again (another node may have renewed or purged the entries).
-        var expires: ContinuousClock.Instant
-        /// Until this the files are not checked again.
-        var checkedUntil = ContinuousClock.Instant.now
+        /// The cache entries the answer was made from.
+        var used: [UsedEntry]
         var size: Int { head.count + tail.count + 2 * 1024 }
     }
 
@@ -45,72 +53,57 @@ final class ResponseMemo: Sendable {
     let byteLimit: Int
     private let entries: Locked<LRUCache<Key, Entry>>
     private let answered = Locked(0)
-    /// Hashes of bodies answered once from the cache (the 65,536 most recently seen).
-    private let seen = Locked(LRUCache<Int, Bool>(budget: 65_536))
+    /// Hashes of bodies answered once from the cache: a table of 65,536 slots, each the last hash
+    /// that fell in it (a stream of distinct bodies costs no allocation, and the table no more).
+    private let seen = Locked([Int](repeating: 0, count: 1 << 16))
 
     /// Answers given from the memo so far.
     var answers: Int { answered.withLock { $0 } }
 
-    /// How long an answer is kept at most (the index cache's TTL).
-    let memoryTTL: Duration
-
-    init(byteLimit: Int = 32 * 1024 * 1024, memoryTTL: Duration = .seconds(60)) {
+    init(byteLimit: Int = 32 * 1024 * 1024) {
         self.byteLimit = byteLimit
-        self.memoryTTL = memoryTTL
         entries = Locked(LRUCache(budget: byteLimit))
     }
 
-    /// The kept answer for `key` with `total` milliseconds, if its files all still look whole in `store`.
-    func answer(_ key: Key, total: Double, store: MediaStore) -> (bytes: [UInt8], outcome: Outcome)? {
-        guard let entry = entry(key, store: store), entry.timed else { return nil }
+    /// The kept answer for `key` with `total` milliseconds, if it still holds.
+    func answer(_ key: Key, total: Double, pipeline: Pipeline) -> (bytes: [UInt8], outcome: Outcome)? {
+        guard let entry = entry(key, pipeline: pipeline), entry.timed else { return nil }
         var outcome = entry.outcome
         outcome.timingsMs.total = total
         return (entry.head + JSONValue.number(total).serialized() + entry.tail, outcome)
     }
 
-    /// The kept rewritten payload for `key` (see `keepPayload`), if its files all still look whole.
-    func payload(_ key: Key, store: MediaStore) -> (bytes: [UInt8], outcome: Outcome)? {
-        guard let entry = entry(key, store: store), !entry.timed else { return nil }
+    /// The kept rewritten payload for `key` (see `keepPayload`), if it still holds.
+    func payload(_ key: Key, pipeline: Pipeline) -> (bytes: [UInt8], outcome: Outcome)? {
+        guard let entry = entry(key, pipeline: pipeline), !entry.timed else { return nil }
         return (entry.head, entry.outcome)
     }
 
-    /// The entry for `key`, its files checked at most every `checkEvery` (a campaign repeats a
-    /// body thousands of times a second; a file's `stat` is most of the memo's cost).
-    private func entry(_ key: Key, store: MediaStore) -> Entry? {
-        let now = ContinuousClock.now
+    /// The entry for `key` while the cache entries it was made from are remembered fresh with
+    /// the same files; dropped otherwise.
+    private func entry(_ key: Key, pipeline: Pipeline) -> Entry? {
         guard let entry = entries.withLock({ $0.value(forKey: key) }) else { return nil }
-        guard now < entry.expires,
-            now < entry.checkedUntil || entry.files.allSatisfy({ store.looksIntact($0.name, bytes: $0.bytes) })
-        else {
+        guard pipeline.stillRemembered(entry.used) else {
             entries.withLock { _ = $0.removeValue(forKey: key) }
             return nil
-        }
-        if now >= entry.checkedUntil {
-            entries.withLock { _ = $0.update(key) { $0.checkedUntil = now + Self.checkEvery } }
         }
         answered.withLock { $0 += 1 }
         return entry
     }
-
-    /// How long the files of an answer are taken as whole once checked: a quarter of a second.
-    static let checkEvery: Duration = .milliseconds(250)
 
     /// The encoded answer for `result` (with its total) when every media reference came from
     /// the cache, kept for the next identical request if this body was seen before; nil when
     /// the answer is not one to keep (encode it as usual).
     func keep(_ key: Key, result: PipelineResult) -> [UInt8]? {
         guard keepable(key, result: result) else { return nil }
-        let outcome = result.outcome
-        var template = outcome
-        let total = outcome.timingsMs.total
+        var template = result.outcome
+        let total = template.timingsMs.total
         template.timingsMs = StageTimings()
-        template.timingsMs.total = Self.sentinel
-        let encoded = resultJSON(payload: result.bytes, outcome: template) + [0x0A]
-        guard let range = Self.range(of: Array(String(Self.sentinel).utf8), in: encoded) else { return nil }
+        let (outcomeHead, outcomeTail) = template.serializedAroundTotal()
         let entry = Entry(
-            outcome: template, head: Array(encoded[..<range.lowerBound]), tail: Array(encoded[range.upperBound...]),
-            files: Self.files(of: outcome),
-            expires: .now + lifetime(of: result))
+            outcome: template,
+            head: Array(#"{"payload":"#.utf8) + result.bytes + Array(#","outcome":"#.utf8) + outcomeHead,
+            tail: outcomeTail + Array("}\n".utf8), used: result.used)
         entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.count) }
         return entry.head + JSONValue.number(total).serialized() + entry.tail
     }
@@ -121,9 +114,7 @@ final class ResponseMemo: Sendable {
         guard keepable(key, result: result) else { return nil }
         var template = result.outcome
         template.timingsMs = StageTimings()
-        let entry = Entry(
-            outcome: template, head: result.bytes, tail: [], timed: false, files: Self.files(of: result.outcome),
-            expires: .now + lifetime(of: result))
+        let entry = Entry(outcome: template, head: result.bytes, tail: [], timed: false, used: result.used)
         entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.count) }
         return result.bytes
     }
@@ -133,42 +124,15 @@ final class ResponseMemo: Sendable {
         guard byteLimit > 0 else { return false }
         let outcome = result.outcome
         let media = outcome.media ?? []
-        guard outcome.cacheHit == true, !media.isEmpty,
+        guard outcome.cacheHit == true, !media.isEmpty, result.used.count == media.count,
             media.allSatisfy({ $0.cacheHit == true && ($0.status == .processed || $0.status == .passthrough) })
         else { return false }
-        let fingerprint = key.hashValue
+        let fingerprint = key.fingerprint
+        let slot = fingerprint & 0xFFFF
         return seen.withLock { seen in
-            if seen.value(forKey: fingerprint) != nil { return true }
-            seen.setValue(true, forKey: fingerprint)
+            if seen[slot] == fingerprint { return true }
+            seen[slot] = fingerprint
             return false
         }
-    }
-
-    /// Stored files (name, bytes) an outcome refers to.
-    private static func files(of outcome: Outcome) -> [(name: String, bytes: Int64)] {
-        (outcome.media ?? []).flatMap { [$0.attachment, $0.thumbnail, $0.icon] }.compactMap { $0 }
-            .compactMap { file in file.url.split(separator: "/").last.map { (name: String($0), bytes: file.bytes) } }
-    }
-
-    /// How long an answer for `result` is kept: the memory TTL, or less when the media's freshness ends sooner.
-    private func lifetime(of result: PipelineResult) -> Duration {
-        guard let freshUntil = result.freshUntil else { return memoryTTL }
-        return min(memoryTTL, .milliseconds(Int64((Double(freshUntil) - Date().timeIntervalSince1970) * 1000)))
-    }
-
-    /// A total no real answer has, to find where the total goes in the encoded answer.
-    static let sentinel = 987_654_321.25
-
-    /// The only occurrence of `needle` in `haystack` (nil when absent or repeated).
-    static func range(of needle: [UInt8], in haystack: [UInt8]) -> Range<Int>? {
-        guard needle.count <= haystack.count else { return nil }
-        var found: Range<Int>?
-        for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
-            if haystack[start..<start + needle.count].elementsEqual(needle) {
-                guard found == nil else { return nil }
-                found = start..<start + needle.count
-            }
-        }
-        return found
     }
 }

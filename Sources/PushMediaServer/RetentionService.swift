@@ -9,10 +9,12 @@ struct RetentionService: Service {
     let every: Duration
     let policy: RetentionPolicy
     let logger: Logger
-    private let executor = BlockingExecutor(name: "pushmedia-gc", maxThreads: 1)
+    /// The process's housekeeping thread.
+    let executor: BlockingExecutor
 
-    init(store: MediaStore, every: Duration, policy: RetentionPolicy, logger: Logger) {
+    init(store: MediaStore, every: Duration, policy: RetentionPolicy, executor: BlockingExecutor, logger: Logger) {
         self.store = store
+        self.executor = executor
         self.every = every
         self.policy = policy
         self.logger = logger

@@ -144,8 +144,21 @@ public final class ServerMetrics: Sendable {
             .increment()
     }
 
+    /// The log's dropped lines so far (`LogSink.droppedLines`), when the server logs through one.
+    public let logDrops = Locked<(@Sendable () -> Int)?>(nil)
+    private let loggedDrops = Locked(0)
+
     /// Prometheus text exposition.
     public func render() -> [UInt8] {
+        if let drops = logDrops.withLock({ $0 }) {
+            let total = drops()
+            let new = loggedDrops.withLock { seen in
+                defer { seen = max(seen, total) }
+                return total - seen
+            }
+            let counter = counter(MetricKey("pushmedia_log_lines_dropped_total"))
+            if new > 0 { counter.increment(by: new) }
+        }
         inFlight.record(gate?.inFlight ?? 0)
         queued.record(gate?.queued ?? 0)
         if let connections = apnsConnections.withLock({ $0 }) { apnsUpstreamConnections.record(connections()) }

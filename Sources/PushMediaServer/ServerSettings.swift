@@ -61,6 +61,8 @@ public struct ServerConfig: Configurable, Equatable {
     public var apns = APNsRelayConfig()
     /// The FCM relay (`--fcm-*`); off unless `fcm.port` is set.
     public var fcm = FCMRelayConfig()
+    /// The relays' held credentials (`--relay-credentials`, `--relay-pass-through`).
+    public var credentials = RelayCredentialsConfig()
     /// The relays' listeners' bounds (`--relay-*`).
     public var relay = RelayLimits()
 
@@ -85,7 +87,8 @@ public struct ServerConfig: Configurable, Equatable {
 
     /// Every server setting (all taken by `serve` only), media URLs' and the relays' last; see `Setting`.
     public static let settings: [Setting<ServerConfig>] =
-        hook + MediaURLConfig.settings + APNsRelayConfig.settings + FCMRelayConfig.settings + RelayLimits.settings
+        hook + MediaURLConfig.settings + APNsRelayConfig.settings + FCMRelayConfig.settings
+        + RelayCredentialsConfig.settings + RelayLimits.settings
 
     /// The hook's own settings.
     static let hook: [Setting<ServerConfig>] = [

@@ -39,17 +39,17 @@ struct GCCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         let policy = RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes, dryRun: dryRun)
+        let resources = ProcessResources(config: config)
         let store: MediaStore
         do {
-            store = try MediaStore(config: config)
+            store = try MediaStore(config: config, background: resources.store)
             try store.checkReady(deadline: .now + .seconds(10))
         } catch {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.ioError
         }
-        let executor = BlockingExecutor(name: "pushmedia-gc", maxThreads: 1)
         let (dryRun, verify) = (dryRun, verify)
-        let result = await executor.run { () -> Result<(RetentionReport, VerifyReport?), StoreError> in
+        let result = await resources.housekeeping.run { () -> Result<(RetentionReport, VerifyReport?), StoreError> in
             do throws(StoreError) {
                 let retention = try store.collectGarbage(policy)
                 return .success((retention, verify ? try store.verifyMedia(dryRun: dryRun) : nil))

@@ -16,7 +16,7 @@ struct ServeCommand: AsyncParsableCommand {
             Listens on 127.0.0.1:8080 by default. A non-loopback address needs --token or --hmac-secret \
             (or --insecure-no-auth). /preview, a page that shows a payload as notifications, is on \
             when no auth is configured, otherwise only with --preview. Stops gracefully on SIGTERM or SIGINT: no new connections, \
-            requests in flight finish within their budgets.
+            requests in flight finish within their budgets. SIGHUP reloads the --relay-credentials file.
             """
     )
 
@@ -112,6 +112,10 @@ struct ServeCommand: AsyncParsableCommand {
     var fcmBudget: String?
     @Option(name: .customLong("fcm-upstream-timeout"), help: .setting("fcm-upstream-timeout"))
     var fcmUpstreamTimeout: String?
+    @Option(name: .customLong("relay-credentials"), help: .setting("relay-credentials"))
+    var relayCredentials: String?
+    @Flag(name: .customLong("relay-pass-through"), help: .setting("relay-pass-through"))
+    var relayPassThrough = false
     @Option(name: .customLong("relay-max-connections"), help: .setting("relay-max-connections"))
     var relayMaxConnections: String?
     @Option(name: .customLong("relay-max-streams"), help: .setting("relay-max-streams"))
@@ -154,28 +158,56 @@ struct ServeCommand: AsyncParsableCommand {
             ("relay-connection-bytes", relayConnectionBytes), ("relay-unread-timeout", relayUnreadTimeout),
         ] + tokens.map { ("token", $0) } + urlKeys.map { ("url-key", $0) } + urlSalts.map { ("url-salt", $0) }
             + urlAllowSources.map { ("url-allow-source", $0) } + apnsAllowTeams.map { ("apns-allow-team", $0) }
-            + fcmAllowProjects.map { ("fcm-allow-project", $0) }
+            + fcmAllowProjects.map { ("fcm-allow-project", $0) } + givenCredentialSettings
+    }
+
+    /// The flags of the relays' held credentials.
+    var givenCredentialSettings: [(String, String?)] {
+        [("relay-credentials", relayCredentials), ("relay-pass-through", relayPassThrough ? "true" : nil)]
+    }
+
+    /// The settings as their sources give them: the settings file (read again on SIGHUP), then
+    /// the environment and the flags the process started with; and each setting's texts.
+    static func snapshot(flags: [(String, String)], configFile: String?, environment: [String: String])
+        throws(ConfigError) -> SettingsSnapshot
+    {
+        let file = try configFile.map(SettingsFile.read)
+        var library = try PushMediaConfig.fromSources(file: file, environment: environment)
+        var server = try ServerConfig.fromSources(file: file, environment: environment)
+        for (name, text) in flags {
+            if PushMediaConfig.setting(named: name) != nil {
+                try library.set(name, to: text)
+            } else {
+                try server.set(name, to: text)
+            }
+        }
+        var texts: [String: [String]] = [:]
+        for (name, text) in file?.entries ?? [] { texts[name, default: []].append(text) }
+        let variables =
+            PushMediaConfig.settings.map { ($0.name, $0.environment) }
+            + ServerConfig.settings.map { ($0.name, $0.environment) }
+        for (name, variable) in variables { if let text = environment[variable] { texts[name] = [text] } }
+        var flagged: [String: [String]] = [:]
+        for (name, text) in flags { flagged[name, default: []].append(text) }
+        texts.merge(flagged) { _, flags in flags }
+        return SettingsSnapshot(library: library, server: server, texts: texts)
     }
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
-        var config = try options.config(environment: environment)
-        var server: ServerConfig
-        do {
-            try config.apply(givenLibrarySettings)
-            server = try ServerConfig.fromEnvironment(environment)
-            try server.apply(givenServerSettings)
-        } catch { throw ValidationError(error.description) }
-
-        let (format, level) = (server.logFormat, server.logLevel)
-        LoggingSystem.bootstrap { label in
-            var handler: any LogHandler =
-                format == "json"
-                ? JSONLogHandler(label: label, logLevel: level)
-                : StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+        let flags = (options.given + givenLibrarySettings + givenServerSettings).compactMap { name, text in
+            text.map { (name, $0) }
         }
+        let configFile = options.configFile ?? environment["PUSHMEDIA_CONFIG"]
+        let start: SettingsSnapshot
+        do { start = try Self.snapshot(flags: flags, configFile: configFile, environment: environment) } catch {
+            throw ValidationError(error.description)
+        }
+        let (config, server) = (start.library, start.server)
+
+        let sink = LogSink(format: LogSink.Format(rawValue: server.logFormat) ?? .text, level: server.logLevel)
+        defer { sink.close() }
+        LoggingSystem.bootstrap { label in SinkLogHandler(label: label, sink: sink) }
         let logger = Logger(label: "pushmedia")
         let baseURLGiven = options.baseURL != nil || environment["PUSHMEDIA_BASE_URL"] != nil
         let app: any Service
@@ -184,7 +216,11 @@ struct ServeCommand: AsyncParsableCommand {
             let metricsHost = server.metricsHost
             app =
                 try await buildApplication(
-                    config: config, server: server, baseURLGiven: baseURLGiven, logger: logger,
+                    config: config, server: server, baseURLGiven: baseURLGiven, logger: logger, logSink: sink,
+                    settings: (
+                        start,
+                        { try Self.snapshot(flags: flags, configFile: configFile, environment: environment) }
+                    ),
                     onMetricsRunning: { port in
                         let line = "PushMedia metrics on http://\(metricsHost):\(port)/metrics\n"
                         FileHandle.standardOutput.write(Data(line.utf8))
@@ -206,6 +242,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw Exit.usage
         } catch let error as RelaySetupError {
             FileHandle.writeError("pushmedia: \(error)")
+            throw Exit.usage
+        } catch let error as CredentialsError {
+            for problem in error.all { FileHandle.writeError("pushmedia: \(problem)") }
             throw Exit.usage
         } catch {
             FileHandle.writeError("pushmedia: \(error)")

@@ -1,10 +1,13 @@
 import ArgumentParser
 import Foundation
 import PushMedia
+import PushMediaServer
 
 /// Flags shared by every command: the settings of `PushMediaConfig.settings` that every command
 /// takes. Each falls back to its `PUSHMEDIA_*` variable, then to the table's default.
 struct SharedOptions: ParsableArguments {
+    @Option(name: .customLong("config"), help: .setting("config"))
+    var configFile: String?
     @Option(help: .setting("store"))
     var store: String?
     @Option(name: .customLong("s3-endpoint"), help: .setting("s3-endpoint"))
@@ -73,7 +76,8 @@ struct SharedOptions: ParsableArguments {
     /// The flags given, as (setting name, text) pairs; a flag without a value gives `true`.
     var given: [(String, String?)] {
         [
-            ("store", store), ("s3-endpoint", s3Endpoint), ("s3-region", s3Region), ("work-dir", workDir),
+            ("config", configFile), ("store", store), ("s3-endpoint", s3Endpoint), ("s3-region", s3Region),
+            ("work-dir", workDir),
             ("index-cache", indexCache), ("index-cache-ttl", indexCacheTTL), ("min-ttl", minTTL), ("max-ttl", maxTTL),
             ("base-url", baseURL), ("budget", budget), ("allow-private-networks", allowPrivateNetworks ? "true" : nil),
             ("on-reject", onReject), ("media-root", mediaRoot), ("long-edge", longEdge), ("thumb-edge", thumbEdge),
@@ -85,21 +89,32 @@ struct SharedOptions: ParsableArguments {
         ] + mediaKeys.map { ("media-key", $0) } + trustedPeers.map { ("trust-peer", $0) }
     }
 
-    /// Defaults, then environment, then flags.
+    /// Defaults, then the settings file (`--config`, else `PUSHMEDIA_CONFIG`), then the
+    /// environment, then the flags.
     func config(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PushMediaConfig {
+        try load(environment: environment).config
+    }
+
+    /// The library's settings as `config` reads them, and the settings file they came from, for
+    /// a command's own table (`ServerConfig.fromSources`).
+    func load(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> (
+        config: PushMediaConfig, file: (path: String, entries: [(String, String)])?
+    ) {
         do {
-            var config = try PushMediaConfig.fromEnvironment(environment)
+            let file = try (configFile ?? environment["PUSHMEDIA_CONFIG"]).map(SettingsFile.read)
+            var config = try PushMediaConfig.fromSources(file: file, environment: environment)
             try config.apply(given)
-            return config
+            return (config, file)
         } catch { throw ValidationError(error.description) }
     }
 }
 
-/// Opens the pipeline and checks its store (an object store must answer with its bucket); a
-/// store that cannot be opened or reached is an I/O error (exit 74) with a message naming it.
+/// Opens the pipeline on the command's `ProcessResources`, built here once, and checks its store
+/// (an object store must answer with its bucket); a store that cannot be opened or reached is an
+/// I/O error (exit 74) with a message naming it.
 func openPipeline(_ config: PushMediaConfig) async throws -> Pipeline {
     do {
-        let pipeline = try Pipeline(config: config)
+        let pipeline = try Pipeline(config: config, resources: ProcessResources(config: config))
         try await pipeline.verifyStore()
         return pipeline
     } catch {

@@ -33,7 +33,9 @@ struct URLCommand: ParsableCommand {
     func run() throws {
         let keys: [MediaURLKey]
         do {
-            var server = try ServerConfig.fromEnvironment(ProcessInfo.processInfo.environment)
+            let environment = ProcessInfo.processInfo.environment
+            let file = try environment["PUSHMEDIA_CONFIG"].map(SettingsFile.read)
+            var server = try ServerConfig.fromSources(file: file, environment: environment)
             try server.apply(urlKeys.map { ("url-key", $0) } + urlSalts.map { ("url-salt", $0) })
             keys = try server.urls.signingKeys()
         } catch { throw ValidationError("\(error)") }

@@ -387,6 +387,30 @@ struct MediaURLRouteTests {
         #expect(origin.hits("/slow") == 1)
     }
 
+    /// With every job slot and queue place taken, a new URL is a redirect to its source at once.
+    @Test func aFullQueueIsARedirectToTheSourceAtOnce() async throws {
+        origin.route("/slow", .delayed(.seconds(3), body: try sampleMedia("banner.webp"), contentType: "image/webp"))
+        let server = try server({
+            $0.maxJobs = 1
+            $0.maxQueuedJobs = 0
+        })
+        try await server.test { client in
+            async let busy = client.execute(uri: unsigned("/slow"), method: .get) { $0.status }
+            try await Task.sleep(for: .milliseconds(300))
+            let started = ContinuousClock.now
+            try await client.execute(uri: unsigned("/photo.jpg"), method: .get) { response in
+                #expect(response.status == .temporaryRedirect)
+                #expect(response.headers[.location] == origin.url("/photo.jpg"))
+                #expect(Self.header(response, "X-PushMedia-Outcome") == "redirect/overloaded")
+            }
+            #expect(ContinuousClock.now - started < .seconds(2))
+            #expect(try await busy == .ok)
+        }
+        #expect(origin.hits("/photo.jpg") == 0)
+        let ascii = MediaURLRoutes<AppRequestContext>.asciiURL("https://a.example/é?x=ü")
+        #expect(ascii == "https://a.example/%C3%A9?x=%C3%BC")
+    }
+
     @Test func offUnlessConfiguredAndRefusedOpenOnAPublicAddress() async throws {
         let off = try TestServer()
         try await off.test { client in

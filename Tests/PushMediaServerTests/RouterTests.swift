@@ -171,12 +171,13 @@ struct RouterTests {
                 }
             }
             #expect(server.parts.memo.answers == 1)
-            // A stored file gone: once the memo checks its files again (at most every quarter
-            // second), its answer is not given; the media is made again.
+            // A stored file gone: once the store checks the entry's files again (at most every
+            // quarter second, the one check the memo's answers go through), its answer is not
+            // given; the media is made again.
             let url = try #require(answers[3]["payload"]?.objectValue?["media_url"]?.stringValue)
             let name = try #require(url.split(separator: "/").last.map(String.init))
             try FileManager.default.removeItem(atPath: server.store.file(name))
-            try await Task.sleep(for: ResponseMemo.checkEvery + .milliseconds(50))
+            try await Task.sleep(for: MediaStore.checkEvery + .milliseconds(50))
             try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: body)) { response in
                 let outcome = try #require(response.body.object?["outcome"]?.objectValue)
                 #expect(outcome["status"] == .string("processed") && outcome["cache_hit"] == .bool(false))

@@ -5,8 +5,8 @@ import Testing
 
 @testable import PushMediaServer
 
-/// The settings tables (`PushMediaConfig.settings`, `ServerConfig.settings`) against the README's
-/// settings tables and against the flags `pushmedia` declares.
+/// The settings tables (`PushMediaConfig.settings`, `ServerConfig.settings`) against the tables of
+/// docs/settings.md and against the flags `pushmedia` declares.
 @Suite("Settings tables")
 struct SettingsTableTests {
     /// What the tests need of an entry of either table.
@@ -85,9 +85,9 @@ struct SettingsTableTests {
         #expect(given.maxJobs == 1 && given.backgroundLimit == .zero)
     }
 
-    // MARK: README
+    // MARK: docs/settings.md
 
-    /// A row of one of the README's settings tables (`| flag | environment | default | |`).
+    /// A row of one of the settings tables of docs/settings.md (`| flag | environment | default | |`).
     struct Row {
         var section: String
         var flag: String
@@ -97,7 +97,7 @@ struct SettingsTableTests {
 
     static func readmeRows() throws -> [Row] {
         let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("README.md")
+            .deletingLastPathComponent().appendingPathComponent("docs/settings.md")
         let lines = try String(contentsOf: readme, encoding: .utf8).components(separatedBy: "\n")
         var rows: [Row] = []
         var section = ""
@@ -127,7 +127,7 @@ struct SettingsTableTests {
         #expect(rows.count > 40)
         for entry in Self.entries {
             let matching = rows.filter { $0.environment.contains("`\(entry.environment)`") }
-            try #require(matching.count == 1, "\(entry): \(matching.count) README rows name \(entry.environment)")
+            try #require(matching.count == 1, "\(entry): \(matching.count) docs/settings.md rows name \(entry.environment)")
             let row = matching[0]
             switch entry.kind {
             case .environmentOnly:
@@ -146,7 +146,7 @@ struct SettingsTableTests {
         }
     }
 
-    /// Every flag and variable a README row names is a table entry's.
+    /// Every flag and variable a row of docs/settings.md names is a table entry's.
     @Test func everyReadmeRowIsInTheTable() throws {
         let flags = Set(Self.entries.filter { $0.kind != .environmentOnly }.map { "--" + $0.name })
         let variables = Set(Self.entries.flatMap { [$0.environment] + ($0.fallback.map { [$0] } ?? []) })
@@ -219,6 +219,24 @@ struct SettingsTableTests {
             #expect(run.status == 64, "\(described)")
             #expect(run.stderr.contains("for --\(entry.name):"), "\(described)")
         }
+    }
+
+    /// `pushmedia check-config`: 0 for a valid file, 65 with the setting's own message otherwise.
+    @Test func checkConfig() async throws {
+        let directory = TemporaryDirectory()
+        let good = directory.file("good.yaml")
+        let bad = directory.file("bad.yaml")
+        try "budget: 3s\ntoken: [a-token-0123456789]\nport: 8081\n".write(
+            toFile: good, atomically: true, encoding: .utf8)
+        try "budget: 3s\nport: 99999\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        let valid = try await Self.pushmedia(["check-config", good])
+        #expect(valid.status == 0, "\(valid.stderr)")
+        #expect(String(decoding: valid.stdout, as: UTF8.self).contains("3 settings, valid"))
+        let invalid = try await Self.pushmedia(["check-config", bad])
+        #expect(invalid.status == 65)
+        #expect(invalid.stderr.contains("bad.yaml: invalid value \"99999\" for --port"), "\(invalid.stderr)")
+        let missing = try await Self.pushmedia(["check-config", directory.file("none.yaml")])
+        #expect(missing.status == 65)
     }
 
     /// `--log-level warning` leaves out the info lines, such as "listening".

@@ -51,6 +51,9 @@ struct OutcomeJSONTests {
         #expect(outcome.jsonValue == expected.numbersNormalized)
         // And it reads back as the same outcome.
         #expect(try JSONDecoder().decode(Outcome.self, from: try encoder.encode(outcome)) == outcome)
+        // Split where the total goes, it is the same bytes around the total.
+        let (head, tail) = outcome.serializedAroundTotal()
+        #expect(head + JSONValue.number(outcome.timingsMs.total).serialized() + tail == written)
     }
 
     /// The primary reference is written flat at the top level: its path as `media_key`, beside the

@@ -2,7 +2,7 @@ import Testing
 
 @testable import PushMedia
 
-/// `PlatformProfile.decide`, the decision table of README "Platform profiles", called directly:
+/// `PlatformProfile.decide`, the decision table of docs/how-it-works.md "Platform profiles", called directly:
 /// for each profile, which sniffed formats, sizes and headers pass through byte for byte, which are
 /// transcoded (and by which rule) and which are rejected (and with which reason).
 @Suite("Platform profile decisions")

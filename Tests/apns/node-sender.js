@@ -1,5 +1,5 @@
 // The classic Node.js APNs sender (node:http2 and an ES256 provider token, nothing else), as the
-// README shows it, with only its host changed to the relay. Used by relay_test.py.
+// docs/relays.md shows it, with only its host changed to the relay. Used by relay_test.py.
 //   APNS_HOST=localhost:PORT KEY_FILE=AuthKey.p8 KEY_ID=… TEAM_ID=… TOPIC=… DEVICE=<64 hex> \
 //   BODY='{"aps":…}' NODE_EXTRA_CA_CERTS=ca.pem node node-sender.js
 // Prints one JSON line: {"status":…, "apns-id":…, "outcome":…, "body":…}.

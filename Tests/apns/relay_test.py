@@ -16,6 +16,7 @@ failed. The stand-in checks come first and need no relay.
 
 import asyncio
 import base64
+import datetime
 import json
 import logging
 import os
@@ -35,10 +36,12 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
+from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.hazmat.primitives.serialization import pkcs12  # noqa: F401 (serialization.pkcs12)
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import relay_harness  # noqa: E402
@@ -54,6 +57,10 @@ KEY_ID = "KEY1234567"
 OTHER_TEAM = "OTHER12345"
 OTHER_KEY_ID = "OTHERKEY12"
 TOPIC = "com.example.pushmedia"
+ROTATED_KEY_ID = "ROTATED123"
+# The held-credentials checks' apps: two of team TEAM (a key each way), one of OTHER_TEAM, and a
+# certificate app.
+SHOP, NEWS, LEGACY = "com.shop.app", "com.news.app", "com.legacy.app"
 
 RICH_TEXT = {"title": "Hi", "body": "Text"}
 CUSTOM = {"k": [1, 2]}
@@ -94,6 +101,14 @@ class Material(relay_harness.Material):
         self.other_key = ec.generate_private_key(ec.SECP256R1())
         self.other_p8 = self.write(f"AuthKey_{OTHER_KEY_ID}.p8", private_pem(self.other_key))
         self.stranger_key = ec.generate_private_key(ec.SECP256R1())
+        self.stranger_p8 = self.write("AuthKey_STRANGERK1.p8", private_pem(self.stranger_key))
+        # Keys the relay holds are the owner's only, as it requires.
+        for path in (self.p8, self.other_p8):
+            os.chmod(path, 0o600)
+        self.rotated_key = ec.generate_private_key(ec.SECP256R1())
+        self.rotated_p8 = self.write(f"AuthKey_{ROTATED_KEY_ID}.p8", private_pem(self.rotated_key))
+        os.chmod(self.rotated_p8, 0o600)
+        self.apple = AppleCA(self)
 
     def jwt(self, team=TEAM, kid=KEY_ID, iat=None, key=None):
         key = key or (self.other_key if kid == OTHER_KEY_ID else self.provider_key)
@@ -113,6 +128,87 @@ class Material(relay_harness.Material):
         if certificate:
             ctx.load_cert_chain(self.client_cert, self.client_key)
         return ctx
+
+
+def der(tag, body):
+    """A DER element."""
+    n = len(body)
+    length = bytes([n]) if n < 0x80 else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([tag]) + length + body
+
+
+class AppleCA:
+    """A stand-in for Apple's WWDR CA and the push certificates it issues: subject UID (the bundle
+    ID) and CN "Apple Push Services: <bundle>", Apple's environment OIDs and topics extension."""
+
+    DEVELOPMENT = x509.ObjectIdentifier("1.2.840.113635.100.6.3.1")
+    PRODUCTION = x509.ObjectIdentifier("1.2.840.113635.100.6.3.2")
+    TOPICS = x509.ObjectIdentifier("1.2.840.113635.100.6.3.6")
+    PASSWORD = "keychain-export-pw"
+
+    def __init__(self, material):
+        self.m = material
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Test Worldwide Developer Relations CA"),
+                               x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Test Apple")])
+        now = material.now
+        ca = (x509.CertificateBuilder().subject_name(self.name).issuer_name(self.name)
+              .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
+              .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
+              .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+              .sign(self.key, hashes.SHA256()))
+        self.ca = material.write("apple-ca.pem", ca.public_bytes(serialization.Encoding.PEM))
+        self.password_file = material.write("legacy.pass", (self.PASSWORD + "\n").encode())
+        os.chmod(self.password_file, 0o600)
+
+    def issue(self, name, bundle, environments=("production",), topics=("app", "voip"), expired=False):
+        """A push certificate for bundle (RSA 2048, as Apple issues them): name.pem holds it and its
+        key; name.p12 the same as PKCS#12 (AES, password PASSWORD). Returns (cert, pem path)."""
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        now = self.m.now
+        subject = x509.Name([x509.NameAttribute(x509.ObjectIdentifier("0.9.2342.19200300.100.1.1"), bundle),
+                             x509.NameAttribute(NameOID.COMMON_NAME, f"Apple Push Services: {bundle}"),
+                             x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, TEAM),
+                             x509.NameAttribute(NameOID.COUNTRY_NAME, "US")])
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(self.name)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(days=400 if expired else 1))
+                   .not_valid_after(now - datetime.timedelta(days=2) if expired else now + datetime.timedelta(days=20))
+                   .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+        for environment in environments:
+            oid = self.PRODUCTION if environment == "production" else self.DEVELOPMENT
+            builder = builder.add_extension(x509.UnrecognizedExtension(oid, b"\x05\x00"), critical=False)
+        if topics:
+            items = b""
+            for suffix in topics:
+                topic = bundle if suffix == "app" else f"{bundle}.{suffix}"
+                items += der(0x0C, topic.encode()) + der(0x30, der(0x0C, suffix.encode()))
+            builder = builder.add_extension(x509.UnrecognizedExtension(self.TOPICS, der(0x30, items)), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        pem = self.m.write(f"{name}.pem", cert.public_bytes(serialization.Encoding.PEM) + private_pem(key))
+        os.chmod(pem, 0o600)
+        p12 = serialization.pkcs12.serialize_key_and_certificates(
+            name.encode(), key, cert, None, serialization.BestAvailableEncryption(self.PASSWORD.encode()))
+        os.chmod(self.m.write(f"{name}.p12", p12), 0o600)
+        return cert, pem
+
+    def legacy_p12(self, name):
+        """name.pem as Keychain exports it: PKCS#12 with RC2-40 for the certificate, 3DES for the
+        key, a SHA-1 MAC (OpenSSL 3 with its legacy provider). Returns the path."""
+        out = os.path.join(self.m.folder, f"{name}-legacy.p12")
+        run = subprocess.run(
+            ["openssl", "pkcs12", "-export", "-legacy", "-in", os.path.join(self.m.folder, f"{name}.pem"),
+             "-out", out, "-passout", f"pass:{self.PASSWORD}", "-certpbe", "PBE-SHA1-RC2-40",
+             "-keypbe", "PBE-SHA1-3DES", "-macalg", "sha1"], capture_output=True, timeout=30)
+        if run.returncode != 0:
+            raise CheckFailed(f"openssl pkcs12 -export -legacy failed: {run.stderr.decode(errors='replace')[-300:]}")
+        info = subprocess.run(["openssl", "pkcs12", "-legacy", "-info", "-noout", "-in", out, "-passin",
+                               f"pass:{self.PASSWORD}"], capture_output=True, timeout=30)
+        text = (info.stdout + info.stderr).decode(errors="replace")
+        if "RC2" not in text:
+            raise CheckFailed(f"{out} is not RC2-40 encrypted: {text[-300:]}")
+        os.chmod(out, 0o600)
+        return out
 
 
 class Relay(relay_harness.Relay):
@@ -325,8 +421,12 @@ class AioAPNs:
 
     name = "aioapns"
 
-    def __init__(self, world, port):
-        self.world, self.port = world, port
+    def __init__(self, world, port, topic=TOPIC, key=None, client_cert=None):
+        """`key`: (PEM text, key ID, team), the test's provider key by default; `client_cert`: a
+        PEM file with a certificate and its key, for certificate auth instead."""
+        self.world, self.port, self.topic = world, port, topic
+        self.key = key or (world.material.p8_text, KEY_ID, TEAM)
+        self.client_cert = client_cert
 
     def _run(self, coro_fn, timeout=20.0):
         from aioapns.connection import APNsProductionClientProtocol
@@ -337,9 +437,14 @@ class AioAPNs:
         async def main():
             from aioapns import APNs
 
-            client = APNs(key=self.world.material.p8_text, key_id=KEY_ID, team_id=TEAM, topic=TOPIC,
-                          ssl_context=ssl.create_default_context(cafile=self.world.material.ca),
-                          max_connection_attempts=2)
+            context = ssl.create_default_context(cafile=self.world.material.ca)
+            if self.client_cert:
+                client = APNs(client_cert=self.client_cert, topic=self.topic, ssl_context=context,
+                              max_connection_attempts=2)
+            else:
+                text, kid, team = self.key
+                client = APNs(key=text, key_id=kid, team_id=team, topic=self.topic, ssl_context=context,
+                              max_connection_attempts=2)
             try:
                 return await asyncio.wait_for(coro_fn(client), timeout)
             finally:
@@ -379,18 +484,20 @@ class PyAPNsClient:
 
     name = "pyapns_client"
 
-    def __init__(self, world, port):
+    def __init__(self, world, port, topic=TOPIC, key=None):
+        """`key`: (.p8 path, key ID, team), the test's provider key by default."""
         import pyapns_client
 
-        self.world, self.port = world, port
+        self.world, self.port, self.topic = world, port, topic
         mode = f"test-{port}"
         pyapns_client.APNSClient.BASE_URLS[mode] = f"https://127.0.0.1:{port}"
+        path, kid, team = key or (world.material.p8, KEY_ID, TEAM)
         self.client = pyapns_client.APNSClient(
             mode=mode, root_cert_path=ssl.create_default_context(cafile=world.material.ca),
-            auth_key_path=world.material.p8, auth_key_id=KEY_ID, team_id=TEAM)
+            auth_key_path=path, auth_key_id=kid, team_id=team)
 
     @staticmethod
-    def notification(message, push_type=None, priority=None, apns_id=None):
+    def notification(message, push_type=None, priority=None, apns_id=None, topic=TOPIC):
         import pyapns_client as P
 
         aps = message["aps"]
@@ -400,13 +507,13 @@ class PyAPNsClient:
             mutable_content=bool(aps.get("mutable-content")),
             content_available=bool(aps.get("content-available")),
             custom={k: v for k, v in message.items() if k != "aps"})
-        return P.IOSNotification(payload=payload, topic=TOPIC, apns_id=apns_id or str(uuid.uuid4()),
+        return P.IOSNotification(payload=payload, topic=topic, apns_id=apns_id or str(uuid.uuid4()),
                                  push_type=push_type, priority=priority)
 
     def push(self, token, message, push_type=None, priority=None):
         import pyapns_client as P
 
-        n = self.notification(message, push_type, None if priority is None else str(priority))
+        n = self.notification(message, push_type, None if priority is None else str(priority), topic=self.topic)
         try:
             self.client.push(n, token)
         except P.APNSConnectionException:
@@ -438,6 +545,30 @@ class World(relay_harness.World):
         m = self.material
         return ["--team", f"{TEAM}:{KEY_ID}:{m.p8}", "--team", f"{OTHER_TEAM}:{OTHER_KEY_ID}:{m.other_p8}",
                 "--topic", TOPIC]
+
+    def certificates(self):
+        """The test Apple CA's push certificates, made once: legacy (production, its app and voip
+        topics), single (UID only), development, expired, revoked."""
+        def make():
+            a = self.material.apple
+            return {
+                "legacy": a.issue("legacy", LEGACY),
+                "single": a.issue("single", "com.single.app", topics=()),
+                "development": a.issue("development", "com.dev.app", environments=("development",)),
+                "expired": a.issue("expired", "com.old.app", expired=True),
+                "revoked": a.issue("revoked", "com.revoked.app"),
+            }
+        return self.once("certificates", make)
+
+    @property
+    def certs(self):
+        return self.certificates()
+
+    @property
+    def legacy_p12(self):
+        """The legacy app's certificate as Keychain exports it (RC2-40)."""
+        self.certificates()
+        return self.once("legacy-p12", lambda: self.material.apple.legacy_p12("legacy"))
 
     @property
     def relay_h2c(self):
@@ -553,6 +684,42 @@ def standin_h2load(world):
     expect(results == len(tokens), f"h2load: {results} of {len(tokens)} answered 2xx")
     expect(len(entries) == len(tokens) and statuses == {200: len(tokens)},
            f"stand-in recorded {len(entries)} pushes, statuses {statuses}")
+
+
+@check("standin")
+def standin_certificates(world):
+    """Certificate auth as Apple answers it: the certificate's topics (UID, Apple's extension),
+    MissingTopic, TopicDisallowed, BadCertificateEnvironment, BadCertificate (expired, revoked),
+    authorization ignored."""
+    standin = apple_standin(world)
+    c = world.certs
+    bogus = [("authorization", "bearer not.a.token")]
+
+    def push(topic=None, extra=()):
+        headers = ([("apns-topic", topic)] if topic else []) + [("apns-push-type", "alert")] + list(extra)
+        return Request(f"/3/device/{device_token()}", headers, b'{"aps":{"alert":"cert"}}')
+
+    cases = [
+        ("legacy, its topic", c["legacy"][1], push(LEGACY), 200, None),
+        ("legacy, its voip topic", c["legacy"][1], push(LEGACY + ".voip"), 200, None),
+        ("legacy, a bogus authorization", c["legacy"][1], push(LEGACY, bogus), 200, None),
+        ("legacy, no topic (two topics)", c["legacy"][1], push(), 400, "MissingTopic"),
+        ("legacy, another app's topic", c["legacy"][1], push(SHOP), 400, "TopicDisallowed"),
+        ("single topic, no apns-topic", c["single"][1], push(), 200, None),
+        ("development certificate", c["development"][1], push("com.dev.app"), 403, "BadCertificateEnvironment"),
+        ("expired", c["expired"][1], push("com.old.app"), 403, "BadCertificate"),
+        ("revoked", c["revoked"][1], push("com.revoked.app"), 403, "BadCertificate"),
+    ]
+    problems = []
+    for label, pem, request, status, reason in cases:
+        (r,) = h2_run(standin.port, [request], ssl_context=cert_context(world, pem))
+        got = (r.json() or {}).get("reason") if r.status and r.status != 200 else None
+        if r.error or r.status != status or got != reason:
+            problems.append(f"{label}: {r!r}, expected {status} {reason}")
+    entry = world.single_entry(standin, cases[2][2].path.rsplit("/", 1)[1])
+    if credential_of(entry) != ("certificate", LEGACY) or entry["certificate"]["topics"] != [LEGACY, LEGACY + ".voip"]:
+        problems.append(f"recorded certificate {entry.get('certificate')}")
+    expect(not problems, "; ".join(problems))
 
 
 def run_h2load(world, base, tokens, body, clients=4, streams=100, headers=None, timeout=180.0):
@@ -983,7 +1150,7 @@ def relay_sigterm(world):
     expect(len(world.wait_record(world.standin, {token}, 1)) == 1, "the push never reached the stand-in")
 
 
-# j. The README's Node.js sender, only its host changed.
+# j. The Node.js sender of docs/relays.md, only its host changed.
 
 @check("relay")
 def relay_node_sender(world):
@@ -1009,6 +1176,311 @@ def relay_node_sender(world):
             return
         expect(time.monotonic() < deadline, f"no store URL within 15 s: {payload.get('media_url')!r}")
         time.sleep(0.5)
+
+
+# k. Held credentials: certificates and many apps (--relay-credentials).
+
+def apple_standin(world):
+    """A stand-in that also takes certificate auth (the test Apple CA), knows the rotated key,
+    and accepts the held-credentials apps' topics; a serial is revoked."""
+    a = world.material.apple
+    world.certificates()
+    return world.standin_with(
+        "standin-cert", "--client-ca", a.ca, "--revoked", str(world.certs["revoked"][0].serial_number),
+        "--team", f"{TEAM}:{ROTATED_KEY_ID}:{world.material.rotated_p8}",
+        "--topic", SHOP, "--topic", SHOP + ".voip", "--topic", NEWS)
+
+
+def cert_context(world, pem=None):
+    ctx = world.material.client_context()
+    if pem:
+        ctx.load_cert_chain(pem)
+    return ctx
+
+
+def credentials_yaml(world, apps, name="credentials.yaml"):
+    """A credentials file holding `apps` (shop, news, legacy, old, shop-rotated), mode 600."""
+    m = world.material
+    entries = {
+        "shop": f"  - {{name: shop, team_id: {TEAM}, key_id: {KEY_ID}, key: {m.p8}, topics: [{SHOP}, {SHOP}.voip]}}\n",
+        "shop-rotated": f"  - {{name: shop, team_id: {TEAM}, key_id: {ROTATED_KEY_ID}, key: {m.rotated_p8}, "
+                        f"topics: [{SHOP}, {SHOP}.voip]}}\n",
+        "news": f"  - {{name: news, team_id: {OTHER_TEAM}, key_id: {OTHER_KEY_ID}, key: {m.other_p8}, topics: [{NEWS}]}}\n",
+        "legacy": f"  - name: legacy\n    certificate: {world.legacy_p12}\n    password_file: {m.apple.password_file}\n"
+                  f"    environment: production\n",
+        "old": f"  - {{name: old, certificate: {world.certs['expired'][1]}}}\n",
+    }
+    text = "# the relay's apps\napns:\n" + "".join(entries[a] for a in apps)
+    path = m.write(name, text.encode())
+    os.chmod(path, 0o600)
+    return path
+
+
+def credential_of(entry):
+    """Under which credential a recorded push reached the stand-in: ("key", iss, kid) or
+    ("certificate", uid)."""
+    if entry.get("certificate"):
+        return ("certificate", entry["certificate"]["uid"])
+    auth = entry.get("authorization") or {}
+    return ("key", (auth.get("jwt_claims") or {}).get("iss"), (auth.get("jwt_header") or {}).get("kid"))
+
+
+@check("relay")
+def relay_held_credentials_three_apps(world):
+    """aioapns and pyapns_client, holding only a key Apple does not know, push through a relay
+    holding three apps of two teams (two keys, a Keychain-style RC2-40 .p12): each push reaches the
+    stand-in under its app's credential; an app with no entry is refused (no pass-through with a
+    file); an expired certificate's pushes get 403 BadCertificate while the others go on; /readyz
+    and /metrics tell the certificates' days left (legacy's 20 days: expires_soon); no secret is
+    logged."""
+    standin = apple_standin(world)
+    path = credentials_yaml(world, ["shop", "news", "legacy", "old"], "three-apps.yaml")
+    relay = world.relay("relay-held", lambda: standin.base, extra=["--relay-credentials", path])
+    m = world.material
+    throwaway = ((open(m.stranger_p8).read(), "STRANGERK1", "STRANGER01"), (m.stranger_p8, "STRANGERK1", "STRANGER01"))
+    expected = {SHOP: ("key", TEAM, KEY_ID), SHOP + ".voip": ("key", TEAM, KEY_ID), NEWS: ("key", OTHER_TEAM, OTHER_KEY_ID),
+                LEGACY: ("certificate", LEGACY)}
+    sent = {}
+    for client_cls, key in ((AioAPNs, throwaway[0]), (PyAPNsClient, throwaway[1])):
+        for topic in expected:
+            token = device_token()
+            push_type = "voip" if topic.endswith(".voip") else None
+            message = {"aps": {"content-available": 1}} if push_type else {"aps": {"alert": dict(RICH_TEXT)}}
+            status, _, reason, _ = client_cls(world, relay.port, topic=topic, key=key).push(token, message, push_type=push_type)
+            expect(status == 200, f"{client_cls.name} to {topic}: {status} {reason}")
+            sent[token] = topic
+    entries = world.wait_record(standin, set(sent), len(sent))
+    expect(len(entries) == len(sent), f"the stand-in recorded {len(entries)} of {len(sent)} pushes")
+    wrong = [(sent[e["token"]], credential_of(e)) for e in entries if credential_of(e) != expected[sent[e["token"]]]]
+    expect(not wrong, f"pushes under the wrong credential: {wrong}")
+    unknown, expired = device_token(), device_token()
+    responses = relay.h2(world, [
+        Request(f"/3/device/{unknown}", push_headers(world), b'{"aps":{"alert":"x"}}'),
+        Request(f"/3/device/{expired}", [("apns-topic", "com.old.app")], b'{"aps":{"alert":"x"}}'),
+    ])
+    expect(responses[0].status == 400 and responses[0].json() == {"reason": "TopicDisallowed"},
+           f"a topic no entry holds: {responses[0]!r}")
+    expect(responses[1].status == 403 and responses[1].json() == {"reason": "BadCertificate"},
+           f"an expired certificate's push: {responses[1]!r}")
+    status, body = http_get(f"http://127.0.0.1:{relay.hook}/readyz")
+    certificates = (json.loads(body) if status in (200, 503) else {}).get("certificates") or {}
+    expect(certificates.get("old", {}).get("status") == "expired"
+           and certificates.get("legacy", {}).get("status") == "expires_soon"
+           and 18 <= certificates.get("legacy", {}).get("days_left", -1) <= 20,
+           f"/readyz certificates: {certificates}")
+    status, metrics = http_get(f"http://127.0.0.1:{relay.hook}/metrics")
+    text = metrics.decode()
+    expect(re.search(r'pushmedia_relay_certificate_days_left\{[^}]*name="legacy"[^}]*\} (19|18|20)', text),
+           "no pushmedia_relay_certificate_days_left for legacy in /metrics")
+    expect(re.search(r'pushmedia_relay_credential_pushes_total\{[^}]*name="news"[^}]*\} 2', text),
+           "pushmedia_relay_credential_pushes_total does not count news's 2 pushes")
+    log = open(relay.proc.err_path, "rb").read().decode(errors="replace")
+    expect(AppleCA.PASSWORD not in log and "PRIVATE KEY" not in log and "BEGIN" not in log,
+           "a secret appears in the relay's log")
+    expect(re.search(r"error .*credential=old .*apns certificate expired: its pushes are refused", log),
+           "no error line about the expired certificate's refused push")
+
+
+@check("relay")
+def relay_certificate_sender(world):
+    """A certificate sender, unmodified (aioapns with client_cert, its app's own certificate),
+    through a relay holding the same app's .p12, with the test Apple CA as --apns-client-ca: its
+    pushes go out under the held certificate; to another app's topic, even one the relay holds,
+    400 TopicDisallowed (Apple's rule), never another app's credential."""
+    standin = apple_standin(world)
+    path = credentials_yaml(world, ["shop", "legacy"], "cert-sender.yaml")
+    relay = world.relay("relay-cert-sender", lambda: standin.base,
+                        extra=["--relay-credentials", path, "--apns-client-ca", world.material.apple.ca])
+    pem = world.certs["legacy"][1]
+    token = device_token()
+    status, _, reason, _ = AioAPNs(world, relay.port, topic=LEGACY, client_cert=pem).push(
+        token, {"aps": {"alert": dict(RICH_TEXT)}})
+    expect(status == 200, f"aioapns with its certificate: {status} {reason}")
+    entry = world.single_entry(standin, token)
+    expect(credential_of(entry) == ("certificate", LEGACY), f"arrived under {credential_of(entry)}")
+    other = device_token()
+    (r,) = h2_run(relay.port, [Request(f"/3/device/{other}", [("apns-topic", SHOP)], b'{"aps":{"alert":"x"}}')],
+                  ssl_context=cert_context(world, pem))
+    expect(r.status == 400 and r.json() == {"reason": "TopicDisallowed"}, f"to another app's topic: {r!r}")
+    (r,) = h2_run(relay.port, [Request(f"/3/device/{device_token()}", [], b'{"aps":{"alert":"x"}}')],
+                  ssl_context=cert_context(world, pem))
+    expect(r.status == 400 and r.json() == {"reason": "MissingTopic"}, f"no apns-topic, two topics: {r!r}")
+    time.sleep(0.3)
+    expect(not standin.entries({other}), "the push to another app's topic reached the stand-in")
+
+
+@check("relay")
+def relay_held_credentials_clients(world):
+    """An entry's `clients` lets only the client certificates it names use it: "push sender" (the
+    test CA's client certificate, by common name) pushes with shop's key, and is refused news's
+    (403 Forbidden), which names another client."""
+    standin = apple_standin(world)
+    m = world.material
+    text = (f"apns:\n  - {{name: shop, team_id: {TEAM}, key_id: {KEY_ID}, key: {m.p8}, topics: [{SHOP}], "
+            f"clients: [push sender]}}\n"
+            f"  - {{name: news, team_id: {OTHER_TEAM}, key_id: {OTHER_KEY_ID}, key: {m.other_p8}, topics: [{NEWS}], "
+            f"clients: ['CN=someone else,O=Elsewhere']}}\n")
+    path = m.write("clients.yaml", text.encode())
+    os.chmod(path, 0o600)
+    relay = world.relay("relay-clients", lambda: standin.base,
+                        extra=["--relay-credentials", path, "--apns-client-ca", m.ca])
+    ours, theirs = device_token(), device_token()
+    context = m.client_context(certificate=True)
+    responses = h2_run(relay.port, [
+        Request(f"/3/device/{ours}", [("apns-topic", SHOP)], b'{"aps":{"alert":"x"}}'),
+        Request(f"/3/device/{theirs}", [("apns-topic", NEWS)], b'{"aps":{"alert":"x"}}'),
+    ], ssl_context=context)
+    expect(responses[0].status == 200, f"a listed client: {responses[0]!r}")
+    expect(responses[1].status == 403 and responses[1].json() == {"reason": "Forbidden"},
+           f"a client the entry does not list: {responses[1]!r}")
+    expect(credential_of(world.single_entry(standin, ours)) == ("key", TEAM, KEY_ID), "shop's push under another key")
+    time.sleep(0.3)
+    expect(not standin.entries({theirs}), "the refused push reached the stand-in")
+
+
+def check_credentials(world, path):
+    run = subprocess.run([world.bin, "check-credentials", path], capture_output=True, timeout=60)
+    return run.returncode, run.stdout.decode(errors="replace") + run.stderr.decode(errors="replace")
+
+
+@check("relay")
+def relay_credentials_refused(world):
+    """`pushmedia check-credentials` and `serve` refuse a file that cannot be used, naming the
+    entry and why: a topic in two entries, a wrong password, a key that is not P-256, a key
+    readable by others, an unknown setting; a good file passes; nothing secret is printed."""
+    world.relay_support()
+    m = world.material
+    good = credentials_yaml(world, ["shop", "news", "legacy"], "good.yaml")
+    code, out = check_credentials(world, good)
+    expect(code == 0 and "shop" in out and "legacy" in out and LEGACY in out, f"a good file: exit {code}: {out}")
+    p384 = m.write("AuthKey_P384.p8", private_pem(ec.generate_private_key(ec.SECP384R1())))
+    os.chmod(p384, 0o600)
+    wrong_pw = m.write("wrong.pass", b"not-the-password\n")
+    os.chmod(wrong_pw, 0o600)
+    exposed = m.write("AuthKey_OPEN.p8", private_pem(ec.generate_private_key(ec.SECP256R1())))
+    os.chmod(exposed, 0o644)
+    cases = [
+        ("a topic in two entries", f"apns:\n  - {{name: a, team_id: {TEAM}, key_id: {KEY_ID}, key: {m.p8}, topics: [{SHOP}]}}\n"
+         f"  - {{name: b, team_id: {OTHER_TEAM}, key_id: {OTHER_KEY_ID}, key: {m.other_p8}, topics: [{SHOP}]}}\n",
+         [SHOP, '"a"', '"b"']),
+        ("a wrong password", f"apns:\n  - {{name: pw, certificate: {world.certs['legacy'][1].replace('.pem', '.p12')}, "
+         f"password_file: {wrong_pw}}}\n", ['"pw"', "password"]),
+        ("a key that is not P-256", f"apns:\n  - {{name: p384, team_id: {TEAM}, key_id: K1, key: {p384}, topics: [x.y]}}\n",
+         ['"p384"', "P-256"]),
+        ("a key readable by others", f"apns:\n  - {{name: open, team_id: {TEAM}, key_id: K1, key: {exposed}, "
+         f"topics: [x.y]}}\n", ['"open"', "chmod 600", "others"]),
+        ("an unknown setting", f"apns:\n  - {{name: typo, team_id: {TEAM}, key_id: K1, keyfile: {m.p8}}}\n",
+         ['"typo"', "keyfile"]),
+    ]
+    problems = []
+    for label, text, needles in cases:
+        path = m.write("bad.yaml", text.encode())
+        os.chmod(path, 0o600)
+        code, out = check_credentials(world, path)
+        if code == 0 or not all(n in out for n in needles) or AppleCA.PASSWORD in out or "not-the-password" in out:
+            problems.append(f"{label}: exit {code}: {out.strip()[-400:]}")
+    os.chmod(good, 0o644)
+    code, out = check_credentials(world, good)
+    if code == 0 or "chmod 600" not in out:
+        problems.append(f"a credentials file readable by others: exit {code}: {out.strip()[-300:]}")
+    os.chmod(good, 0o600)
+    broken = m.write("broken.yaml", b"apns:\n  - {name: shop, team_id: [unclosed\n")
+    os.chmod(broken, 0o600)
+    serve = subprocess.run([world.bin, "serve", "--port", "0", "--store", os.path.join(world.work, "store-refused"),
+                            "--apns-port", "0", "--relay-credentials", broken], capture_output=True, timeout=60)
+    if serve.returncode == 0 or b"broken.yaml" not in serve.stderr:
+        problems.append(f"serve with a broken file: exit {serve.returncode}: {serve.stderr.decode()[-300:]}")
+    expect(not problems, "; ".join(problems))
+
+
+@check("relay")
+def relay_reload_under_load(world):
+    """A campaign runs while the credentials file is replaced and the relay gets SIGHUP: an app
+    added (news), a key rotated (shop), an app removed (legacy), then a broken file (the last set
+    stays; the log says why; /metrics shows the failed reload). Every push gets an answer, and
+    none reaches the stand-in under another credential than its app's."""
+    standin = apple_standin(world)
+    path = credentials_yaml(world, ["shop", "legacy"], "reload.yaml")
+    relay = Relay(world, "relay-reload", standin.base, tls=False, extra=["--relay-credentials", path])
+    stop = threading.Event()
+    results = []  # (token, topic, status, reason, error)
+    failures = []
+
+    def campaign():
+        try:
+            while not stop.is_set():
+                batch = [(device_token(), topic) for topic in (SHOP, NEWS, LEGACY) for _ in range(10)]
+                responses = relay.h2(world, [
+                    Request(f"/3/device/{t}", [("apns-topic", topic), ("apns-push-type", "alert")],
+                            b'{"aps":{"alert":"reload"}}') for t, topic in batch], timeout=20)
+                for (token, topic), r in zip(batch, responses):
+                    results.append((token, topic, r.status, (r.json() or {}).get("reason") if r.status != 200 else None,
+                                    r.error))
+        except Exception as e:  # the check reports it
+            failures.append(e)
+
+    def log_count(text):
+        return open(relay.proc.err_path, "rb").read().decode(errors="replace").count(text)
+
+    def replace(apps=None, text=None, outcome="relay credentials reloaded"):
+        before = log_count(outcome)
+        new = path + ".new"
+        with open(new, "w") as f:
+            f.write(text if text is not None else open(credentials_yaml(world, apps, "reload-next.yaml")).read())
+        os.chmod(new, 0o600)
+        os.replace(new, path)
+        relay.proc.p.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while log_count(outcome) == before:
+            expect(time.monotonic() < deadline, f"no '{outcome}' in the log within 10 s of SIGHUP")
+            time.sleep(0.05)
+        time.sleep(1.0)
+        return len(results)
+
+    sender = threading.Thread(target=campaign)
+    sender.start()
+    try:
+        time.sleep(1.0)
+        added = replace(["shop", "legacy", "news"])
+        rotated = replace(["shop-rotated", "legacy", "news"])
+        removed = replace(["shop-rotated", "news"])
+        broken = replace(text="apns:\n  - {name: shop, key: [unclosed\n", outcome="relay credentials not reloaded")
+    finally:
+        stop.set()
+        sender.join(timeout=30)
+    expect(not failures, f"the campaign failed: {failures}")
+    lost = [r for r in results if r[4] or r[2] is None]
+    expect(not lost, f"{len(lost)} of {len(results)} pushes got no answer, e.g. {lost[:2]}")
+    ok = {r[0]: (i, r[1]) for i, r in enumerate(results) if r[2] == 200}
+    refused = [(i, r[1], r[2], r[3]) for i, r in enumerate(results) if r[2] != 200]
+    odd = [x for x in refused if (x[2], x[3]) != (403, "MissingProviderToken")
+           or not ((x[1] == NEWS and x[0] < added) or (x[1] == LEGACY and x[0] >= rotated))]
+    expect(not odd, f"unexpected refusals (index, topic, status, reason): {odd[:5]}")
+    expect(any(topic == NEWS for _, topic in ok.values()) and any(r[1] == LEGACY for r in results[removed:]),
+           "the campaign did not span the reloads")
+    expect(all(r[2] != 200 for r in results[removed:] if r[1] == LEGACY), "legacy pushed after its removal")
+    entries = world.wait_record(standin, set(ok), len(ok))
+    expect(len(entries) == len(ok), f"the stand-in recorded {len(entries)} of {len(ok)} answered pushes")
+    wrong, kids = [], {}
+    for e in entries:
+        index, topic = ok[e["token"]]
+        got = credential_of(e)
+        if topic == SHOP:
+            fine = got in (("key", TEAM, KEY_ID), ("key", TEAM, ROTATED_KEY_ID))
+            kids.setdefault(got[2], []).append(index)
+        else:
+            fine = got == {NEWS: ("key", OTHER_TEAM, OTHER_KEY_ID), LEGACY: ("certificate", LEGACY)}[topic]
+        if not fine or e["status"] != 200:
+            wrong.append((topic, got, e["status"]))
+    expect(not wrong, f"pushes under the wrong credential: {wrong[:5]}")
+    expect(kids.get(KEY_ID) and kids.get(ROTATED_KEY_ID) and max(kids[KEY_ID]) < removed
+           and min(kids[ROTATED_KEY_ID]) >= added,
+           f"the key rotation did not take: old key up to {max(kids.get(KEY_ID) or [-1])}, rotated from "
+           f"{min(kids.get(ROTATED_KEY_ID) or [-1])}; reloads at {added}, {rotated}, {removed}")
+    status, metrics = http_get(f"http://127.0.0.1:{relay.hook}/metrics")
+    expect(re.search(r"^pushmedia_relay_credentials_reload_failed 1(\.0)?$", metrics.decode(), re.M),
+           "pushmedia_relay_credentials_reload_failed is not 1 after the broken file")
+    print(f"     reload: {len(results)} pushes, reloads after {added}, {rotated}, {removed}, {broken}")
 
 
 # -- main ---------------------------------------------------------------------------------------

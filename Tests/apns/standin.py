@@ -12,6 +12,15 @@ Checks, in this order (the first failing one answers):
   token is 64 hexadecimal digits                    else 400 BadDeviceToken
   apns-* headers appear at most once                else 400 DuplicateHeaders
   apns-id, when present, is a UUID                  else 400 BadMessageId
+  on a connection with a client certificate (--client-ca; certificate auth), instead of the
+  token checks below (authorization is then ignored, as Apple does):
+    certificate expired, not yet valid, or its
+    serial listed by --revoked                      403 BadCertificate
+    Apple's environment OIDs present (.3.1 development,
+    .3.2 production) without --environment's        403 BadCertificateEnvironment
+    no apns-topic and more than one topic           400 MissingTopic (one topic: it is used)
+    apns-topic not the subject's UID nor in Apple's
+    topics extension (1.2.840.113635.100.6.3.6)     400 TopicDisallowed
   authorization: bearer <ES256 JWT>                 missing: 403 MissingProviderToken
     header {alg: ES256, kid}, claims {iss, iat}     bad signature, unknown kid, kid not of the
                                                     team iss: 403 InvalidProviderToken
@@ -43,20 +52,25 @@ that to the first K connections). A stream over --max-concurrent-streams is refu
 --record FILE appends one JSON object per request, written before its answer is sent:
   conn, stream, alpn, time, method, path, token, headers (all, pseudo-headers included;
   a repeated header's values as a list), authorization ({sha256 of the header value, jwt_header,
-  jwt_claims}, decoded without verification; null when absent), body (UTF-8 text), body_bytes,
-  status (null when not answered), reason, apns_id.
+  jwt_claims}, decoded without verification; null when absent), certificate (the connection's
+  client certificate: {uid, cn, serial, topics}; null without one), body (UTF-8 text),
+  body_bytes, status (null when not answered), reason, apns_id.
 """
 
 import base64
 import json
 import os
 import re
+import ssl
 import sys
 import time
 import uuid
 
+import datetime
+
 import h2.errors
 import h2.exceptions
+from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -169,6 +183,59 @@ class TokenCheck:
         return result
 
 
+DEVELOPMENT_OID = x509.ObjectIdentifier("1.2.840.113635.100.6.3.1")
+PRODUCTION_OID = x509.ObjectIdentifier("1.2.840.113635.100.6.3.2")
+TOPICS_OID = x509.ObjectIdentifier("1.2.840.113635.100.6.3.6")
+UID_OID = x509.ObjectIdentifier("0.9.2342.19200300.100.1.1")
+
+
+def der_items(data):
+    """The (tag, value) pairs of a run of DER elements."""
+    items, i = [], 0
+    while i + 2 <= len(data):
+        tag, length = data[i], data[i + 1]
+        i += 2
+        if length & 0x80:
+            count = length & 0x7F
+            length = int.from_bytes(data[i:i + count], "big")
+            i += count
+        items.append((tag, data[i:i + length]))
+        i += length
+    return items
+
+
+def extension_topics(der):
+    """Apple's topics extension: a SEQUENCE of UTF8String topics, each followed by a SEQUENCE of
+    its types."""
+    (tag, body), = der_items(der)[:1] or [(0, b"")]
+    return [value.decode("utf-8") for tag, value in der_items(body) if tag == 0x0C] if tag == 0x30 else []
+
+
+class ClientCertificate:
+    """What a client's TLS certificate says, as Apple reads it."""
+
+    def __init__(self, der):
+        cert = x509.load_der_x509_certificate(der)
+        self.serial = cert.serial_number
+        uids = cert.subject.get_attributes_for_oid(UID_OID)
+        cns = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+        self.uid = uids[0].value if uids else None
+        self.cn = cns[0].value if cns else None
+        self.not_before = cert.not_valid_before_utc
+        self.not_after = cert.not_valid_after_utc
+        oids = {e.oid for e in cert.extensions}
+        self.environments = {name for oid, name in ((DEVELOPMENT_OID, "development"), (PRODUCTION_OID, "production"))
+                             if oid in oids}
+        self.topics = []
+        if TOPICS_OID in oids:
+            self.topics = extension_topics(cert.extensions.get_extension_for_oid(TOPICS_OID).value.value)
+        if self.uid and self.uid not in self.topics:
+            self.topics.insert(0, self.uid)
+
+    def record(self):
+        return {"uid": self.uid, "cn": self.cn, "serial": self.serial, "topics": self.topics}
+
+
 class APNsHandler(standin_common.H2Handler):
     """One HTTP/2 connection, answered as Apple answers; --goaway-after and --stall applied."""
 
@@ -180,6 +247,11 @@ class APNsHandler(standin_common.H2Handler):
         self.team = None
         self.seen = 0
         self.goaway_last = None
+        self.certificate = None
+        ssl_object = conn.transport.get_extra_info("ssl_object") if conn.transport else None
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        if der:
+            self.certificate = ClientCertificate(der)
 
     @property
     def max_streams(self):
@@ -277,6 +349,23 @@ class APNsHandler(standin_common.H2Handler):
         if apns_id is not None and not UUID_RE.match(apns_id):
             return fail(400, "BadMessageId")
 
+        if self.certificate is not None:
+            # Certificate auth: the certificate decides; authorization is ignored.
+            cert = self.certificate
+            now = datetime.datetime.now(datetime.timezone.utc)
+            if not cert.not_before <= now <= cert.not_after or cert.serial in opts.revoked:
+                return fail(403, "BadCertificate")
+            if cert.environments and opts.environment not in cert.environments:
+                return fail(403, "BadCertificateEnvironment")
+            topic = headers.get("apns-topic")
+            if not topic:
+                if len(cert.topics) != 1:
+                    return fail(400, "MissingTopic")
+                topic = cert.topics[0]
+            if topic not in cert.topics:
+                return fail(400, "TopicDisallowed")
+            return self.check_push(stream, headers, fail, answer_id, token, topic_checked=True)
+
         authorization = headers.get("authorization")
         if not authorization:
             return fail(403, "MissingProviderToken")
@@ -291,10 +380,16 @@ class APNsHandler(standin_common.H2Handler):
         elif self.team != claims["iss"]:
             return fail(403, "InvalidProviderToken")
 
+        return self.check_push(stream, headers, fail, answer_id, token)
+
+    def check_push(self, stream, headers, fail, answer_id, token, topic_checked=False):
+        """The checks after authentication: the topic (unless the certificate checked it), push
+        type, priority, expiration, collapse id, body; then the designated device tokens."""
+        opts = self.server.opts
         topic = headers.get("apns-topic")
-        if not topic:
+        if not topic_checked and not topic:
             return fail(400, "MissingTopic")
-        if topic not in opts.topic:
+        if not topic_checked and topic not in opts.topic:
             return fail(400, "BadTopic")
         push_type = headers.get("apns-push-type")
         if push_type is not None and push_type not in PUSH_TYPES:
@@ -359,6 +454,7 @@ class APNsHandler(standin_common.H2Handler):
             "token": token,
             "headers": headers,
             "authorization": authorization,
+            "certificate": self.certificate.record() if self.certificate else None,
             "body": bytes(stream.body).decode("utf-8", "replace"),
             "body_bytes": stream.size,
             "status": status,
@@ -371,6 +467,16 @@ class Server(standin_common.Server):
     """HTTP/2 only: a client that negotiates no ALPN is spoken to in HTTP/2 all the same."""
 
     h2_handler = APNsHandler
+
+    def ssl_context(self):
+        ctx = super().ssl_context()
+        if ctx is not None and self.opts.client_ca:
+            # Certificates are asked for and verified against the CA; their dates are checked
+            # per push (403 BadCertificate), as Apple answers an expired one.
+            ctx.verify_mode = ssl.CERT_OPTIONAL
+            ctx.load_verify_locations(self.opts.client_ca)
+            ctx.verify_flags |= 0x200000  # X509_V_FLAG_NO_CHECK_TIME
+        return ctx
 
     def __init__(self, opts):
         keys = Keys()
@@ -406,6 +512,12 @@ def main(argv=None):
                         help="apply --goaway-after to the first K connections only (default 0: every one)")
     parser.add_argument("--max-concurrent-streams", type=int, default=1000, metavar="N",
                         help="SETTINGS_MAX_CONCURRENT_STREAMS (default 1000)")
+    parser.add_argument("--client-ca", metavar="PEMFILE",
+                        help="ask for client certificates signed by this CA (Apple's, for certificate auth)")
+    parser.add_argument("--environment", choices=("production", "development"), default="production",
+                        help="this server's environment, for BadCertificateEnvironment (default production)")
+    parser.add_argument("--revoked", action="append", type=int, default=[], metavar="SERIAL",
+                        help="a revoked client certificate's serial number (403 BadCertificate); repeatable")
     standin_common.serve(Server, parser, argv)
 
 

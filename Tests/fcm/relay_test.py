@@ -824,6 +824,158 @@ def relay_campaign(world):
     print(f"     campaign: {first} of {count} messages went out before the media was ready")
 
 
+# h. Held service accounts (--relay-credentials).
+
+HELD = {"shop": "shop-1234", "news": "news-5678"}
+
+
+def sa_standin(world):
+    """A stand-in verifying two service accounts (their files written once its port is known, with
+    token_uri on it): (stand-in, accounts by name, their files by name)."""
+    def make():
+        paths = {name: os.path.join(world.work, f"{name}-sa.json") for name in HELD}
+        options = []
+        for name, project in HELD.items():
+            options += ["--project", project, "--service-account", paths[name]]
+        standin = world.standin_with("standin-sa", *options)
+        accounts = {}
+        for name, project in HELD.items():
+            key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            accounts[name] = {
+                "type": "service_account", "project_id": project, "private_key_id": secrets.token_hex(20),
+                "private_key": private_pem(key).decode(),
+                "client_email": f"firebase-adminsdk-{name}@{project}.iam.gserviceaccount.com",
+                "client_id": str(secrets.randbelow(10 ** 21)), "token_uri": f"{standin.base}/token",
+            }
+            with open(paths[name], "w") as f:
+                json.dump(accounts[name], f)
+            os.chmod(paths[name], 0o600)
+        return standin, accounts, paths
+    return world.once("sa-standin", make)
+
+
+def held_world(world):
+    """The service-account stand-in and a relay holding both accounts (a JSON credentials file)."""
+    def make():
+        standin, accounts, paths = sa_standin(world)
+        credentials = os.path.join(world.work, "fcm-credentials.json")
+        with open(credentials, "w") as f:
+            json.dump({"fcm": [{"name": name, "project_id": project, "service_account": paths[name]}
+                               for name, project in HELD.items()]}, f)
+        os.chmod(credentials, 0o600)
+        relay = world.relay("relay-held", lambda: standin.base, extra=["--relay-credentials", credentials])
+        return standin, relay, accounts
+    return world.once("held", make)
+
+
+@check("standin")
+def standin_service_account_tokens(world):
+    """The token endpoint verifies a known account's assertion as Google does (signature, aud,
+    scope) and its tokens work for that account's project only."""
+    import google.auth.crypt
+    import google.auth.jwt
+
+    standin, accounts, _ = sa_standin(world)
+    shop = accounts["shop"]
+    aud = f"{standin.base}/token"
+
+    def grant(account, key_info=None, **claims):
+        signer = google.auth.crypt.RSASigner.from_service_account_info(key_info or account)
+        now = int(time.time())
+        body = {"iss": account["client_email"], "aud": aud, "scope": "https://www.googleapis.com/auth/firebase.messaging",
+                "iat": now, "exp": now + 3600, **claims}
+        assertion = google.auth.jwt.encode(signer, body).decode()
+        form = f"grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion={assertion}".encode()
+        return raw_once(world, standin.port, "POST", "/token", form, {"Content-Type": "application/x-www-form-urlencoded"})
+
+    good = grant(shop)
+    token = (good.json() or {}).get("access_token")
+    expect(good.status == 200 and token and token != ACCESS_TOKEN, f"a verified assertion: {good!r}")
+    forged = grant(shop, key_info=dict(accounts["news"], client_email=shop["client_email"],
+                                       private_key_id=shop["private_key_id"]))
+    expect(forged.status == 400 and (forged.json() or {}).get("error") == "invalid_grant",
+           f"an assertion signed with another key: {forged!r}")
+    wrong_aud = grant(shop, aud="https://oauth2.googleapis.com/token")
+    expect(wrong_aud.status == 400, f"another audience: {wrong_aud!r}")
+    no_scope = grant(shop, scope="https://www.googleapis.com/auth/cloud-platform")
+    expect(no_scope.status == 400, f"without the messaging scope: {no_scope!r}")
+    body = json.dumps({"message": {"token": device_token()}}).encode()
+    auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    ours = raw_once(world, standin.port, "POST", "/v1/projects/shop-1234/messages:send", body, auth)
+    theirs = raw_once(world, standin.port, "POST", "/v1/projects/news-5678/messages:send", body, auth)
+    expect(ours.status == 200, f"the token on its project: {ours!r}")
+    expect(theirs.status == 403 and google_error(theirs)["status"] == "PERMISSION_DENIED",
+           f"the token on another project: {theirs!r}")
+
+
+@check("relay")
+def relay_held_service_accounts(world):
+    """firebase-admin (with a token Google never issued) and raw httpx over HTTP/2 (with no
+    Authorization at all) send to two projects through a relay holding both projects' service
+    accounts (a JSON credentials file): each message reaches the stand-in with an access token the
+    stand-in's token endpoint issued for that project, after one verified RS256 assertion per
+    account; a project the relay holds nothing for is refused in Google's shape."""
+    import firebase_admin
+    import google.oauth2.credentials
+    import httpx
+    from firebase_admin import credentials as fa_credentials, messaging
+
+    standin, relay, accounts = held_world(world)
+    world.material.trust_in_process()
+    mark = standin.mark()
+
+    class Nothing(fa_credentials.Base):
+        def get_credential(self):
+            return google.oauth2.credentials.Credentials(
+                token="ya29.not-a-token-google-issued",
+                expiry=datetime.datetime.utcnow() + datetime.timedelta(days=1))
+
+    sent = {}
+    for name, project in HELD.items():
+        app = firebase_admin.initialize_app(Nothing(), options={"projectId": project, "httpTimeout": 30},
+                                            name=f"held-{name}")
+        messaging._MessagingService.FCM_URL = relay.base + "/v1/projects/{0}/messages:send"
+        messaging._get_messaging_service(app)
+        for _ in range(3):
+            token = device_token()
+            try:
+                messaging.send(FirebaseAdmin.message({"token": token, "notification": {"title": TITLE, "body": BODY}}),
+                               app=app)
+            except Exception as e:
+                raise CheckFailed(f"firebase-admin to {project}: {type(e).__name__}: {e}")
+            sent[token] = project
+    with httpx.Client(http2=True, verify=world.material.client_context(), timeout=15) as client:
+        for name, project in HELD.items():
+            for _ in range(2):
+                token = device_token()
+                r = client.post(f"{relay.base}/v1/projects/{project}/messages:send",
+                                json={"message": {"token": token, "data": DATA}})
+                expect(r.http_version == "HTTP/2" and r.status_code == 200,
+                       f"httpx to {project}: {r.http_version} {r.status_code} {r.text[:200]}")
+                sent[token] = project
+        stranger = device_token()
+        r = client.post(f"{relay.base}{SEND_PATH}", json={"message": {"token": stranger}},
+                        headers={"authorization": BEARER})
+        error = google_error(Response(r.status_code, dict(r.headers), r.content, 0))
+        expect(r.status_code == 403 and error and error["status"] == "PERMISSION_DENIED",
+               f"a project the relay holds nothing for: {r.status_code} {r.text[:200]}")
+    entries = world.wait_record(standin, set(sent), len(sent))
+    expect(len(entries) == len(sent), f"the stand-in recorded {len(entries)} of {len(sent)} messages")
+    wrong = [(sent[e["token"]], e["status"], e["token_project"]) for e in entries
+             if e["status"] != 200 or e["token_project"] != sent[e["token"]] or e["project"] != sent[e["token"]]]
+    expect(not wrong, f"messages without their project's token (project, status, token's project): {wrong}")
+    grants = [e for e in standin.entries(since=mark) if e["path"] == "/token"]
+    per_account = {}
+    for e in grants:
+        per_account[e["account"]] = per_account.get(e["account"], 0) + 1
+    emails = {a["client_email"] for a in accounts.values()}
+    expect(per_account == {email: 1 for email in emails} and all(e["status"] == 200 for e in grants),
+           f"token requests per account {per_account}, statuses {[e['status'] for e in grants]}: expected one each")
+    expect(not standin.entries({stranger}), "the refused message reached the stand-in")
+    log = open(relay.proc.err_path, "rb").read().decode(errors="replace")
+    expect("PRIVATE KEY" not in log and "ya29." not in log, "a secret appears in the relay's log")
+
+
 # -- main ---------------------------------------------------------------------------------------
 
 def main():

@@ -37,8 +37,14 @@ validate_only true: 200 {"name": "projects/<p>/messages/fake_message_id"}. Every
 
 POST /token is an OAuth 2.0 token endpoint for service accounts (RFC 7523): a form with
 grant_type urn:ietf:params:oauth:grant-type:jwt-bearer and an RS256 JWT assertion (iss, aud,
-iat, exp; decoded, not verified) answers {"access_token": <first --token>, "expires_in": 3600,
-"token_type": "Bearer"}; anything else 400 {"error": "invalid_grant", ...}.
+iat, exp at most an hour after iat). An assertion whose iss is the client_email of a
+--service-account file is verified as Google does: its RS256 signature against that account's
+public key (kid, when given, must be its private_key_id), aud the URL posted to
+(https://<host>/token), the firebase.messaging scope; it answers {"access_token": <a new token for
+that account's project_id>, "expires_in": 3600, "token_type": "Bearer"}, and FCM then accepts
+that token for that project only (another project: 403 PERMISSION_DENIED). Any other assertion
+is only decoded and answered with the first --token (for clients whose account the stand-in was
+not given). Failures: 400 {"error": "invalid_grant", ...}.
 
 --stall never answers (TLS and HTTP are accepted, the request is read and recorded).
 
@@ -48,7 +54,9 @@ iat, exp; decoded, not verified) answers {"access_token": <first --token>, "expi
   HTTP/2 pseudo-headers included, names lower case, a repeated header's values as a list;
   authorization's value replaced by "sha256:<hex of the value>"), body (UTF-8 text),
   body_bytes, status (null when not answered), error_status (e.g. NOT_FOUND), fcm_error (the
-  FcmError errorCode, e.g. UNREGISTERED), name (the message name answered), note.
+  FcmError errorCode, e.g. UNREGISTERED), name (the message name answered), note, token_project
+  (the project of the access token used, when /token issued it), account (for /token: the
+  assertion's iss).
 """
 
 import base64
@@ -61,6 +69,9 @@ import time
 import urllib.parse
 
 import h11
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import standin_common  # noqa: E402
@@ -101,7 +112,9 @@ class Answer:
     """What a request is answered with, and what the record says about it."""
 
     def __init__(self, status, body, headers=(), error_status=None, fcm_error=None, name=None,
-                 project=None, token=None):
+                 project=None, token=None, token_project=None, account=None):
+        self.token_project = token_project
+        self.account = account
         self.status = status
         self.body = body
         self.headers = list(headers)
@@ -250,6 +263,10 @@ def check_message(doc):
     return message, bool(validate_only), targets[0]
 
 
+def b64url_bytes(part):
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
 def b64url_json(part):
     return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
 
@@ -373,6 +390,10 @@ class Server(standin_common.Server):
     h2_handler = H2Handler
     h1_handler = H1Handler
 
+    def __init__(self, opts):
+        super().__init__(opts)
+        self.issued = {}  # access token -> project, for the tokens POST /token handed out
+
     # -- the API --------------------------------------------------------------------------------
 
     def handle(self, method, target, headers, body):
@@ -390,7 +411,14 @@ class Server(standin_common.Server):
                                 headers=[("allow", "POST")], project=project)
         authorization = headers.get("authorization")
         scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or token.strip() not in self.opts.token:
+        issued = self.issued.get(token.strip()) if scheme.lower() == "bearer" else None
+        if issued is not None and issued != project:
+            return error_answer(
+                403, "PERMISSION_DENIED",
+                f"Permission 'cloudmessaging.messages.create' denied on resource "
+                f"'//cloudresourcemanager.googleapis.com/projects/{project}' (or it may not exist).",
+                project=project, token_project=issued)
+        if scheme.lower() != "bearer" or (token.strip() not in self.opts.token and issued is None):
             return error_answer(
                 401, "UNAUTHENTICATED",
                 "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie "
@@ -431,7 +459,8 @@ class Server(standin_common.Server):
             name = f"projects/{project}/messages/fake_message_id"
         else:
             name = f"projects/{project}/messages/0:{int(time.time() * 1e6)}%{secrets.token_hex(8)}"
-        return Answer(200, google_json({"name": name}), name=name, project=project, token=device)
+        return Answer(200, google_json({"name": name}), name=name, project=project, token=device,
+                      token_project=issued)
 
     def token_endpoint(self, method, headers, body):
         def refuse(description):
@@ -475,8 +504,42 @@ class Server(standin_common.Server):
                           "Check your iat and exp values in the JWT claim.")
         if not claims.get("iss") or not claims.get("aud"):
             return refuse("Invalid JWT: iss and aud are required.")
-        return Answer(200, google_json({"access_token": self.opts.token[0], "expires_in": 3600,
-                                        "token_type": "Bearer"}))
+        account = self.accounts().get(claims["iss"])
+        if account is None:
+            return Answer(200, google_json({"access_token": self.opts.token[0], "expires_in": 3600,
+                                            "token_type": "Bearer"}), account=claims["iss"])
+        public_key, project, key_id = account
+        try:
+            public_key.verify(b64url_bytes(parts[2]), f"{parts[0]}.{parts[1]}".encode("ascii"),
+                              padding.PKCS1v15(), hashes.SHA256())
+        except (InvalidSignature, ValueError):
+            return refuse("Invalid JWT Signature.")
+        if header.get("kid") not in (None, key_id):
+            return refuse("Invalid JWT Signature.")
+        host = headers.get(":authority") or headers.get("host") or ""
+        if claims["aud"] != f"https://{host}{TOKEN_PATH}":
+            return refuse(f"Invalid JWT: Failed audience check. The right audience is https://{host}{TOKEN_PATH}")
+        if "https://www.googleapis.com/auth/firebase.messaging" not in str(claims.get("scope", "")).split():
+            return Answer(400, google_json({"error": "invalid_scope", "error_description": "Invalid OAuth scope."}),
+                          error_status="invalid_scope")
+        access = f"ya29.{project}.{secrets.token_urlsafe(24)}"
+        self.issued[access] = project
+        return Answer(200, google_json({"access_token": access, "expires_in": 3600, "token_type": "Bearer"}),
+                      account=claims["iss"], token_project=project)
+
+    def accounts(self):
+        """client_email -> (public key, project_id, private_key_id) of the --service-account files,
+        read on each use (the files may be written after the stand-in started)."""
+        accounts = {}
+        for path in self.opts.service_account:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    info = json.load(f)
+                key = serialization.load_pem_private_key(info["private_key"].encode(), password=None)
+            except (OSError, ValueError, KeyError):
+                continue
+            accounts[info.get("client_email")] = (key.public_key(), info.get("project_id"), info.get("private_key_id"))
+        return accounts
 
     # -- the record -----------------------------------------------------------------------------
 
@@ -516,6 +579,8 @@ class Server(standin_common.Server):
             "fcm_error": answer.fcm_error if answer else None,
             "name": answer.name if answer else None,
             "note": note,
+            "token_project": answer.token_project if answer else None,
+            "account": answer.account if answer else None,
         })
 
 
@@ -527,6 +592,9 @@ def main(argv=None):
         cleartext="cleartext", stall="accept TLS and HTTP but never answer a request")
     parser.add_argument("--project", action="append", default=[], required=True,
                         help="an accepted project ID; repeatable (others: 403 PERMISSION_DENIED)")
+    parser.add_argument("--service-account", action="append", default=[], metavar="JSONFILE",
+                        help="a service account key (JSON): its assertions are verified and its tokens "
+                             "work for its project_id only; repeatable")
     parser.add_argument("--token", action="append", default=[], required=True,
                         help="an accepted OAuth 2 access token; repeatable (missing or other: 401 "
                              "UNAUTHENTICATED). The first is what POST /token hands out")

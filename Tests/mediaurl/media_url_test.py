@@ -1,6 +1,6 @@
 """Media URLs end to end, with real parts only: a real `pushmedia serve` with a URL key and an
 allow-listed origin, an HTTP origin on 127.0.0.1, imgproxy's URL builders from PyPI (imgproxy 1.0,
-pyimgproxy 0.4) making the URLs, the README's own Python and Node helpers, curl and headless
+pyimgproxy 0.4) making the URLs, the docs' own Python and Node helpers (docs/media-urls.md), curl and headless
 Chromium fetching them, and nginx from Debian as a caching CDN in front (proxy_cache with
 proxy_cache_lock): 200 phones asking for a new campaign image at once make one origin fetch.
 
@@ -261,18 +261,18 @@ def imgproxy_builders_make_urls_that_work(world):
 
 
 def readme_block(language, marker):
-    """The README's fenced `language` block that contains `marker`."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    """The fenced `language` block of docs/media-urls.md that contains `marker`."""
+    with open(os.path.join(ROOT, "docs", "media-urls.md"), encoding="utf-8") as f:
         text = f.read()
     for block in re.findall(r"```" + language + r"\n(.*?)```", text, re.S):
         if marker in block:
             return block
-    raise CheckFailed(f"README has no {language} block with {marker}")
+    raise CheckFailed(f"docs/media-urls.md has no {language} block with {marker}")
 
 
 @check("url")
 def the_readmes_helpers_make_the_same_url(world):
-    """`pushmedia url`, the README's ten lines of Python and of Node: the same URL, and it works."""
+    """`pushmedia url`, the docs' ten lines of Python and of Node: the same URL, and it works."""
     source = world.origin.url("/photo.png")
     made = subprocess.run([world.bin, "url", source, "--profile", "ios", "--ext", "jpg", "--origin", world.base,
                            "--url-key", KEY, "--url-salt", SALT], capture_output=True, text=True, timeout=30)
@@ -287,7 +287,7 @@ def the_readmes_helpers_make_the_same_url(world):
         f"\nconsole.log(mediaURL({json.dumps(source)}, {json.dumps(KEY)}, {json.dumps(SALT)}, 'ios', 'jpg', " \
         f"{json.dumps(world.base)}));\n"
     ran = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=30)
-    expect(ran.returncode == 0, f"the README's Node helper failed: {ran.stderr}")
+    expect(ran.returncode == 0, f"the docs' Node helper failed: {ran.stderr}")
     expect(cli == python == ran.stdout.strip(), f"three URLs differ:\n{cli}\n{python}\n{ran.stdout.strip()}")
     status, headers, body = get(cli)
     expect(status == 200 and is_jpeg(body), f"{cli} answered {status} {headers.get('content-type')}")

@@ -133,6 +133,9 @@ int pm_h2_goaway(pm_h2 *session, uint32_t code);
 int32_t pm_h2_request(
     pm_h2 *session, const pm_h2_field *fields, size_t count, const uint8_t *body, size_t body_length);
 
+/** Client: queues a `PING` (the peer's `PING` ACK keeps the connection known alive). */
+int pm_h2_ping(pm_h2 *session);
+
 /** Gives the allocator's free memory back to the system (glibc's `malloc_trim(0)`): after the
  *  connections that held much of it are gone. May take a while: not on an event loop. */
 void pm_trim_memory(void);

@@ -5,7 +5,21 @@ extension PushMediaConfig {
     /// how its text is read. The README's settings tables show the same flags, variables and
     /// defaults (a test compares them).
     public static let settings: [Setting<PushMediaConfig>] =
-        store + fetching + images + output + serving + retention
+        file + store + fetching + images + output + serving + retention
+
+    /// The settings file: the other settings by their flags' names (`SettingsFile`).
+    static let file: [Setting<PushMediaConfig>] = [
+        Setting(
+            "config", "PUSHMEDIA_CONFIG", default: "none",
+            help: "Read settings from this YAML (or JSON) file, by their flags' names; the environment and flags win"
+        ) {
+            config, value throws(ConfigError) in
+            guard FileManager.default.isReadableFile(atPath: value.text) else {
+                throw value.invalid(expected: "a readable YAML file")
+            }
+            config.settingsFile = value.text
+        }
+    ]
 
     /// Where media and the cache index live.
     static let store: [Setting<PushMediaConfig>] = [

@@ -12,6 +12,9 @@ public enum OnReject: String, Sendable, CaseIterable, Codable {
 /// declares each one's `PUSHMEDIA_*` environment variable, flag, commands, documented default
 /// and help; the server's own settings are in `PushMediaServer`'s `ServerConfig`.
 public struct PushMediaConfig: Configurable, Equatable {
+    /// `--config`, `PUSHMEDIA_CONFIG`: the settings file the others were read from, if any
+    /// (read before the environment and the flags: they win).
+    public var settingsFile: String?
     /// `--store`, `PUSHMEDIA_STORE`: where attachments and the cache index live: a directory
     /// (the default, `pushmedia-store`), or `s3://BUCKET[/PREFIX]` for an S3-compatible object
     /// store shared by several nodes (see the `s3*` settings).
@@ -208,12 +211,18 @@ public enum ConfigError: Error, CustomStringConvertible, Sendable {
     case invalidValue(name: String, value: String, expected: String)
     case unknownSetting(String)
     indirect case inEnvironment(variable: String, ConfigError)
+    /// A settings file (`--config`) that cannot be read or is not a mapping of settings.
+    case file(path: String, reason: String)
+    /// A setting of a settings file, and what is wrong with it.
+    indirect case inFile(path: String, ConfigError)
 
     public var description: String {
         switch self {
         case let .invalidValue(name, value, expected): "invalid value \"\(value)\" for --\(name): expected \(expected)"
         case let .unknownSetting(name): "unknown setting --\(name)"
         case let .inEnvironment(variable, error): "\(variable): \(error)"
+        case let .file(path, reason): "\(path): \(reason)"
+        case let .inFile(path, error): "\(path): \(error)"
         }
     }
 }

@@ -231,12 +231,29 @@ extension Configurable {
         for case let (name, text?) in settings { try set(name, to: text) }
     }
 
-    /// Reads every variable of the table present in `environment` on top of the defaults, in the
-    /// order of the settings' names; a setting's fallback variable is read when its own is absent.
-    public static func fromEnvironment(
-        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    /// The defaults, then the settings of `file` (a settings file's (name, text) pairs, named in
+    /// errors by `path`) that are this table's, then the environment: flags, applied after, win.
+    /// Names of another table in the file are left to it.
+    public static func fromSources(
+        file: (path: String, entries: [(String, String)])?, environment: [String: String]
     ) throws(ConfigError) -> Self {
         var config = Self()
+        if let file {
+            for (name, text) in file.entries {
+                guard let setting = setting(named: name) else { continue }
+                do { try setting.apply(text, to: &config) } catch { throw .inFile(path: file.path, error) }
+            }
+        }
+        return try fromEnvironment(environment, over: config)
+    }
+
+    /// Reads every variable of the table present in `environment` on top of `base` (the
+    /// defaults), in the order of the settings' names; a setting's fallback variable is read when
+    /// its own is absent.
+    public static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment, over base: Self = Self()
+    ) throws(ConfigError) -> Self {
+        var config = base
         for setting in settings.sorted(by: { $0.name < $1.name }) {
             let variable = environment[setting.environment] != nil ? setting.environment : setting.fallbackEnvironment
             guard let variable, let text = environment[variable] else { continue }

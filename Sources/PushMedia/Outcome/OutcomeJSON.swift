@@ -6,7 +6,37 @@
 extension Outcome {
     /// The outcome as a JSON object with sorted keys, as its `Codable` form: `primary`'s fields
     /// flattened beside the payload's own.
-    public var jsonValue: JSONValue {
+    public var jsonValue: JSONValue { .object(JSONObject(jsonMembers)) }
+
+    /// `jsonValue` serialized, split where the number of `timings_ms.total` goes: `head`, the
+    /// total, `tail` (an answer kept ready is sent again with a new total).
+    public func serializedAroundTotal() -> (head: [UInt8], tail: [UInt8]) {
+        var head: [UInt8] = [0x7B]
+        var tail: [UInt8] = []
+        var reachedTotal = false
+        func write(_ bytes: [UInt8]) {
+            if reachedTotal { tail += bytes } else { head += bytes }
+        }
+        for (index, (key, value)) in jsonMembers.enumerated() {
+            if index > 0 { write([0x2C]) }
+            write(JSONValue.string(key).serialized() + [0x3A])
+            guard key == "timings_ms", case let .object(timings) = value else {
+                write(value.serialized())
+                continue
+            }
+            write([0x7B])
+            for (position, member) in timings.members.enumerated() {
+                if position > 0 { write([0x2C]) }
+                write(JSONValue.string(member.key).serialized() + [0x3A])
+                if member.key == "total" { reachedTotal = true } else { write(member.value.serialized()) }
+            }
+            write([0x7D])
+        }
+        tail.append(0x7D)
+        return (head, tail)
+    }
+
+    private var jsonMembers: [(String, JSONValue)] {
         var members: [(String, JSONValue)] = []
         members.append(optional: "attachment", attachment?.jsonValue)
         members.append(optional: "cache_hit", cacheHit.map(JSONValue.bool))
@@ -24,7 +54,7 @@ extension Outcome {
         members.append(("timings_ms", timingsMs.jsonValue))
         members.append(optional: "vendor", vendor.map(JSONValue.string))
         members.append(optional: "warnings", warnings.map { .array($0.map(JSONValue.string)) })
-        return .object(JSONObject(members))
+        return members
     }
 }
 

@@ -27,6 +27,8 @@ struct SlotAnswer: Sendable {
     var timings: StageTimings?
     /// Until when (Unix seconds) the accepted cache entry is fresh, for answers kept ready.
     var freshUntil: Int64?
+    /// The accepted cache entry's key and attachment, for answers kept ready.
+    var used: UsedEntry?
 
     init(slot: MediaSlot, baseURL: String, onReject: OnReject, label: String?, hidden: Bool) {
         self.slot = slot
@@ -92,8 +94,10 @@ struct SlotAnswer: Sendable {
         descriptor = Descriptor(status: .rejected, reason: reason, type: sniffed?.uti, mime: sniffed?.mime)
     }
 
-    /// A finished result (fresh or cached): the stored attachment replaces the media URL.
-    mutating func accepted(_ entry: CacheEntry) {
+    /// A finished result (fresh or cached) recorded under `key`: the stored attachment replaces
+    /// the media URL.
+    mutating func accepted(_ entry: CacheEntry, key: String) {
+        used = UsedEntry(key: key, attachment: entry.attachment.name)
         let attachment = entry.attachment
         outcome.status = entry.status == .passthrough ? .passthrough : .processed
         outcome.reason = nil
@@ -134,7 +138,8 @@ struct SlotAnswer: Sendable {
     /// The cached result is past its freshness lifetime and could not be renewed in time (or the
     /// origin failed): it goes out as the best attempt, with why.
     mutating func stale(_ entry: CacheEntry, why: String) {
-        accepted(entry)
+        accepted(entry, key: "")
+        used = nil
         outcome.status = .bestAttempt
         outcome.reason = "stale"
         outcome.message = placed("\(why); the cached attachment, past its freshness lifetime, is used")
@@ -205,7 +210,7 @@ extension MediaFormat {
 
 /// Builds the answer for one payload from the answers for its media references: the rewritten
 /// payload (which always keeps the input's text) and its outcome.
-struct PayloadResponse {
+struct PayloadResponse: Sendable {
     let payload: JSONObject
     let vendor: Vendor
     let start: ContinuousClock.Instant
@@ -213,6 +218,7 @@ struct PayloadResponse {
     let label: String?
     var outcome = Outcome(status: .skipped)
     var freshUntil: Int64?
+    var used: [UsedEntry] = []
 
     init(payload: JSONObject, vendor: Vendor, label: String?, start: ContinuousClock.Instant = .now) {
         self.payload = payload
@@ -259,6 +265,7 @@ struct PayloadResponse {
             if changed { rewritten = rewrite(answers) }
         }
         freshUntil = answers.compactMap(\.freshUntil).min()
+        used = answers.compactMap { $0.outcome.status.delivered ? $0.used : nil }
         // By index: a reference's answer is large, and one copied is one retained field by field.
         guard let primary = answers.firstIndex(where: \.isIOS) ?? answers.indices.first else {
             return result(rewritten)
@@ -314,7 +321,7 @@ struct PayloadResponse {
         }
         outcome.payloadBytes = bytes.count
         outcome.timingsMs.total = start.millisecondsElapsed
-        return PipelineResult(payload: result, bytes: bytes, outcome: outcome, freshUntil: freshUntil)
+        return PipelineResult(payload: result, bytes: bytes, outcome: outcome, freshUntil: freshUntil, used: used)
     }
 }
 

@@ -67,22 +67,26 @@ extension Pipeline {
         }
         let deadline = ContinuousClock.now + request.budget
         let identity = source.identity + (request.cacheBuster.map { "\ncb=" + $0 } ?? "")
-        // The profile's own entry (what the hook makes of the same source), when it is in the format asked.
-        if let format = request.format, request.cacheBuster == nil, !request.refresh,
-            let fingerprint = fingerprints[request.profile.id],
-            let (entry, _) = try? await lookup(
-                key: MediaStore.cacheKey(source: identity, options: fingerprint), remote: true, refresh: false,
-                deadline: deadline),
-            let entry, entry.attachment.mime == format.mime
-        {
-            return .ready(entry, cacheHit: true)
-        }
         let known =
             if let format = request.format { deliveringFingerprints[request.profile.id]?[format] } else {
                 fingerprints[request.profile.id]
             }
         let fingerprint = known ?? Self.optionsFingerprint(config, profile: profile)
         let key = MediaStore.cacheKey(source: identity, options: fingerprint)
+        // From memory first: a media URL's later requests take no other step.
+        if !request.refresh, let entry = store.remembered(key: key), entry.isFresh(remote: true) {
+            return .ready(entry, cacheHit: true)
+        }
+        // The profile's own entry (what the hook makes of the same source), when it is in the format asked.
+        if let format = request.format, request.cacheBuster == nil, !request.refresh,
+            let own = fingerprints[request.profile.id],
+            let (entry, _) = try? await lookup(
+                key: MediaStore.cacheKey(source: identity, options: own), remote: true, refresh: false,
+                deadline: deadline),
+            let entry, entry.attachment.mime == format.mime
+        {
+            return .ready(entry, cacheHit: true)
+        }
         let cached: CacheEntry?
         let stale: CacheEntry?
         do {

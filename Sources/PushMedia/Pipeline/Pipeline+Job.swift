@@ -77,12 +77,12 @@ extension Pipeline {
         var job = JobContext(
             source: source, key: key, profile: profile,
             transcoder: transcoders[profile.id].flatMap { $0.profile == profile ? $0 : nil }
-                ?? Transcoder(config: config, profile: profile),
+                ?? Transcoder(config: config, profile: profile, threads: resources.vips),
             posterTime: posterTime, previous: previous, deadline: deadline, progress: progress,
             temporary: store.temporaryPath())
-        Transcoder.jobBegan()
+        resources.vips.jobBegan()
         let kind = await perform(&job)
-        Transcoder.jobEnded()
+        resources.vips.jobEnded()
         job.timings.total = job.started.millisecondsElapsed
         release(job)
         return JobResult(kind: kind, timings: job.timings)

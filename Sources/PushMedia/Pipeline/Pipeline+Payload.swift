@@ -8,11 +8,13 @@ extension Pipeline {
     }
 
     /// The response under way, one answer per media reference, and what processing them needs.
-    private struct Slots {
+    struct Slots: Sendable {
         var response: PayloadResponse
         var answers: [SlotAnswer]
         var hasAlert: Bool
         var deadline: ContinuousClock.Instant
+        /// The references left for `finish`, with their sources.
+        var pending: [(index: Int, source: Result<SlotSource, Failure>)] = []
     }
 
     /// The checks before any media reference is processed: which references there are, whether the
@@ -69,51 +71,59 @@ extension Pipeline {
         return .slots(Slots(response: response, answers: answers, hasAlert: hasAlert, deadline: deadline))
     }
 
-    /// The result at once when every media reference of `payload` has a fresh entry the store
-    /// remembers (a campaign's payloads after its job): no task, no wait. Nil when one needs a
-    /// lookup in the index or a job; then `process` does the whole work.
-    public func processRemembered(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> PipelineResult? {
+    /// The first half of `process`, synchronous: every answer that needs no job (no media, no alert
+    /// text for the service extension, a payload already over APNs' limit, an iOS reference in a
+    /// payload without alert, media the store remembers fresh). The result when nothing is left
+    /// for a job; otherwise what `finish` needs to process the references left.
+    public func begin(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> PipelineStart {
         var planned: Slots
         switch plan(payload, context: context, sizeAtMost: sizeAtMost) {
-        case let .done(result): return result
+        case let .done(result): return .done(result)
         case let .slots(slots): planned = slots
         }
-        guard !context.refresh else { return nil }
         for index in planned.answers.indices {
             if planned.answers[index].isIOS && !planned.hasAlert {
                 planned.answers[index].skippedForNoAlert()
                 continue
             }
-            guard case let .success(slot) = slotSource(planned.answers[index].slot, context: context),
-                let entry = store.remembered(key: slot.key), entry.isFresh(remote: slot.source.isRemote)
-            else { return nil }
-            planned.answers[index].outcome.cacheHit = true
-            planned.answers[index].accepted(entry)
+            let source = slotSource(planned.answers[index].slot, context: context)
+            if !context.refresh, case let .success(slot) = source, let entry = store.remembered(key: slot.key),
+                entry.isFresh(remote: slot.source.isRemote)
+            {
+                planned.answers[index].outcome.cacheHit = true
+                planned.answers[index].accepted(entry, key: slot.key)
+                continue
+            }
+            planned.pending.append((index, source))
         }
-        return planned.response.finish(planned.answers)
+        if planned.pending.isEmpty { return .done(planned.response.finish(planned.answers)) }
+        return .pending(PendingPayload(slots: planned, context: context))
     }
 
-    /// Processes every media reference of `payload` at once, sharing one deadline.
-    func processPayload(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) async -> PipelineResult {
-        let planned: Slots
-        switch plan(payload, context: context, sizeAtMost: sizeAtMost) {
-        case let .done(result): return result
-        case let .slots(slots): planned = slots
-        }
-        var response = planned.response
-        var answers = planned.answers
-        let hasAlert = planned.hasAlert
-        let deadline = planned.deadline
-        // Every reference at once, sharing the deadline (one needs no child task).
-        if answers.count == 1 {
-            await answerSlot(&answers[0], hasAlert: hasAlert, context: context, deadline: deadline)
+    /// The result at once when `begin` needs no job for `payload` (a campaign's payloads after its
+    /// job, among others); nil when one is needed.
+    public func processRemembered(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> PipelineResult? {
+        if case let .done(result) = begin(payload, context: context, sizeAtMost: sizeAtMost) { return result }
+        return nil
+    }
+
+    /// The second half of `process`: the references `begin` left, each through the cache or a
+    /// (shared) job, at once, sharing one deadline.
+    public func finish(_ pending: PendingPayload) async -> PipelineResult {
+        var response = pending.slots.response
+        var answers = pending.slots.answers
+        let (deadline, context) = (pending.slots.deadline, pending.context)
+        let left = pending.slots.pending
+        // One reference needs no child task.
+        if left.count == 1 {
+            await processSlot(&answers[left[0].index], source: left[0].source, context: context, deadline: deadline)
             return response.finish(answers)
         }
         answers = await withTaskGroup(of: (Int, SlotAnswer).self) { group in
-            for (index, answer) in answers.enumerated() {
-                group.addTask {
+            for (index, source) in left {
+                group.addTask { [answer = answers[index]] in
                     var answer = answer
-                    await self.answerSlot(&answer, hasAlert: hasAlert, context: context, deadline: deadline)
+                    await self.processSlot(&answer, source: source, context: context, deadline: deadline)
                     return (index, answer)
                 }
             }
@@ -124,20 +134,26 @@ extension Pipeline {
         return response.finish(answers)
     }
 
-    /// One reference of a payload: skipped when it is for iOS and there is no alert, else processed.
-    private func answerSlot(
-        _ answer: inout SlotAnswer, hasAlert: Bool, context: PayloadContext,
-        deadline: ContinuousClock.Instant
-    ) async {
-        if answer.isIOS && !hasAlert {
-            answer.skippedForNoAlert()
-        } else {
-            await processSlot(&answer, context: context, deadline: deadline)
+    /// Whether an answer made from the cache entries `used` still holds: each is remembered fresh
+    /// with the same attachment (the one check of `begin`'s, at its one interval,
+    /// `MediaStore.checkEvery`). For answers kept ready.
+    public func stillRemembered(_ used: [UsedEntry]) -> Bool {
+        used.allSatisfy { used in
+            guard let entry = store.remembered(key: used.key) else { return false }
+            return entry.attachment.name == used.attachment && entry.isFresh(remote: entry.freshUntil != nil)
+        }
+    }
+
+    /// Processes every media reference of `payload`: `begin`, then `finish`.
+    func processPayload(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) async -> PipelineResult {
+        switch begin(payload, context: context, sizeAtMost: sizeAtMost) {
+        case let .done(result): return result
+        case let .pending(pending): return await finish(pending)
         }
     }
 
     /// Where a media reference's bytes come from and its cache key.
-    private struct SlotSource {
+    struct SlotSource: Sendable {
         var source: Source
         var key: String
         var posterTime: Double?
@@ -160,11 +176,11 @@ extension Pipeline {
 
     /// Processes one media reference: source → cache or (shared) job, raced against the deadline.
     private func processSlot(
-        _ answer: inout SlotAnswer, context: PayloadContext,
+        _ answer: inout SlotAnswer, source: Result<SlotSource, Failure>, context: PayloadContext,
         deadline: ContinuousClock.Instant
     ) async {
         let slot: SlotSource
-        switch slotSource(answer.slot, context: context) {
+        switch source {
         case let .success(resolved): slot = resolved
         case let .failure(failure): return answer.rejected(failure.reason, message: failure.message)
         }
@@ -182,7 +198,7 @@ extension Pipeline {
         }
         if let entry = cached {
             answer.outcome.cacheHit = true
-            return answer.accepted(entry)
+            return answer.accepted(entry, key: slot.key)
         }
         answer.outcome.cacheHit = false
 
@@ -199,7 +215,7 @@ extension Pipeline {
         }
         let result = await Self.race(job, deadline: deadline)
         if let result { answer.timings = result.timings }
-        answer.jobEnded(result?.kind, progress: job.progress.withLock { $0 }, stale: stale)
+        answer.jobEnded(result?.kind, key: slot.key, progress: job.progress.withLock { $0 }, stale: stale)
     }
 
     /// The cached entry for `key` if fresh, else the stale one (to revalidate). A fresh entry in
@@ -238,12 +254,12 @@ extension Pipeline {
 extension SlotAnswer {
     /// The answer for how a job ended (nil: the deadline came first), with what it had achieved
     /// and the stale entry it was revalidating, if any.
-    mutating func jobEnded(_ kind: Pipeline.JobResult.Kind?, progress: JobProgress, stale: CacheEntry?) {
+    mutating func jobEnded(_ kind: Pipeline.JobResult.Kind?, key: String, progress: JobProgress, stale: CacheEntry?) {
         switch kind {
         case let .ready(entry)?:
-            accepted(entry)
+            accepted(entry, key: key)
         case let .renewed(entry)?:
-            accepted(entry)
+            accepted(entry, key: key)
             outcome.cacheHit = true
             outcome.revalidated = true
         case let .failed(reason, message)? where stale != nil && Pipeline.originUnavailable(reason):

@@ -14,23 +14,20 @@ public final class Pipeline: Sendable {
     let downloads = SharedDownloads()
     /// One transcoder per platform profile.
     let transcoders: [String: Transcoder]
+    /// The process's threads, gates and budgets.
+    public let resources: ProcessResources
     /// Threads for downloads (mostly waiting on the network).
-    let io: BlockingExecutor
+    var io: BlockingExecutor { resources.io }
     /// Threads for libvips, libmagic, hashing and disk work.
-    let cpu: BlockingExecutor
-    /// One per core for the whole process, however many pipelines it has.
-    static let sharedCPU = BlockingExecutor(
-        name: "pushmedia-cpu",
-        maxThreads: ProcessInfo.processInfo.activeProcessorCount)
-    static let sharedIO = BlockingExecutor(name: "pushmedia-fetch", maxThreads: 64)
+    var cpu: BlockingExecutor { resources.cpu }
     /// The running job of each cache key.
     let inFlight = Locked<[String: SharedJob]>([:])
     /// Backpressure, when `config.maxJobs` is set.
-    public let gate: JobGate?
+    public var gate: JobGate? { resources.gate }
     /// Bounds the memory of the decodes running at once (`config.decodeMemory`).
-    public let decodeBudget: DecodeBudget
+    public var decodeBudget: DecodeBudget { resources.decodeBudget }
     /// Bounds the jobs past their fetch (`config.maxTranscodes`).
-    let transcodeGate: JobGate?
+    var transcodeGate: JobGate? { resources.transcodeGate }
     let optionsFingerprint: String
     /// The options fingerprint of each profile, part of its cache keys.
     let fingerprints: [String: String]
@@ -39,16 +36,17 @@ public final class Pipeline: Sendable {
     /// http(s) references already found valid.
     let validURLs = ValidURLs()
 
-    /// Opens the store named by `config` and sets up the executors, gates and transcoders.
-    public init(config: PushMediaConfig) throws(StoreError) {
+    /// Opens the store named by `config` and sets up the transcoders, on the process's
+    /// `resources` (made for `config` when not given: a command builds them once and passes them).
+    public init(config: PushMediaConfig, resources: ProcessResources? = nil) throws(StoreError) {
         self.config = config
-        store = try MediaStore(config: config)
-        io = Self.sharedIO
-        cpu = Self.sharedCPU
-        fetcher = Fetcher(executor: io)
+        let resources = resources ?? ProcessResources(config: config)
+        self.resources = resources
+        store = try MediaStore(config: config, background: resources.store)
+        fetcher = Fetcher(executor: resources.io)
         var profiles = PlatformProfile.profiles
         profiles[config.profile.id] = config.profile
-        transcoders = profiles.mapValues { Transcoder(config: config, profile: $0) }
+        transcoders = profiles.mapValues { Transcoder(config: config, profile: $0, threads: resources.vips) }
         fingerprints = profiles.mapValues { Self.optionsFingerprint(config, profile: $0) }
         deliveringFingerprints = profiles.mapValues { profile in
             Dictionary(
@@ -56,9 +54,6 @@ public final class Pipeline: Sendable {
                     profile.delivering(format).map { (format, Self.optionsFingerprint(config, profile: $0)) }
                 }, uniquingKeysWith: { first, _ in first })
         }
-        gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
-        decodeBudget = DecodeBudget(limit: config.decodeMemory)
-        transcodeGate = config.maxTranscodes.map { JobGate(limit: $0, queueLimit: .max) }
         optionsFingerprint = Self.optionsFingerprint(config)
     }
 

@@ -51,6 +51,27 @@ public struct PipelineResult: Sendable {
     public var outcome: Outcome
     /// Until when (Unix seconds) the cached results it used stay fresh; nil when none expire.
     public var freshUntil: Int64?
+    /// The cache entries the delivered references used: for an answer kept ready, which holds
+    /// while each is still remembered with the same attachment (`Pipeline.stillRemembered`).
+    public var used: [UsedEntry] = []
+}
+
+/// A cache entry a result used: its key and its attachment's stored name.
+public struct UsedEntry: Sendable, Hashable {
+    public var key: String
+    public var attachment: String
+}
+
+/// How `Pipeline.begin` left a payload: answered, or with references for `Pipeline.finish`.
+public enum PipelineStart: Sendable {
+    case done(PipelineResult)
+    case pending(PendingPayload)
+}
+
+/// A payload whose references need the cache's index or a job (`Pipeline.finish`).
+public struct PendingPayload: Sendable {
+    let slots: Pipeline.Slots
+    let context: PayloadContext
 }
 
 /// Input that is not a payload at all.

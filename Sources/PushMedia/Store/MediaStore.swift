@@ -127,7 +127,7 @@ public final class MediaStore: Sendable {
     /// How long an entry held in memory is used before the index is read again.
     let memoryTTL: Duration
     /// Runs those writes off the request path.
-    private static let background = BlockingExecutor(name: "pushmedia-store", maxThreads: 2)
+    private let background: BlockingExecutor
 
     /// Opens (and creates) a local store at `directory`.
     public convenience init(directory: String) throws(StoreError) {
@@ -135,27 +135,30 @@ public final class MediaStore: Sendable {
     }
 
     /// Opens the store `config` names (`--store`): a directory, or `s3://bucket[/prefix]` with
-    /// the `--s3-*` settings. Opening an S3 store makes no request; see `checkReady`.
-    public convenience init(config: PushMediaConfig) throws(StoreError) {
+    /// the `--s3-*` settings; `background` writes down the use of entries (the process's
+    /// `ProcessResources.store`; threads of its own when not given). Opening an S3 store makes no
+    /// request; see `checkReady`.
+    public convenience init(config: PushMediaConfig, background: BlockingExecutor? = nil) throws(StoreError) {
         switch try StoreLocation(config.storeLocation) {
         case let .directory(path):
             try self.init(
                 backend: LocalBackend(directory: path), entryCapacity: config.indexCacheEntries,
-                memoryTTL: config.indexCacheTTL)
+                memoryTTL: config.indexCacheTTL, background: background)
         case let .s3(bucket, prefix):
             let settings = try config.s3Settings(bucket: bucket, prefix: prefix)
             let client = S3Client(settings: settings, connectTimeout: config.connectTimeout)
             try self.init(
                 backend: S3Backend(client: client, workRoot: config.workDirectory),
                 entryCapacity: config.indexCacheEntries,
-                memoryTTL: config.indexCacheTTL)
+                memoryTTL: config.indexCacheTTL, background: background)
         }
     }
 
     init(
         backend: any StoreBackend, entryCapacity: Int = 100_000, useInterval: Duration = .seconds(3600),
-        memoryTTL: Duration = .seconds(60)
+        memoryTTL: Duration = .seconds(60), background: BlockingExecutor? = nil
     ) throws(StoreError) {
+        self.background = background ?? BlockingExecutor(name: "pushmedia-store", maxThreads: 2)
         self.backend = backend
         self.memoryTTL = memoryTTL
         incoming = backend.workRoot + "/.incoming"
@@ -308,7 +311,7 @@ public final class MediaStore: Sendable {
     private func recordUse(_ key: String, _ entry: CacheEntry) {
         let backend = self.backend
         guard let data = try? Self.encode(entry) else { return }
-        Task.detached { await Self.background.run { try? backend.touchEntry(key, data: data) } }
+        Task.detached { [background] in await background.run { try? backend.touchEntry(key, data: data) } }
     }
 
     /// Records `entry` for `key` (after its files are stored), then checks that its files are

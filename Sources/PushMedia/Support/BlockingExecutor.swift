@@ -1,7 +1,8 @@
 import Foundation
 
 /// A fixed set of dedicated threads for blocking C calls (libcurl, libvips, libmagic), so that
-/// they never occupy Swift's cooperative thread pool. Threads start lazily, up to `maxThreads`;
+/// they never occupy Swift's cooperative thread pool. Threads start lazily, up to `maxThreads`,
+/// and end after `idleTimeout` without work (an executor no longer used lets its threads go);
 /// extra work waits in a FIFO queue.
 public final class BlockingExecutor: @unchecked Sendable {
     private let name: String
@@ -11,10 +12,12 @@ public final class BlockingExecutor: @unchecked Sendable {
     private var head = 0
     private var threads = 0
     private var idle = 0
+    private let idleTimeout: TimeInterval
 
-    public init(name: String, maxThreads: Int) {
+    public init(name: String, maxThreads: Int, idleTimeout: Duration = .seconds(30)) {
         self.name = name
         self.maxThreads = max(1, maxThreads)
+        self.idleTimeout = Double(idleTimeout.components.seconds) + Double(idleTimeout.components.attoseconds) / 1e18
     }
 
     /// Runs `work` on one of the executor's threads and returns its result.
@@ -43,7 +46,7 @@ public final class BlockingExecutor: @unchecked Sendable {
         queue.append(job)
         if idle == 0 && threads < maxThreads {
             threads += 1
-            let thread = Thread { [unowned self] in self.loop() }
+            let thread = Thread { [self] in loop() }
             thread.name = "\(name)-\(threads)"
             thread.stackSize = 4 << 20
             thread.start()
@@ -60,8 +63,13 @@ public final class BlockingExecutor: @unchecked Sendable {
             condition.lock()
             while head == queue.count {
                 idle += 1
-                condition.wait()
+                let woken = condition.wait(until: Date(timeIntervalSinceNow: idleTimeout))
                 idle -= 1
+                if !woken && head == queue.count {
+                    threads -= 1
+                    condition.unlock()
+                    return
+                }
             }
             let job = queue[head]
             // Drop the queue's reference at once: a job's closure holds what it captured (decoded

@@ -103,9 +103,13 @@ public struct Transcoder: Sendable {
     public var profile: PlatformProfile
     /// How a crop to the profile's shape or to a clipping rectangle picks its part.
     public var crop: CropMode
+    /// libvips' threads per image, shared by the process's transcoders.
+    let threads: VipsThreads
 
-    /// A transcoder for `profile` (default: the configured one).
-    public init(config: PushMediaConfig, profile: PlatformProfile? = nil) {
+    /// A transcoder for `profile` (default: the configured one), its images given libvips threads
+    /// by `threads` (a pipeline's are its `ProcessResources`').
+    public init(config: PushMediaConfig, profile: PlatformProfile? = nil, threads: VipsThreads = VipsThreads()) {
+        self.threads = threads
         Self.startVips
         let profile = profile ?? config.profile
         self.profile = profile
@@ -118,6 +122,7 @@ public struct Transcoder: Sendable {
         crop = config.crop
     }
 
+    /// libvips is started once per process (the library's own state), its operation cache off.
     private static let startVips: Void = {
         let workers = ProcessInfo.processInfo.activeProcessorCount
         // One libvips thread per image: parallelism comes from running images side by side.
@@ -126,26 +131,11 @@ public struct Transcoder: Sendable {
         }
     }()
 
-    /// Jobs running (fetching, converting, storing) and images being decoded, resized or
-    /// encoded now.
-    private static let load = Locked((jobs: 0, working: 0))
-    private static let cores = ProcessInfo.processInfo.activeProcessorCount
-
-    /// A job started: its image may soon be worked on.
-    static func jobBegan() { load.withLock { $0.jobs += 1 } }
-    static func jobEnded() { load.withLock { $0.jobs -= 1 } }
-
-    /// Runs a step of heavy pixel work. The only image of the only job running gets a libvips
-    /// thread per core (a single request is then as quick as libvips on its own); with other
-    /// jobs running, each pipeline started gets one thread, and parallelism comes from the
-    /// images worked on side by side.
+    /// Runs a step of heavy pixel work with the threads `threads` gives the image.
     private func pixelWork<T>(_ body: () throws(TranscodeError) -> T) throws(TranscodeError) -> T {
-        let alone = Self.load.withLock {
-            $0.working += 1
-            return $0.working == 1 && $0.jobs <= 1
-        }
-        defer { Self.load.withLock { $0.working -= 1 } }
-        pm_vips_set_concurrency(alone ? Int32(Self.cores) : 1)
+        let count = threads.began()
+        defer { threads.finished() }
+        pm_vips_set_concurrency(Int32(count))
         return try body()
     }
 

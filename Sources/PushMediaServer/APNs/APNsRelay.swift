@@ -12,29 +12,32 @@ final class APNsRelay: RewritingRelay {
     let config: APNsRelayConfig
     let pipeline: Pipeline
     let upstream: HTTP2Upstream
-    let signer: ProviderTokenSigner?
+    /// The keys and certificates held for apps (`--relay-credentials`, `--apns-key`).
+    let credentials: RelayCredentials
     let metrics: ServerMetrics
     let memo: ResponseMemo
     let baseURL: @Sendable () -> String
     let logger: Logger
+    /// The push's line.
+    let lines: RequestLines
     private let inFlight = Locked(0)
     /// Teams of recent pass-through tokens.
     private let teams = Locked<[String: String]>([:])
     private let lastTeam = Locked<(String, String)?>(nil)
 
     init(
-        config: APNsRelayConfig, parts: ServerParts, upstream: HTTP2Upstream, signer: ProviderTokenSigner?,
-        logger: Logger
+        config: APNsRelayConfig, parts: ServerParts, upstream: HTTP2Upstream, logger: Logger
     ) {
         self.config = config
         pipeline = parts.pipeline
         self.upstream = upstream
-        self.signer = signer
+        credentials = parts.credentials
         metrics = parts.metrics
         memo = parts.memo
         let baseURL = parts.baseURL
         self.baseURL = { baseURL.withLock { $0 } }
         self.logger = logger
+        lines = parts.lines
     }
 
     /// Bodies are read up to 64 KiB; past Apple's limit they are refused (413) by `check`.
@@ -50,15 +53,18 @@ final class APNsRelay: RewritingRelay {
     /// The largest body Apple takes: 4096 bytes, 5120 for VoIP.
     static func payloadLimit(pushType: String?) -> Int { pushType == "voip" ? 5120 : 4096 }
 
-    /// Handles one request of a client.
+    /// Handles one request of a client (`client`: its TLS certificate's identity, if any).
     func handle(
-        method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop,
-        done: @escaping @Sendable (RelayAnswer) -> Void
+        method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, client: RelayClient?,
+        on eventLoop: any EventLoop, done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         let start = ContinuousClock.now
         let apnsID = headers.first(name: "apns-id")
         let pushType = headers.first(name: "apns-push-type")
-        if let refusal = check(method: method, path: path, headers: headers, body: body, pushType: pushType) {
+        var refusal = check(method: method, path: path, headers: headers, body: body, pushType: pushType)
+        let route = refusal == nil ? self.route(headers: headers, client: client) : .passThrough
+        if case let .refused(status, reason) = route { refusal = (status, reason) }
+        if let refusal {
             let answer = Self.refusal(refusal.status, refusal.reason, apnsID: apnsID)
             finish(
                 answer, outcome: nil, handling: "refused", start: start, upstreamTime: .zero, headers: headers,
@@ -69,37 +75,43 @@ final class APNsRelay: RewritingRelay {
         let team: String
         var forwarded = HPACKHeaders()
         forwarded.reserveCapacity(headers.count + 1)
+        let pool = route.pool
         for (name, value, indexing) in headers where !isConnectionHeader(name) {
-            if name == "authorization" && signer != nil { continue }
+            // A held credential's push carries the relay's authorization, never the client's.
+            if name == "authorization" && pool != nil { continue }
             // The client's own HPACK choice: a header it sent never-indexed stays so (RFC 7541 7.1.3);
             // a token it lets be indexed costs a table index per push instead of 200 bytes.
             forwarded.add(
                 name: name, value: value,
                 indexing: indexing == .indexable && UpstreamConnectionHandler.unique(name) ? .nonIndexable : indexing)
         }
-        if let signer {
-            team = signer.teamID
+        if case let .held(_, topic?) = route { forwarded.add(name: "apns-topic", value: topic) }
+        if let signer = pool?.signer {
             // Indexed: one token serves the connection's pushes for 40 minutes, and the connection
-            // carries this team's pushes only.
+            // carries this credential's pushes only.
             forwarded.add(name: "authorization", value: signer.authorization(), indexing: .indexable)
-        } else {
-            team = self.team(of: headers.first(name: "authorization"))
         }
+        team = pool == nil ? self.team(of: headers.first(name: "authorization")) : ""
+        let upstream = pool?.upstream ?? upstream
         let forward: @Sendable (RelayPrepared) -> Void = { [forwarded] prepared in
             self.forward(
-                UpstreamPush(path: path, headers: forwarded, body: prepared.body), pool: team,
+                UpstreamPush(path: path, headers: forwarded, body: prepared.body), via: upstream, pool: team,
                 outcome: prepared.label, on: eventLoop,
                 unavailable: { error in
                     self.logger.warning(
                         "apns upstream failed",
-                        metadata: ["error": "\(error)", "upstream": "\(self.upstream.endpoint.authority)"])
+                        metadata: [
+                            "error": "\(error)", "upstream": "\(upstream.endpoint.authority)",
+                            "credential": "\(pool?.credential.name ?? "-")",
+                        ])
                     return Self.refusal(503, "ServiceUnavailable", apnsID: apnsID)
                 },
                 done: { answer, upstreamTime in
                     self.inFlight.withLock { $0 -= 1 }
+                    pool?.release()
                     self.finish(
                         answer, outcome: prepared.label, handling: prepared.handling, start: start,
-                        upstreamTime: upstreamTime, headers: headers, path: path)
+                        upstreamTime: upstreamTime, headers: headers, path: path, credential: pool?.credential.name)
                     done(answer)
                 })
         }
@@ -166,12 +178,12 @@ final class APNsRelay: RewritingRelay {
         else { return (404, "BadPath") }
         guard body.readableBytes > 0 else { return (400, "PayloadEmpty") }
         guard body.readableBytes <= Self.payloadLimit(pushType: pushType) else { return (413, "PayloadTooLarge") }
-        if signer == nil, !config.allowedTeams.isEmpty,
-            !config.allowedTeams.contains(team(of: headers.first(name: "authorization")))
-        {
-            return (403, "InvalidProviderToken")
-        }
         return nil
+    }
+
+    /// `--apns-allow-team`: whether a pass-through push's team may push.
+    func teamAllowed(_ headers: HPACKHeaders) -> Bool {
+        config.allowedTeams.isEmpty || config.allowedTeams.contains(team(of: headers.first(name: "authorization")))
     }
 
     /// An answer in Apple's error shape, `{"reason":…}`, with the push's `apns-id` (or a new one:
@@ -187,20 +199,20 @@ final class APNsRelay: RewritingRelay {
     private func finish(
         _ answer: RelayAnswer, outcome: String?, handling: String, start: ContinuousClock.Instant,
         upstreamTime: Duration,
-        headers: HPACKHeaders, path: String
+        headers: HPACKHeaders, path: String, credential: String? = nil
     ) {
         let total = ContinuousClock.now - start
         let reason = answer.body.flatMap { Self.reason(of: $0) }
         metrics.apnsPush(status: answer.status, reason: reason, handling: handling, added: total - upstreamTime)
-        logger.info(
+        let device =
+            path.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(path[path.index(after: $0)...].prefix(8)) } ?? ""
+        lines.info(
             "push",
-            metadata: [
-                "topic": "\(headers.first(name: "apns-topic") ?? "")",
-                "push_type": "\(headers.first(name: "apns-push-type") ?? "")",
-                "status": "\(answer.status)", "reason": "\(reason ?? "")", "outcome": "\(outcome ?? "")",
-                "handling": "\(handling)",
-                "device": "\(path.split(separator: "/").last.map { String($0.prefix(8)) } ?? "")",
-                "ms": "\(total.reportedMilliseconds)",
+            [
+                ("credential", credential ?? "-"), ("device", device), ("handling", handling),
+                ("ms", "\(total.reportedMilliseconds)"), ("outcome", outcome ?? ""),
+                ("push_type", headers.first(name: "apns-push-type") ?? ""), ("reason", reason ?? ""),
+                ("status", String(answer.status)), ("topic", headers.first(name: "apns-topic") ?? ""),
             ])
     }
 

@@ -21,23 +21,25 @@ public struct APNsRelayService: Service {
     ) throws(RelaySetupError) {
         let config = parts.server.apns
         try config.validate()
-        if !config.loopback && config.clientCA == nil && (config.ownKey || config.allowedTeams.isEmpty) {
-            guard parts.server.insecureNoAuth else { throw .unrestricted(host: config.host, ownKey: config.ownKey) }
+        // Held credentials make the relay a signing service: loopback or client certificates only.
+        let holds = parts.credentials.holdsAPNs
+        if !config.loopback && config.clientCA == nil
+            && (holds || (parts.credentials.passThrough && config.allowedTeams.isEmpty))
+        {
+            guard parts.server.insecureNoAuth else { throw .unrestricted(host: config.host, ownKey: holds) }
             logger.warning(
                 "the APNs relay takes pushes from anyone (--insecure-no-auth)",
-                metadata: ["address": "\(config.host)", "signs": "\(config.ownKey)"])
+                metadata: ["address": "\(config.host)", "signs": "\(holds)"])
         }
         tls = try serverTLS(
             certificate: config.tlsCertificate, key: config.tlsKey, clientCA: config.clientCA, protocols: ["h2"],
             what: "--apns-tls-cert/--apns-tls-key")
-        let signer = try config.key.map { key throws(RelaySetupError) in
-            try ProviderTokenSigner(keyFile: key, keyID: config.keyID ?? "", teamID: config.teamID ?? "")
-        }
         let upstream = try HTTP2Upstream(
             endpoint: config.upstreamEndpoint, timeout: config.upstreamTimeout, extraCA: config.upstreamCA,
             caSetting: "--apns-upstream-ca", logger: logger)
-        relay = APNsRelay(config: config, parts: parts, upstream: upstream, signer: signer, logger: logger)
-        parts.metrics.apnsConnections.withLock { $0 = { upstream.connectionCount } }
+        relay = APNsRelay(config: config, parts: parts, upstream: upstream, logger: logger)
+        let credentials = parts.credentials
+        parts.metrics.apnsConnections.withLock { $0 = { upstream.connectionCount + credentials.connectionCount } }
         limits = parts.server.relay
         self.onRunning = onRunning
     }
@@ -48,5 +50,6 @@ public struct APNsRelayService: Service {
             host: config.host, port: config.port, tls: tls, http1: false,
             drainLimit: config.budget + config.upstreamTimeout + .seconds(1), limits: limits,
             onShed: { [metrics = relay.metrics] in metrics.relayShed(relay: "apns", reason: $0) }, onRunning: onRunning)
+        await relay.credentials.shutdown()
     }
 }

@@ -16,8 +16,12 @@ final class FCMRelay: RewritingRelay {
     let config: FCMRelayConfig
     let pipeline: Pipeline
     let upstream: HTTP2Upstream
+    /// The service accounts held for projects (`--relay-credentials`).
+    let credentials: RelayCredentials
     let metrics: ServerMetrics
     let memo: ResponseMemo
+    /// The message's line.
+    let lines: RequestLines
     let baseURL: @Sendable () -> String
     let logger: Logger
 
@@ -27,8 +31,10 @@ final class FCMRelay: RewritingRelay {
     init(config: FCMRelayConfig, parts: ServerParts, logger: Logger) throws(RelaySetupError) {
         self.config = config
         pipeline = parts.pipeline
+        credentials = parts.credentials
         metrics = parts.metrics
         memo = parts.memo
+        lines = parts.lines
         let baseURL = parts.baseURL
         self.baseURL = { baseURL.withLock { $0 } }
         self.logger = logger
@@ -48,12 +54,12 @@ final class FCMRelay: RewritingRelay {
     /// Answers one request: refusals at once, a message from the memo on the event loop, a new one
     /// once the pipeline is done.
     func handle(
-        method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop,
-        done: @escaping @Sendable (RelayAnswer) -> Void
+        method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, client: RelayClient?,
+        on eventLoop: any EventLoop, done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         let start = ContinuousClock.now
         let route = path.firstIndex(of: "?").map { String(path[..<$0]) } ?? path
-        let refusal: RelayAnswer?
+        var refusal: RelayAnswer?
         let project = Self.project(ofSendPath: route)
         if let project {
             if method != "POST" {
@@ -66,6 +72,12 @@ final class FCMRelay: RewritingRelay {
         } else {
             refusal = Self.error(404, "NOT_FOUND", "no such method: \(route)")
         }
+        // A held service account signs for its project; the client's Authorization is then ignored.
+        var held: ServiceAccountToken?
+        if refusal == nil, let project {
+            (held, refusal) = self.account(for: project, client: client)
+        }
+        let account = held
         if let refusal {
             finish(
                 refusal, outcome: "", handling: "refused", start: start, upstreamTime: .zero, project: project ?? "-")
@@ -74,9 +86,10 @@ final class FCMRelay: RewritingRelay {
         var forwarded = HPACKHeaders()
         forwarded.reserveCapacity(headers.count)
         for (name, value, indexing) in headers where !isConnectionHeader(name) {
+            if account != nil && name == "authorization" { continue }
             forwarded.add(name: name, value: value, indexing: indexing)
         }
-        let forward: @Sendable (RelayPrepared) -> Void = { [forwarded] prepared in
+        let send: @Sendable (RelayPrepared, HPACKHeaders) -> Void = { prepared, forwarded in
             self.forward(
                 UpstreamPush(path: path, headers: forwarded, body: prepared.body), pool: "fcm",
                 outcome: prepared.label, on: eventLoop,
@@ -87,11 +100,31 @@ final class FCMRelay: RewritingRelay {
                     return Self.error(503, "UNAVAILABLE", "the FCM upstream did not answer: \(error)")
                 },
                 done: { answer, upstreamTime in
+                    if let account {
+                        self.metrics.counter(.pushes, [("relay", "fcm"), ("name", account.credential.name)]).increment()
+                    }
                     self.finish(
                         answer, outcome: prepared.label, handling: prepared.handling, start: start,
-                        upstreamTime: upstreamTime, project: project ?? "-")
+                        upstreamTime: upstreamTime, project: project ?? "-", credential: account?.credential.name)
                     done(answer)
                 })
+        }
+        let forward: @Sendable (RelayPrepared) -> Void = { [forwarded] prepared in
+            guard let account else { return send(prepared, forwarded) }
+            account.authorization(on: eventLoop) { result in
+                switch result {
+                case let .success(authorization):
+                    var headers = forwarded
+                    headers.add(name: "authorization", value: authorization, indexing: .neverIndexed)
+                    send(prepared, headers)
+                case let .failure(failure):
+                    let answer = Self.tokenFailure(failure, credential: account.credential.name)
+                    self.finish(
+                        answer, outcome: prepared.label, handling: prepared.handling, start: start, upstreamTime: .zero,
+                        project: project ?? "-", credential: account.credential.name)
+                    done(answer)
+                }
+            }
         }
         switch prepare(body, on: eventLoop) {
         case let .ready(prepared): forward(prepared)
@@ -185,15 +218,15 @@ final class FCMRelay: RewritingRelay {
     /// Metrics and the message's log line (the project, never the token).
     private func finish(
         _ answer: RelayAnswer, outcome: String, handling: String, start: ContinuousClock.Instant,
-        upstreamTime: Duration, project: String
+        upstreamTime: Duration, project: String, credential: String? = nil
     ) {
         let total = ContinuousClock.now - start
         metrics.fcmMessage(status: answer.status, handling: handling, added: total - upstreamTime)
-        logger.info(
+        lines.info(
             "fcm message",
-            metadata: [
-                "project": "\(project)", "status": "\(answer.status)", "outcome": "\(outcome)",
-                "handling": "\(handling)", "ms": "\(total.reportedMilliseconds)",
+            [
+                ("credential", credential ?? "-"), ("handling", handling), ("ms", "\(total.reportedMilliseconds)"),
+                ("outcome", outcome), ("project", project), ("status", String(answer.status)),
             ])
     }
 }
@@ -212,7 +245,10 @@ public struct FCMRelayService: Service {
     ) throws(RelaySetupError) {
         let config = parts.server.fcm
         try config.validate()
-        if !isLoopback(config.host) && config.clientCA == nil && config.allowedProjects.isEmpty {
+        // Held service accounts make the relay a signing service: loopback or client certificates only.
+        if !isLoopback(config.host) && config.clientCA == nil
+            && (config.allowedProjects.isEmpty || parts.credentials.holdsFCM)
+        {
             guard parts.server.insecureNoAuth else { throw .unrestrictedFCM(host: config.host) }
             logger.warning(
                 "the FCM relay takes messages from anyone (--insecure-no-auth)", metadata: ["address": "\(config.host)"]
@@ -232,5 +268,41 @@ public struct FCMRelayService: Service {
             host: config.host, port: config.port, tls: tls, http1: true,
             drainLimit: config.budget + config.upstreamTimeout + .seconds(1), limits: limits,
             onShed: { [metrics = relay.metrics] in metrics.relayShed(relay: "fcm", reason: $0) }, onRunning: onRunning)
+    }
+}
+
+extension FCMRelay {
+    /// The service account held for `project`, or the refusal when the relay cannot send for it:
+    /// this client may not use the entry (its `clients`), or no entry and pass-through is off.
+    func account(for project: String, client: RelayClient?) -> (ServiceAccountToken?, RelayAnswer?) {
+        if let account = credentials.fcmToken(forProject: project) {
+            guard RelayClient.allowed(client, by: account.credential.clients) else {
+                return (
+                    nil,
+                    Self.error(
+                        403, "PERMISSION_DENIED", "this client may not send for project \(project) through this relay")
+                )
+            }
+            return (account, nil)
+        }
+        guard credentials.passThrough else {
+            return (
+                nil,
+                Self.error(
+                    403, "PERMISSION_DENIED",
+                    "Permission 'cloudmessaging.messages.create' denied: this relay holds no credential for project "
+                        + project)
+            )
+        }
+        return (nil, nil)
+    }
+
+    /// The answer when a held service account got no access token: 401 when the token endpoint
+    /// refused it, 503 when it did not answer.
+    static func tokenFailure(_ failure: TokenFailure, credential: String) -> RelayAnswer {
+        if case .refused = failure {
+            return error(401, "UNAUTHENTICATED", "the relay's credential \(credential) got no access token: \(failure)")
+        }
+        return error(503, "UNAVAILABLE", "the relay's credential \(credential) got no access token: \(failure)")
     }
 }

@@ -192,6 +192,9 @@ final class HTTP2Session {
     /// Client: gives up stream `id` (`RST_STREAM CANCEL`, or never sent if still queued).
     func cancel(_ id: Int32) { _ = pm_h2_reset(session, id, 8) }
 
+    /// Client: a `PING`, sent with the next pump.
+    func ping() { _ = pm_h2_ping(session) }
+
     /// Whether the session still wants to read or write; false once the connection can close.
     var alive: Bool { !broken && pm_h2_alive(session) != 0 }
 

@@ -81,12 +81,15 @@ final class HTTP2Upstream: Sendable {
         var eventLoop: ObjectIdentifier
     }
     private let connections = Locked<[Slot: UpstreamConnection]>([:])
+    private let backoff = ReconnectBackoff()
     private let logger: Logger
 
-    /// `extraCA` is also trusted (`caSetting` names its flag in errors).
-    init(endpoint: UpstreamEndpoint, timeout: Duration, extraCA: String?, caSetting: String, logger: Logger)
-        throws(RelaySetupError)
-    {
+    /// `extraCA` is also trusted (`caSetting` names its flag in errors); `certificate` is
+    /// presented as the TLS client certificate (an APNs certificate credential).
+    init(
+        endpoint: UpstreamEndpoint, timeout: Duration, extraCA: String?, caSetting: String, logger: Logger,
+        certificate: (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey)? = nil
+    ) throws(RelaySetupError) {
         self.endpoint = endpoint
         self.timeout = timeout
         self.logger = logger
@@ -95,6 +98,10 @@ final class HTTP2Upstream: Sendable {
         tlsConfiguration.minimumTLSVersion = .tlsv12
         if let extraCA {
             tlsConfiguration.additionalTrustRoots = [.file(extraCA)]
+        }
+        if let certificate {
+            tlsConfiguration.certificateChain = certificate.chain.map { .certificate($0) }
+            tlsConfiguration.privateKey = .privateKey(certificate.key)
         }
         do { tls = try NIOSSLContext(configuration: tlsConfiguration) } catch {
             throw .unreadable(what: caSetting, path: extraCA ?? "", why: "\(error)")
@@ -105,8 +112,10 @@ final class HTTP2Upstream: Sendable {
     var connectionCount: Int { connections.withLock { $0.count } }
 
     /// Sends `push` on `team`'s connection of `eventLoop`; a push refused unprocessed is sent once more.
-    /// `reply` gets the answer or the failure, once, on `eventLoop`.
+    /// `reply` gets the answer or the failure, once, on `eventLoop`. While connecting fails, new
+    /// connections wait out a backoff (see `ReconnectBackoff`) and pushes meanwhile fail at once.
     func send(_ push: UpstreamPush, team: String, on eventLoop: any EventLoop, reply: UpstreamReply) {
+        if let failure = backoff.refusal(pool: team) { return reply.fail(failure) }
         connection(for: team, on: eventLoop).send(
             push,
             reply: UpstreamReply { result in
@@ -125,6 +134,7 @@ final class HTTP2Upstream: Sendable {
             let connection = UpstreamConnection(
                 endpoint: endpoint, tls: tls, eventLoop: eventLoop, timeout: TimeAmount(timeout), logger: logger)
             connections[key] = connection
+            backoff.watch(connection, pool: team)
             connection.closed.whenComplete { [weak self, weak connection] _ in
                 self?.connections.withLock { connections in
                     if let connection, connections[key] === connection { connections[key] = nil }
@@ -204,6 +214,9 @@ final class UpstreamConnection: Sendable {
             }
     }
 
+    /// Completes with whether TCP connected.
+    var connected: EventLoopFuture<Bool> { handler.map { _ in true }.recover { _ in false } }
+
     /// Takes new streams: connected or connecting, no `GOAWAY` received, not closed.
     var usable: Bool { state.withLock { !$0.goingAway && !$0.closed } }
 
@@ -238,6 +251,9 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
 
     private let authority: String
     private let timeout: TimeAmount
+    /// A connection silent this long is sent a `PING` (Apple's advice: an hour).
+    private let idlePing: TimeAmount
+    private var lastActivity = NIODeadline.now()
     private let goingAway: @Sendable () -> Void
     let session = HTTP2Session(clientBodyLimit: 64 * 1024)
     private var context: ChannelHandlerContext?
@@ -248,14 +264,19 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
     private var closed = false
     private var closing = false
 
-    init(authority: String, timeout: TimeAmount, goingAway: @escaping @Sendable () -> Void) {
+    init(
+        authority: String, timeout: TimeAmount, idlePing: TimeAmount = .hours(1),
+        goingAway: @escaping @Sendable () -> Void
+    ) {
         self.authority = authority
         self.timeout = timeout
+        self.idlePing = idlePing
         self.goingAway = goingAway
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        lastActivity = context.eventLoop.now
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         timer = context.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) {
             _ in loopBound.value.expire()
@@ -292,11 +313,13 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
             return answer.fail(UpstreamFailure.notProcessed)
         }
         pending[id] = answer
+        lastActivity = context.eventLoop.now
         deadlines.append((id, context.eventLoop.now + timeout))
         pumpSoon(context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastActivity = context.eventLoop.now
         receive(unwrapInboundIn(data), context: context)
     }
 
@@ -382,10 +405,16 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
         for (_, answer) in all { answer.fail(error) }
     }
 
-    /// Fails the pushes past their deadline and gives up their streams.
+    /// Fails the pushes past their deadline and gives up their streams; pings a connection
+    /// silent for `idlePing`.
     private func expire() {
         guard let context else { return }
         let now = context.eventLoop.now
+        if active, !closing, now - lastActivity >= idlePing {
+            lastActivity = now
+            session.ping()
+            pumpSoon(context)
+        }
         while let (id, deadline) = deadlines.first, deadline <= now || pending[id] == nil {
             deadlines.removeFirst()
             guard pending[id] != nil else { continue }

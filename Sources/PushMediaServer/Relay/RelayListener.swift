@@ -25,6 +25,11 @@ protocol RelayEndpoint: Sendable {
     func handle(
         method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop,
         done: @escaping @Sendable (RelayAnswer) -> Void)
+    /// The same, with the identity of a client that presented a TLS certificate. An endpoint
+    /// implements one of the two (`RelayForward.swift` gives each a default calling the other).
+    func handle(
+        method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, client: RelayClient?,
+        on eventLoop: any EventLoop, done: @escaping @Sendable (RelayAnswer) -> Void)
     /// The answer to a body over `bodyLimit`.
     func tooLarge(headers: HPACKHeaders) -> RelayAnswer
     /// Where requests go.
@@ -500,6 +505,8 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
     private var channelID: ObjectIdentifier?
     /// libnghttp2 was told to end the session for a flood of empty DATA frames, and it was counted.
     private var countedFlood = false
+    /// The client's certificate identity, read at its first request.
+    private var client: RelayClient??
 
     init(endpoint: Endpoint, budget: RelayBudget? = nil, limits: RelayLimits? = nil) {
         self.endpoint = endpoint
@@ -671,9 +678,10 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
         answeringBytes += bytes
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let budget = budget
+        if client == nil { client = .some(RelayClient.of(context)) }
         endpoint.handle(
             method: request.method, path: request.path, headers: request.headers, body: request.body,
-            on: context.eventLoop
+            client: client ?? nil, on: context.eventLoop
         ) { answer in
             budget?.finished(bytes: bytes)
             let (handler, context) = loopBound.value
@@ -703,6 +711,8 @@ final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
     private var body: ByteBuffer?
     private var answering = false
     private var draining = false
+    /// The client's certificate identity, read at its first request.
+    private var client: RelayClient??
 
     init(endpoint: Endpoint, budget: RelayBudget? = nil, requestGuard: RelayRequestGuard? = nil) {
         self.endpoint = endpoint
@@ -738,9 +748,10 @@ final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
             answering = true
             let keepAlive = requestHead.isKeepAlive
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            if client == nil { client = .some(RelayClient.of(context)) }
             endpoint.handle(
                 method: requestHead.method.rawValue, path: requestHead.uri, headers: Self.headers(of: requestHead),
-                body: requestBody, on: context.eventLoop
+                body: requestBody, client: client ?? nil, on: context.eventLoop
             ) { answer in
                 let (handler, context) = loopBound.value
                 handler.write(answer, keepAlive: keepAlive, context: context)

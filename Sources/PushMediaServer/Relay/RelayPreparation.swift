@@ -26,30 +26,32 @@ protocol RewritingRelay: RelayEndpoint {
 extension RewritingRelay {
     /// The rewrite kept for `key`, `finish` applied to its bytes.
     func fromMemo(_ key: ResponseMemo.Key, finish: ([UInt8]) -> [UInt8] = { $0 }) -> RelayPrepared? {
-        guard let ready = memo.payload(key, store: pipeline.store) else { return nil }
+        guard let ready = memo.payload(key, pipeline: pipeline) else { return nil }
         metrics.record(ready.outcome)
         return RelayPrepared(
             body: ByteBuffer(bytes: finish(ready.bytes)), label: ProcessRoutes<AppRequestContext>.label(ready.outcome),
             handling: "memo")
     }
 
-    /// `payload` through the pipeline: at once, on the event loop, when the store remembers its
-    /// media fresh (a campaign's requests after its job); else once the job is done. The rewrite
-    /// is kept in the memo under `key` and forwarded with `finish` applied; a payload the pipeline
-    /// skipped goes as `body` came.
+    /// `payload` through the pipeline: its first half (`Pipeline.begin`) at once, on the event
+    /// loop, which answers when the store remembers its media fresh (a campaign's requests after
+    /// its job); else the second half (`Pipeline.finish`) in a task. The rewrite is kept in the
+    /// memo under `key` and forwarded with `finish` applied; a payload the pipeline skipped goes
+    /// as `body` came.
     func rewrite(
         _ payload: JSONObject, context: PayloadContext, sizeAtMost: Int, key: ResponseMemo.Key, body: ByteBuffer,
         on eventLoop: any EventLoop, finish: @escaping @Sendable ([UInt8]) -> [UInt8] = { $0 }
     ) -> RelayPreparation {
-        if let result = pipeline.processRemembered(payload, context: context, sizeAtMost: sizeAtMost) {
+        switch pipeline.begin(payload, context: context, sizeAtMost: sizeAtMost) {
+        case let .done(result):
             return .ready(prepared(result, key: key, body: body, finish: finish))
+        case let .pending(pending):
+            let promise = eventLoop.makePromise(of: RelayPrepared.self)
+            promise.completeWithTask {
+                self.prepared(await self.pipeline.finish(pending), key: key, body: body, finish: finish)
+            }
+            return .later(promise.futureResult)
         }
-        let promise = eventLoop.makePromise(of: RelayPrepared.self)
-        promise.completeWithTask {
-            self.prepared(
-                await self.pipeline.process(payload, context: context), key: key, body: body, finish: finish)
-        }
-        return .later(promise.futureResult)
     }
 
     private func prepared(

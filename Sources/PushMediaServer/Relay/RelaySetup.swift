@@ -93,8 +93,9 @@ public enum RelaySetupError: Error, CustomStringConvertible {
         case let .unreadable(what, path, why): "\(what) \(path): \(why)"
         case let .unrestricted(host, ownKey):
             ownKey
-                ? "refusing to run the APNs relay on \(host) with --apns-key without --apns-client-ca: anyone could "
-                    + "push as your team; listen on loopback or require client certificates"
+                ? "refusing to run the APNs relay on \(host) with held credentials (--apns-key or "
+                    + "--relay-credentials) without --apns-client-ca: anyone could push as your apps; listen on "
+                    + "loopback or require client certificates"
                 : "refusing to run the APNs relay on \(host) without --apns-allow-team or --apns-client-ca: anyone "
                     + "could relay through it; restrict it, or give --insecure-no-auth"
         case let .unrestrictedFCM(host):

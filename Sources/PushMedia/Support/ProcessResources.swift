@@ -1,0 +1,78 @@
+import Foundation
+
+/// The process's threads for blocking work, its gates and budgets: built once by each command
+/// (`serve`, `batch`, …) from its configuration and passed to what uses them. One rule sizes
+/// them, from the cores the process may use (`cores`):
+///
+/// | resource | size |
+/// |---|---|
+/// | `cpu`: libvips, libmagic, hashing, disk | one thread per core |
+/// | `io`: downloads, the index, FFmpeg's child processes (waiting, not computing) | 64 threads |
+/// | `mediaTransfers`, `mediaReads`: an object store's files streamed to clients, and the reads that forward them | 64 and 4 threads |
+/// | `store`: writing down when cache entries were used | 2 threads |
+/// | `housekeeping`: health checks, retention | 1 thread |
+/// | `gate`: jobs at once, and waiting (`--max-jobs`, `--max-queue`) | as configured (`serve`: 2 per core) |
+/// | `transcodeGate`: jobs past their fetch (`--max-transcodes`) | as configured |
+/// | `decodeBudget`: memory of the image decodes at once (`--decode-memory`) | as configured |
+/// | `vips`: libvips' threads per image | every core for the only image being worked on, else one |
+public final class ProcessResources: Sendable {
+    /// The cores the sizes are made from.
+    public let cores: Int
+    public let cpu: BlockingExecutor
+    public let io: BlockingExecutor
+    public let mediaTransfers: BlockingExecutor
+    public let mediaReads: BlockingExecutor
+    public let store: BlockingExecutor
+    public let housekeeping: BlockingExecutor
+    /// Backpressure, when `config.maxJobs` is set.
+    public let gate: JobGate?
+    /// Bounds the jobs past their fetch, when `config.maxTranscodes` is set.
+    public let transcodeGate: JobGate?
+    /// Bounds the memory of the decodes running at once.
+    public let decodeBudget: DecodeBudget
+    /// How many threads libvips gives an image.
+    public let vips: VipsThreads
+
+    /// The resources `config` asks for, sized from `cores`.
+    public init(config: PushMediaConfig, cores: Int = ProcessInfo.processInfo.activeProcessorCount) {
+        self.cores = max(1, cores)
+        cpu = BlockingExecutor(name: "pushmedia-cpu", maxThreads: self.cores)
+        io = BlockingExecutor(name: "pushmedia-fetch", maxThreads: 64)
+        mediaTransfers = BlockingExecutor(name: "pushmedia-media", maxThreads: 64)
+        mediaReads = BlockingExecutor(name: "pushmedia-media-read", maxThreads: 4)
+        store = BlockingExecutor(name: "pushmedia-store", maxThreads: 2)
+        housekeeping = BlockingExecutor(name: "pushmedia-housekeeping", maxThreads: 1)
+        gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
+        transcodeGate = config.maxTranscodes.map { JobGate(limit: $0, queueLimit: .max) }
+        decodeBudget = DecodeBudget(limit: config.decodeMemory)
+        vips = VipsThreads(cores: self.cores)
+    }
+}
+
+/// libvips' threads per image: the only image of the only job running gets one per core (a single
+/// request is then as quick as libvips on its own); with other jobs running, each image gets one,
+/// and parallelism comes from the images worked on side by side.
+public final class VipsThreads: Sendable {
+    let cores: Int
+    /// Jobs running (fetching, converting, storing) and images being decoded, resized or encoded now.
+    private let load = Locked((jobs: 0, working: 0))
+
+    public init(cores: Int = ProcessInfo.processInfo.activeProcessorCount) {
+        self.cores = max(1, cores)
+    }
+
+    /// A job started: its image may soon be worked on.
+    func jobBegan() { load.withLock { $0.jobs += 1 } }
+    func jobEnded() { load.withLock { $0.jobs -= 1 } }
+
+    /// The threads for an image about to be worked on; `finished` when it is done.
+    func began() -> Int {
+        let alone = load.withLock {
+            $0.working += 1
+            return $0.working == 1 && $0.jobs <= 1
+        }
+        return alone ? cores : 1
+    }
+
+    func finished() { load.withLock { $0.working -= 1 } }
+}

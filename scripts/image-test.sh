@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# The container image end to end, with Debian's podman (installed when missing; see
+# scripts/container-env.sh for what these machines need):
+#   scripts/image-test.sh          # `make test`: the runtime stage around the release binary in
+#                                  # .build-static/stage (scripts/release-static.sh), no compiler
+#   scripts/image-test.sh --full   # `make image-test`: the whole Containerfile, compile stage too
+# Then, against the image:
+#   - without PUSHMEDIA_TOKENS (or another auth setting) the container refuses to start (exit 64);
+#   - with a token (and a read-only root file system, /tmp a tmpfs) it answers /healthz 200 on a
+#     published port, and its HEALTHCHECK (run with `podman healthcheck run`: podman schedules
+#     healthchecks with systemd timers, absent here) reports healthy; /readyz is ready (the
+#     store on the volume takes a write, libvips works);
+#   - POST /v1/process of payloads whose media_url points at a Python http.server on the host
+#     (reached through the podman bridge's gateway, allowed with PUSHMEDIA_TRUSTED_PEERS): a
+#     WebP comes back `processed` as a JPEG (libvips), a WebM as an MP4 (ffmpeg), and each
+#     attachment is fetched from the container's /media/…; without the token: 401;
+#   - a media URL (GET /insecure/pr:ios/plain/<source>@jpg, the source allowed with
+#     PUSHMEDIA_URL_ALLOW_SOURCE) answers a JPEG named for the phone;
+#   - the stored files are in the volume, and a new container on the same volume serves them;
+#   - `podman stop` (SIGTERM) ends the container with exit code 0 within the grace period.
+# Prints the timings (build, start until /healthz answers, stop) and the image's size.
+# Skips (exit 0) only when podman cannot run here at all, and never when CI=true.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/container-env.sh
+
+FULL=()
+for argument in "$@"; do
+  case $argument in
+    --full) FULL=(--full) ;;
+    *) echo "usage: scripts/image-test.sh [--full]" >&2; exit 64 ;;
+  esac
+done
+
+T0=$(now)
+mkdir -p "$CACHE"
+if ! container_setup; then
+  if [ "${CI:-}" = true ]; then
+    log "FAILED: $CONTAINER_PROBLEM"
+    exit 1
+  fi
+  log "SKIPPED: $CONTAINER_PROBLEM"
+  exit 0
+fi
+
+VERSION=$(sed -n 's/.*static let string = "\(.*\)".*/\1/p' Sources/PushMedia/Support/Version.swift)
+export IMAGE=${IMAGE:-localhost/pushmedia:$VERSION}
+build_start=$(now)
+scripts/image.sh "${FULL[@]}"
+BUILD_SECONDS=$(since "$build_start")
+
+TOKEN=image-test-$RANDOM$RANDOM
+NAME=pushmedia-image-test-$$
+VOLUME=pushmedia-image-test-$$
+work=$(mktemp -d "${TMPDIR:-/tmp}/pushmedia-image-test.XXXXXX")
+origin=""
+containers=()
+PASSED=0
+cleanup() {
+  set +e
+  local container
+  [ -n "$origin" ] && kill "$origin" 2>/dev/null && wait "$origin" 2>/dev/null
+  for container in "${containers[@]}"; do podman rm -f -t 0 "$container" >/dev/null 2>&1 || true; done
+  podman volume rm -f "$VOLUME" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+ok() { PASSED=$((PASSED + 1)); echo "image-test: ok - $*"; }
+fail() {
+  echo "image-test: FAILED - $*" >&2
+  local container
+  for container in "${containers[@]}"; do
+    echo "--- podman logs $container" >&2
+    podman logs "$container" 2>&1 | grep -v 'systemd connection' | tail -30 >&2 || true
+  done
+  echo "image-test: $PASSED passed, 1 failed" >&2
+  exit 1
+}
+# podman without systemd says on every run that it cannot schedule the healthcheck: not news.
+quiet() { grep -v 'unable to get systemd connection\|Removing timer for container' >&2 || true; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# JSON field of stdin, by a Python expression on `d`.
+json() { python3 -c "import json, sys; d = json.load(sys.stdin); print($1)"; }
+
+# 1. No auth, no start: the image listens on 0.0.0.0.
+status=0
+podman run --rm --name "$NAME-noauth" "$IMAGE" >"$work/noauth.out" 2>"$work/noauth.err" || status=$?
+[ "$status" = 64 ] && grep -q 'without auth' "$work/noauth.err" \
+  || fail "without PUSHMEDIA_TOKENS the container should refuse to start (exit 64), got $status: $(cat "$work/noauth.err")"
+ok "without auth settings the container refuses to start: $(grep -o 'refusing.*' "$work/noauth.err" | head -1)"
+
+# 2. Start with a token, the store on a named volume, the hook on a free loopback port, and the
+#    root file system read-only (/tmp a tmpfs), as docs/deployment.md says it can run.
+PORT=$(free_port)
+ORIGIN_PORT=$(free_port)
+GATEWAY=$(podman network inspect podman --format '{{range .Subnets}}{{.Gateway}}{{end}}' | head -1)
+[ -n "$GATEWAY" ] || fail "podman's default network has no gateway address"
+BASE=http://127.0.0.1:$PORT
+podman volume create "$VOLUME" >/dev/null
+start=$(now)
+podman run -d --name "$NAME" --read-only --tmpfs /tmp -p "127.0.0.1:$PORT:8080" -v "$VOLUME:/var/lib/pushmedia" \
+  -e "PUSHMEDIA_TOKENS=$TOKEN" -e "PUSHMEDIA_BASE_URL=$BASE/media" \
+  -e "PUSHMEDIA_TRUSTED_PEERS=$GATEWAY:$ORIGIN_PORT" -e "PUSHMEDIA_URL_ALLOW_SOURCE=http://$GATEWAY:$ORIGIN_PORT/" \
+  "$IMAGE" >/dev/null 2> >(quiet)
+containers+=("$NAME")
+code=""
+for _ in $(seq 300); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$BASE/healthz" || true)
+  [ "$code" = 200 ] && break
+  [ "$(podman inspect --format '{{.State.Running}}' "$NAME")" = true ] || break
+  sleep 0.05
+done
+START_SECONDS=$(since "$start")
+[ "$code" = 200 ] || fail "/healthz did not answer 200 (last: $code)"
+ok "started (read-only root, /tmp a tmpfs); /healthz answered 200 after $START_SECONDS s (podman run -d included)"
+
+# 3. The image's HEALTHCHECK.
+podman healthcheck run "$NAME" 2> >(quiet) >/dev/null || fail "podman healthcheck run: unhealthy"
+health=$(podman inspect --format '{{.State.Health.Status}}' "$NAME")
+[ "$health" = healthy ] || fail "health status is '$health', not healthy"
+ok "HEALTHCHECK reports healthy"
+code=$(curl -s -o "$work/readyz" -w '%{http_code}' "$BASE/readyz")
+[ "$code" = 200 ] || fail "/readyz answered $code: $(cat "$work/readyz")"
+ok "/readyz is ready: $(cat "$work/readyz")"
+
+# 4. Media from an origin on the host, through the container's fetcher, libvips and ffmpeg.
+mkdir -p "$work/origin"
+cp samples/media/banner.webp samples/media/clip.webm "$work/origin/"
+(cd "$work/origin" && exec python3 -m http.server "$ORIGIN_PORT" --bind "$GATEWAY") >"$work/origin.log" 2>&1 &
+origin=$!
+for _ in $(seq 100); do
+  curl -s -o /dev/null "http://$GATEWAY:$ORIGIN_PORT/banner.webp" && break
+  sleep 0.05
+done
+
+process() {  # source file → the answer's JSON in $work/answer.json
+  local payload
+  payload=$(printf '{"aps": {"alert": {"title": "Image test", "body": "%s"}, "mutable-content": 1}, "media_url": "http://%s:%s/%s"}' \
+    "$1" "$GATEWAY" "$ORIGIN_PORT" "$1")
+  curl -sS -o "$work/answer.json" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
+    -H 'Content-Type: application/json' --data "$payload" "$BASE/v1/process"
+}
+check_processed() {  # source expected-mime magic-hex
+  local code status url mime bytes
+  code=$(process "$1")
+  [ "$code" = 200 ] || fail "POST /v1/process ($1) answered $code: $(cat "$work/answer.json")"
+  status=$(json 'd["outcome"]["status"]' <"$work/answer.json")
+  [ "$status" = processed ] || fail "$1 came back $status: $(cat "$work/answer.json")"
+  url=$(json 'd["outcome"]["attachment"]["url"]' <"$work/answer.json")
+  mime=$(json 'd["outcome"]["attachment"]["mime"]' <"$work/answer.json")
+  bytes=$(json 'd["outcome"]["attachment"]["bytes"]' <"$work/answer.json")
+  [ "$mime" = "$2" ] || fail "$1 became $mime, not $2"
+  case $url in "$BASE/media/"*) ;; *) fail "attachment URL $url is not under $BASE/media/" ;; esac
+  code=$(curl -sS -o "$work/attachment" -w '%{http_code} %{content_type}' "$url")
+  [ "$code" = "200 $2" ] || fail "GET $url answered $code"
+  [ "$(stat -c %s "$work/attachment")" = "$bytes" ] || fail "GET $url: $(stat -c %s "$work/attachment") bytes, the outcome says $bytes"
+  od -A n -t x1 -N 8 "$work/attachment" | tr -d ' \n' | grep -q "$3" || fail "GET $url: not a $2 file"
+  STORED+=("${url##*/}")
+  ok "$1 from the host's origin came back processed as $mime ($bytes bytes), served at ${url#"$BASE"}"
+}
+STORED=()
+check_processed banner.webp image/jpeg '^ffd8ff'
+check_processed clip.webm video/mp4 '^........66747970'  # ftyp
+
+code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data '{}' "$BASE/v1/process")
+[ "$code" = 401 ] || fail "POST /v1/process without the token answered $code, not 401"
+ok "POST /v1/process without the token: 401"
+
+# The store is in the volume.
+mountpoint=$(podman volume inspect --format '{{.Mountpoint}}' "$VOLUME")
+for name in "${STORED[@]}"; do
+  [ -n "$(find "$mountpoint/store" -name "$name" -print -quit)" ] || fail "$name is not in the volume ($mountpoint)"
+done
+ok "the attachments are stored in the volume (${#STORED[@]} files under /var/lib/pushmedia/store)"
+
+# A media URL (unsigned, its source under PUSHMEDIA_URL_ALLOW_SOURCE): a JPEG made for iOS.
+url="$BASE/insecure/pr:ios/plain/http://$GATEWAY:$ORIGIN_PORT/banner.webp@jpg"
+code=$(curl -sS -D "$work/url.headers" -o "$work/url.jpg" -w '%{http_code} %{content_type}' "$url")
+[ "$code" = "200 image/jpeg" ] || fail "the media URL $url answered $code: $(head -c 300 "$work/url.jpg")"
+od -A n -t x1 -N 3 "$work/url.jpg" | tr -d ' \n' | grep -q '^ffd8ff' || fail "the media URL's answer is not a JPEG"
+grep -qi '^content-disposition: inline; filename="banner.jpg"' "$work/url.headers" \
+  || fail "the media URL's answer names no banner.jpg: $(cat "$work/url.headers")"
+ok "a media URL (GET /insecure/pr:ios/plain/<source>@jpg) answered a JPEG saved as banner.jpg"
+
+# 5. SIGTERM: a graceful stop, exit code 0, well within the grace period.
+GRACE=30
+start=$(now)
+podman stop -t "$GRACE" "$NAME" >/dev/null 2> >(quiet)
+STOP_SECONDS=$(since "$start")
+state=$(podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$NAME")
+[ "$state" = "exited 0" ] || fail "after podman stop the container is '$state', not 'exited 0'"
+awk -v s="$STOP_SECONDS" -v g="$GRACE" 'BEGIN { exit !(s < g) }' || fail "stopping took $STOP_SECONDS s, the grace period is $GRACE s"
+ok "podman stop (SIGTERM): exited 0 after $STOP_SECONDS s (grace period $GRACE s)"
+
+# 6. A new container on the same volume (writable root this time) serves what the first stored.
+podman run -d --name "$NAME-again" -p "127.0.0.1:$PORT:8080" -v "$VOLUME:/var/lib/pushmedia" \
+  -e "PUSHMEDIA_TOKENS=$TOKEN" -e "PUSHMEDIA_BASE_URL=$BASE/media" "$IMAGE" >/dev/null 2> >(quiet)
+containers+=("$NAME-again")
+for _ in $(seq 300); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$BASE/healthz" || true)" = 200 ] && break
+  sleep 0.05
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' "$BASE/media/${STORED[0]}")
+[ "$code" = 200 ] || fail "a new container on the volume answered $code for /media/${STORED[0]}"
+podman stop -t "$GRACE" "$NAME-again" >/dev/null 2> >(quiet)
+[ "$(podman inspect --format '{{.State.ExitCode}}' "$NAME-again")" = 0 ] || fail "the second container did not exit 0"
+ok "a new container on the same volume serves /media/${STORED[0]}, and stops with 0"
+
+SIZE=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+echo "image-test: timings: build $BUILD_SECONDS s ($([ ${#FULL[@]} = 1 ] && echo "whole Containerfile" || echo "runtime stage around the prebuilt binary")), start until /healthz 200 $START_SECONDS s, stop $STOP_SECONDS s, whole test $(since "$T0") s; image $IMAGE $((SIZE / 1000000)) MB"
+echo "image-test: $PASSED passed, 0 failed"

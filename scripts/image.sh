@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds PushMedia's container image from the Containerfile, tagged IMAGE
+# (localhost/pushmedia:<version>, and :latest).
+#   scripts/image.sh             # the runtime stage around the binary in .build-static/stage
+#                                # (`--target prebuilt`; run scripts/release-static.sh first)
+#   scripts/image.sh --full      # the whole Containerfile, the compile stage included
+# With podman (the default), on a machine that reaches no registry: the base images are made
+# here (scripts/container-env.sh): localhost/debian:bookworm-slim with debootstrap, and for
+# --full localhost/swift:6.3-bookworm from this machine's toolchain; they are passed as the
+# RUNTIME_IMAGE and SWIFT_IMAGE build arguments. With ENGINE=docker: `docker build` with the
+# Containerfile's own public images (docker.io's debian:bookworm-slim and swift:6.3-bookworm).
+# Prints the build's duration and the image's size.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/container-env.sh
+
+FULL=0
+for argument in "$@"; do
+  case $argument in
+    --full) FULL=1 ;;
+    *) echo "usage: scripts/image.sh [--full]" >&2; exit 64 ;;
+  esac
+done
+
+ENGINE=${ENGINE:-podman}
+VERSION=$(sed -n 's/.*static let string = "\(.*\)".*/\1/p' Sources/PushMedia/Support/Version.swift)
+IMAGE=${IMAGE:-localhost/pushmedia:$VERSION}
+STAGE=${PUSHMEDIA_STATIC_BUILD:-.build-static}/stage
+
+args=(-f Containerfile -t "$IMAGE" -t "${IMAGE%:*}:latest")
+if [ "$ENGINE" = podman ]; then
+  container_setup || { log "$CONTAINER_PROBLEM"; exit 1; }
+  ensure_base_image
+  # docker format: OCI images have no HEALTHCHECK.
+  args+=(--format docker --pull=never --build-arg "RUNTIME_IMAGE=$BASE_IMAGE")
+  if [ "$FULL" = 1 ]; then
+    ensure_swift_image
+    args+=(--build-arg "SWIFT_IMAGE=$SWIFT_IMAGE")
+    # The stand-in's git rewrites github.com to the mirrors folder; mount it for the build.
+    [ -d "$SWIFT_PACKAGE_MIRRORS" ] && args+=(-v "$SWIFT_PACKAGE_MIRRORS:$SWIFT_PACKAGE_MIRRORS:ro")
+  fi
+fi
+
+if [ "$FULL" = 1 ]; then
+  context=.
+else
+  [ -x "$STAGE/pushmedia" ] || { log "$STAGE/pushmedia is missing: run scripts/release-static.sh first"; exit 1; }
+  args+=(--target prebuilt)
+  context=$STAGE
+fi
+
+mkdir -p "$CACHE"
+old=$($ENGINE image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
+start=$(now)
+log "$ENGINE build ${args[*]} $context"
+if ! $ENGINE build "${args[@]}" "$context" >"$CACHE/image-build.log" 2>&1; then
+  tail -40 "$CACHE/image-build.log" >&2
+  log "FAILED: the image build (whole log: $CACHE/image-build.log)"
+  exit 1
+fi
+seconds=$(since "$start")
+new=$($ENGINE image inspect --format '{{.Id}}' "$IMAGE")
+# The image this build replaced, when nothing else names it any more.
+if [ -n "$old" ] && [ "$old" != "$new" ] && [ "$($ENGINE image inspect --format '{{len .RepoTags}}' "$old" 2>/dev/null)" = 0 ]; then
+  $ENGINE rmi "$old" >/dev/null 2>&1 || true
+fi
+size=$($ENGINE image inspect --format '{{.Size}}' "$IMAGE")
+log "built $IMAGE ($([ "$FULL" = 1 ] && echo "whole Containerfile" || echo "prebuilt binary")) in $seconds s, $((size / 1000000)) MB"
