@@ -17,9 +17,11 @@ run: setup release
 ## checks the HTTP hook's answers against its OpenAPI document (scripts/api-conformance.sh), and
 ## real APNs clients from PyPI push through the APNs relay to a strict stand-in for Apple
 ## (scripts/apns-relay.sh), and real FCM clients through the FCM relay to a strict stand-in for
-## Google (scripts/fcm-relay.sh); media URLs made by imgproxy's URL builders are fetched by curl,
-## Chromium and through nginx as a CDN (scripts/media-url.sh); the shell examples of README.md and
-## docs/ run against a real server (scripts/docs-examples.sh). Last, the packaging
+## Google (scripts/fcm-relay.sh); both relays are attacked (rapid reset, CONTINUATION and PING
+## floods, slow read, slow handshakes, …) while a legitimate client pushes, and answer RFC 9113's
+## protocol errors frame by frame (scripts/relay-attacks.sh); media URLs made by imgproxy's URL
+## builders are fetched by curl, Chromium and through nginx as a CDN (scripts/media-url.sh); the
+## shell examples of README.md and docs/ run against a real server (scripts/docs-examples.sh). Last, the packaging
 ## (docs/deployment.md): the release binary that the image and the Debian package share
 ## (scripts/release-static.sh), the container image around it run with podman
 ## (scripts/image-test.sh), and the Debian package installed, its service's command run,
@@ -29,6 +31,7 @@ test: lint setup-test
 	scripts/api-conformance.sh
 	scripts/apns-relay.sh
 	scripts/fcm-relay.sh
+	scripts/relay-attacks.sh
 	scripts/media-url.sh
 	scripts/docs-examples.sh
 	scripts/release-static.sh

@@ -1,6 +1,7 @@
 /* The relays' HTTP/2 sessions on libnghttp2; see pushmedia_h2.h. */
 #include "pushmedia_h2.h"
 
+#include <malloc.h>
 #include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,85 +11,64 @@
 /* Bytes of a field's packed header: flags, name length, value length. */
 #define PM_H2_FIELD_HEADER 9
 
-struct pm_h2_stream {
+/* pm_h2_field is handed to libnghttp2 as nghttp2_nv. */
+_Static_assert(sizeof(pm_h2_field) == sizeof(nghttp2_nv), "pm_h2_field is not laid out as nghttp2_nv");
+_Static_assert(offsetof(pm_h2_field, name) == offsetof(nghttp2_nv, name), "name");
+_Static_assert(offsetof(pm_h2_field, value) == offsetof(nghttp2_nv, value), "value");
+_Static_assert(offsetof(pm_h2_field, name_length) == offsetof(nghttp2_nv, namelen), "namelen");
+_Static_assert(offsetof(pm_h2_field, value_length) == offsetof(nghttp2_nv, valuelen), "valuelen");
+_Static_assert(offsetof(pm_h2_field, flags) == offsetof(nghttp2_nv, flags), "flags");
+
+typedef struct {
+    uint8_t *bytes;
+    size_t length, capacity;
+} buffer;
+
+/* A stream's record, the session's alone: created with the stream (server: its first HEADERS;
+ * client: `pm_h2_request`), marked `finished` once libnghttp2 is done with it, and freed by
+ * `reap` alone. Events copy nothing out of it by reference: they take its buffers. */
+typedef struct record {
     int32_t id;
-    /* An event handed out refers to the record: freed by `pm_h2_release`, not by closing. */
-    int held;
-    /* libnghttp2 closed the stream (or never opened it). */
-    int closed;
-    /* Client: the HEADERS frame went out. */
-    int opened;
-    /* Client: given up before it went out. */
-    int cancelled;
-    /* Client: its HEADERS was never sent; `PM_H2_REFUSED` is already queued (unless cancelled). */
-    int refused;
+    /* libnghttp2 closed the stream, or will never open it: `reap` frees the record. */
+    int finished;
     /* Server: the request's body passed the limit. Client: the answer's did; the rest is dropped. */
     int too_large;
-    int ended;
     /* Client: the answer's status once its :status field is seen; a 1xx is replaced. */
     int status;
     /* Client: the final answer's fields are complete (later fields are trailers, ignored). */
     int fields_done;
-    uint8_t *fields;
-    size_t fields_length, fields_capacity;
-    uint8_t *body;
-    size_t body_length, body_capacity;
+    /* DATA frames of no length without END_STREAM received (bounded: PM_H2_MAX_EMPTY_DATA). */
+    int empty_data;
+    buffer fields, body;
     /* What is sent: a request's or an answer's body. */
-    uint8_t *out;
-    size_t out_length, out_offset;
-    pm_h2_stream *previous, *next;
-};
+    buffer out;
+    size_t out_offset;
+    struct record *previous, *next;
+} record;
 
 struct pm_h2 {
     nghttp2_session *session;
     int server;
-    int dying;
     size_t body_limit;
-    pm_h2_event *events;
+    /* Events not yet taken, in order. */
+    pm_h2_event **events;
     size_t event_count, event_capacity, event_next;
-    /* Every record not yet freed. */
-    pm_h2_stream *streams;
+    /* Every record, finished or not. */
+    record *records;
+    int finished_any;
+    pm_h2_load load;
 };
 
-/* ------------------------------------------------------------------ records */
+/* ------------------------------------------------------------------ buffers */
 
-static pm_h2_stream *stream_new(pm_h2 *h2, int32_t id) {
-    pm_h2_stream *stream = calloc(1, sizeof *stream);
-    if (!stream) return NULL;
-    stream->id = id;
-    stream->next = h2->streams;
-    if (h2->streams) h2->streams->previous = stream;
-    h2->streams = stream;
-    return stream;
-}
-
-static void stream_free(pm_h2 *h2, pm_h2_stream *stream) {
-    if (stream->previous) stream->previous->next = stream->next;
-    else h2->streams = stream->next;
-    if (stream->next) stream->next->previous = stream->previous;
-    free(stream->fields);
-    free(stream->body);
-    free(stream->out);
-    free(stream);
-}
-
-static pm_h2_stream *stream_find(pm_h2 *h2, int32_t id) {
-    pm_h2_stream *stream = nghttp2_session_get_stream_user_data(h2->session, id);
-    if (stream) return stream;
-    for (stream = h2->streams; stream; stream = stream->next) {
-        if (stream->id == id && !stream->closed) return stream;
-    }
-    return NULL;
-}
-
-static int grow(uint8_t **buffer, size_t *capacity, size_t needed) {
-    if (needed <= *capacity) return 1;
-    size_t capacity_new = *capacity ? *capacity : 256;
-    while (capacity_new < needed) capacity_new *= 2;
-    uint8_t *grown = realloc(*buffer, capacity_new);
+static int grow(buffer *b, size_t needed) {
+    if (needed <= b->capacity) return 1;
+    size_t capacity = b->capacity ? b->capacity : 256;
+    while (capacity < needed) capacity *= 2;
+    uint8_t *grown = realloc(b->bytes, capacity);
     if (!grown) return 0;
-    *buffer = grown;
-    *capacity = capacity_new;
+    b->bytes = grown;
+    b->capacity = capacity;
     return 1;
 }
 
@@ -103,36 +83,168 @@ static uint32_t get32(const uint8_t *at) {
     return (uint32_t)at[0] | (uint32_t)at[1] << 8 | (uint32_t)at[2] << 16 | (uint32_t)at[3] << 24;
 }
 
-static int push_event(pm_h2 *h2, pm_h2_event_kind kind, int32_t id, uint32_t code, pm_h2_stream *stream) {
+/* The encoder of the packed layout (pm_h2_field_next is its decoder). */
+static int field_append(buffer *fields, const uint8_t *name, size_t name_length, const uint8_t *value,
+                        size_t value_length, uint8_t flags) {
+    size_t needed = fields->length + PM_H2_FIELD_HEADER + name_length + value_length;
+    if (!grow(fields, needed)) return 0;
+    uint8_t *at = fields->bytes + fields->length;
+    at[0] = flags;
+    put32(at + 1, (uint32_t)name_length);
+    put32(at + 5, (uint32_t)value_length);
+    memcpy(at + PM_H2_FIELD_HEADER, name, name_length);
+    memcpy(at + PM_H2_FIELD_HEADER + name_length, value, value_length);
+    fields->length = needed;
+    return 1;
+}
+
+int pm_h2_field_next(const uint8_t *packed, size_t length, size_t *offset, pm_h2_field *field) {
+    size_t at = *offset;
+    if (at >= length) return 0;
+    if (length - at < PM_H2_FIELD_HEADER) return -1;
+    size_t name_length = get32(packed + at + 1), value_length = get32(packed + at + 5);
+    if (length - at - PM_H2_FIELD_HEADER < name_length ||
+        length - at - PM_H2_FIELD_HEADER - name_length < value_length) {
+        return -1;
+    }
+    field->flags = packed[at] & PM_H2_NO_INDEX;
+    field->name = packed + at + PM_H2_FIELD_HEADER;
+    field->name_length = name_length;
+    field->value = field->name + name_length;
+    field->value_length = value_length;
+    *offset = at + PM_H2_FIELD_HEADER + name_length + value_length;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ records */
+
+static record *record_new(pm_h2 *h2, int32_t id) {
+    record *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->id = id;
+    r->next = h2->records;
+    if (h2->records) h2->records->previous = r;
+    h2->records = r;
+    h2->load.streams++;
+    return r;
+}
+
+/* What a record's body to send still holds, for the load. */
+static size_t unsent(const record *r) { return r->out.length - r->out_offset; }
+
+static void out_forget(pm_h2 *h2, record *r) {
+    if (unsent(r) > 0) {
+        h2->load.waiting--;
+        h2->load.waiting_bytes -= unsent(r);
+    }
+    free(r->out.bytes);
+    r->out = (buffer){0};
+    r->out_offset = 0;
+}
+
+/* Hands a received buffer over (to an event), leaving the record's empty. */
+static buffer take(pm_h2 *h2, buffer *b) {
+    buffer taken = *b;
+    h2->load.received_bytes -= taken.length;
+    *b = (buffer){0};
+    return taken;
+}
+
+/* The only place a record is freed. */
+static void record_free(pm_h2 *h2, record *r) {
+    if (r->previous) r->previous->next = r->next;
+    else h2->records = r->next;
+    if (r->next) r->next->previous = r->previous;
+    free(take(h2, &r->fields).bytes);
+    free(take(h2, &r->body).bytes);
+    out_forget(h2, r);
+    h2->load.streams--;
+    free(r);
+}
+
+/* Frees the records libnghttp2 is done with; called when no libnghttp2 call is under way. */
+static void reap(pm_h2 *h2) {
+    if (!h2->finished_any) return;
+    h2->finished_any = 0;
+    record *r = h2->records;
+    while (r) {
+        record *next = r->next;
+        if (r->finished) record_free(h2, r);
+        r = next;
+    }
+}
+
+static void finish(pm_h2 *h2, record *r) {
+    r->finished = 1;
+    h2->finished_any = 1;
+}
+
+/* A client's record whose HEADERS never went out: libnghttp2 holds no stream for it. */
+static record *record_unopened(pm_h2 *h2, int32_t id) {
+    if (nghttp2_session_find_stream(h2->session, id)) return NULL;
+    for (record *r = h2->records; r; r = r->next) {
+        if (r->id == id && !r->finished) return r;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------- events */
+
+/* Queues an event, taking the record's received fields and body when given. */
+static int push_event(pm_h2 *h2, pm_h2_event_kind kind, int32_t id, uint32_t code, record *r, int with_body) {
     if (h2->event_count == h2->event_capacity) {
         size_t capacity = h2->event_capacity ? h2->event_capacity * 2 : 64;
-        pm_h2_event *grown = realloc(h2->events, capacity * sizeof *grown);
+        pm_h2_event **grown = realloc(h2->events, capacity * sizeof *grown);
         if (!grown) return NGHTTP2_ERR_CALLBACK_FAILURE;
         h2->events = grown;
         h2->event_capacity = capacity;
     }
-    h2->events[h2->event_count++] = (pm_h2_event){.kind = kind, .stream_id = id, .code = code, .stream = stream};
-    if (stream) stream->held = 1;
+    pm_h2_event *event = calloc(1, sizeof *event);
+    if (!event) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    event->kind = kind;
+    event->stream_id = id;
+    event->code = code;
+    if (r) {
+        buffer fields = take(h2, &r->fields);
+        event->fields = fields.bytes;
+        event->fields_length = fields.length;
+        buffer body = take(h2, &r->body);
+        if (with_body) {
+            event->body = body.bytes;
+            event->body_length = body.length;
+        } else {
+            free(body.bytes);
+        }
+    }
+    h2->events[h2->event_count++] = event;
     return 0;
+}
+
+void pm_h2_event_free(pm_h2_event *event) {
+    if (!event) return;
+    free((void *)event->fields);
+    free((void *)event->body);
+    free(event);
 }
 
 /* ---------------------------------------------------------------- callbacks */
 
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     pm_h2 *h2 = user_data;
-    if (h2->dying || frame->hd.type != NGHTTP2_HEADERS) return 0;
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     if (h2->server) {
         if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-        pm_h2_stream *stream = stream_new(h2, frame->hd.stream_id);
-        if (!stream) return NGHTTP2_ERR_CALLBACK_FAILURE;
-        nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, stream);
+        record *r = record_new(h2, frame->hd.stream_id);
+        if (!r) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, r) != 0) finish(h2, r);
         return 0;
     }
-    pm_h2_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (stream && !stream->fields_done && stream->status > 0 && stream->status < 200) {
+    record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (r && !r->fields_done && r->status > 0 && r->status < 200) {
         /* The final answer after an interim (1xx) one. */
-        stream->fields_length = 0;
-        stream->status = 0;
+        h2->load.received_bytes -= r->fields.length;
+        r->fields.length = 0;
+        r->status = 0;
     }
     return 0;
 }
@@ -141,24 +253,23 @@ static int on_header(
     nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t name_length,
     const uint8_t *value, size_t value_length, uint8_t flags, void *user_data) {
     pm_h2 *h2 = user_data;
-    if (h2->dying || frame->hd.type != NGHTTP2_HEADERS) return 0;
-    pm_h2_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (!stream || stream->fields_done) return 0;
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!r || r->fields_done) return 0;
     if (h2->server && frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers */
-    size_t needed = stream->fields_length + PM_H2_FIELD_HEADER + name_length + value_length;
-    if (needed > PM_H2_MAX_FIELDS_BYTES) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    if (!grow(&stream->fields, &stream->fields_capacity, needed)) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    uint8_t *at = stream->fields + stream->fields_length;
-    at[0] = (flags & NGHTTP2_NV_FLAG_NO_INDEX) ? PM_H2_NO_INDEX : 0;
-    put32(at + 1, (uint32_t)name_length);
-    put32(at + 5, (uint32_t)value_length);
-    memcpy(at + PM_H2_FIELD_HEADER, name, name_length);
-    memcpy(at + PM_H2_FIELD_HEADER + name_length, value, value_length);
-    stream->fields_length = needed;
+    if (r->fields.length + PM_H2_FIELD_HEADER + name_length + value_length > PM_H2_MAX_FIELDS_BYTES) {
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    size_t before = r->fields.length;
+    uint8_t packed_flags = (flags & NGHTTP2_NV_FLAG_NO_INDEX) ? PM_H2_NO_INDEX : 0;
+    if (!field_append(&r->fields, name, name_length, value, value_length, packed_flags)) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    h2->load.received_bytes += r->fields.length - before;
     if (!h2->server && name_length == 7 && memcmp(name, ":status", 7) == 0) {
         int status = 0;
         for (size_t i = 0; i < value_length && i < 3; i++) status = status * 10 + (value[i] - '0');
-        stream->status = status;
+        r->status = status;
     }
     return 0;
 }
@@ -167,101 +278,86 @@ static int on_data_chunk(
     nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t length,
     void *user_data) {
     pm_h2 *h2 = user_data;
-    if (h2->dying) return 0;
-    pm_h2_stream *stream = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (!stream || stream->too_large) return 0;
-    if (stream->body_length + length > h2->body_limit) {
-        stream->too_large = 1;
+    record *r = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!r || r->too_large) return 0;
+    if (r->body.length + length > h2->body_limit) {
+        r->too_large = 1;
         if (!h2->server) return 0; /* an answer: what came before the limit is kept, nothing after */
-        free(stream->body);
-        stream->body = NULL;
-        stream->body_length = stream->body_capacity = 0;
-        return push_event(h2, PM_H2_TOO_LARGE, stream_id, 0, stream);
+        return push_event(h2, PM_H2_TOO_LARGE, stream_id, 0, r, 0);
     }
-    if (!grow(&stream->body, &stream->body_capacity, stream->body_length + length)) {
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
-    }
-    memcpy(stream->body + stream->body_length, data, length);
-    stream->body_length += length;
+    if (!grow(&r->body, r->body.length + length)) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    memcpy(r->body.bytes + r->body.length, data, length);
+    r->body.length += length;
+    h2->load.received_bytes += length;
     return 0;
 }
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     pm_h2 *h2 = user_data;
-    if (h2->dying) return 0;
     if (frame->hd.type == NGHTTP2_GOAWAY) {
-        return push_event(h2, PM_H2_GOAWAY, frame->goaway.last_stream_id, frame->goaway.error_code, NULL);
+        return push_event(h2, PM_H2_GOAWAY, frame->goaway.last_stream_id, frame->goaway.error_code, NULL, 0);
     }
     if (frame->hd.type == NGHTTP2_HEADERS && !h2->server) {
-        pm_h2_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-        if (stream && stream->status >= 200) stream->fields_done = 1;
+        record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (r && r->status >= 200) r->fields_done = 1;
+        return 0;
+    }
+    if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (r && ++r->empty_data > PM_H2_MAX_EMPTY_DATA && !h2->load.flooded) {
+            h2->load.flooded = 1;
+            return nghttp2_session_terminate_session(session, NGHTTP2_ENHANCE_YOUR_CALM);
+        }
         return 0;
     }
     if (!h2->server || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
-    pm_h2_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (!stream || stream->too_large || stream->ended) return 0;
-    stream->ended = 1;
-    return push_event(h2, PM_H2_REQUEST, frame->hd.stream_id, 0, stream);
+    record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!r || r->too_large) return 0;
+    return push_event(h2, PM_H2_REQUEST, frame->hd.stream_id, 0, r, 1);
 }
 
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
     pm_h2 *h2 = user_data;
-    if (h2->dying) return 0;
-    pm_h2_stream *stream = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (!stream) return 0;
-    stream->closed = 1;
-    if (!h2->server && !stream->cancelled && !stream->refused) {
-        if (error_code != NGHTTP2_REFUSED_STREAM) return push_event(h2, PM_H2_CLOSED, stream_id, error_code, stream);
-        stream_free(h2, stream);
-        return push_event(h2, PM_H2_REFUSED, stream_id, error_code, NULL);
-    }
-    if (!stream->held) stream_free(h2, stream);
-    return 0;
+    record *r = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!r) return 0;
+    finish(h2, r);
+    if (h2->server) return 0;
+    if (error_code == NGHTTP2_REFUSED_STREAM) return push_event(h2, PM_H2_REFUSED, stream_id, error_code, NULL, 0);
+    return push_event(h2, PM_H2_CLOSED, stream_id, error_code, r, 1);
 }
 
-static int before_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
-    pm_h2 *h2 = user_data;
-    if (h2->server || frame->hd.type != NGHTTP2_HEADERS) return 0;
-    pm_h2_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (!stream) return 0;
-    if (stream->cancelled) return NGHTTP2_ERR_CANCEL;
-    stream->opened = 1;
-    return 0;
-}
-
+/* A request whose HEADERS did not go out: refused by a GOAWAY, the session closing, or cancelled
+ * while queued. One libnghttp2 had opened is closed next (`on_stream_close` says so); one never
+ * opened ends here. */
 static int on_frame_not_send(nghttp2_session *session, const nghttp2_frame *frame, int error, void *user_data) {
     pm_h2 *h2 = user_data;
-    if (h2->dying || h2->server || frame->hd.type != NGHTTP2_HEADERS) return 0;
-    pm_h2_stream *stream = NULL;
-    for (pm_h2_stream *each = h2->streams; each; each = each->next) {
-        if (each->id == frame->hd.stream_id && !each->closed && !each->refused) {
-            stream = each;
-            break;
-        }
-    }
-    if (!stream) return 0;
-    stream->refused = 1;
-    int cancelled = stream->cancelled;
-    /* A stream libnghttp2 already opened (the HEADERS was cancelled, or the session is closing)
-     * is closed next, and `on_stream_close` frees its record; one never opened (a GOAWAY came
-     * first) has no other end. */
-    if (nghttp2_session_get_stream_user_data(session, frame->hd.stream_id) != stream) {
-        stream->closed = 1;
-        stream_free(h2, stream);
-    }
-    return cancelled ? 0 : push_event(h2, PM_H2_REFUSED, frame->hd.stream_id, 0, NULL);
+    (void)session;
+    (void)error;
+    if (h2->server || frame->hd.type != NGHTTP2_HEADERS) return 0;
+    record *r = record_unopened(h2, frame->hd.stream_id);
+    if (!r) return 0;
+    finish(h2, r);
+    return push_event(h2, PM_H2_REFUSED, frame->hd.stream_id, 0, NULL, 0);
 }
 
 static ssize_t read_out(
     nghttp2_session *session, int32_t stream_id, uint8_t *buffer, size_t length, uint32_t *flags,
     nghttp2_data_source *source, void *user_data) {
-    pm_h2_stream *stream = source->ptr;
-    size_t left = stream->out_length - stream->out_offset;
+    (void)session;
+    (void)stream_id;
+    pm_h2 *h2 = user_data;
+    record *r = source->ptr;
+    size_t left = unsent(r);
     size_t copied = left < length ? left : length;
-    memcpy(buffer, stream->out + stream->out_offset, copied);
-    stream->out_offset += copied;
-    if (stream->out_offset == stream->out_length) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    memcpy(buffer, r->out.bytes + r->out_offset, copied);
+    r->out_offset += copied;
+    h2->load.waiting_bytes -= copied;
+    h2->load.sent_bytes += copied;
+    if (unsent(r) == 0) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (copied > 0) h2->load.waiting--;
+    }
     return (ssize_t)copied;
 }
 
@@ -282,7 +378,6 @@ static pm_h2 *session_new(int server, size_t body_limit) {
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
-    nghttp2_session_callbacks_set_before_frame_send_callback(callbacks, before_frame_send);
     nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks, on_frame_not_send);
     nghttp2_option *option;
     if (nghttp2_option_new(&option) != 0) {
@@ -342,110 +437,66 @@ pm_h2 *pm_h2_client_new(size_t body_limit) {
 
 void pm_h2_free(pm_h2 *h2) {
     if (!h2) return;
-    h2->dying = 1;
+    /* libnghttp2 calls no callback while it deletes the session: after it, every record is done. */
     nghttp2_session_del(h2->session);
-    while (h2->streams) stream_free(h2, h2->streams);
+    for (record *r = h2->records; r; r = r->next) finish(h2, r);
+    reap(h2);
+    for (size_t i = h2->event_next; i < h2->event_count; i++) pm_h2_event_free(h2->events[i]);
     free(h2->events);
     free(h2);
 }
 
 int pm_h2_recv(pm_h2 *h2, const uint8_t *data, size_t length) {
     ssize_t read = nghttp2_session_mem_recv(h2->session, data, length);
+    reap(h2);
     return read < 0 ? (int)read : 0;
 }
 
-int pm_h2_next_event(pm_h2 *h2, pm_h2_event *event) {
+pm_h2_event *pm_h2_next_event(pm_h2 *h2) {
     if (h2->event_next == h2->event_count) {
         h2->event_next = h2->event_count = 0;
-        return 0;
+        return NULL;
     }
-    *event = h2->events[h2->event_next++];
-    return 1;
+    return h2->events[h2->event_next++];
 }
 
-ssize_t pm_h2_send(pm_h2 *h2, const uint8_t **data) { return nghttp2_session_mem_send(h2->session, data); }
+ssize_t pm_h2_send(pm_h2 *h2, const uint8_t **data) {
+    ssize_t length = nghttp2_session_mem_send(h2->session, data);
+    reap(h2);
+    return length;
+}
 
 int pm_h2_alive(pm_h2 *h2) {
     return nghttp2_session_want_read(h2->session) || nghttp2_session_want_write(h2->session);
 }
 
-size_t pm_h2_stream_fields(const pm_h2_stream *stream, const uint8_t **packed) {
-    *packed = stream->fields;
-    return stream->fields_length;
+void pm_h2_get_load(pm_h2 *h2, pm_h2_load *load) {
+    *load = h2->load;
+    load->outbound_frames = nghttp2_session_get_outbound_queue_size(h2->session);
 }
 
-size_t pm_h2_stream_body(const pm_h2_stream *stream, const uint8_t **data) {
-    *data = stream->body;
-    return stream->body_length;
-}
-
-void pm_h2_release(pm_h2 *h2, pm_h2_stream *stream) {
-    stream->held = 0;
-    if (stream->closed) {
-        stream_free(h2, stream);
-        return;
-    }
-    /* What was received is no longer needed; the stream stays for what is sent. */
-    free(stream->fields);
-    free(stream->body);
-    stream->fields = stream->body = NULL;
-    stream->fields_length = stream->fields_capacity = stream->body_length = stream->body_capacity = 0;
-}
-
-/* The packed fields as libnghttp2's name/value pairs, pointing into `packed`. NULL when the
- * layout is broken or memory is short. */
-static nghttp2_nv *unpack(const uint8_t *packed, size_t packed_length, size_t count, nghttp2_nv *inline_nv,
-                          size_t inline_count) {
-    nghttp2_nv *nv = count <= inline_count ? inline_nv : malloc(count * sizeof *nv);
-    if (!nv) return NULL;
-    size_t at = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (packed_length - at < PM_H2_FIELD_HEADER) goto broken;
-        uint8_t flags = packed[at];
-        uint32_t name_length = get32(packed + at + 1), value_length = get32(packed + at + 5);
-        at += PM_H2_FIELD_HEADER;
-        if (packed_length - at < (size_t)name_length + value_length) goto broken;
-        nv[i] = (nghttp2_nv){
-            .name = (uint8_t *)packed + at,
-            .namelen = name_length,
-            .value = (uint8_t *)packed + at + name_length,
-            .valuelen = value_length,
-            .flags = (flags & PM_H2_NO_INDEX) ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE,
-        };
-        at += (size_t)name_length + value_length;
-    }
-    return nv;
-broken:
-    if (nv != inline_nv) free(nv);
-    return NULL;
-}
-
-static int set_out(pm_h2_stream *stream, const uint8_t *body, size_t body_length) {
-    free(stream->out);
-    stream->out = NULL;
-    stream->out_length = stream->out_offset = 0;
+/* Gives a record the body it sends. */
+static int set_out(pm_h2 *h2, record *r, const uint8_t *body, size_t body_length) {
+    out_forget(h2, r);
     if (body_length == 0) return 1;
-    stream->out = malloc(body_length);
-    if (!stream->out) return 0;
-    memcpy(stream->out, body, body_length);
-    stream->out_length = body_length;
+    r->out.bytes = malloc(body_length);
+    if (!r->out.bytes) return 0;
+    memcpy(r->out.bytes, body, body_length);
+    r->out.length = r->out.capacity = body_length;
+    h2->load.waiting++;
+    h2->load.waiting_bytes += body_length;
     return 1;
 }
 
 int pm_h2_respond(
-    pm_h2 *h2, int32_t stream_id, const uint8_t *packed, size_t packed_length, size_t count, const uint8_t *body,
-    size_t body_length) {
-    pm_h2_stream *stream = nghttp2_session_get_stream_user_data(h2->session, stream_id);
-    if (!stream || stream->closed) return NGHTTP2_ERR_STREAM_CLOSED;
-    nghttp2_nv inline_nv[32];
-    nghttp2_nv *nv = unpack(packed, packed_length, count, inline_nv, 32);
-    if (!nv) return NGHTTP2_ERR_INVALID_ARGUMENT;
-    int result = NGHTTP2_ERR_NOMEM;
-    if (set_out(stream, body, body_length)) {
-        nghttp2_data_provider provider = {.source = {.ptr = stream}, .read_callback = read_out};
-        result = nghttp2_submit_response(h2->session, stream_id, nv, count, body_length ? &provider : NULL);
-    }
-    if (nv != inline_nv) free(nv);
+    pm_h2 *h2, int32_t stream_id, const pm_h2_field *fields, size_t count, const uint8_t *body, size_t body_length) {
+    record *r = nghttp2_session_get_stream_user_data(h2->session, stream_id);
+    if (!r || r->finished) return NGHTTP2_ERR_STREAM_CLOSED;
+    if (!set_out(h2, r, body, body_length)) return NGHTTP2_ERR_NOMEM;
+    nghttp2_data_provider provider = {.source = {.ptr = r}, .read_callback = read_out};
+    int result =
+        nghttp2_submit_response(h2->session, stream_id, (const nghttp2_nv *)fields, count, body_length ? &provider : NULL);
+    if (result != 0) out_forget(h2, r);
     return result;
 }
 
@@ -453,37 +504,31 @@ int pm_h2_reset(pm_h2 *h2, int32_t stream_id, uint32_t code) {
     return nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, stream_id, code);
 }
 
-int pm_h2_goaway(pm_h2 *h2) {
+int pm_h2_goaway(pm_h2 *h2, uint32_t code) {
+    if (code != NGHTTP2_NO_ERROR) return nghttp2_session_terminate_session(h2->session, code);
     return nghttp2_submit_goaway(
         h2->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR, NULL,
         0);
 }
 
-int32_t pm_h2_request(
-    pm_h2 *h2, const uint8_t *packed, size_t packed_length, size_t count, const uint8_t *body, size_t body_length) {
-    nghttp2_nv inline_nv[32];
-    nghttp2_nv *nv = unpack(packed, packed_length, count, inline_nv, 32);
-    if (!nv) return NGHTTP2_ERR_INVALID_ARGUMENT;
+int32_t pm_h2_request(pm_h2 *h2, const pm_h2_field *fields, size_t count, const uint8_t *body, size_t body_length) {
+    record *r = record_new(h2, 0);
+    if (!r) return NGHTTP2_ERR_NOMEM;
     int32_t result = NGHTTP2_ERR_NOMEM;
-    pm_h2_stream *stream = stream_new(h2, 0);
-    if (stream && set_out(stream, body, body_length)) {
-        nghttp2_data_provider provider = {.source = {.ptr = stream}, .read_callback = read_out};
-        result = nghttp2_submit_request(h2->session, NULL, nv, count, body_length ? &provider : NULL, stream);
+    if (set_out(h2, r, body, body_length)) {
+        nghttp2_data_provider provider = {.source = {.ptr = r}, .read_callback = read_out};
+        result = nghttp2_submit_request(
+            h2->session, NULL, (const nghttp2_nv *)fields, count, body_length ? &provider : NULL, r);
     }
     if (result > 0) {
-        stream->id = result;
-    } else if (stream) {
-        stream_free(h2, stream);
+        r->id = result;
+    } else {
+        finish(h2, r);
+        reap(h2);
     }
-    if (nv != inline_nv) free(nv);
     return result;
 }
 
-void pm_h2_cancel(pm_h2 *h2, int32_t stream_id, uint32_t code) {
-    pm_h2_stream *stream = stream_find(h2, stream_id);
-    if (!stream) return;
-    stream->cancelled = 1;
-    if (stream->opened) nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, stream_id, code);
-}
+void pm_trim_memory(void) { malloc_trim(0); }
 
 int pm_h2_ping(pm_h2 *h2) { return nghttp2_submit_ping(h2->session, NGHTTP2_FLAG_NONE, NULL); }

@@ -136,6 +136,14 @@ public final class ServerMetrics: Sendable {
         timer("pushmedia_fcm_added_seconds").recordNanoseconds(added.nanoseconds)
     }
 
+    /// Counts one connection or stream a relay shed to stay within its bounds (`RelayLimits`):
+    /// `relay` is `apns` or `fcm`; `reason` says which bound (`connections`, `connection_streams`,
+    /// `connection_bytes`, `streams`, `buffered`, `unread`, `handshake`, `request_head`, `empty_data`).
+    func relayShed(relay: String, reason: String) {
+        counter(MetricKey("pushmedia_relay_shed_total", relay, reason), [("relay", relay), ("reason", reason)])
+            .increment()
+    }
+
     /// The log's dropped lines so far (`LogSink.droppedLines`), when the server logs through one.
     public let logDrops = Locked<(@Sendable () -> Int)?>(nil)
     private let loggedDrops = Locked(0)

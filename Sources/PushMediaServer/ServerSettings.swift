@@ -63,6 +63,8 @@ public struct ServerConfig: Configurable, Equatable {
     public var fcm = FCMRelayConfig()
     /// The relays' held credentials (`--relay-credentials`, `--relay-pass-through`).
     public var credentials = RelayCredentialsConfig()
+    /// The relays' listeners' bounds (`--relay-*`).
+    public var relay = RelayLimits()
 
     public init() {}
 
@@ -86,7 +88,7 @@ public struct ServerConfig: Configurable, Equatable {
     /// Every server setting (all taken by `serve` only), media URLs' and the relays' last; see `Setting`.
     public static let settings: [Setting<ServerConfig>] =
         hook + MediaURLConfig.settings + APNsRelayConfig.settings + FCMRelayConfig.settings
-        + RelayCredentialsConfig.settings
+        + RelayCredentialsConfig.settings + RelayLimits.settings
 
     /// The hook's own settings.
     static let hook: [Setting<ServerConfig>] = [

@@ -116,6 +116,18 @@ struct ServeCommand: AsyncParsableCommand {
     var relayCredentials: String?
     @Flag(name: .customLong("relay-pass-through"), help: .setting("relay-pass-through"))
     var relayPassThrough = false
+    @Option(name: .customLong("relay-max-connections"), help: .setting("relay-max-connections"))
+    var relayMaxConnections: String?
+    @Option(name: .customLong("relay-max-streams"), help: .setting("relay-max-streams"))
+    var relayMaxStreams: String?
+    @Option(name: .customLong("relay-max-buffered"), help: .setting("relay-max-buffered"))
+    var relayMaxBuffered: String?
+    @Option(name: .customLong("relay-connection-streams"), help: .setting("relay-connection-streams"))
+    var relayConnectionStreams: String?
+    @Option(name: .customLong("relay-connection-bytes"), help: .setting("relay-connection-bytes"))
+    var relayConnectionBytes: String?
+    @Option(name: .customLong("relay-unread-timeout"), help: .setting("relay-unread-timeout"))
+    var relayUnreadTimeout: String?
     @OptionGroup var options: SharedOptions
 
     /// The flags of `serve`'s library settings (`PushMediaConfig.settings` scoped to `serve`).
@@ -141,6 +153,9 @@ struct ServeCommand: AsyncParsableCommand {
             ("fcm-port", fcmPort), ("fcm-host", fcmHost), ("fcm-tls-cert", fcmTLSCert), ("fcm-tls-key", fcmTLSKey),
             ("fcm-client-ca", fcmClientCA), ("fcm-upstream", fcmUpstream), ("fcm-upstream-ca", fcmUpstreamCA),
             ("fcm-budget", fcmBudget), ("fcm-upstream-timeout", fcmUpstreamTimeout),
+            ("relay-max-connections", relayMaxConnections), ("relay-max-streams", relayMaxStreams),
+            ("relay-max-buffered", relayMaxBuffered), ("relay-connection-streams", relayConnectionStreams),
+            ("relay-connection-bytes", relayConnectionBytes), ("relay-unread-timeout", relayUnreadTimeout),
         ] + tokens.map { ("token", $0) } + urlKeys.map { ("url-key", $0) } + urlSalts.map { ("url-salt", $0) }
             + urlAllowSources.map { ("url-allow-source", $0) } + apnsAllowTeams.map { ("apns-allow-team", $0) }
             + fcmAllowProjects.map { ("fcm-allow-project", $0) } + givenCredentialSettings

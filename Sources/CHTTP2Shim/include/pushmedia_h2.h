@@ -1,12 +1,17 @@
 /*
  * The relays' HTTP/2, by libnghttp2: one session per connection, fed the bytes read and asked
  * for the bytes to write (no socket I/O here). libnghttp2's callbacks only record: header
- * fields and bodies go into the stream's buffers, and what Swift must act on goes into the
- * session's event queue, drained after each `pm_h2_recv`. Swift never runs inside a callback.
+ * fields and bodies go into the stream's buffers, and what Swift must act on becomes an event,
+ * drained after each `pm_h2_recv` and `pm_h2_send`. Swift never runs inside a callback.
  *
- * Header fields cross in one packed layout, both ways: per field one flags byte
- * (`PM_H2_NO_INDEX`), the name's length and the value's length (4 bytes each, little-endian),
- * then the name and the value.
+ * Ownership: the session owns its stream records and frees each in one place; an event taken
+ * with `pm_h2_next_event` is self-contained (it points into no record) and belongs to the
+ * caller, who frees it with `pm_h2_event_free`, once. Fields to send are built by the caller
+ * as `pm_h2_field` arrays, copied by the call that takes them.
+ *
+ * Received header fields come packed, one encoder (the shim's) and one decoder
+ * (`pm_h2_field_next`): per field one flags byte (`PM_H2_NO_INDEX`), the name's length and the
+ * value's length (4 bytes each, little-endian), then the name and the value.
  */
 #ifndef PUSHMEDIA_H2_H
 #define PUSHMEDIA_H2_H
@@ -16,7 +21,6 @@
 #include <sys/types.h>
 
 typedef struct pm_h2 pm_h2;
-typedef struct pm_h2_stream pm_h2_stream;
 
 /** A field not to be put in the HPACK table (new on every message). */
 #define PM_H2_NO_INDEX 1
@@ -24,25 +28,65 @@ typedef struct pm_h2_stream pm_h2_stream;
 typedef enum {
     /** Server: a request ended; its fields and body are complete. */
     PM_H2_REQUEST = 1,
-    /** Server: a request's body passed the limit; the rest of it is dropped. */
+    /** Server: a request's body passed the limit; the rest of it is dropped (fields only). */
     PM_H2_TOO_LARGE = 2,
-    /** Client: a stream closed; `code` 0 means its answer is complete. */
+    /** Client: a stream closed; `code` 0 means its answer (fields, body) is complete. */
     PM_H2_CLOSED = 3,
     /** Client: a stream the server did not process (`REFUSED_STREAM`, above a `GOAWAY`, or
-     *  never sent because the connection is going away): safe to send again. */
+     *  never sent because the connection is going away or it was cancelled): safe to send again. */
     PM_H2_REFUSED = 4,
     /** The peer sent `GOAWAY`; `stream_id` is its last stream. */
     PM_H2_GOAWAY = 5,
 } pm_h2_event_kind;
 
+/** An event: everything in it is its own, freed with `pm_h2_event_free`. */
 typedef struct {
     pm_h2_event_kind kind;
     int32_t stream_id;
     uint32_t code;
-    /** The stream's record (`PM_H2_REQUEST`, `PM_H2_TOO_LARGE`, `PM_H2_CLOSED`): read it, then
-     *  give it back with `pm_h2_release`. NULL for the others. */
-    pm_h2_stream *stream;
+    /** Packed fields (`PM_H2_REQUEST`, `PM_H2_TOO_LARGE`, `PM_H2_CLOSED`), or NULL. */
+    const uint8_t *fields;
+    size_t fields_length;
+    /** The body (`PM_H2_REQUEST`, `PM_H2_CLOSED`), or NULL. */
+    const uint8_t *body;
+    size_t body_length;
 } pm_h2_event;
+
+/** A header field: to send (pointing into the caller's memory, which the call copies), or
+ *  read back by `pm_h2_field_next` (pointing into the packed fields). Laid out as libnghttp2's
+ *  `nghttp2_nv`, which the shim hands on as it is. */
+typedef struct {
+    const uint8_t *name;
+    const uint8_t *value;
+    size_t name_length;
+    size_t value_length;
+    /** `PM_H2_NO_INDEX` or 0. */
+    uint8_t flags;
+} pm_h2_field;
+
+/** What a session holds now, for the listener's bounds. */
+typedef struct {
+    /** Streams whose record is kept: open, or with an answer or request still to send. */
+    size_t streams;
+    /** Bytes of fields and bodies received and not yet handed out in an event. */
+    size_t received_bytes;
+    /** Answers (server) or requests (client) whose body is not all sent: waiting for the
+     *  peer's flow-control window, or for the connection to be written. */
+    size_t waiting;
+    /** Bytes of those bodies not yet sent. */
+    size_t waiting_bytes;
+    /** Body bytes handed to libnghttp2 to send, ever: grows while the peer reads. */
+    uint64_t sent_bytes;
+    /** Frames libnghttp2 keeps queued to send (submitted, not yet taken with `pm_h2_send`). */
+    size_t outbound_frames;
+    /** 1 once the peer sent more than `PM_H2_MAX_EMPTY_DATA` DATA frames of no length without
+     *  END_STREAM on one stream (CVE-2019-9518): the session then ends with `GOAWAY
+     *  ENHANCE_YOUR_CALM`. */
+    int flooded;
+} pm_h2_load;
+
+/** Empty DATA frames (no length, no END_STREAM) a stream may carry. */
+#define PM_H2_MAX_EMPTY_DATA 64
 
 /** A server session: advertises `max_streams` concurrent streams and 64 KiB of header list;
  *  request bodies past `body_limit` bytes become `PM_H2_TOO_LARGE`. NULL when out of memory. */
@@ -50,45 +94,50 @@ pm_h2 *pm_h2_server_new(size_t body_limit, uint32_t max_streams);
 /** A client session (sends the connection preface first); answer bodies are kept up to
  *  `body_limit` bytes (a longer one is cut there). NULL when out of memory. */
 pm_h2 *pm_h2_client_new(size_t body_limit);
+/** Frees the session, its records and the events not taken. */
 void pm_h2_free(pm_h2 *session);
 
 /** Feeds bytes read from the peer. 0, or a negative libnghttp2 error: the connection is
  *  broken (write what `pm_h2_send` still gives, then close). */
 int pm_h2_recv(pm_h2 *session, const uint8_t *data, size_t length);
-/** The next event, 1 if there was one. */
-int pm_h2_next_event(pm_h2 *session, pm_h2_event *event);
+/** The next event (the caller's, to free with `pm_h2_event_free`), or NULL. */
+pm_h2_event *pm_h2_next_event(pm_h2 *session);
+/** Frees an event and all it holds. NULL is ignored. */
+void pm_h2_event_free(pm_h2_event *event);
 /** Bytes to write to the peer: sets `data` (valid until the next call) and returns their
  *  length; 0 when nothing is pending; negative on a fatal error. */
 ssize_t pm_h2_send(pm_h2 *session, const uint8_t **data);
 /** Whether the session still wants to read or write; 0 means the connection can close. */
 int pm_h2_alive(pm_h2 *session);
+/** What the session holds now. */
+void pm_h2_get_load(pm_h2 *session, pm_h2_load *load);
 
-/** The fields of a stream's request or final answer, pseudo-fields first, packed. */
-size_t pm_h2_stream_fields(const pm_h2_stream *stream, const uint8_t **packed);
-/** A stream's body as received. */
-size_t pm_h2_stream_body(const pm_h2_stream *stream, const uint8_t **data);
-/** Gives an event's stream record back. */
-void pm_h2_release(pm_h2 *session, pm_h2_stream *stream);
+/** The field at `*offset` in packed fields: 1 (and `*offset` moved past it), 0 at the end, -1
+ *  when the layout is broken. */
+int pm_h2_field_next(const uint8_t *packed, size_t length, size_t *offset, pm_h2_field *field);
 
-/** Server: answers a stream with `count` packed fields (`:status` first) and a body (copied),
- *  sent with END_STREAM. 0, or negative when the stream is gone (the client reset it). */
+/** Server: answers a stream with `count` fields (`:status` first) and a body (copied), sent
+ *  with END_STREAM. 0, or negative when the stream is gone (the client reset it). */
 int pm_h2_respond(
-    pm_h2 *session, int32_t stream_id, const uint8_t *packed, size_t packed_length, size_t count,
-    const uint8_t *body, size_t body_length);
-/** Server: resets an open stream (`RST_STREAM` with `code`). */
-int pm_h2_reset(pm_h2 *session, int32_t stream_id, uint32_t code);
-/** Server: `GOAWAY` (no error) naming the last stream processed. */
-int pm_h2_goaway(pm_h2 *session);
-
-/** Client: opens a stream with `count` packed fields (pseudo-fields first) and a body
- *  (copied). Streams past the server's `SETTINGS_MAX_CONCURRENT_STREAMS` wait in libnghttp2's
- *  queue. Returns the stream's id, or negative (no stream ids left, out of memory). */
-int32_t pm_h2_request(
-    pm_h2 *session, const uint8_t *packed, size_t packed_length, size_t count, const uint8_t *body,
+    pm_h2 *session, int32_t stream_id, const pm_h2_field *fields, size_t count, const uint8_t *body,
     size_t body_length);
-/** Client: gives up a stream (`RST_STREAM` with `code`, or not sent at all if still queued). */
-void pm_h2_cancel(pm_h2 *session, int32_t stream_id, uint32_t code);
+/** Resets a stream (`RST_STREAM` with `code`); a client's request still queued is not sent. */
+int pm_h2_reset(pm_h2 *session, int32_t stream_id, uint32_t code);
+/** Server: `GOAWAY` with `code` naming the last stream processed; the connection ends once
+ *  it is sent when `code` is not 0 (NO_ERROR). */
+int pm_h2_goaway(pm_h2 *session, uint32_t code);
+
+/** Client: opens a stream with `count` fields (pseudo-fields first) and a body (copied).
+ *  Streams past the server's `SETTINGS_MAX_CONCURRENT_STREAMS` wait in libnghttp2's queue.
+ *  Returns the stream's id, or negative (no stream ids left, out of memory). */
+int32_t pm_h2_request(
+    pm_h2 *session, const pm_h2_field *fields, size_t count, const uint8_t *body, size_t body_length);
+
 /** Client: queues a `PING` (the peer's `PING` ACK keeps the connection known alive). */
 int pm_h2_ping(pm_h2 *session);
+
+/** Gives the allocator's free memory back to the system (glibc's `malloc_trim(0)`): after the
+ *  connections that held much of it are gone. May take a while: not on an event loop. */
+void pm_trim_memory(void);
 
 #endif

@@ -12,6 +12,7 @@ import ServiceLifecycle
 public struct APNsRelayService: Service {
     let relay: APNsRelay
     let tls: NIOSSLContext?
+    let limits: RelayLimits
     let onRunning: @Sendable (_ port: Int, _ tls: Bool) async -> Void
 
     /// Checks the settings, reads the certificates and keys, and prepares the upstream.
@@ -39,6 +40,7 @@ public struct APNsRelayService: Service {
         relay = APNsRelay(config: config, parts: parts, upstream: upstream, logger: logger)
         let credentials = parts.credentials
         parts.metrics.apnsConnections.withLock { $0 = { upstream.connectionCount + credentials.connectionCount } }
+        limits = parts.server.relay
         self.onRunning = onRunning
     }
 
@@ -46,7 +48,8 @@ public struct APNsRelayService: Service {
         let config = relay.config
         try await relay.serve(
             host: config.host, port: config.port, tls: tls, http1: false,
-            drainLimit: config.budget + config.upstreamTimeout + .seconds(1), onRunning: onRunning)
+            drainLimit: config.budget + config.upstreamTimeout + .seconds(1), limits: limits,
+            onShed: { [metrics = relay.metrics] in metrics.relayShed(relay: "apns", reason: $0) }, onRunning: onRunning)
         await relay.credentials.shutdown()
     }
 }

@@ -236,6 +236,7 @@ final class FCMRelay: RewritingRelay {
 public struct FCMRelayService: Service {
     let relay: FCMRelay
     let tls: NIOSSLContext?
+    let limits: RelayLimits
     let onRunning: @Sendable (_ port: Int, _ tls: Bool) async -> Void
 
     /// Checks the settings and the access rule, reads the certificate and prepares the upstream.
@@ -257,6 +258,7 @@ public struct FCMRelayService: Service {
         tls = try serverTLS(
             certificate: config.tlsCertificate, key: config.tlsKey, clientCA: config.clientCA,
             protocols: ["h2", "http/1.1"], what: "--fcm-tls-cert/--fcm-tls-key")
+        limits = parts.server.relay
         self.onRunning = onRunning
     }
 
@@ -264,7 +266,8 @@ public struct FCMRelayService: Service {
         let config = relay.config
         try await relay.serve(
             host: config.host, port: config.port, tls: tls, http1: true,
-            drainLimit: config.budget + config.upstreamTimeout + .seconds(1), onRunning: onRunning)
+            drainLimit: config.budget + config.upstreamTimeout + .seconds(1), limits: limits,
+            onShed: { [metrics = relay.metrics] in metrics.relayShed(relay: "fcm", reason: $0) }, onRunning: onRunning)
     }
 }
 

@@ -14,14 +14,94 @@ struct HTTP2Message {
     var body = ByteBuffer()
 }
 
+/// One event of a session, for the time it is handled: `HTTP2Session.handleEvents` frees it
+/// after the handler returns, so nothing of it is kept (`message` copies what it carries).
+struct HTTP2Event {
+    fileprivate let raw: UnsafeMutablePointer<pm_h2_event>
+
+    var kind: pm_h2_event_kind { raw.pointee.kind }
+    var streamID: Int32 { raw.pointee.stream_id }
+    var code: UInt32 { raw.pointee.code }
+    /// Bytes of the body it carries.
+    var bodyLength: Int { raw.pointee.body_length }
+
+    /// The request or answer it carries: fields (pseudo-fields taken apart) and body.
+    func message() -> HTTP2Message {
+        var message = HTTP2Message()
+        let event = raw.pointee
+        if let packed = event.fields {
+            var offset = 0
+            var field = pm_h2_field()
+            while pm_h2_field_next(packed, event.fields_length, &offset, &field) == 1 {
+                let name = String(
+                    decoding: UnsafeBufferPointer(start: field.name, count: field.name_length), as: UTF8.self)
+                let value = String(
+                    decoding: UnsafeBufferPointer(start: field.value, count: field.value_length), as: UTF8.self)
+                switch name {
+                case ":method": message.method = value
+                case ":path": message.path = value
+                case ":status": message.status = Int(value)
+                default:
+                    if !name.hasPrefix(":") {
+                        let noIndex = field.flags & UInt8(PM_H2_NO_INDEX) != 0
+                        message.headers.add(name: name, value: value, indexing: noIndex ? .neverIndexed : .indexable)
+                    }
+                }
+            }
+        }
+        if let body = event.body, event.body_length > 0 {
+            message.body.writeBytes(UnsafeRawBufferPointer(start: body, count: event.body_length))
+        }
+        return message
+    }
+}
+
+/// Header fields on their way to the shim: their bytes in one array, and `pm_h2_field`s
+/// pointing into it built for the call (on the stack). Reused: clearing keeps the capacity.
+struct HTTP2OutgoingFields {
+    private var bytes: [UInt8] = []
+    private var spans: [(name: Int, nameLength: Int, valueLength: Int, flags: UInt8)] = []
+
+    var count: Int { spans.count }
+
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        spans.removeAll(keepingCapacity: true)
+    }
+
+    mutating func append(_ name: String, _ value: String, noIndex: Bool = false) {
+        let start = bytes.count
+        bytes.append(contentsOf: name.utf8)
+        let nameLength = bytes.count - start
+        bytes.append(contentsOf: value.utf8)
+        spans.append((start, nameLength, bytes.count - start - nameLength, noIndex ? UInt8(PM_H2_NO_INDEX) : 0))
+    }
+
+    /// Calls `body` with the fields as the shim takes them, valid during the call.
+    func withFields<Result>(_ body: (UnsafePointer<pm_h2_field>?, Int) -> Result) -> Result {
+        bytes.withUnsafeBufferPointer { storage in
+            withUnsafeTemporaryAllocation(of: pm_h2_field.self, capacity: max(spans.count, 1)) { fields in
+                let base = storage.baseAddress
+                for (index, span) in spans.enumerated() {
+                    let name = base.map { $0 + span.name }
+                    fields[index] = pm_h2_field(
+                        name: name, value: name.map { $0 + span.nameLength }, name_length: span.nameLength,
+                        value_length: span.valueLength, flags: span.flags)
+                }
+                return body(UnsafePointer(fields.baseAddress), spans.count)
+            }
+        }
+    }
+}
+
 /// One connection's HTTP/2 (libnghttp2 through `CHTTP2Shim`): fed the bytes read, drained of
 /// events, asked for the bytes to write, which `pump` writes and flushes in one piece. Settings,
-/// flow control, HPACK and the protocol's rules are libnghttp2's. Used on the connection's
-/// event loop only.
+/// flow control, HPACK and the protocol's rules are libnghttp2's; which streams wait for what
+/// (pending answers, cancels, deadlines) is the handlers'. Used on the connection's event loop only.
 final class HTTP2Session {
     private let session: OpaquePointer
-    /// Packed fields on their way to the shim.
-    private var packed = ByteBuffer()
+    /// Fields on their way to the shim.
+    private var fields = HTTP2OutgoingFields()
     /// A pump is scheduled for the end of this event-loop turn.
     fileprivate var pumpScheduled = false
     /// `receive` or `pump` met an error the connection cannot recover from.
@@ -50,110 +130,67 @@ final class HTTP2Session {
         if result < 0 { broken = true }
     }
 
-    /// The next event of the last `receive`, if any.
-    func nextEvent() -> pm_h2_event? {
-        var event = pm_h2_event()
-        return pm_h2_next_event(session, &event) == 1 ? event : nil
+    /// Hands each pending event to `handle`, in order, and frees it after.
+    func handleEvents(_ handle: (HTTP2Event) -> Void) {
+        while let raw = pm_h2_next_event(session) {
+            handle(HTTP2Event(raw: raw))
+            pm_h2_event_free(raw)
+        }
     }
 
-    /// Reads an event's stream record and gives it back.
-    func take(_ stream: OpaquePointer) -> HTTP2Message {
-        defer { pm_h2_release(session, stream) }
-        var message = HTTP2Message()
-        var fields: UnsafePointer<UInt8>?
-        let length = pm_h2_stream_fields(stream, &fields)
-        if let fields, length > 0 {
-            var at = 0
-            while length - at >= 9 {
-                let noIndex = fields[at] & UInt8(PM_H2_NO_INDEX) != 0
-                let nameLength = Self.read32(fields + at + 1)
-                let valueLength = Self.read32(fields + at + 5)
-                at += 9
-                let name = String(decoding: UnsafeBufferPointer(start: fields + at, count: nameLength), as: UTF8.self)
-                let value = String(
-                    decoding: UnsafeBufferPointer(start: fields + at + nameLength, count: valueLength), as: UTF8.self)
-                at += nameLength + valueLength
-                switch name {
-                case ":method": message.method = value
-                case ":path": message.path = value
-                case ":status": message.status = Int(value)
-                default:
-                    if !name.hasPrefix(":") {
-                        message.headers.add(name: name, value: value, indexing: noIndex ? .neverIndexed : .indexable)
-                    }
-                }
-            }
-        }
-        var body: UnsafePointer<UInt8>?
-        let bodyLength = pm_h2_stream_body(stream, &body)
-        if let body, bodyLength > 0 {
-            message.body.writeBytes(UnsafeRawBufferPointer(start: body, count: bodyLength))
-        }
-        return message
+    /// What the session holds now.
+    var load: pm_h2_load {
+        var load = pm_h2_load()
+        pm_h2_get_load(session, &load)
+        return load
     }
-
-    /// Gives an event's stream record back unread.
-    func release(_ stream: OpaquePointer) { pm_h2_release(session, stream) }
 
     /// Server: answers stream `id` (with `content-length` for the body); false if the stream is gone.
     @discardableResult
     func respond(_ id: Int32, status: Int, headers: HPACKHeaders, body: ByteBuffer?) -> Bool {
-        packed.clear()
-        var count = 1
-        pack(":status", String(status))
-        for (name, value, indexing) in headers {
-            pack(name, value, noIndex: indexing != .indexable)
-            count += 1
-        }
+        fields.removeAll()
+        fields.append(":status", String(status))
+        for (name, value, indexing) in headers { fields.append(name, value, noIndex: indexing != .indexable) }
         let body = body ?? ByteBuffer()
-        if body.readableBytes > 0 {
-            pack("content-length", String(body.readableBytes))
-            count += 1
-        }
-        let result = packed.withUnsafeReadableBytes { fields in
+        if body.readableBytes > 0 { fields.append("content-length", String(body.readableBytes)) }
+        let result = fields.withFields { fields, count in
             body.withUnsafeReadableBytes { bytes in
-                pm_h2_respond(
-                    session, id, fields.bindMemory(to: UInt8.self).baseAddress, fields.count, count,
-                    bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
+                pm_h2_respond(session, id, fields, count, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
             }
         }
         return result == 0
     }
 
-    /// Server: `GOAWAY` naming the last stream processed.
-    func goAway() { _ = pm_h2_goaway(session) }
+    /// Server: `GOAWAY` naming the last stream processed, `NO_ERROR`.
+    func goAway() { _ = pm_h2_goaway(session, 0) }
+
+    /// Server: `GOAWAY ENHANCE_YOUR_CALM` (0xb); the connection ends once it is written.
+    func calmDown() { _ = pm_h2_goaway(session, 0xb) }
 
     /// Server: refuses stream `id` unprocessed (`RST_STREAM REFUSED_STREAM`: the client may send it again).
     func refuse(_ id: Int32) { _ = pm_h2_reset(session, id, 7) }
 
     /// Client: opens a stream for a POST; its id, or nil when the connection can take no more.
     func request(authority: String, path: String, headers: HPACKHeaders, body: ByteBuffer) -> Int32? {
-        packed.clear()
-        pack(":method", "POST")
-        pack(":scheme", "https")
-        pack(":authority", authority)
+        fields.removeAll()
+        fields.append(":method", "POST")
+        fields.append(":scheme", "https")
+        fields.append(":authority", authority)
         // Never the same twice (a device token each): kept out of the HPACK table, which then
         // holds the fields that repeat and stays quick to search.
-        pack(":path", path, noIndex: true)
-        var count = 4
-        for (name, value, indexing) in headers {
-            pack(name, value, noIndex: indexing != .indexable)
-            count += 1
-        }
-        pack("content-length", String(body.readableBytes))
-        count += 1
-        let id = packed.withUnsafeReadableBytes { fields in
+        fields.append(":path", path, noIndex: true)
+        for (name, value, indexing) in headers { fields.append(name, value, noIndex: indexing != .indexable) }
+        fields.append("content-length", String(body.readableBytes))
+        let id = fields.withFields { fields, count in
             body.withUnsafeReadableBytes { bytes in
-                pm_h2_request(
-                    session, fields.bindMemory(to: UInt8.self).baseAddress, fields.count, count,
-                    bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
+                pm_h2_request(session, fields, count, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
             }
         }
         return id > 0 ? id : nil
     }
 
     /// Client: gives up stream `id` (`RST_STREAM CANCEL`, or never sent if still queued).
-    func cancel(_ id: Int32) { pm_h2_cancel(session, id, 8) }
+    func cancel(_ id: Int32) { _ = pm_h2_reset(session, id, 8) }
 
     /// Client: a `PING`, sent with the next pump.
     func ping() { _ = pm_h2_ping(session) }
@@ -178,34 +215,6 @@ final class HTTP2Session {
             out!.writeBytes(UnsafeRawBufferPointer(start: data, count: length))
         }
         if let out { context.writeAndFlush(NIOAny(out), promise: nil) }
-    }
-
-    private func pack(_ name: String, _ value: String, noIndex: Bool = false) {
-        let nameLength = name.utf8.count
-        let valueLength = value.utf8.count
-        packed.writeWithUnsafeMutableBytes(minimumWritableBytes: 9 + nameLength + valueLength) { out in
-            out[0] = noIndex ? UInt8(PM_H2_NO_INDEX) : 0
-            for byte in 0..<4 {
-                out[1 + byte] = UInt8(truncatingIfNeeded: nameLength >> (8 * byte))
-                out[5 + byte] = UInt8(truncatingIfNeeded: valueLength >> (8 * byte))
-            }
-            Self.copy(name, to: out, at: 9)
-            Self.copy(value, to: out, at: 9 + nameLength)
-            return 9 + nameLength + valueLength
-        }
-    }
-
-    private static func copy(_ text: String, to out: UnsafeMutableRawBufferPointer, at offset: Int) {
-        let copied = text.utf8.withContiguousStorageIfAvailable { utf8 in
-            UnsafeMutableRawBufferPointer(rebasing: out[offset...]).copyMemory(from: UnsafeRawBufferPointer(utf8))
-        }
-        if copied == nil {
-            for (index, byte) in text.utf8.enumerated() { out[offset + index] = byte }
-        }
-    }
-
-    private static func read32(_ at: UnsafePointer<UInt8>) -> Int {
-        Int(at[0]) | Int(at[1]) << 8 | Int(at[2]) << 16 | Int(at[3]) << 24
     }
 }
 

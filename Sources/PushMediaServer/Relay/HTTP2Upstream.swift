@@ -329,26 +329,21 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
     }
 
     func handleEvents(_ context: ChannelHandlerContext) {
-        while let event = session.nextEvent() {
+        session.handleEvents { event in
             switch event.kind {
             case PM_H2_CLOSED:
-                guard let stream = event.stream else { break }
-                guard let answer = pending.removeValue(forKey: event.stream_id) else {
-                    session.release(stream)
-                    break
-                }
+                guard let answer = pending.removeValue(forKey: event.streamID) else { break }
                 guard event.code == 0 else {
-                    session.release(stream)
                     answer.fail(UpstreamFailure.reset("RST_STREAM, error code \(event.code)"))
                     break
                 }
-                complete(session.take(stream), answer)
+                complete(event.message(), answer)
             case PM_H2_REFUSED:
-                fail(event.stream_id, .notProcessed)
+                fail(event.streamID, .notProcessed)
             case PM_H2_GOAWAY:
                 goingAway()
             default:
-                if let stream = event.stream { session.release(stream) }
+                break
             }
         }
     }
