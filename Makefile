@@ -21,8 +21,8 @@ run: setup release
 ## floods, slow read, slow handshakes, …) while a legitimate client pushes, and answer RFC 9113's
 ## protocol errors frame by frame (scripts/relay-attacks.sh); media URLs made by imgproxy's URL
 ## builders are fetched by curl, Chromium and through nginx as a CDN (scripts/media-url.sh); the
-## shell examples of README.md and docs/ run against a real server (scripts/docs-examples.sh). Last, the packaging
-## (docs/deployment.md): the release binary that the image and the Debian package share
+## shell examples of README.md and docs/ run against a real server (scripts/docs-examples.sh).
+## Last, the packaging (docs/deployment.md): the release binary that the image and the Debian package share
 ## (scripts/release-static.sh), the container image around it run with podman
 ## (scripts/image-test.sh), and the Debian package installed, its service's command run,
 ## removed and purged (scripts/deb-test.sh).

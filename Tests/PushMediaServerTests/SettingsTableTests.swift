@@ -127,7 +127,8 @@ struct SettingsTableTests {
         #expect(rows.count > 40)
         for entry in Self.entries {
             let matching = rows.filter { $0.environment.contains("`\(entry.environment)`") }
-            try #require(matching.count == 1, "\(entry): \(matching.count) docs/settings.md rows name \(entry.environment)")
+            try #require(
+                matching.count == 1, "\(entry): \(matching.count) docs/settings.md rows name \(entry.environment)")
             let row = matching[0]
             switch entry.kind {
             case .environmentOnly:
