@@ -3,6 +3,8 @@
 #   url_cached    wrk on one media URL whose file is made (every request answered from the store)
 #   nginx_file    nginx (one worker, sendfile, its access log written to a file) serving the same
 #                 file from the store's directory: the floor of a cached media URL
+#   media, healthz  for reference: the same file through GET /media/<name>, and GET /healthz (a
+#                 route that does nothing: what one request costs the HTTP stack)
 #   cold          COLD_ITEMS distinct 12 MP JPEG sources, one at a time, each asked once as a media
 #                 URL (GET .jpg: fetch, make, store, send) and, in turn, once through
 #                 POST /v1/process followed by the phone's GET of the stored file (the same work
@@ -103,6 +105,9 @@ pass url_cached "$HOOK_PID" "$URL"
 pass nginx_file "$(cat "$OUT/nginx/nginx.pid")" "http://127.0.0.1:$NGINX_PORT/$MEDIA"
 pass url_cached_again "$HOOK_PID" "$URL"
 pass nginx_file_again "$(cat "$OUT/nginx/nginx.pid")" "http://127.0.0.1:$NGINX_PORT/$MEDIA"
+# For reference: the same file through /media/<name>, and the hook's floor (a route that does nothing).
+pass media "$HOOK_PID" "$HOOK/media/$MEDIA"
+pass healthz "$HOOK_PID" "$HOOK/healthz"
 
 log "cold: $COLD_ITEMS items × $ROUNDS rounds, a media URL and /v1/process in turn"
 python3 - "$OUT" "$HOOK" "$ORIGIN" "$COLD_ITEMS" "$ROUNDS" <<'PY'
@@ -150,7 +155,8 @@ PY
 python3 - "$OUT" "$MEDIA_BYTES" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
 import json, sys
 out, media_bytes, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-r = {n: json.load(open(f"{out}/{n}.json")) for n in ["url_cached", "nginx_file", "url_cached_again", "nginx_file_again"]}
+r = {n: json.load(open(f"{out}/{n}.json"))
+     for n in ["url_cached", "nginx_file", "url_cached_again", "nginx_file_again", "media", "healthz"]}
 cold = json.load(open(f"{out}/cold.json"))["cold_median_ms"]
 first = r["url_cached"]["req_per_s"] / r["nginx_file"]["req_per_s"]
 second = r["url_cached_again"]["req_per_s"] / r["nginx_file_again"]["req_per_s"]

@@ -41,7 +41,9 @@ struct MediaURLRoutes<Context: RequestContext>: Sendable {
                     + PlatformProfile.profiles.keys.sorted().joined(separator: ", "),
                 profile: "unknown")
         }
-        if url.isUnsigned, !config.allowedSources.contains(where: { $0.matches(url.source) }) {
+        if url.isUnsigned,
+            !config.allowedSources.contains(where: { prefix in url.sourceParts.map(prefix.matches) ?? false })
+        {
             throw answer(
                 .forbidden, code: "source_not_allowed",
                 message: "unsigned media URLs are served only for sources under --url-allow-source; sign the URL "
@@ -59,7 +61,7 @@ struct MediaURLRoutes<Context: RequestContext>: Sendable {
             }
             var headers: HTTPFields = [
                 .cacheControl: "public, max-age=\(Self.lifetime(entry))",
-                .contentDisposition: "inline; filename=\"\(Self.fileName(url.source, format: format))\"",
+                .contentDisposition: "inline; filename=\"\(Self.fileName(url.sourceParts, format: format))\"",
                 .pushMediaOutcome: cacheHit ? "\(entry.status.rawValue)/cache" : entry.status.rawValue,
             ]
             if let reason = entry.reason { headers[.pushMediaOutcome] = "\(entry.status.rawValue)/\(reason)" }
@@ -71,7 +73,7 @@ struct MediaURLRoutes<Context: RequestContext>: Sendable {
                 metrics.mediaURL(profile: profile.id, outcome: "preview")
                 let headers: HTTPFields = [
                     .cacheControl: "no-store",
-                    .contentDisposition: "inline; filename=\"\(Self.fileName(url.source, format: .jpeg))\"",
+                    .contentDisposition: "inline; filename=\"\(Self.fileName(url.sourceParts, format: .jpeg))\"",
                     .pushMediaOutcome: "best_attempt/\(reason)",
                 ]
                 return try await media.respond(preview.name, request: request, context: context, headers: headers)
@@ -197,9 +199,10 @@ struct MediaURLRoutes<Context: RequestContext>: Sendable {
 
     /// `<the source's file name without its extension>.<ext>`, in a few safe characters: what
     /// SDKs that name the download after `Content-Disposition` save it as.
-    static func fileName(_ source: String, format: MediaFormat) -> String {
-        let last = SourceParts(source)?.path.split(separator: "/").last.map(String.init) ?? ""
-        let decoded = last.removingPercentEncoding ?? last
+    static func fileName(_ source: SourceParts?, format: MediaFormat) -> String {
+        let path = source?.path ?? ""
+        let last = path.utf8.lastIndex(of: UInt8(ascii: "/")).map { path[path.index(after: $0)...] } ?? path[...]
+        let decoded = MediaURL.percentDecoded(last) ?? String(last)
         let stem = decoded.split(separator: ".", omittingEmptySubsequences: false).dropLast().joined(separator: ".")
         let base = (stem.isEmpty ? decoded : stem).filter {
             $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0))

@@ -27,6 +27,8 @@ public struct MediaURL: Sendable, Equatable {
     public var format: MediaFormat?
     /// The source URL, decoded.
     public var source: String
+    /// The source's scheme, host, port and path, read once (`checkSource`).
+    public var sourceParts: SourceParts?
     public var encoding: Encoding
     /// Shape options given and ignored, as written.
     public var ignored: [String] = []
@@ -96,7 +98,7 @@ public struct MediaURL: Sendable, Equatable {
             }
             url.format = optionFormat.format
         }
-        try checkSource(url.source)
+        url.sourceParts = try checkSource(url.source)
         return url
     }
 
@@ -137,7 +139,7 @@ public struct MediaURL: Sendable, Equatable {
             guard let format = Self.formats[ext.lowercased()] else { throw .unknownFormat(String(ext)) }
             self.format = format
         }
-        guard let decoded = String(encoded).removingPercentEncoding else {
+        guard let decoded = Self.percentDecoded(encoded) else {
             throw .invalidSource("the plain source is not valid percent-encoding")
         }
         source = decoded
@@ -165,7 +167,8 @@ public struct MediaURL: Sendable, Equatable {
     /// The checks every source passes: an http(s) URL with a host, no credentials, no `.` or `..`
     /// segments (percent-encoded or not: an origin would resolve them, stepping out of an
     /// allow-listed folder), within `maxSourceBytes`.
-    static func checkSource(_ source: String) throws(MediaURLError) {
+    @discardableResult
+    static func checkSource(_ source: String) throws(MediaURLError) -> SourceParts {
         guard !source.isEmpty else { throw .invalidSource("the source is empty") }
         guard source.utf8.count <= maxSourceBytes else {
             throw .invalidSource("the source is \(source.utf8.count) bytes long, over \(maxSourceBytes)")
@@ -179,11 +182,31 @@ public struct MediaURL: Sendable, Equatable {
         guard !parts.hasCredentials else {
             throw .invalidSource("credentials in the source (user:password@) are refused")
         }
-        let decoded = parts.path.removingPercentEncoding ?? parts.path
-        if decoded.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == "." || $0 == ".." })
-        {
+        let decoded = percentDecoded(parts.path) ?? parts.path
+        let segments = decoded.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        if segments.contains(where: { !$0.isEmpty && $0.count <= 2 && $0.allSatisfy { $0 == UInt8(ascii: ".") } }) {
             throw .invalidSource("the source's path has . or .. segments")
         }
+        return parts
+    }
+
+    /// `text` with its `%XX` escapes decoded (a `+` stays a `+`, as in a path); nil for a `%` not
+    /// followed by two hex digits, or bytes that are not UTF-8.
+    public static func percentDecoded(_ text: some StringProtocol) -> String? {
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return String(text) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = iterator.next().flatMap(hexDigitValue), let low = iterator.next().flatMap(hexDigitValue)
+            else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     /// Decodes URL-safe Base64, with or without padding; nil for any other character.
@@ -288,42 +311,55 @@ public struct SourceParts: Sendable, Equatable {
     public var path: String
 
     public init?(_ url: String) {
-        guard let schemeEnd = url.range(of: "://") else { return nil }
-        let scheme = url[..<schemeEnd.lowerBound].lowercased()
+        // Over the UTF-8 bytes: every delimiter is ASCII.
+        let bytes = url.utf8
+        let slash = UInt8(ascii: "/")
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        let scheme = String(url[..<colon]).lowercased()
         guard scheme == "http" || scheme == "https" else { return nil }
-        let afterScheme = url[schemeEnd.upperBound...]
+        var cursor = bytes.index(after: colon)
+        for _ in 0..<2 {
+            guard cursor < bytes.endIndex, bytes[cursor] == slash else { return nil }
+            cursor = bytes.index(after: cursor)
+        }
+        let afterScheme = url[cursor...]
         let authorityEnd =
-            afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? afterScheme.endIndex
+            afterScheme.utf8.firstIndex(where: { $0 == slash || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
+            ?? afterScheme.endIndex
         var authority = afterScheme[..<authorityEnd]
-        hasCredentials = authority.contains("@")
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        hasCredentials = authority.utf8.contains(UInt8(ascii: "@"))
+        if let at = authority.utf8.lastIndex(of: UInt8(ascii: "@")) {
+            authority = authority[authority.index(after: at)...]
+        }
         var host = authority
         var port = scheme == "https" ? 443 : 80
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
+        if authority.utf8.first == UInt8(ascii: "[") {
+            guard let close = authority.utf8.firstIndex(of: UInt8(ascii: "]")) else { return nil }
             host = authority[...close]
             let after = authority[authority.index(after: close)...]
             if !after.isEmpty {
-                guard after.hasPrefix(":"), let value = Int(after.dropFirst()), (1...65535).contains(value) else {
-                    return nil
-                }
+                guard after.utf8.first == UInt8(ascii: ":"), let value = Int(after.dropFirst()),
+                    (1...65535).contains(value)
+                else { return nil }
                 port = value
             }
-        } else if let colon = authority.lastIndex(of: ":") {
+        } else if let colon = authority.utf8.lastIndex(of: UInt8(ascii: ":")) {
             host = authority[..<colon]
             guard let value = Int(authority[authority.index(after: colon)...]), (1...65535).contains(value) else {
                 return nil
             }
             port = value
         }
-        guard !host.isEmpty, !host.contains("%"), host.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+        guard !host.isEmpty, host.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "%") }) else {
             return nil
         }
         self.scheme = scheme
         self.host = host.lowercased()
         self.port = port
         var path = afterScheme[authorityEnd...]
-        if let cut = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<cut] }
+        if let cut = path.utf8.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) {
+            path = path[..<cut]
+        }
         self.path = path.isEmpty ? "/" : String(path)
     }
 }

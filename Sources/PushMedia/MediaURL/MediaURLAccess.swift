@@ -89,9 +89,14 @@ public struct SourcePrefix: Sendable, Equatable, CustomStringConvertible {
 
     /// Whether `source` (already through `MediaURL`'s source checks) is under this prefix.
     public func matches(_ source: String) -> Bool {
+        guard let given = SourceParts(source) else { return parts == nil }
+        return matches(given)
+    }
+
+    /// Whether a source read into `given` is under this prefix.
+    public func matches(_ given: SourceParts) -> Bool {
         guard let parts else { return true }
-        guard let given = SourceParts(source), !given.hasCredentials else { return false }
-        return given.scheme == parts.scheme && given.host == parts.host && given.port == parts.port
-            && given.path.hasPrefix(parts.path)
+        return !given.hasCredentials && given.scheme == parts.scheme && given.host == parts.host
+            && given.port == parts.port && given.path.hasPrefix(parts.path)
     }
 }
