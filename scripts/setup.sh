@@ -27,6 +27,8 @@ PACKAGES=()
 if missing; then PACKAGES+=(pkg-config libvips-dev libmagic-dev libcurl4-openssl-dev libnghttp2-dev); fi
 if [ ! -x /usr/bin/ffmpeg ] || [ ! -x /usr/bin/ffprobe ]; then PACKAGES+=(ffmpeg); fi
 if [ "$TEST" = 1 ] && ! command -v chromium >/dev/null 2>&1; then PACKAGES+=(chromium fonts-dejavu-core); fi
+# GNU time, which measures a child's peak memory in the tests.
+if [ "$TEST" = 1 ] && [ ! -x /usr/bin/time ]; then PACKAGES+=(time); fi
 # Python's venv, for Schemathesis (scripts/api-conformance.sh installs it from PyPI).
 if [ "$TEST" = 1 ] && ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then PACKAGES+=(python3 python3-venv); fi
 

@@ -180,22 +180,32 @@ struct CommandLineTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: work.file("out/03-webp.json"))) == first)
     }
 
-    /// Runs `pushmedia` to completion and returns its exit status and peak RSS in KiB (from wait4).
+    /// Runs `pushmedia` to completion and returns its exit status and peak RSS in KiB. GNU time
+    /// forks it and reports its peak: a child spawned straight from this process (vfork, or fork)
+    /// would start from this process's own high-water mark, which `wait4` then reports as the child's.
     static func measure(_ arguments: [String]) throws -> (Int32, Int) {
+        let report = TemporaryDirectory()
         var pid: pid_t = 0
-        let argv = ([pushmediaExecutable] + arguments).map { strdup($0) } + [nil]
+        let argv =
+            (["/usr/bin/time", "-f", "%M", "-o", report.file("rss"), pushmediaExecutable] + arguments).map {
+                strdup($0)
+            } + [nil]
         defer { for argument in argv { free(argument) } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let spawned = posix_spawn(&pid, pushmediaExecutable, &actions, nil, argv, environ)
+        let spawned = posix_spawn(&pid, "/usr/bin/time", &actions, nil, argv, environ)
         guard spawned == 0 else { throw CocoaError(.executableLoad) }
         var status: Int32 = 0
-        var usage = rusage()
-        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
-        return ((status >> 8) & 0xFF, usage.ru_maxrss)
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        // The last line is the peak; a line before it says the command ended by a signal.
+        let text = try String(contentsOfFile: report.file("rss"), encoding: .utf8)
+        guard let peak = text.split(separator: "\n").last.flatMap({ Int($0) }) else {
+            throw CocoaError(.fileReadCorruptFile)
+        }
+        return ((status >> 8) & 0xFF, peak)
     }
 
     /// Writes `count` payloads whose media are distinct URLs on `origin`.
