@@ -18,7 +18,9 @@ extension RelayEndpoint {
         handle(method: method, path: path, headers: headers, body: body, on: eventLoop, done: done)
     }
 
-    /// `forward`, on the connections of `upstream` (a held credential's) instead of the relay's.
+    /// Sends `push` on `pool`'s connection of `eventLoop` of `upstream` (the relay's own, or a held
+    /// credential's); `done` gets the upstream's answer (or `unavailable`'s, when it gave none)
+    /// with `x-pushmedia-outcome: outcome` added, and the time the upstream took.
     func forward(
         _ push: UpstreamPush, via upstream: HTTP2Upstream, pool: String, outcome: String, on eventLoop: any EventLoop,
         unavailable: @escaping @Sendable (any Error) -> RelayAnswer,

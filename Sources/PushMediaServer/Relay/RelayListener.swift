@@ -50,27 +50,15 @@ extension RelayEndpoint {
         try? await upstream.shutdown().get()
     }
 
-    /// Sends `push` on `pool`'s connection of `eventLoop`; `done` gets the upstream's answer (or
-    /// `unavailable`'s, when it gave none) with `x-pushmedia-outcome: outcome` added, and the
-    /// time the upstream took.
+    /// Sends `push` on `pool`'s connection of `eventLoop` of the relay's own upstream (see
+    /// `forward(_:via:…)`).
     func forward(
         _ push: UpstreamPush, pool: String, outcome: String, on eventLoop: any EventLoop,
         unavailable: @escaping @Sendable (any Error) -> RelayAnswer,
         done: @escaping @Sendable (RelayAnswer, _ upstreamTime: Duration) -> Void
     ) {
-        let sent = ContinuousClock.now
-        let reply = UpstreamReply { result in
-            var answer: RelayAnswer
-            switch result {
-            case let .success(upstream):
-                answer = RelayAnswer(status: upstream.status, headers: upstream.headers, body: upstream.body)
-            case let .failure(error):
-                answer = unavailable(error)
-            }
-            answer.headers.add(name: "x-pushmedia-outcome", value: outcome)
-            done(answer, ContinuousClock.now - sent)
-        }
-        upstream.send(push, team: pool, on: eventLoop, reply: reply)
+        forward(
+            push, via: upstream, pool: pool, outcome: outcome, on: eventLoop, unavailable: unavailable, done: done)
     }
 }
 
