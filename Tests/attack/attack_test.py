@@ -219,18 +219,22 @@ class Target:
         self.attack_port = attack_port or port
 
 
-def start_world(bin_path, work, extra=()):
-    material = Material(work)
+def start_standins(material, work):
+    """The APNs and FCM stand-ins over TLS; their ports."""
     py = sys.executable
     apns = Proc("apns-standin", [py, os.path.join(TESTS, "apns", "standin.py"), "--port", "0", "--cert", material.cert,
                                  "--key", material.key, "--team", f"{TEAM}:{KEY_ID}:{material.p8}", "--topic", TOPIC],
                 work)
     (m,) = apns.wait_for([r"^standin listening on (\d+)$"])
-    apns_port = int(m.group(1))
     fcm = Proc("fcm-standin", [py, os.path.join(TESTS, "fcm", "standin.py"), "--port", "0", "--cert", material.cert,
                                "--key", material.key, "--project", PROJECT, "--token", ACCESS_TOKEN], work)
-    (m,) = fcm.wait_for([r"^standin listening on (\d+)$"])
-    fcm_port = int(m.group(1))
+    (n,) = fcm.wait_for([r"^standin listening on (\d+)$"])
+    return int(m.group(1)), int(n.group(1))
+
+
+def start_world(bin_path, work, extra=()):
+    material = Material(work)
+    apns_port, fcm_port = start_standins(material, work)
     store = os.path.join(work, "store")
     os.makedirs(store, exist_ok=True)
     argv = [bin_path, "serve", "--port", "0", "--store", store,
@@ -252,16 +256,7 @@ def start_haproxy(work, haproxy="haproxy"):
     """HAProxy in the relays' place, as the reference: TLS and HTTP/2 frontends passing requests
     to the same stand-ins over TLS and HTTP/2, and a cleartext HTTP/1.1 frontend in the hook's."""
     material = Material(work)
-    py = sys.executable
-    apns = Proc("apns-standin", [py, os.path.join(TESTS, "apns", "standin.py"), "--port", "0", "--cert", material.cert,
-                                 "--key", material.key, "--team", f"{TEAM}:{KEY_ID}:{material.p8}", "--topic", TOPIC],
-                work)
-    (m,) = apns.wait_for([r"^standin listening on (\d+)$"])
-    apns_port = int(m.group(1))
-    fcm = Proc("fcm-standin", [py, os.path.join(TESTS, "fcm", "standin.py"), "--port", "0", "--cert", material.cert,
-                               "--key", material.key, "--project", PROJECT, "--token", ACCESS_TOKEN], work)
-    (m,) = fcm.wait_for([r"^standin listening on (\d+)$"])
-    fcm_port = int(m.group(1))
+    apns_port, fcm_port = start_standins(material, work)
     pem = material.write("server-haproxy.pem", open(material.cert, "rb").read() + open(material.key, "rb").read())
     ports = [relay_harness.free_port() for _ in range(3)]
     config = f"""global

@@ -229,22 +229,22 @@ def encode_integer(value, prefix_bits=7):
     return bytes(out)
 
 
-async def ping_flood(args, tally, deadline):
+async def control_flood(args, tally, deadline, one):
+    """Connections that send the control frame `one`, a thousand at a time, and never read."""
     async def body(writer, encoder):
-        payload = frame(PING, 0, 0, b"pushmedi") * 1000
+        payload = one * 1000
         async for _ in until(deadline):
             await send(writer, tally, payload, 1000)
     await bounded(deadline, *(h2_connection(args, tally, deadline, body, read=False)
                            for _ in range(args.connections or 8)))
+
+
+async def ping_flood(args, tally, deadline):
+    await control_flood(args, tally, deadline, frame(PING, 0, 0, b"pushmedi"))
 
 
 async def settings_flood(args, tally, deadline):
-    async def body(writer, encoder):
-        payload = settings((INITIAL_WINDOW_SIZE, 65535), (MAX_FRAME_SIZE, 16384)) * 1000
-        async for _ in until(deadline):
-            await send(writer, tally, payload, 1000)
-    await bounded(deadline, *(h2_connection(args, tally, deadline, body, read=False)
-                           for _ in range(args.connections or 8)))
+    await control_flood(args, tally, deadline, settings((INITIAL_WINDOW_SIZE, 65535), (MAX_FRAME_SIZE, 16384)))
 
 
 async def empty_data(args, tally, deadline):
