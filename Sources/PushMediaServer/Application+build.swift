@@ -140,7 +140,10 @@ public func buildApplication(
             SettingsReload(
                 start: settings.start, read: settings.read, live: parts.live, sink: logSink, logger: logger))
     }
-    if !reloadable.isEmpty { services.append(ReloadService(items: reloadable, logger: logger)) }
+    if !reloadable.isEmpty {
+        services.append(
+            ReloadService(items: reloadable, executor: parts.pipeline.resources.housekeeping, logger: logger))
+    }
     if server.fcm.port != nil {
         // FCM's HTTP v1 API on its own listener (its Authorization belongs to Google).
         let fcmHost = server.fcm.host

@@ -91,7 +91,7 @@ struct SettingsReload: Reloadable {
 
     var reloadName: String { "settings" }
 
-    func reload() async throws {
+    func reload() throws {
         let snapshot: SettingsSnapshot
         do {
             snapshot = try read()

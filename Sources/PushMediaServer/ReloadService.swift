@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import PushMedia
 import ServiceLifecycle
 
 /// Something `serve` reads again on SIGHUP, without a restart. A failed reload keeps what was in
@@ -8,7 +9,8 @@ import ServiceLifecycle
 public protocol Reloadable: Sendable {
     /// In the log line of a reload.
     var reloadName: String { get }
-    func reload() async throws
+    /// Reads files: blocking, run by `ReloadService` on its executor, never on Swift's cooperative pool.
+    func reload() throws
     /// Called hourly between reloads (e.g. to update gauges that age); nothing by default.
     func refresh()
 }
@@ -17,16 +19,20 @@ extension Reloadable {
     public func refresh() {}
 }
 
-/// Reloads each of `items` in turn on SIGHUP, and refreshes them hourly; ends on graceful
-/// shutdown. `serve` lists what it can reload in `buildApplication`; add to that list to make
-/// another part reloadable.
+/// Reloads each of `items` in turn on SIGHUP, on `executor` (their reloads read files), and
+/// refreshes them hourly; ends on graceful shutdown. `serve` lists what it can reload in
+/// `buildApplication`; add to that list to make another part reloadable.
 public struct ReloadService: Service {
     let items: [any Reloadable]
+    let executor: BlockingExecutor
     let logger: Logger
     let every: Duration
 
-    public init(items: [any Reloadable], logger: Logger, refreshEvery: Duration = .seconds(3600)) {
+    public init(
+        items: [any Reloadable], executor: BlockingExecutor, logger: Logger, refreshEvery: Duration = .seconds(3600)
+    ) {
         self.items = items
+        self.executor = executor
         self.logger = logger
         every = refreshEvery
     }
@@ -34,6 +40,7 @@ public struct ReloadService: Service {
     public func run() async throws {
         let hangups = Self.hangups()
         let items = items
+        let executor = executor
         let logger = logger
         let every = every
         await withTaskGroup(of: Void.self) { group in
@@ -42,7 +49,7 @@ public struct ReloadService: Service {
                     logger.notice("SIGHUP: reloading", metadata: ["what": "\(items.map(\.reloadName))"])
                     for item in items {
                         // A failure is logged by the item, with its reason; the others still reload.
-                        try? await item.reload()
+                        try? await executor.run { try item.reload() }
                     }
                 }
             }

@@ -10,7 +10,7 @@ import Foundation
 /// | `io`: downloads, the index, FFmpeg's child processes (waiting, not computing) | 64 threads |
 /// | `mediaTransfers`, `mediaReads`: an object store's files streamed to clients, and the reads that forward them | 64 and 4 threads |
 /// | `store`: writing down when cache entries were used | 2 threads |
-/// | `housekeeping`: health checks, retention | 1 thread |
+/// | `housekeeping`: health checks, retention, reloads on SIGHUP | 1 thread |
 /// | `gate`: jobs at once, and waiting (`--max-jobs`, `--max-queue`) | as configured (`serve`: 2 per core) |
 /// | `transcodeGate`: jobs past their fetch (`--max-transcodes`) | as configured |
 /// | `decodeBudget`: memory of the image decodes at once (`--decode-memory`) | as configured |

@@ -222,15 +222,11 @@ public final class RelayCredentials: Reloadable {
         updateGauges(set)
     }
 
-    /// Reads the file again; on failure the set in force stays.
-    public func reload() async throws {
-        let path = path
-        let shorthand = shorthand
-        let environment = environment
-        let loaded = await Self.loader.run { () -> Result<CredentialSet, CredentialsError> in
-            do throws(CredentialsError) {
-                return .success(try Self.read(path: path, shorthand: shorthand, environment: environment))
-            } catch { return .failure(error) }
+    /// Reads the file again (blocking: `ReloadService` runs it off the cooperative pool); on
+    /// failure the set in force stays.
+    public func reload() throws {
+        let loaded = Result { () throws(CredentialsError) in
+            try Self.read(path: path, shorthand: shorthand, environment: environment)
         }
         let failed = metrics.gauge(.reloadFailed)
         switch loaded {
@@ -253,9 +249,6 @@ public final class RelayCredentials: Reloadable {
                 ])
         }
     }
-
-    /// Files and keys are read on a thread of their own.
-    private static let loader = BlockingExecutor(name: "pushmedia-credentials", maxThreads: 1)
 
     public func refresh() { updateGauges(state.withLock { $0.set }) }
 
