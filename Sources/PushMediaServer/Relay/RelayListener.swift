@@ -245,23 +245,18 @@ final class RelayBudget: Sendable {
         let (refusal, victim): (String?, (@Sendable (String) -> Void, String)?) = state.withLock { state in
             let overStreams = state.streams + 1 > limits.maxStreams
             let overBytes = state.bytes + bytes > limits.maxBuffered
-            let usage = state.connections[id]
+            var victim: (@Sendable (String) -> Void, String)?
             if overStreams || overBytes {
                 let reason = overBytes ? "buffered" : "streams"
                 let heaviest = state.heaviest(byBytes: overBytes)
-                let light = usage.map(Self.light) ?? true
-                if !light || heaviest?.0 == id {
-                    return (reason, heaviest.map { ($0.1.shedNow, reason) })
-                }
-                state.streams += 1
-                state.bytes += bytes
-                state.peakBytes = max(state.peakBytes, state.bytes)
-                return (nil, heaviest.map { ($0.1.shedNow, reason) })
+                victim = heaviest.map { ($0.1.shedNow, reason) }
+                let light = state.connections[id].map(Self.light) ?? true
+                if !light || heaviest?.0 == id { return (reason, victim) }
             }
             state.streams += 1
             state.bytes += bytes
             state.peakBytes = max(state.peakBytes, state.bytes)
-            return (nil, nil)
+            return (nil, victim)
         }
         if let (shed, reason) = victim {
             onShed(reason)
