@@ -7,9 +7,9 @@ relay and each attack of Tests/attack/attacks.py (run as a subprocess for a boun
 legitimate client sends a push every 50 ms on a connection of its own (HTTP/2 over TLS,
 Python's h2), and the relay's RSS and CPU time are sampled. Checked per attack: the relay is
 alive and still answers; at most 5 % of the legitimate pushes sent during the attack failed,
-and their p99 is under 1 s; RSS grew by at most 100 MB, and came back to within 20 MB of where
-it started (or below its level before the attack plus a tenth of the peak's growth) within
-30 s. Then the conformance checks: frame by frame, each relay's listener answers the protocol
+and their p99 is under 1 s (2 s under slow read: see MAX_P99_BY_ATTACK); RSS grew by at most
+100 MB, and came back to within 20 MB of where it started (or below its level before the attack
+plus a tenth of the peak's growth) within 30 s. Then the conformance checks: frame by frame, each relay's listener answers the protocol
 errors of RFC 9113 (frame sizes, stream states, flow control, SETTINGS values, HPACK) with the
 GOAWAY or RST_STREAM and the error code the RFC gives (Tests/attack/conformance.py).
 
@@ -53,6 +53,11 @@ ATTACKS = ["rapid_reset", "continuation", "hpack_bomb", "ping_flood", "settings_
            "slow_read", "tls_slowloris", "h1_slowloris"]
 # The limits the attacks are held to.
 MAX_FAILED, MAX_P99, MAX_GROWTH_MB, RETURN_SECONDS, RETURN_SLACK_MB = 0.05, 1.0, 100, 30, 20
+# Under slow read the relay forwards the attacker's requests up to its bound (--relay-max-streams,
+# 1024), and the stand-in, Python on the same 2 cores, answers them in turn: a legitimate push can
+# wait at the stand-in behind that many (FCM's p99 measured 0.4-1.25 s here; HAProxy, unbounded,
+# 6.5 s). 2 s still fails a relay whose requests in flight are not bounded.
+MAX_P99_BY_ATTACK = {"slow_read": 2.0}
 
 
 class Material(relay_harness.Material):
@@ -393,7 +398,7 @@ def judge(result):
         problems.append("no legitimate push was sent during the attack")
     elif failed > MAX_FAILED * sent:
         problems.append(f"{failed} of {sent} legitimate pushes failed ({', '.join(result['legit_failures'])})")
-    if result["legit_p99_ms"] > MAX_P99 * 1000:
+    if result["legit_p99_ms"] > MAX_P99_BY_ATTACK.get(result["attack"], MAX_P99) * 1000:
         problems.append(f"legitimate p99 {result['legit_p99_ms']} ms")
     growth = result["rss_peak_mb"] - result["rss_before_mb"]
     if growth > MAX_GROWTH_MB:
