@@ -32,7 +32,7 @@ KEY=pushmedia-testing-secret
 ENDPOINT="http://127.0.0.1:$PORT"
 SERVERS=(account container object proxy)
 # Bumped when the generated configuration changes, so that `start` writes it again.
-CONFIG_VERSION=2
+CONFIG_VERSION=3
 
 log() { echo "object-store: $*" >&2; }
 
@@ -145,6 +145,10 @@ user_${ACCOUNT}_${USER} = $KEY .admin
 [filter:cache]
 use = egg:swift#memcache
 memcache_servers = 127.0.0.1:$MEMCACHED_PORT
+# A burst of hundreds of requests at once: enough connections to memcached (2 by default), and
+# errors that suppress it for seconds, not a minute (tempauth then answers 503 for that long).
+memcache_max_connections = 64
+error_suppression_interval = 5
 
 [filter:catch_errors]
 use = egg:swift#catch_errors

@@ -46,6 +46,33 @@ CURLcode pm_curl_setopt_slist(CURL *handle, CURLoption option, struct curl_slist
     return curl_easy_setopt(handle, option, value);
 }
 
+CURLcode pm_curl_setopt_callback(CURL *handle, CURLoption option, pm_curl_data_fn callback) {
+    return curl_easy_setopt(handle, option, callback);
+}
+
+CURLcode pm_curl_setopt_pointer(CURL *handle, CURLoption option, void *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+CURLcode pm_curl_resume(CURL *handle) { return curl_easy_pause(handle, CURLPAUSE_CONT); }
+
+CURLMcode pm_curl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}
+
+/* A fixed receive buffer instead of the kernel's autotuning, which grows to tcp_rmem's maximum
+ * (megabytes): a paused transfer then holds at most this much in the kernel (Linux doubles it),
+ * and its sender waits. */
+static int bounded_receive_buffer(void *user, curl_socket_t fd, curlsocktype purpose) {
+    int size = 512 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    return CURL_SOCKOPT_OK;
+}
+
+CURLcode pm_curl_bound_receive_buffer(CURL *handle) {
+    return curl_easy_setopt(handle, CURLOPT_SOCKOPTFUNCTION, bounded_receive_buffer);
+}
+
 CURLcode pm_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }

@@ -43,6 +43,9 @@ public struct ServerParts: Sendable {
     var lines = RequestLines(logger: Logger(label: "pushmedia"), sink: nil)
     /// The relays' held credentials (`--relay-credentials`, `--apns-key`); reloaded on SIGHUP.
     public let credentials: RelayCredentials
+    /// `--base-url` when it is the bucket itself (`PushMediaConfig.baseURLIsTheBucket`): where
+    /// `/media` sends a phone when the object store does not answer in time.
+    var publicMediaBase: String?
 
     /// The pipeline runs with `serve`'s defaults (`ServerConfig.served`) for the settings not given.
     public init(config: PushMediaConfig, server: ServerConfig = ServerConfig()) throws {
@@ -81,7 +84,8 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
         memo: parts.memo
     ).add(to: v1)
     let media = StoredMedia(
-        store: parts.pipeline.store, memoryLimit: server.mediaMemory, resources: parts.pipeline.resources)
+        store: parts.pipeline.store, memoryLimit: server.mediaMemory, resources: parts.pipeline.resources,
+        wait: server.mediaWait, publicBase: parts.publicMediaBase)
     MediaRoutes<AppRequestContext>(media: media).add(to: router)
     MediaURLRoutes<AppRequestContext>(pipeline: parts.pipeline, live: parts.live, metrics: parts.metrics, media: media)
         .add(to: router)
@@ -120,6 +124,9 @@ public func buildApplication(
     let parts = try {
         var parts = try ServerParts(config: config, server: server)
         parts.lines = RequestLines(logger: logger, sink: logSink)
+        if baseURLGiven, config.baseURLIsTheBucket {
+            parts.publicMediaBase = config.baseURL.hasSuffix("/") ? String(config.baseURL.dropLast()) : config.baseURL
+        }
         return parts
     }()
     if let logSink { parts.metrics.logDrops.withLock { $0 = { logSink.droppedLines } } }

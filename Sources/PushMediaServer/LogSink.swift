@@ -82,12 +82,15 @@ public final class LogSink: @unchecked Sendable {
     }
 
     /// Writes what is waiting and stops the writer; later lines are dropped silently (the process
-    /// is ending). Blocks until the writer is done.
-    public func close() {
+    /// is ending). Waits for the writer for at most `limit`: a destination that takes nothing
+    /// (a full pipe nobody reads) must not keep the process from exiting.
+    public func close(within limit: Duration = .seconds(2)) {
+        let giveUp = Date(
+            timeIntervalSinceNow: Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18)
         condition.lock()
         stopping = true
         condition.signal()
-        while !stopped { condition.wait() }
+        while !stopped, condition.wait(until: giveUp) {}
         condition.unlock()
     }
 

@@ -2,13 +2,15 @@ import Foundation
 import NIOCore
 import PushMedia
 
-/// Recently served media files of a local store, in memory, least recently used out first, up to
-/// `limit` bytes. Stored files never change under their name (it is their content's hash), but
-/// one can be removed, truncated or replaced behind the store's back: every answer checks the
-/// file's identity on disk (device, inode, size, modification time, from the `stat` the route
-/// makes anyway) and a cached copy that no longer matches is dropped. Each version of a file is
-/// hashed once before it is first served (kept files when they are read, larger ones apart), so
-/// bytes that are not what the name says are never served. Thread-safe.
+/// Recently served media files, in memory, least recently used out first, up to `limit` bytes.
+/// Stored files never change under their name (it is their content's hash), but one can be
+/// removed, truncated or replaced behind the store's back. A local store's: every answer checks
+/// the file's identity on disk (device, inode, size, modification time, from the `stat` the route
+/// makes anyway) and a cached copy that no longer matches is dropped. An object store's: a copy
+/// is answered for `objectLifetime` after it was read (a file removed from the bucket, by
+/// retention or a purge, is served at most that long). Each version of a file is hashed once
+/// before it is first served (kept files when they are read, larger local ones apart), so bytes
+/// that are not what the name says are never served. Thread-safe.
 final class MediaMemory: Sendable {
     /// What identifies one version of a file on disk.
     struct Identity: Equatable {
@@ -28,8 +30,10 @@ final class MediaMemory: Sendable {
     }
 
     private struct Slot {
-        var identity: Identity
+        /// A local file's version; nil for an object store's file.
+        var identity: Identity?
         var bytes: ByteBuffer
+        var kept: ContinuousClock.Instant
     }
 
     private struct State {
@@ -37,12 +41,16 @@ final class MediaMemory: Sendable {
         var files: LRUCache<String, Slot>
         /// Files too large to keep whose content was found to match their name, by version.
         var verified = LRUCache<String, Identity>(budget: MediaMemory.maxVerified)
+        /// An object store's files found too large to keep, so that they are streamed at once.
+        var large = LRUCache<String, Bool>(budget: MediaMemory.maxVerified)
     }
 
     /// Files larger than this are always read from disk in chunks.
     static let maxFileBytes = 4 << 20
     /// Versions of files too large to keep remembered as verified.
     static let maxVerified = 10_000
+    /// How long an object store's file is answered from memory after it was read.
+    static let objectLifetime: Duration = .seconds(60)
     let limit: Int
     private let state: Locked<State>
 
@@ -58,7 +66,7 @@ final class MediaMemory: Sendable {
     func bytes(_ name: String, identity: Identity) -> ByteBuffer? {
         state.withLock { state in
             guard let slot = state.files.value(forKey: name) else { return nil }
-            guard slot.identity == identity else {
+            guard slot.identity == .some(identity) else {
                 state.files.removeValue(forKey: name)
                 return nil
             }
@@ -66,13 +74,31 @@ final class MediaMemory: Sendable {
         }
     }
 
-    /// Keeps `bytes` as `name`'s content, evicting the least recently used files past the limit.
-    func keep(_ name: String, identity: Identity, bytes: ByteBuffer) {
-        guard keeps(size: bytes.readableBytes) else { return }
+    /// The bytes of an object store's file `name`, read less than `objectLifetime` ago.
+    func object(_ name: String, now: ContinuousClock.Instant = .now) -> ByteBuffer? {
         state.withLock { state in
-            _ = state.files.setValue(Slot(identity: identity, bytes: bytes), forKey: name, cost: bytes.readableBytes)
+            guard let slot = state.files.value(forKey: name) else { return nil }
+            guard slot.identity == nil, now - slot.kept < Self.objectLifetime else {
+                state.files.removeValue(forKey: name)
+                return nil
+            }
+            return slot.bytes
         }
     }
+
+    /// Keeps `bytes` as `name`'s content (`identity`: the local file's version; nil for an object
+    /// store's file), evicting the least recently used files past the limit.
+    func keep(_ name: String, identity: Identity?, bytes: ByteBuffer) {
+        guard keeps(size: bytes.readableBytes) else { return }
+        let slot = Slot(identity: identity, bytes: bytes, kept: .now)
+        state.withLock { _ = $0.files.setValue(slot, forKey: name, cost: bytes.readableBytes) }
+    }
+
+    /// Whether an object store's file `name` was found too large to keep.
+    func isLarge(_ name: String) -> Bool { state.withLock { $0.large.value(forKey: name) ?? false } }
+
+    /// Records that an object store's file `name` is too large to keep.
+    func markLarge(_ name: String) { state.withLock { _ = $0.large.setValue(true, forKey: name) } }
 
     /// Whether this version of a file too large to keep was already found to hold what its name says.
     func isVerified(_ name: String, identity: Identity) -> Bool {

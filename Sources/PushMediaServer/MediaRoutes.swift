@@ -1,12 +1,13 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOCore
 import PushMedia
 
 /// `GET|HEAD /media/<name>`: serves the store's files, and nothing else (`StoredMedia`), cached
 /// for a year: a name is its content's SHA-256. With `--base-url` pointing at the bucket or a
 /// CDN, phones never come here.
-struct MediaRoutes<Context: RequestContext>: Sendable {
+struct MediaRoutes<Context: ConnectionContext>: Sendable {
     let media: StoredMedia
 
     func add(to router: Router<Context>) {
@@ -26,77 +27,70 @@ struct MediaRoutes<Context: RequestContext>: Sendable {
 
 /// Answers with a stored file, so the hook works as a media origin with either backend. A local
 /// store's files are sent from disk; an object store's are streamed from the bucket as they
-/// arrive (a HEAD for the size, then a GET of the requested range). `HEAD`, a single `Range`,
-/// `If-None-Match` against the strong `ETag` (the content's SHA-256).
+/// arrive (`ObjectStream`: paused while the client is slow, ended when it goes away). `HEAD`, a
+/// single `Range`, `If-None-Match` against the strong `ETag` (the content's SHA-256).
 struct StoredMedia: Sendable {
     let store: MediaStore
-    let fileIO = FileIO()
-    /// Object-store transfers (each holds a thread while it streams) and the reads that forward
-    /// their bytes: separate, so readers always find a thread (the process's `ProcessResources`).
-    let transfers: BlockingExecutor
+    /// An object store's transfers (the process's `ProcessResources.storeStreams`).
+    let streams: TransferLoop
+    /// A local store's reads and checks of its files.
     let reads: BlockingExecutor
-    /// A local store's recently served files (`--media-memory`).
+    /// Recently served files (`--media-memory`).
     let memory: MediaMemory
+    /// An object store's files being read into memory, each by the first request that wanted it.
+    private let reading = Locked<[String: Task<ObjectRead, Never>]>([:])
+    /// How long an object store may take to start answering (`--media-wait`).
+    let wait: Duration
+    /// Where phones can fetch stored files without this server (`--base-url` when it points at the
+    /// bucket or a CDN in front of it): the answer when the object store does not answer in time.
+    let publicBase: String?
 
-    init(store: MediaStore, memoryLimit: Int64, resources: ProcessResources) {
+    init(
+        store: MediaStore, memoryLimit: Int64, resources: ProcessResources, wait: Duration = .seconds(5),
+        publicBase: String? = nil
+    ) {
         self.store = store
-        transfers = resources.mediaTransfers
+        streams = resources.storeStreams
         reads = resources.mediaReads
-        memory = MediaMemory(limit: store.directory == nil ? 0 : memoryLimit)
+        memory = MediaMemory(limit: memoryLimit)
+        self.wait = wait
+        self.publicBase = publicBase
     }
 
     /// The answer for the stored file `name` (a valid store name): its type, validators and
-    /// body, with `headers` added (its caching, at least). 404 when there is no such file.
-    func respond(_ name: String, request: Request, context: some RequestContext, headers extra: HTTPFields)
+    /// body, with `headers` added (its caching, at least). 404 when there is no such file; when
+    /// an object store does not answer within `wait`, a redirect to the file at `publicBase`, or 503.
+    func respond(_ name: String, request: Request, context: some ConnectionContext, headers extra: HTTPFields)
         async throws -> Response
     {
         guard let contentType = mediaContentTypes[String(name.split(separator: ".").last ?? "")] else {
             throw APIError(.notFound, code: "not_found", message: "no such media")
         }
+        let etag = "\"\(name.split(separator: ".")[0])\""
+        let notModified =
+            request.headers[.ifNoneMatch].map { header in
+                header.split(separator: ",").contains {
+                    let tag = $0.trimmingCharacters(in: .whitespaces)
+                    return tag == etag || tag == "*"
+                }
+            } ?? false
         let local = store.localPath(of: name)
         let size: Int
-        var identity: MediaMemory.Identity?
-        if let local {
-            var info = stat()
-            guard stat(local, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-                throw APIError(.notFound, code: "not_found", message: "no such media")
-            }
-            size = Int(info.st_size)
-            identity = MediaMemory.Identity(info)
-        } else {
-            let found: Int64?
-            do { found = try await transfers.run { [store] in try store.size(of: name) } } catch {
-                throw APIError(
-                    .badGateway, code: "store_unavailable", message: "the object store did not answer: \(error)")
-            }
-            guard let found else { throw APIError(.notFound, code: "not_found", message: "no such media") }
-            size = Int(found)
-        }
-        // A local file is only answered for (GET, HEAD, conditional or ranged) while its content
-        // is what its name (its SHA-256) says: one truncated, cut or altered behind the store's
-        // back is not (a cache hit notices one whose size changed, and makes it again). Each
-        // version of a file (device, inode, size, mtime) is hashed once: as it is read into memory
-        // when it is small enough to keep there, apart otherwise.
         var kept: ByteBuffer?
-        if let local, let identity {
-            let expected = String(name.prefix(64))
-            let corrupt = APIError(
-                .notFound, code: "not_found", message: "no such media (the stored file no longer matches its name)")
-            if memory.keeps(size: size) {
-                kept = memory.bytes(name, identity: identity)
-                if kept == nil, let read = await reads.run({ Self.readWhole(local, identity: identity) }) {
-                    guard read.withUnsafeReadableBytes({ MediaStore.sha256($0) }) == expected else { throw corrupt }
-                    memory.keep(name, identity: identity, bytes: read)
-                    kept = read
-                }
-            }
-            if kept == nil, !memory.isVerified(name, identity: identity) {
-                let hash = await reads.run { try? MediaStore.sha256(file: local) }
-                guard hash == expected else { throw corrupt }
-                memory.markVerified(name, identity: identity)
-            }
+        /// An object store's answer with the whole file, when a plain GET asked for it.
+        var whole: ObjectStream?
+        if let local {
+            (size, kept) = try await checkedLocal(name, path: local)
+        } else if let remembered = try await remembered(name) {
+            (size, kept) = (remembered.readableBytes, remembered)
+        } else {
+            // A plain GET asks for the whole object at once (its head gives the size); a HEAD,
+            // a conditional or a ranged request asks for the head first.
+            let plain = request.method == .get && !notModified && request.headers[.range] == nil
+            let opened = store.stream(name, range: nil, bodyless: !plain, on: streams)!
+            size = try await objectSize(opened, name)
+            if plain { whole = opened }
         }
-        let etag = "\"\(name.split(separator: ".")[0])\""
         var headers: HTTPFields = [
             .contentType: contentType,
             .eTag: etag,
@@ -104,13 +98,7 @@ struct StoredMedia: Sendable {
             HTTPField.Name("X-Content-Type-Options")!: "nosniff",
         ]
         headers.append(contentsOf: extra)
-        if let match = request.headers[.ifNoneMatch],
-            match.split(separator: ",").contains(where: {
-                $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "*"
-            })
-        {
-            return Response(status: .notModified, headers: headers)
-        }
+        if notModified { return Response(status: .notModified, headers: headers) }
         var status = HTTPResponse.Status.ok
         var range = 0...max(0, size - 1)
         if let header = request.headers[.range], request.headers[.ifRange].map({ $0 == etag }) ?? true {
@@ -130,57 +118,203 @@ struct StoredMedia: Sendable {
         let length = size == 0 ? 0 : range.count
         headers[.contentLength] = String(length)
         if request.method == .head || length == 0 {
+            whole?.cancel()
             // The writer must be finished even with nothing to write: an unfinished response keeps
             // the connection busy, and a graceful stop would wait for it forever.
             return Response(
                 status: status, headers: headers,
                 body: ResponseBody(contentLength: length) { writer in try await writer.finish(nil) })
         }
+        if let kept, let slice = kept.getSlice(at: range.lowerBound, length: length) {
+            return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: slice))
+        }
         if let local {
-            if let kept, let slice = kept.getSlice(at: range.lowerBound, length: length) {
-                return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: slice))
+            guard let file = await reads.run({ [range] in FileChunks(path: local, range: range) }) else {
+                throw APIError(.notFound, code: "not_found", message: "no such media")
             }
-            let body = try await fileIO.loadFile(path: local, range: range, context: context)
+            let body = paced(
+                length: length, eventLoop: context.eventLoop, end: {}, next: { await reads.run { file.next() } })
             return Response(status: status, headers: headers, body: body)
         }
-        return Response(
-            status: status, headers: headers,
-            body: streamed(name, range: status == .partialContent ? range : nil, length: length))
+        let stream: ObjectStream
+        if let whole, status == .ok {
+            stream = whole
+        } else {
+            whole?.cancel()
+            stream = store.stream(name, range: range, on: streams)!
+            guard try await objectSize(stream, name) == length else {
+                stream.cancel()
+                throw APIError(.badGateway, code: "store_unavailable", message: "the object store sent another range")
+            }
+        }
+        let body = paced(
+            length: length, eventLoop: context.eventLoop, end: stream.cancel,
+            next: { try await stream.next().map { ByteBuffer(bytes: $0) } })
+        return Response(status: status, headers: headers, body: body)
     }
 
-    /// The object's bytes through a pipe: the transfer writes into it (blocking while the client
-    /// is slow), the body reads it in 64 KiB chunks. A client that goes away closes the read end,
-    /// which ends the transfer.
-    private func streamed(_ name: String, range: ClosedRange<Int>?, length: Int) -> ResponseBody {
-        ResponseBody(contentLength: length) { [store, transfers, reads] writer in
-            var fds: [Int32] = [0, 0]
-            guard pipe(&fds) == 0 else {
-                throw APIError(.internalServerError, code: "pipe_failed", message: String(cString: strerror(errno)))
+    /// A local file's size, and its bytes when they are kept in memory. It is only answered for
+    /// (GET, HEAD, conditional or ranged) while its content is what its name (its SHA-256) says:
+    /// one truncated, cut or altered behind the store's back is not (a cache hit notices one
+    /// whose size changed, and makes it again). Each version of a file (device, inode, size,
+    /// mtime) is hashed once: as it is read into memory when it is small enough to keep there,
+    /// apart otherwise.
+    private func checkedLocal(_ name: String, path: String) async throws -> (size: Int, kept: ByteBuffer?) {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw APIError(.notFound, code: "not_found", message: "no such media")
+        }
+        let size = Int(info.st_size)
+        let identity = MediaMemory.Identity(info)
+        let expected = String(name.prefix(64))
+        let corrupt = APIError(
+            .notFound, code: "not_found", message: "no such media (the stored file no longer matches its name)")
+        var kept: ByteBuffer?
+        if memory.keeps(size: size) {
+            kept = memory.bytes(name, identity: identity)
+            if kept == nil, let read = await reads.run({ Self.readWhole(path, identity: identity) }) {
+                guard read.withUnsafeReadableBytes({ MediaStore.sha256($0) }) == expected else { throw corrupt }
+                memory.keep(name, identity: identity, bytes: read)
+                kept = read
             }
-            let (readEnd, writeEnd) = (fds[0], fds[1])
-            let transfer = Task {
-                await transfers.run { () -> String? in
-                    defer { close(writeEnd) }
-                    do { try store.read(name, range: range, to: writeEnd) } catch { return "\(error)" }
-                    return nil
-                }
+        }
+        if kept == nil, !memory.isVerified(name, identity: identity) {
+            let hash = await reads.run { try? MediaStore.sha256(file: path) }
+            guard hash == expected else { throw corrupt }
+            memory.markVerified(name, identity: identity)
+        }
+        return (size, kept)
+    }
+
+    /// How reading an object store's file into memory ended.
+    enum ObjectRead: Sendable {
+        case kept(ByteBuffer)
+        /// Larger than the memory keeps: stream it.
+        case tooLarge
+        case failed(APIError)
+    }
+
+    /// An object store's file from memory when it is small enough to keep there: kept already,
+    /// or read whole now, once for every request that wants it meanwhile (a campaign's burst
+    /// costs the store one read). Nil when it is too large: stream it.
+    private func remembered(_ name: String) async throws -> ByteBuffer? {
+        guard memory.limit > 0, !memory.isLarge(name) else { return nil }
+        if let bytes = memory.object(name) { return bytes }
+        let read = reading.withLock { running in
+            if let read = running[name] { return read }
+            let read = Task { [self] in
+                let result = await readWhole(name)
+                reading.withLock { $0[name] = nil }
+                return result
             }
-            defer { close(readEnd) }
+            running[name] = read
+            return read
+        }
+        switch await read.value {
+        case let .kept(bytes): return bytes
+        case .tooLarge: return nil
+        case let .failed(error): throw error
+        }
+    }
+
+    /// Reads an object store's file into memory, within `wait` from start to end, and keeps it
+    /// when its content is what its name says.
+    private func readWhole(_ name: String) async -> ObjectRead {
+        let stream = store.stream(name, range: nil, on: streams)!
+        stream.finish(within: wait)
+        do {
+            let size = try await objectSize(stream, name)
+            guard memory.keeps(size: size) else {
+                stream.cancel()
+                memory.markLarge(name)
+                return .tooLarge
+            }
+            var bytes = ByteBufferAllocator().buffer(capacity: size)
+            do {
+                while bytes.readableBytes <= size, let chunk = try await stream.next() { bytes.writeBytes(chunk) }
+            } catch {
+                throw unavailable(error, name)
+            }
+            let hash = await reads.run { [bytes] in bytes.withUnsafeReadableBytes { MediaStore.sha256($0) } }
+            guard bytes.readableBytes == size, hash == name.prefix(64) else {
+                stream.cancel()
+                return .failed(
+                    APIError(.badGateway, code: "store_unavailable", message: "the object store sent other bytes"))
+            }
+            memory.keep(name, identity: nil, bytes: bytes)
+            return .kept(bytes)
+        } catch let error as APIError {
+            return .failed(error)
+        } catch {
+            return .failed(unavailable(error, name))
+        }
+    }
+
+    /// The answer when the object store did not answer in time: a redirect to the file at
+    /// `publicBase`, or 503.
+    private func unavailable(_ error: any Error, _ name: String) -> APIError {
+        if let publicBase {
+            var redirect = APIError(
+                .temporaryRedirect, code: "store_unavailable", message: "the object store did not answer: \(error)")
+            redirect.headers[.location] = publicBase + "/" + name
+            redirect.headers[.cacheControl] = "no-store"
+            return redirect
+        }
+        var unavailable = APIError(
+            .serviceUnavailable, code: "store_unavailable", message: "the object store did not answer: \(error)")
+        unavailable.headers[.retryAfter] = "1"
+        unavailable.headers[.cacheControl] = "no-store"
+        return unavailable
+    }
+
+    /// The size `stream`'s head gives (the object's, or the range's for a ranged GET): 404 when
+    /// there is no such object; when the store does not answer within `wait`, a redirect to the
+    /// file at `publicBase`, or 503; 502 for any other answer. The stream is ended on failure.
+    private func objectSize(_ stream: ObjectStream, _ name: String) async throws -> Int {
+        let head: ObjectHead
+        do { head = try await stream.head(within: wait) } catch { throw unavailable(error, name) }
+        switch head.status {
+        case 200, 206:
+            if let length = head.contentLength { return Int(length) }
+        case 404:
+            stream.cancel()
+            throw APIError(.notFound, code: "not_found", message: "no such media")
+        default:
+            break
+        }
+        stream.cancel()
+        throw APIError(
+            .badGateway, code: "store_unavailable",
+            message:
+                "the object store answered HTTP \(head.status)\(head.contentLength == nil ? " without a length" : "")")
+    }
+
+    /// A body of `length` bytes from `next`: an object store's as they arrive, or a local
+    /// file's read in chunks. `end` runs when the body is over, sent or not (a client that went
+    /// away ends an object store's transfer). A source that ends short of `length` (the store
+    /// failed part way) closes the connection before Content-Length, as HTTP says. Every
+    /// `ObjectStream.window` bytes the writes wait for the connection's event loop to have taken
+    /// them: a write returns before the loop has seen it, and only then does the next one see
+    /// that the socket is full and wait for the client, so no answer piles up in memory.
+    private func paced(
+        length: Int, eventLoop: any EventLoop, end: @escaping @Sendable () -> Void,
+        next: @escaping @Sendable () async throws -> ByteBuffer?
+    ) -> ResponseBody {
+        ResponseBody(contentLength: length) { writer in
+            defer { end() }
             var sent = 0
-            while sent < length {
-                let chunk = await reads.run { () -> [UInt8]? in
-                    var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-                    let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
-                    return count > 0 ? Array(buffer[..<count]) : nil
+            var unconfirmed = 0
+            while sent < length, let chunk = try await next() {
+                sent += chunk.readableBytes
+                unconfirmed += chunk.readableBytes
+                try await writer.write(chunk)
+                if unconfirmed >= ObjectStream.window {
+                    try await eventLoop.submit {}.get()
+                    unconfirmed = 0
                 }
-                guard let chunk else { break }
-                sent += chunk.count
-                try await writer.write(ByteBuffer(bytes: chunk))
             }
-            if sent < length {
-                // The object store failed mid-way: close the connection short of Content-Length.
-                let failure = await transfer.value ?? "the object ended early"
-                throw APIError(.badGateway, code: "store_unavailable", message: failure)
+            guard sent == length else {
+                throw APIError(.badGateway, code: "store_unavailable", message: "the stored file ended early")
             }
             try await writer.finish(nil)
         }
@@ -251,3 +385,37 @@ let mediaContentTypes: [String: String] = {
     let formats = made + PlatformProfile.profiles.values.flatMap(\.acceptedFormats)
     return Dictionary(formats.map { ($0.fileExtension, $0.mime) }, uniquingKeysWith: { first, _ in first })
 }()
+
+/// A local file's bytes in a range, read in 64 KiB chunks (blocking: call from an executor);
+/// the file is closed when the reader is done with it.
+final class FileChunks: @unchecked Sendable {
+    static let chunk = 64 * 1024
+    private let fd: Int32
+    private var offset: Int
+    private let end: Int
+
+    /// Nil when the file cannot be opened.
+    init?(path: String, range: ClosedRange<Int>) {
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        offset = range.lowerBound
+        end = range.upperBound + 1
+    }
+
+    deinit { close(fd) }
+
+    /// The next chunk; nil at the range's end, or when the file is shorter or unreadable.
+    func next() -> ByteBuffer? {
+        guard offset < end else { return nil }
+        let want = min(Self.chunk, end - offset)
+        var buffer = ByteBufferAllocator().buffer(capacity: want)
+        let read = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { raw in
+            var count = -1
+            repeat { count = pread(fd, raw.baseAddress, want, off_t(offset)) } while count < 0 && errno == EINTR
+            return max(0, count)
+        }
+        guard read > 0 else { return nil }
+        offset += read
+        return buffer
+    }
+}

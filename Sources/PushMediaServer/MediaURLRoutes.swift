@@ -8,7 +8,7 @@ import PushMedia
 /// URL, PushMedia fetches the source and answers with the file made for the platform, from the
 /// store once made. Off unless a key or an allow-listed source is configured (then every path
 /// no other route takes is a 404).
-struct MediaURLRoutes<Context: RequestContext>: Sendable {
+struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
     let pipeline: Pipeline
     /// The media URLs' settings and keys in force (a reload may change them).
     let live: LiveSettings

@@ -49,6 +49,13 @@ public struct ServerConfig: Configurable, Equatable {
     /// `--memo-bytes`, `PUSHMEDIA_MEMO_BYTES`: bytes of ready answers to repeated `/v1/process`
     /// bodies and relayed pushes kept in memory (`ResponseMemo`): 32 MiB; 0 keeps none.
     public var memoBytes = 32 * 1024 * 1024
+    /// `--media-wait`, `PUSHMEDIA_MEDIA_WAIT`: how long `/media` and media URLs wait for an object
+    /// store to start sending a stored file: 5 s. Then the answer is a redirect to the file at
+    /// `--base-url` when that is the bucket itself, else 503.
+    public var mediaWait: Duration = .seconds(5)
+    /// `--drain-limit`, `PUSHMEDIA_DRAIN_LIMIT`: on SIGTERM or SIGINT, how long the requests in
+    /// flight may go on (no new ones are taken) before they are cut and the process exits: 15 s.
+    public var drainLimit: Duration = .seconds(15)
     /// Largest `/v1/process` body: 64 KiB.
     public var maxPayloadBodyBytes = 64 * 1024
     /// Largest `/v1/batch` body: 4 MiB.
@@ -160,6 +167,15 @@ public struct ServerConfig: Configurable, Equatable {
             "memo-bytes", "PUSHMEDIA_MEMO_BYTES", \.memoBytes, in: 0...64_000_000_000, commands: [.serve],
             default: "`33554432`",
             help: "Bytes of ready answers to repeated bodies (/v1/process, relayed pushes) kept in memory; 0 = none"),
+        .duration(
+            "media-wait", "PUSHMEDIA_MEDIA_WAIT", \.mediaWait, commands: [.serve], default: "`5s`",
+            help: "How long /media and media URLs wait for an object store to start sending a file; then a redirect "
+                + "to it at --base-url when that is the bucket itself, else 503"),
+        .duration(
+            "drain-limit", "PUSHMEDIA_DRAIN_LIMIT", \.drainLimit, commands: [.serve], default: "`15s`",
+            help:
+                "On SIGTERM or SIGINT, how long requests in flight may go on before they are cut and the process exits"
+        ),
         .integer(
             "min-free-space", "PUSHMEDIA_MIN_FREE_SPACE", \.minFreeSpace, in: 0...1_000_000_000_000_000,
             commands: [.serve], default: "`256000000`",

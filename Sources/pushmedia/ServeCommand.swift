@@ -56,6 +56,10 @@ struct ServeCommand: AsyncParsableCommand {
     var mediaMemory: String?
     @Option(name: .customLong("memo-bytes"), help: .setting("memo-bytes"))
     var memoBytes: String?
+    @Option(name: .customLong("media-wait"), help: .setting("media-wait"))
+    var mediaWait: String?
+    @Option(name: .customLong("drain-limit"), help: .setting("drain-limit"))
+    var drainLimit: String?
     @Option(name: .customLong("min-free-space"), help: .setting("min-free-space"))
     var minFreeSpace: String?
     @Option(name: .customLong("url-key"), help: .setting("url-key"))
@@ -146,6 +150,7 @@ struct ServeCommand: AsyncParsableCommand {
             ("preview", preview ? "true" : nil), ("log-format", logFormat), ("log-level", logLevel),
             ("gc-every", gcEvery), ("url-budget", urlBudget),
             ("media-memory", mediaMemory), ("memo-bytes", memoBytes), ("min-free-space", minFreeSpace),
+            ("media-wait", mediaWait), ("drain-limit", drainLimit),
             ("apns-port", apnsPort), ("apns-host", apnsHost), ("apns-tls-cert", apnsTLSCert),
             ("apns-tls-key", apnsTLSKey), ("apns-client-ca", apnsClientCA), ("apns-upstream", apnsUpstream),
             ("apns-upstream-ca", apnsUpstreamCA), ("apns-key", apnsKey), ("apns-key-id", apnsKeyID),
@@ -164,6 +169,18 @@ struct ServeCommand: AsyncParsableCommand {
     /// The flags of the relays' held credentials.
     var givenCredentialSettings: [(String, String?)] {
         [("relay-credentials", relayCredentials), ("relay-pass-through", relayPassThrough ? "true" : nil)]
+    }
+
+    /// As many open files as the system lets this process have: every client connection and every
+    /// object-store transfer holds a descriptor, and a campaign's burst can hold thousands.
+    static func raiseOpenFileLimit() {
+        #if os(Linux)
+            var limit = rlimit()
+            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+            guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+            limit.rlim_cur = limit.rlim_max
+            _ = setrlimit(resource, &limit)
+        #endif
     }
 
     /// The settings as their sources give them: the settings file (read again on SIGHUP), then
@@ -194,6 +211,7 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        Self.raiseOpenFileLimit()
         let environment = ProcessInfo.processInfo.environment
         let flags = (options.given + givenLibrarySettings + givenServerSettings).compactMap { name, text in
             text.map { (name, $0) }
@@ -250,8 +268,11 @@ struct ServeCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.ioError
         }
-        let group = ServiceGroup(
-            configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        var group = ServiceGroupConfiguration(
+            services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // Past the drain limit the requests still in flight are cancelled: an object store's
+        // transfers end with them, and the process exits.
+        group.maximumGracefulShutdownDuration = server.drainLimit
+        try await ServiceGroup(configuration: group).run()
     }
 }

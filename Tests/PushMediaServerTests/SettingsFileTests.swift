@@ -126,7 +126,7 @@ struct SettingsFileTests {
         try await hangUpAndWait()
         #expect(try await status("second-token-0123456789") == 200, "a broken file keeps the tokens in force")
         #expect(server.stop() == 0)
-        let log = String(decoding: server.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let log = server.finishedLog()
         #expect(log.contains("these settings change only with a restart") && log.contains("settings=budget"), "\(log)")
         #expect(log.contains("settings not reloaded, those in force kept"))
         #expect(!log.contains("second-token-0123456789"), "a token in the log")

@@ -247,8 +247,7 @@ struct SettingsTableTests {
             let (status, log) = try await Self.runner.run {
                 let server = try ServeProcess(arguments: ["--store", store.path, "--log-level", level])
                 let status = server.stop()
-                let log = server.stderr.fileHandleForReading.readDataToEndOfFile()
-                return (status, String(decoding: log, as: UTF8.self))
+                return (status, server.finishedLog())
             }
             #expect(status == 0)
             #expect(log.contains("listening") == logsInfo, "--log-level \(level): \(log)")

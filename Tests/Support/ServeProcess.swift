@@ -1,4 +1,5 @@
 import Foundation
+import PushMedia
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -14,6 +15,8 @@ public final class ServeProcess: @unchecked Sendable {
     public let process = Process()
     public let port: Int
     public let stderr = Pipe()
+    /// The last 128 KiB or more of what the server wrote to standard error (its log).
+    public let log = Locked("")
     private let reader: FileHandle
     /// Standard output read so far.
     public private(set) var output = ""
@@ -29,6 +32,15 @@ public final class ServeProcess: @unchecked Sendable {
         process.standardOutput = stdout
         process.standardError = stderr
         try process.run()
+        // The log: read as it comes (a pipe nobody reads fills, and the server's log writer waits).
+        let log = self.log
+        stderr.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            log.withLock { text in
+                text += String(decoding: chunk, as: UTF8.self)
+                if text.utf8.count > 256 << 10 { text = String(text.suffix(128 << 10)) }
+            }
+        }
         // "PushMedia listening on http://127.0.0.1:<port>" (other lines may come first).
         reader = stdout.fileHandleForReading
         var text = ""
@@ -39,12 +51,23 @@ public final class ServeProcess: @unchecked Sendable {
         else {
             process.terminate()
             process.waitUntilExit()
-            let errors = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            stderr.fileHandleForReading.readabilityHandler = nil
+            let errors =
+                log.withLock { $0 } + String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             throw CocoaError(
                 .fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "server did not start: \(text) \(errors)"])
         }
         self.port = port
         output = text
+    }
+
+    /// Everything the server wrote to standard error (the last 128 KiB or more of it), once it
+    /// has exited.
+    public func finishedLog() -> String {
+        process.waitUntilExit()
+        stderr.fileHandleForReading.readabilityHandler = nil
+        let rest = stderr.fileHandleForReading.readDataToEndOfFile()
+        return log.withLock { $0 } + String(decoding: rest, as: UTF8.self)
     }
 
     /// The first line of standard output that contains `text` (read further when needed).

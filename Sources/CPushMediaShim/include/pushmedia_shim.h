@@ -84,6 +84,20 @@ CURLcode pm_curl_install_upload(CURL *handle, pm_transfer *transfer, int64_t len
 void pm_transfer_buffer_free(pm_transfer *transfer);
 /** Asks a running transfer to stop at its next progress callback (thread-safe). */
 void pm_transfer_cancel(pm_transfer *transfer);
+/** A body or header callback (`CURLOPT_WRITEFUNCTION`, `CURLOPT_HEADERFUNCTION`): libcurl's own signature. */
+typedef size_t (*pm_curl_data_fn)(char *data, size_t size, size_t count, void *context);
+/** Sets a callback option (`CURLOPT_WRITEFUNCTION`, `CURLOPT_HEADERFUNCTION`). */
+CURLcode pm_curl_setopt_callback(CURL *handle, CURLoption option, pm_curl_data_fn callback);
+/** Sets a pointer option (`CURLOPT_WRITEDATA`, `CURLOPT_HEADERDATA`). */
+CURLcode pm_curl_setopt_pointer(CURL *handle, CURLoption option, void *value);
+/** Resumes a transfer whose write callback paused it (`curl_easy_pause` with CURLPAUSE_CONT);
+ *  call it on the thread that drives the transfer's multi handle. */
+CURLcode pm_curl_resume(CURL *handle);
+/** Gives each new connection of `handle` a fixed 512 KiB receive buffer (no autotuning): what a
+ *  paused transfer leaves waiting in the kernel stays small. */
+CURLcode pm_curl_bound_receive_buffer(CURL *handle);
+CURLMcode pm_curl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
+
 /** Monotonic clock in nanoseconds, the clock deadlines are expressed in. */
 int64_t pm_monotonic_ns(void);
 

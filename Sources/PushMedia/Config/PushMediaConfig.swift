@@ -156,6 +156,20 @@ public struct PushMediaConfig: Configurable, Equatable {
 
     public init() {}
 
+    /// Whether `baseURL` is the object store's bucket itself: the S3 endpoint's host and port
+    /// with the bucket in the path (path-style), or the bucket's own host (virtual-hosted). Phones
+    /// can then fetch stored files there without the hook.
+    public var baseURLIsTheBucket: Bool {
+        guard case let .s3(bucket, _)? = try? StoreLocation(storeLocation), let endpoint = s3Endpoint,
+            let base = URLComponents(string: baseURL), let store = URLComponents(string: endpoint),
+            let baseHost = base.host?.lowercased(), let storeHost = store.host?.lowercased()
+        else { return false }
+        func port(_ url: URLComponents) -> Int? { url.port ?? ["http": 80, "https": 443][url.scheme ?? ""] }
+        guard port(base) == port(store) else { return false }
+        return (baseHost == storeHost && base.path.split(separator: "/").contains(Substring(bucket)))
+            || baseHost == bucket + "." + storeHost
+    }
+
     /// The object store settings for `s3://bucket/prefix`.
     func s3Settings(bucket: String, prefix: String) throws(StoreError) -> S3Settings {
         guard let endpoint = s3Endpoint else {

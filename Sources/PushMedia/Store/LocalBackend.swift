@@ -114,7 +114,12 @@ final class LocalBackend: StoreBackend {
         unlink(probe)
     }
 
-    func read(_ name: String, range: ClosedRange<Int>?, to fd: Int32) throws(StoreError) {
-        throw .io(path: directory + "/" + name, reason: "local files are served from their path")
+    func read(_ name: String, to fd: Int32) throws(StoreError) {
+        throw .io(path: directory + "/" + name, reason: "local files are read from their path")
+    }
+
+    /// Local files are served from their path.
+    func stream(_ name: String, range: ClosedRange<Int>?, bodyless: Bool, on loop: TransferLoop) -> ObjectStream? {
+        nil
     }
 }

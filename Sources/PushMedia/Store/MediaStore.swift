@@ -207,9 +207,14 @@ public final class MediaStore: Sendable {
         return try backend.mediaInfo(name, deadline: deadline)?.bytes
     }
 
-    /// Writes the bytes of stored file `name` in `range` to `fd` (object stores; blocking until done).
-    public func read(_ name: String, range: ClosedRange<Int>?, to fd: Int32) throws(StoreError) {
-        try backend.read(name, range: range, to: fd)
+    /// Stored file `name`'s bytes in `range` (the whole file when nil; only its head when
+    /// `bodyless`) from an object store, streamed as they arrive on `loop`: the request has
+    /// started; read its head, then its body. Nil for a local store (serve `localPath(of:)`) or
+    /// an invalid name. Does not block.
+    public func stream(_ name: String, range: ClosedRange<Int>?, bodyless: Bool = false, on loop: TransferLoop)
+        -> ObjectStream?
+    {
+        Self.isValidName(name) ? backend.stream(name, range: range, bodyless: bodyless, on: loop) : nil
     }
 
     /// Cheap (no network round trip): whether a stored file is still whole as far as can be seen

@@ -79,7 +79,7 @@ extension MediaStore {
                 let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
                 guard fd >= 0 else { throw .io(path: temporary, reason: String(cString: strerror(errno))) }
                 do {
-                    try read(file.name, range: nil, to: fd)
+                    try backend.read(file.name, to: fd)
                     close(fd)
                 } catch {
                     close(fd)

@@ -13,8 +13,7 @@ final class S3Backend: StoreBackend {
 
     init(client: S3Client, workRoot: String) throws(StoreError) {
         self.client = client
-        // `read` writes into a pipe whose reader (an HTTP client) may go away: that must end the
-        // transfer with EPIPE, not the process.
+        // A connection the object store closed must end its transfer with EPIPE, not the process.
         signal(SIGPIPE, SIG_IGN)
         let absolute = workRoot.hasPrefix("/") ? workRoot : FileManager.default.currentDirectoryPath + "/" + workRoot
         self.workRoot = URL(fileURLWithPath: absolute).standardizedFileURL.path
@@ -89,9 +88,12 @@ final class S3Backend: StoreBackend {
         try client.checkBucket(deadline: deadline)
     }
 
-    func read(_ name: String, range: ClosedRange<Int>?, to fd: Int32) throws(StoreError) {
-        let headers = range.map { [("Range", "bytes=\($0.lowerBound)-\($0.upperBound)")] } ?? []
-        let response = try client.perform("GET", key: settings.key(name), headers: headers, sink: .descriptor(fd))
-        guard response.status == 200 || response.status == 206 else { throw client.failure(response, "GET \(name)") }
+    func read(_ name: String, to fd: Int32) throws(StoreError) {
+        let response = try client.perform("GET", key: settings.key(name), sink: .descriptor(fd))
+        guard response.status == 200 else { throw client.failure(response, "GET \(name)") }
+    }
+
+    func stream(_ name: String, range: ClosedRange<Int>?, bodyless: Bool, on loop: TransferLoop) -> ObjectStream? {
+        client.stream(settings.key(name), range: range, bodyless: bodyless, on: loop)
     }
 }

@@ -58,7 +58,7 @@ public final class S3Client: Sendable {
         _ = Self.globalInit
     }
 
-    private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+    static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     /// What to send.
     enum Body {
@@ -66,6 +66,10 @@ public final class S3Client: Sendable {
         case bytes([UInt8])
         /// A file's content; `sha256` is its hex digest (signed as `x-amz-content-sha256`).
         case file(path: String, bytes: Int64, sha256: String)
+
+        var isEmpty: Bool {
+            if case .none = self { true } else { false }
+        }
     }
 
     /// Where the response body goes.
@@ -129,48 +133,26 @@ public final class S3Client: Sendable {
             guard uploadFD >= 0 else { throw .io(path: path, reason: String(cString: strerror(errno))) }
         }
 
-        var list: UnsafeMutablePointer<curl_slist>?
+        let list = headerList(headers, payloadHash: payloadHash, method: method, emptyBody: body.isEmpty)
         defer { curl_slist_free_all(list) }
-        for (name, value) in headers + [("x-amz-content-sha256", payloadHash)]
-            + (settings.sessionToken.map { [("x-amz-security-token", $0)] } ?? [])
-        {
-            list = curl_slist_append(list, "\(name): \(value)")
-        }
-        // No empty "Expect:" header to suppress 100-continue: libcurl would sign a header it then
-        // leaves out, and the signature would not match.
-        if case .none = body, method != "GET", method != "HEAD", method != "DELETE" {
-            list = curl_slist_append(list, "Content-Length: 0")
-        }
 
         let url = self.url(key: key, query: query)
         let code: CURLcode = uploadBytes.withUnsafeBufferPointer { upload in
             withUnsafeMutablePointer(to: &transfer) { t in
                 var setup = pm_curl_install_transfer(handle, t)
+                if setup == CURLE_OK {
+                    setup = prepare(
+                        handle, method: method, url: url, headers: list, connectTimeout: min(connectTimeout, remaining))
+                }
                 func set(_ option: CURLoption, _ value: Int) {
                     if setup == CURLE_OK { setup = pm_curl_setopt_long(handle, option, value) }
                 }
-                func set(_ option: CURLoption, _ value: String) {
-                    if setup == CURLE_OK { setup = pm_curl_setopt_string(handle, option, value) }
-                }
-                set(CURLOPT_URL, url)
-                set(CURLOPT_PROTOCOLS_STR, "http,https")
-                set(CURLOPT_NOSIGNAL, 1)
-                set(CURLOPT_PROXY, "")
                 set(CURLOPT_FILETIME, 1)
-                set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(connectTimeout, remaining).milliseconds))
                 set(CURLOPT_TIMEOUT_MS, max(1, Int(remaining.milliseconds)))
-                set(CURLOPT_AWS_SIGV4, "aws:amz:\(settings.region):s3")
-                // Separately: an access key may contain a colon (USERPWD would split it there).
-                set(CURLOPT_USERNAME, settings.accessKey)
-                set(CURLOPT_PASSWORD, settings.secretKey)
-                set(CURLOPT_USERAGENT, "PushMedia/\(PushMediaVersion.string)")
-                switch method {
-                case "HEAD": set(CURLOPT_NOBODY, 1)
-                case "GET": break
-                case "PUT":
+                if method == "PUT" {
                     switch body {
                     case .none:
-                        set(CURLOPT_CUSTOMREQUEST, "PUT")
+                        break
                     case .bytes:
                         t.pointee.upload_mode = 1
                         t.pointee.upload_data = upload.baseAddress
@@ -181,9 +163,7 @@ public final class S3Client: Sendable {
                         t.pointee.upload_fd = uploadFD
                         if setup == CURLE_OK { setup = pm_curl_install_upload(handle, t, bytes) }
                     }
-                default: set(CURLOPT_CUSTOMREQUEST, method)
                 }
-                if setup == CURLE_OK { setup = pm_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list) }
                 guard setup == CURLE_OK else { return setup }
                 return curl_easy_perform(handle)
             }
@@ -213,6 +193,83 @@ public final class S3Client: Sendable {
             status: status, body: bytes,
             modified: filetime >= 0 ? Date(timeIntervalSince1970: TimeInterval(filetime)) : nil,
             contentLength: length >= 0 ? Int64(length) : nil)
+    }
+
+    /// The headers of a request: `headers`, the payload's hash (SigV4 signs it; s3api requires
+    /// it) and the session token. Free the list with `curl_slist_free_all`.
+    func headerList(_ headers: [(String, String)], payloadHash: String, method: String, emptyBody: Bool)
+        -> UnsafeMutablePointer<curl_slist>?
+    {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for (name, value) in headers + [("x-amz-content-sha256", payloadHash)]
+            + (settings.sessionToken.map { [("x-amz-security-token", $0)] } ?? [])
+        {
+            list = curl_slist_append(list, "\(name): \(value)")
+        }
+        // No empty "Expect:" header to suppress 100-continue: libcurl would sign a header it then
+        // leaves out, and the signature would not match.
+        if emptyBody, method != "GET", method != "HEAD", method != "DELETE" {
+            list = curl_slist_append(list, "Content-Length: 0")
+        }
+        return list
+    }
+
+    /// What every request to the bucket is: `method` on `url` over HTTP/1.1, signed with SigV4,
+    /// no proxy, no signals, `headers` (owned by the caller until the transfer ends). The
+    /// body's source or sink, and the timeouts past the connect, are the caller's.
+    func prepare(
+        _ handle: UnsafeMutableRawPointer, method: String, url: String, headers: UnsafeMutablePointer<curl_slist>?,
+        connectTimeout: Duration
+    ) -> CURLcode {
+        var code = CURLE_OK
+        func set(_ option: CURLoption, _ value: Int) {
+            if code == CURLE_OK { code = pm_curl_setopt_long(handle, option, value) }
+        }
+        func set(_ option: CURLoption, _ value: String) {
+            if code == CURLE_OK { code = pm_curl_setopt_string(handle, option, value) }
+        }
+        set(CURLOPT_URL, url)
+        set(CURLOPT_PROTOCOLS_STR, "http,https")
+        set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
+        set(CURLOPT_NOSIGNAL, 1)
+        set(CURLOPT_PROXY, "")
+        set(CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(connectTimeout.milliseconds)))
+        set(CURLOPT_AWS_SIGV4, "aws:amz:\(settings.region):s3")
+        // Separately: an access key may contain a colon (USERPWD would split it there).
+        set(CURLOPT_USERNAME, settings.accessKey)
+        set(CURLOPT_PASSWORD, settings.secretKey)
+        set(CURLOPT_USERAGENT, "PushMedia/\(PushMediaVersion.string)")
+        switch method {
+        case "HEAD": set(CURLOPT_NOBODY, 1)
+        case "GET": break
+        default: set(CURLOPT_CUSTOMREQUEST, method)
+        }
+        if code == CURLE_OK { code = pm_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headers) }
+        return code
+    }
+
+    /// `GET` (or `HEAD`, `bodyless`) of object `key`, `range` of it when given, read as it
+    /// arrives on `loop`: started at once; read its head, then its body. A body that stops
+    /// arriving for `lowSpeedTime` (while its reader keeps up) ends the transfer.
+    func stream(
+        _ key: String, range: ClosedRange<Int>?, bodyless: Bool, on loop: TransferLoop,
+        lowSpeedTime: Duration = .seconds(15)
+    ) -> ObjectStream {
+        let method = bodyless ? "HEAD" : "GET"
+        let url = self.url(key: key, query: [])
+        let headers = range.map { [("Range", "bytes=\($0.lowerBound)-\($0.upperBound)")] } ?? []
+        let stream = ObjectStream(endpoint: settings.endpoint, loop: loop) { [self] handle in
+            let list = headerList(headers, payloadHash: Self.emptySHA256, method: method, emptyBody: true)
+            var code = prepare(handle, method: method, url: url, headers: list, connectTimeout: connectTimeout)
+            if code == CURLE_OK { code = pm_curl_bound_receive_buffer(handle) }
+            if code == CURLE_OK { code = pm_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1) }
+            if code == CURLE_OK {
+                code = pm_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(lowSpeedTime.components.seconds)))
+            }
+            return (code, list)
+        }
+        stream.start()
+        return stream
     }
 
     /// The error an S3 answer describes (`<Error><Code>…</Code><Message>…</Message></Error>`).

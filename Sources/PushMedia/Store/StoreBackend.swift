@@ -77,6 +77,10 @@ protocol StoreBackend: Sendable {
     func delete(_ area: StoreArea, _ name: String) throws(StoreError)
     /// Checks that the store takes writes (local) or answers with the bucket (S3).
     func checkReady(deadline: ContinuousClock.Instant?) throws(StoreError)
-    /// Writes media `name`'s bytes in `range` (the whole object when nil) to `fd`.
-    func read(_ name: String, range: ClosedRange<Int>?, to fd: Int32) throws(StoreError)
+    /// Writes media `name`'s whole bytes to `fd` (blocking; for checking them).
+    func read(_ name: String, to fd: Int32) throws(StoreError)
+    /// Media `name`'s bytes in `range` (the whole object when nil; only its head when
+    /// `bodyless`), streamed as they arrive on `loop`; nil when the backend serves files from
+    /// their local path instead. Does not block.
+    func stream(_ name: String, range: ClosedRange<Int>?, bodyless: Bool, on loop: TransferLoop) -> ObjectStream?
 }

@@ -8,7 +8,8 @@ import Foundation
 /// |---|---|
 /// | `cpu`: libvips, libmagic, hashing, disk | one thread per core |
 /// | `io`: downloads, the index, FFmpeg's child processes (waiting, not computing) | 64 threads |
-/// | `mediaTransfers`, `mediaReads`: an object store's files streamed to clients, and the reads that forward them | 64 and 4 threads |
+/// | `storeStreams`: an object store's files streamed to clients (`TransferLoop`: paused, never blocked, while a client is slow) | 1 thread, 512 connections |
+/// | `mediaReads`: a local store's files read and checked for `/media` | 4 threads |
 /// | `store`: writing down when cache entries were used | 2 threads |
 /// | `housekeeping`: health checks, retention, reloads on SIGHUP | 1 thread |
 /// | `gate`: jobs at once, and waiting (`--max-jobs`, `--max-queue`) | as configured (`serve`: 2 per core) |
@@ -20,7 +21,7 @@ public final class ProcessResources: Sendable {
     public let cores: Int
     public let cpu: BlockingExecutor
     public let io: BlockingExecutor
-    public let mediaTransfers: BlockingExecutor
+    public let storeStreams: TransferLoop
     public let mediaReads: BlockingExecutor
     public let store: BlockingExecutor
     public let housekeeping: BlockingExecutor
@@ -38,7 +39,7 @@ public final class ProcessResources: Sendable {
         self.cores = max(1, cores)
         cpu = BlockingExecutor(name: "pushmedia-cpu", maxThreads: self.cores)
         io = BlockingExecutor(name: "pushmedia-fetch", maxThreads: 64)
-        mediaTransfers = BlockingExecutor(name: "pushmedia-media", maxThreads: 64)
+        storeStreams = TransferLoop(name: "pushmedia-media", maxConnections: 512)
         mediaReads = BlockingExecutor(name: "pushmedia-media-read", maxThreads: 4)
         store = BlockingExecutor(name: "pushmedia-store", maxThreads: 2)
         housekeeping = BlockingExecutor(name: "pushmedia-housekeeping", maxThreads: 1)
