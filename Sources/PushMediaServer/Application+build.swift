@@ -137,7 +137,7 @@ public func buildApplication(
         RetentionService(
             store: parts.pipeline.store, every: $0,
             policy: RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes),
-            executor: parts.pipeline.resources.housekeeping, logger: logger)
+            executor: parts.pipeline.resources.store, logger: logger)
     }
     var services: [any Service] = retention.map { [$0] } ?? []
     // What SIGHUP reloads: add a `Reloadable` here to make another part reloadable.

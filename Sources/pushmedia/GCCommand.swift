@@ -43,7 +43,7 @@ struct GCCommand: AsyncParsableCommand {
         let store: MediaStore
         do {
             store = try MediaStore(config: config, background: resources.store)
-            try store.checkReady(deadline: .now + .seconds(10))
+            try await resources.housekeeping.run { try store.checkReady(deadline: .now + .seconds(10)) }
         } catch {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.ioError

@@ -214,7 +214,7 @@ extension Pipeline {
         job.made = MadeFiles()
         let deadline = job.deadline
         job.clock = .now
-        let stored = try await cpu.run { [store] () throws -> StoredFiles in
+        let stored = try await io.run { [store] () throws -> StoredFiles in
             try Self.store(made, in: store, deadline: deadline)
         }
         job.count(\.store)
@@ -226,7 +226,7 @@ extension Pipeline {
         return nil
     }
 
-    /// Blocking: call on the CPU executor.
+    /// Blocking: call on the I/O executor (an object store waits on the network).
     private static func store(
         _ made: MadeFiles, in store: MediaStore,
         deadline: ContinuousClock.Instant
@@ -262,7 +262,7 @@ extension Pipeline {
         let entry = try job.entry(freshness: config.freshness)
         let key = job.key
         let deadline = job.deadline
-        try await cpu.run { [store] in try store.record(entry, key: key, deadline: deadline) }
+        try await io.run { [store] in try store.record(entry, key: key, deadline: deadline) }
         return .ready(entry)
     }
 

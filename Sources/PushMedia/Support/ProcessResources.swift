@@ -10,8 +10,8 @@ import Foundation
 /// | `io`: downloads, the index, FFmpeg's child processes (waiting, not computing) | 64 threads |
 /// | `storeStreams`: an object store's files streamed to clients (`TransferLoop`: paused, never blocked, while a client is slow) | 1 thread, 512 connections |
 /// | `mediaReads`: a local store's files read and checked for `/media` | 4 threads |
-/// | `store`: writing down when cache entries were used | 2 threads |
-/// | `housekeeping`: health checks, retention, reloads on SIGHUP | 1 thread |
+/// | `store`: writing down when cache entries were used; `serve`'s retention (`--gc-every`) | 2 threads |
+/// | `housekeeping`: readiness checks, reloads on SIGHUP (never behind a long retention run); `gc` | 1 thread |
 /// | `gate`: jobs at once, and waiting (`--max-jobs`, `--max-queue`) | as configured (`serve`: 2 per core) |
 /// | `transcodeGate`: jobs past their fetch (`--max-transcodes`) | as configured |
 /// | `decodeBudget`: memory of the image decodes at once (`--decode-memory`) | as configured |

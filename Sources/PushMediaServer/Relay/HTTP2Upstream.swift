@@ -129,19 +129,23 @@ final class HTTP2Upstream: Sendable {
     /// `team`'s open connection on `eventLoop`, or a new one.
     private func connection(for team: String, on eventLoop: any EventLoop) -> UpstreamConnection {
         let key = Slot(team: team, eventLoop: ObjectIdentifier(eventLoop))
-        return connections.withLock { connections in
-            if let connection = connections[key], connection.usable { return connection }
+        let (connection, opened) = connections.withLock { connections in
+            if let connection = connections[key], connection.usable { return (connection, false) }
             let connection = UpstreamConnection(
                 endpoint: endpoint, tls: tls, eventLoop: eventLoop, timeout: TimeAmount(timeout), logger: logger)
             connections[key] = connection
+            return (connection, true)
+        }
+        // Outside the lock: a callback on a future already complete runs at once, and takes it.
+        if opened {
             backoff.watch(connection, pool: team)
             connection.closed.whenComplete { [weak self, weak connection] _ in
                 self?.connections.withLock { connections in
                     if let connection, connections[key] === connection { connections[key] = nil }
                 }
             }
-            return connection
         }
+        return connection
     }
 
     /// Closes every connection.
