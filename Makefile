@@ -23,7 +23,8 @@ run: setup release
 ## builders are fetched by curl, Chromium and through nginx as a CDN (scripts/media-url.sh); the
 ## shell examples of README.md and docs/ run against a real server (scripts/docs-examples.sh).
 ## Last, the packaging (docs/deployment.md): the release binary that the image and the Debian package share
-## (scripts/release-static.sh), the container image around it run with podman
+## (scripts/release-static.sh), which the relays' fair shares are measured with beside a fast stand-in
+## upstream (scripts/relay-fairness.sh), the container image around it run with podman
 ## (scripts/image-test.sh), and the Debian package installed, its service's command run,
 ## removed and purged (scripts/deb-test.sh).
 test: lint setup-test
@@ -35,6 +36,7 @@ test: lint setup-test
 	scripts/media-url.sh
 	scripts/docs-examples.sh
 	scripts/release-static.sh
+	scripts/relay-fairness.sh
 	scripts/image-test.sh
 	scripts/deb-test.sh
 

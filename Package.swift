@@ -132,6 +132,19 @@ let package = Package(
             name: "fuzz-video",
             dependencies: ["PushMediaFuzzTargets"],
             path: "Sources/Fuzz/fuzz-video"),
+        // A fast stand-in for Apple's and Google's servers (SwiftNIO's HTTP/2), for the relays'
+        // fairness tests and benchmarks: every request answered after a hold.
+        .executableTarget(
+            name: "relay-standin",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Tests/RelayStandin"),
         // Shared by the test targets: a real HTTP origin on 127.0.0.1, samples, temp dirs.
         .target(
             name: "PushMediaTestSupport",

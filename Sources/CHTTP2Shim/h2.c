@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The largest header list accepted, as advertised in SETTINGS_MAX_HEADER_LIST_SIZE. */
-#define PM_H2_MAX_FIELDS_BYTES (64 * 1024)
 /* Bytes of a field's packed header: flags, name length, value length. */
 #define PM_H2_FIELD_HEADER 9
 
@@ -37,8 +35,10 @@ typedef struct record {
     int status;
     /* Client: the final answer's fields are complete (later fields are trailers, ignored). */
     int fields_done;
-    /* DATA frames of no length without END_STREAM received (bounded: PM_H2_MAX_EMPTY_DATA). */
-    int empty_data;
+    /* DATA frames of no length without END_STREAM received. */
+    uint32_t empty_data;
+    /* Server: the request's fields passed max_header_list; the rest were dropped. */
+    int fields_too_large;
     buffer fields, body;
     /* What is sent: a request's or an answer's body. */
     buffer out;
@@ -49,7 +49,9 @@ typedef struct record {
 struct pm_h2 {
     nghttp2_session *session;
     int server;
-    size_t body_limit;
+    pm_h2_limits limits;
+    /* PM_H2_EMPTY_DATA was raised (once per session). */
+    int empty_data_raised;
     /* Events not yet taken, in order. */
     pm_h2_event **events;
     size_t event_count, event_capacity, event_next;
@@ -255,10 +257,12 @@ static int on_header(
     pm_h2 *h2 = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (!r || r->fields_done) return 0;
+    if (!r || r->fields_done || r->fields_too_large) return 0;
     if (h2->server && frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers */
-    if (r->fields.length + PM_H2_FIELD_HEADER + name_length + value_length > PM_H2_MAX_FIELDS_BYTES) {
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    if (r->fields.length + PM_H2_FIELD_HEADER + name_length + value_length > h2->limits.max_header_list) {
+        /* Nothing more is kept; the caller is told once the fields end. */
+        r->fields_too_large = 1;
+        return 0;
     }
     size_t before = r->fields.length;
     uint8_t packed_flags = (flags & NGHTTP2_NV_FLAG_NO_INDEX) ? PM_H2_NO_INDEX : 0;
@@ -279,8 +283,8 @@ static int on_data_chunk(
     void *user_data) {
     pm_h2 *h2 = user_data;
     record *r = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (!r || r->too_large) return 0;
-    if (r->body.length + length > h2->body_limit) {
+    if (!r || r->too_large || r->fields_too_large) return 0;
+    if (r->body.length + length > h2->limits.body_limit) {
         r->too_large = 1;
         if (!h2->server) return 0; /* an answer: what came before the limit is kept, nothing after */
         return push_event(h2, PM_H2_TOO_LARGE, stream_id, 0, r, 0);
@@ -297,6 +301,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     if (frame->hd.type == NGHTTP2_GOAWAY) {
         return push_event(h2, PM_H2_GOAWAY, frame->goaway.last_stream_id, frame->goaway.error_code, NULL, 0);
     }
+    if (frame->hd.type == NGHTTP2_SETTINGS && !h2->server && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        return push_event(h2, PM_H2_SETTINGS, 0, 0, NULL, 0);
+    }
     if (frame->hd.type == NGHTTP2_HEADERS && !h2->server) {
         record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (r && r->status >= 200) r->fields_done = 1;
@@ -304,16 +311,23 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     }
     if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-        if (r && ++r->empty_data > PM_H2_MAX_EMPTY_DATA && !h2->load.flooded) {
-            h2->load.flooded = 1;
-            return nghttp2_session_terminate_session(session, NGHTTP2_ENHANCE_YOUR_CALM);
+        if (r && ++r->empty_data > h2->limits.max_empty_data && !h2->empty_data_raised) {
+            h2->empty_data_raised = 1;
+            return push_event(h2, PM_H2_EMPTY_DATA, frame->hd.stream_id, 0, NULL, 0);
         }
         return 0;
     }
-    if (!h2->server || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
-    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+    if (!h2->server) return 0;
     record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!r || r->too_large) return 0;
+    if (r->fields_too_large) {
+        /* Told once, when the header block ends; the stream's body is dropped. */
+        if (frame->hd.type != NGHTTP2_HEADERS || r->fields_done) return 0;
+        r->fields_done = 1;
+        return push_event(h2, PM_H2_FIELDS_TOO_LARGE, frame->hd.stream_id, 0, r, 0);
+    }
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
     return push_event(h2, PM_H2_REQUEST, frame->hd.stream_id, 0, r, 1);
 }
 
@@ -363,11 +377,11 @@ static ssize_t read_out(
 
 /* ------------------------------------------------------------------ session */
 
-static pm_h2 *session_new(int server, size_t body_limit) {
+static pm_h2 *session_new(int server, const pm_h2_limits *limits) {
     pm_h2 *h2 = calloc(1, sizeof *h2);
     if (!h2) return NULL;
     h2->server = server;
-    h2->body_limit = body_limit;
+    h2->limits = *limits;
     nghttp2_session_callbacks *callbacks;
     if (nghttp2_session_callbacks_new(&callbacks) != 0) {
         free(h2);
@@ -388,9 +402,7 @@ static pm_h2 *session_new(int server, size_t body_limit) {
     /* HTTP/1.1-style validation of fields (RFC 9113 section 8) stays on: a malformed request is
      * reset before it reaches the relay. Closed streams are forgotten at once (no priority tree). */
     nghttp2_option_set_no_closed_streams(option, 1);
-    /* Until the server's SETTINGS arrive, one stream at a time: Apple starts a connection at
-     * SETTINGS_MAX_CONCURRENT_STREAMS 1, and refuses streams over it. */
-    if (!server) nghttp2_option_set_peer_max_concurrent_streams(option, 1);
+    if (!server) nghttp2_option_set_peer_max_concurrent_streams(option, limits->peer_max_streams_initial);
     int failed = server ? nghttp2_session_server_new2(&h2->session, callbacks, h2, option)
                         : nghttp2_session_client_new2(&h2->session, callbacks, h2, option);
     nghttp2_option_del(option);
@@ -402,33 +414,35 @@ static pm_h2 *session_new(int server, size_t body_limit) {
     return h2;
 }
 
-pm_h2 *pm_h2_server_new(size_t body_limit, uint32_t max_streams) {
-    pm_h2 *h2 = session_new(1, body_limit);
+pm_h2 *pm_h2_server_new(const pm_h2_limits *limits) {
+    pm_h2 *h2 = session_new(1, limits);
     if (!h2) return NULL;
     nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, PM_H2_MAX_FIELDS_BYTES},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 256 * 1024},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits->max_streams},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, limits->max_header_list},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits->stream_window},
     };
     if (nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, settings, 3) != 0 ||
-        nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0, 1 << 24) != 0) {
+        nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0, (int32_t)limits->connection_window) !=
+            0) {
         pm_h2_free(h2);
         return NULL;
     }
     return h2;
 }
 
-pm_h2 *pm_h2_client_new(size_t body_limit) {
-    pm_h2 *h2 = session_new(0, body_limit);
+pm_h2 *pm_h2_client_new(const pm_h2_limits *limits) {
+    pm_h2 *h2 = session_new(0, limits);
     if (!h2) return NULL;
     nghttp2_settings_entry settings[] = {
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, PM_H2_MAX_FIELDS_BYTES},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits->max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits->stream_window},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, limits->max_header_list},
     };
     if (nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, settings, 4) != 0 ||
-        nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0, 1 << 24) != 0) {
+        nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0, (int32_t)limits->connection_window) !=
+            0) {
         pm_h2_free(h2);
         return NULL;
     }
@@ -504,12 +518,13 @@ int pm_h2_reset(pm_h2 *h2, int32_t stream_id, uint32_t code) {
     return nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, stream_id, code);
 }
 
-int pm_h2_goaway(pm_h2 *h2, uint32_t code) {
-    if (code != NGHTTP2_NO_ERROR) return nghttp2_session_terminate_session(h2->session, code);
+int pm_h2_goaway(pm_h2 *h2) {
     return nghttp2_submit_goaway(
         h2->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR, NULL,
         0);
 }
+
+int pm_h2_terminate(pm_h2 *h2, uint32_t code) { return nghttp2_session_terminate_session(h2->session, code); }
 
 int32_t pm_h2_request(pm_h2 *h2, const pm_h2_field *fields, size_t count, const uint8_t *body, size_t body_length) {
     record *r = record_new(h2, 0);
@@ -532,3 +547,7 @@ int32_t pm_h2_request(pm_h2 *h2, const pm_h2_field *fields, size_t count, const 
 void pm_trim_memory(void) { malloc_trim(0); }
 
 int pm_h2_ping(pm_h2 *h2) { return nghttp2_submit_ping(h2->session, NGHTTP2_FLAG_NONE, NULL); }
+
+uint32_t pm_h2_peer_max_streams(pm_h2 *h2) {
+    return nghttp2_session_get_remote_settings(h2->session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+}

@@ -62,7 +62,10 @@ private struct H2Run {
     init(client: Bool, seed: UInt64) {
         self.client = client
         state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
-        session = client ? pm_h2_client_new(bodyLimit) : pm_h2_server_new(bodyLimit, 16)
+        var limits = pm_h2_limits(
+            body_limit: bodyLimit, max_streams: 16, max_header_list: 65_536, stream_window: 262_144,
+            connection_window: 1 << 24, max_empty_data: 64, peer_max_streams_initial: 1)
+        session = client ? pm_h2_client_new(&limits) : pm_h2_server_new(&limits)
     }
 
     mutating func next() -> UInt64 {
@@ -89,9 +92,9 @@ private struct H2Run {
             } else if !held.isEmpty {
                 _ = pm_h2_reset(session, held.removeFirst(), 7)
             }
-        case 8 where !client: _ = pm_h2_goaway(session, 0)
+        case 8 where !client: _ = pm_h2_goaway(session)
         case 9 where !client:
-            if next() % 8 == 0 { _ = pm_h2_goaway(session, 0xb) }
+            if next() % 8 == 0 { _ = pm_h2_terminate(session, 0xb) }
         default: break
         }
         checkLoad()

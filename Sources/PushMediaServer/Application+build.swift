@@ -155,7 +155,7 @@ public func buildApplication(
         // FCM's HTTP v1 API on its own listener (its Authorization belongs to Google).
         let fcmHost = server.fcm.host
         services.append(
-            try FCMRelayService(parts: parts, logger: logger) { port, tls in
+            try RelayService.fcm(parts: parts, logger: logger) { port, tls in
                 logger.info(
                     "fcm relay listening",
                     metadata: [
@@ -169,7 +169,7 @@ public func buildApplication(
         // Apple's provider API on its own listener, over the same pipeline, memo and metrics.
         let apnsHost = server.apns.host
         services.append(
-            try APNsRelayService(parts: parts, logger: logger) { port, tls in
+            try RelayService.apns(parts: parts, logger: logger) { port, tls in
                 logger.info(
                     "apns relay listening",
                     metadata: [

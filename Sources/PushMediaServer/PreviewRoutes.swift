@@ -71,7 +71,7 @@ struct PreviewRoutes<Context: RequestContext>: Sendable {
         metrics.record(result.outcome)
         page.result = PreviewPage.Result(payload: result.payload, bytes: result.bytes.count, outcome: result.outcome)
         var response = Self.page(page)
-        response.headers[.pushMediaOutcome] = ProcessRoutes<Context>.label(result.outcome)
+        response.headers[.pushMediaOutcome] = result.outcome.label
         return response
     }
 

@@ -23,14 +23,14 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         let options = try Self.options(request, default: pipeline.config)
         let body = try await Self.collect(request, limit: server.maxPayloadBodyBytes)
         let base = baseURL()
-        let key = ResponseMemo.Key(
-            options:
-                "\(options.onReject?.rawValue ?? "-")|\(options.vendor?.rawValue ?? "-")|\(options.profile?.id ?? "-")|\(base)",
-            body: body)
+        let key = ResponseMemo.key(
+            .process(
+                onReject: options.onReject?.rawValue, vendor: options.vendor?.rawValue, profile: options.profile?.id),
+            baseURL: base, body: body)
         if !options.refresh, let ready = memo.answer(key, total: start.millisecondsElapsed, pipeline: pipeline) {
             metrics.record(ready.outcome)
             var response = Response.json(bytes: ready.bytes)
-            response.headers[.pushMediaOutcome] = Self.label(ready.outcome)
+            response.headers[.pushMediaOutcome] = ready.outcome.label
             return response
         }
         let result: PipelineResult
@@ -46,7 +46,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         }
         metrics.record(result.outcome)
         var response = Response.json(bytes: memo.keep(key, result: result) ?? resultJSON(result) + [0x0A])
-        response.headers[.pushMediaOutcome] = Self.label(result.outcome)
+        response.headers[.pushMediaOutcome] = result.outcome.label
         return response
     }
 
@@ -191,9 +191,6 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         }
     }
 
-    static func label(_ outcome: Outcome) -> String {
-        outcome.reason.map { "\(outcome.status.rawValue)/\($0)" } ?? outcome.status.rawValue
-    }
 }
 
 extension HTTPField.Name {

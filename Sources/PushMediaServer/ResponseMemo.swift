@@ -36,6 +36,30 @@ final class ResponseMemo: Sendable {
         }
     }
 
+    /// Which door an answer is for, and what it depends on besides the body.
+    enum Door: Sendable {
+        /// `/v1/process` with its options.
+        case process(onReject: String?, vendor: String?, profile: String?)
+        /// A relayed APNs push.
+        case apns
+        /// A relayed FCM message, keyed on its bytes without its target.
+        case fcm
+        /// A relayed FCM message whose target only a parse found: keyed on it serialized without it.
+        case fcmParsed
+    }
+
+    /// The one place a key is made: `body` as answered through `door` with the media's `baseURL`.
+    static func key(_ door: Door, baseURL: String, body: [UInt8]) -> Key {
+        let options =
+            switch door {
+            case let .process(onReject, vendor, profile): "\(onReject ?? "-")|\(vendor ?? "-")|\(profile ?? "-")|"
+            case .apns: "apns|"
+            case .fcm: "fcm|"
+            case .fcmParsed: "fcm-parsed|"
+            }
+        return Key(options: options + baseURL, body: body)
+    }
+
     struct Entry: Sendable {
         /// The outcome as a cache hit, for metrics and the outcome header (total set per answer).
         var outcome: Outcome

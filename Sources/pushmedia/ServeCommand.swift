@@ -132,6 +132,28 @@ struct ServeCommand: AsyncParsableCommand {
     var relayConnectionBytes: String?
     @Option(name: .customLong("relay-unread-timeout"), help: .setting("relay-unread-timeout"))
     var relayUnreadTimeout: String?
+    @Option(name: .customLong("relay-max-body"), help: .setting("relay-max-body"))
+    var relayMaxBody: String?
+    @Option(name: .customLong("relay-max-header-list"), help: .setting("relay-max-header-list"))
+    var relayMaxHeaderList: String?
+    @Option(name: .customLong("relay-stream-window"), help: .setting("relay-stream-window"))
+    var relayStreamWindow: String?
+    @Option(name: .customLong("relay-connection-window"), help: .setting("relay-connection-window"))
+    var relayConnectionWindow: String?
+    @Option(name: .customLong("relay-max-empty-data"), help: .setting("relay-max-empty-data"))
+    var relayMaxEmptyData: String?
+    @Option(name: .customLong("relay-handshake-timeout"), help: .setting("relay-handshake-timeout"))
+    var relayHandshakeTimeout: String?
+    @Option(name: .customLong("relay-request-timeout"), help: .setting("relay-request-timeout"))
+    var relayRequestTimeout: String?
+    @Option(name: .customLong("relay-idle-timeout"), help: .setting("relay-idle-timeout"))
+    var relayIdleTimeout: String?
+    @Option(name: .customLong("relay-drain-timeout"), help: .setting("relay-drain-timeout"))
+    var relayDrainTimeout: String?
+    @Option(name: .customLong("relay-upstream-window"), help: .setting("relay-upstream-window"))
+    var relayUpstreamWindow: String?
+    @Option(name: .customLong("relay-upstream-ping"), help: .setting("relay-upstream-ping"))
+    var relayUpstreamPing: String?
     @OptionGroup var options: SharedOptions
 
     /// The flags of `serve`'s library settings (`PushMediaConfig.settings` scoped to `serve`).
@@ -161,6 +183,17 @@ struct ServeCommand: AsyncParsableCommand {
             ("relay-max-connections", relayMaxConnections), ("relay-max-streams", relayMaxStreams),
             ("relay-max-buffered", relayMaxBuffered), ("relay-connection-streams", relayConnectionStreams),
             ("relay-connection-bytes", relayConnectionBytes), ("relay-unread-timeout", relayUnreadTimeout),
+            ("relay-max-body", relayMaxBody),
+            ("relay-max-header-list", relayMaxHeaderList),
+            ("relay-stream-window", relayStreamWindow),
+            ("relay-connection-window", relayConnectionWindow),
+            ("relay-max-empty-data", relayMaxEmptyData),
+            ("relay-handshake-timeout", relayHandshakeTimeout),
+            ("relay-request-timeout", relayRequestTimeout),
+            ("relay-idle-timeout", relayIdleTimeout),
+            ("relay-drain-timeout", relayDrainTimeout),
+            ("relay-upstream-window", relayUpstreamWindow),
+            ("relay-upstream-ping", relayUpstreamPing),
         ] + tokens.map { ("token", $0) } + urlKeys.map { ("url-key", $0) } + urlSalts.map { ("url-salt", $0) }
             + urlAllowSources.map { ("url-allow-source", $0) } + apnsAllowTeams.map { ("apns-allow-team", $0) }
             + fcmAllowProjects.map { ("fcm-allow-project", $0) } + givenCredentialSettings

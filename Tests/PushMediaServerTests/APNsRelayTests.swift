@@ -77,25 +77,25 @@ struct APNsRelayTests {
 
     @Test func richAlertsOnly() {
         let rich = Array(#"{"aps":{"alert":"Hi","mutable-content":1},"media_url":"https://x/y"}"#.utf8)
-        #expect(APNsRelay.richAlert(rich, pushType: nil) != nil)
-        #expect(APNsRelay.richAlert(rich, pushType: "alert") != nil)
+        #expect(APNsPolicy.richAlert(rich, pushType: nil) != nil)
+        #expect(APNsPolicy.richAlert(rich, pushType: "alert") != nil)
         let noMutable = Array(#"{"aps":{"alert":"Hi"},"media_url":"https://x/y"}"#.utf8)
-        #expect(APNsRelay.richAlert(noMutable, pushType: nil) == nil)
+        #expect(APNsPolicy.richAlert(noMutable, pushType: nil) == nil)
         let noAlert = Array(#"{"aps":{"mutable-content":1},"media_url":"https://x/y"}"#.utf8)
-        #expect(APNsRelay.richAlert(noAlert, pushType: nil) == nil)
-        #expect(APNsRelay.richAlert(noAlert, pushType: "alert") != nil)
-        #expect(APNsRelay.richAlert(Array("not json".utf8), pushType: nil) == nil)
-        #expect(APNsRelay.payloadLimit(pushType: "voip") == 5120)
-        #expect(APNsRelay.payloadLimit(pushType: nil) == 4096)
+        #expect(APNsPolicy.richAlert(noAlert, pushType: nil) == nil)
+        #expect(APNsPolicy.richAlert(noAlert, pushType: "alert") != nil)
+        #expect(APNsPolicy.richAlert(Array("not json".utf8), pushType: nil) == nil)
+        #expect(APNsPolicy.payloadLimit(pushType: "voip") == 5120)
+        #expect(APNsPolicy.payloadLimit(pushType: nil) == 4096)
     }
 
     @Test func refusalsHaveApplesShapeAndAnID() throws {
-        let answer = APNsRelay.refusal(404, "BadPath", apnsID: nil)
+        let answer = APNsPolicy.refusal(404, "BadPath", apnsID: nil)
         #expect(answer.status == 404)
         #expect(UUID(uuidString: try #require(answer.headers.first(name: "apns-id"))) != nil)
         let body = try #require(answer.body)
-        #expect(APNsRelay.reason(of: body) == "BadPath")
-        #expect(APNsRelay.refusal(405, "MethodNotAllowed", apnsID: "A-1").headers.first(name: "apns-id") == "A-1")
+        #expect(APNsPolicy.reason(of: body) == "BadPath")
+        #expect(APNsPolicy.refusal(405, "MethodNotAllowed", apnsID: "A-1").headers.first(name: "apns-id") == "A-1")
     }
 
     @Test func settingsThatGoTogether() throws {
@@ -129,11 +129,11 @@ struct APNsRelayTests {
         server.apns.port = 0
         server.apns.host = "0.0.0.0"
         let parts = try ServerParts(config: testConfig(store: store), server: server)
-        #expect { try APNsRelayService(parts: parts, logger: .init(label: "test")) { _, _ in } } throws: {
+        #expect { try RelayService.apns(parts: parts, logger: .init(label: "test")) { _, _ in } } throws: {
             "\($0)".contains("--apns-allow-team")
         }
         server.apns.allowedTeams = ["TEAM123456"]
-        _ = try APNsRelayService(
+        _ = try RelayService.apns(
             parts: try ServerParts(config: testConfig(store: store), server: server), logger: .init(label: "test")
         ) { _, _ in }
     }

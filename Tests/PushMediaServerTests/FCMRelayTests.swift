@@ -10,28 +10,28 @@ import Testing
 @Suite("FCM relay parts")
 struct FCMRelayTests {
     @Test func sendPath() {
-        #expect(FCMRelay.project(ofSendPath: "/v1/projects/my-app-123/messages:send") == "my-app-123")
-        #expect(FCMRelay.project(ofSendPath: "/v1/projects//messages:send") == nil)
-        #expect(FCMRelay.project(ofSendPath: "/v1/projects/p/messages:batchSend") == nil)
-        #expect(FCMRelay.project(ofSendPath: "/v1/projects/p/messages:send/x") == nil)
-        #expect(FCMRelay.project(ofSendPath: "/v2/projects/p/messages:send") == nil)
+        #expect(FCMPolicy.project(ofSendPath: "/v1/projects/my-app-123/messages:send") == "my-app-123")
+        #expect(FCMPolicy.project(ofSendPath: "/v1/projects//messages:send") == nil)
+        #expect(FCMPolicy.project(ofSendPath: "/v1/projects/p/messages:batchSend") == nil)
+        #expect(FCMPolicy.project(ofSendPath: "/v1/projects/p/messages:send/x") == nil)
+        #expect(FCMPolicy.project(ofSendPath: "/v2/projects/p/messages:send") == nil)
     }
 
     /// The kept rewrite of a campaign's message gets each message's own target back.
     @Test func targetPutBack() throws {
         let rewritten = Array(#"{"message":{"notification":{"image":"https://m/1.jpg"}}}"#.utf8)
-        let token = FCMRelay.withTarget(rewritten, Array(#""token":"device-1""#.utf8))
+        let token = FCMPolicy.withTarget(rewritten, Array(#""token":"device-1""#.utf8))
         #expect(
             String(decoding: token, as: UTF8.self)
                 == #"{"message":{"token":"device-1","notification":{"image":"https://m/1.jpg"}}}"#)
-        let empty = FCMRelay.withTarget(Array(#"{"message":{}}"#.utf8), Array(#""topic":"news""#.utf8))
+        let empty = FCMPolicy.withTarget(Array(#"{"message":{}}"#.utf8), Array(#""topic":"news""#.utf8))
         #expect(String(decoding: empty, as: UTF8.self) == #"{"message":{"topic":"news"}}"#)
         // Another layout: parsed and set.
-        let spaced = FCMRelay.withTarget(
+        let spaced = FCMPolicy.withTarget(
             Array(#"{ "message": {"data": {"k": "v"}} }"#.utf8), Array(#""token" : "t""#.utf8))
         let message = try #require(try JSONValue.parse(spaced).objectValue?["message"]?.objectValue)
         #expect(message["token"] == .string("t") && message["data"] != nil)
-        #expect(FCMRelay.withTarget(rewritten, nil) == rewritten)
+        #expect(FCMPolicy.withTarget(rewritten, nil) == rewritten)
     }
 
     /// The scan finds the one target and cuts it out with one comma, in any layout; requests it
@@ -52,7 +52,7 @@ struct FCMRelayTests {
         // The rest is the message without its target, and the target goes back where the relay puts it.
         let parsedRest = try JSONValue.parse(found.rest)
         var message = try #require(try JSONValue.parse(Array(request.utf8)).objectValue?["message"]?.objectValue)
-        for key in FCMRelay.targets { message.removeValue(forKey: key) }
+        for key in FCMPolicy.targets { message.removeValue(forKey: key) }
         #expect(parsedRest.objectValue?["message"] == .object(message))
     }
 
@@ -73,7 +73,7 @@ struct FCMRelayTests {
     }
 
     @Test func errorsHaveGooglesShape() throws {
-        let answer = FCMRelay.error(404, "NOT_FOUND", "no such method")
+        let answer = FCMPolicy.error(404, "NOT_FOUND", "no such method")
         #expect(answer.status == 404)
         #expect(answer.headers.first(name: "content-type")?.hasPrefix("application/json") == true)
         let body = try #require(answer.body.map { Array($0.readableBytesView) })
@@ -104,11 +104,11 @@ struct FCMRelayTests {
         server.fcm.port = 0
         server.fcm.host = "0.0.0.0"
         let parts = try ServerParts(config: testConfig(store: store), server: server)
-        #expect { try FCMRelayService(parts: parts, logger: .init(label: "test")) { _, _ in } } throws: {
+        #expect { try RelayService.fcm(parts: parts, logger: .init(label: "test")) { _, _ in } } throws: {
             "\($0)".contains("--fcm-allow-project")
         }
         server.fcm.allowedProjects = ["my-app-1"]
-        _ = try FCMRelayService(
+        _ = try RelayService.fcm(
             parts: try ServerParts(config: testConfig(store: store), server: server), logger: .init(label: "test")
         ) { _, _ in }
     }

@@ -149,7 +149,8 @@ struct RelayCredentialsTests {
             name: "shop", projectID: "shop-1234", clientEmail: "sa@shop-1234.iam.gserviceaccount.com",
             privateKeyID: "kid1", key: key, tokenURI: "https://127.0.0.1:1/token", clients: [], fingerprint: [])
         let token = try ServiceAccountToken(
-            credential: credential, timeout: .seconds(1), extraCA: nil, logger: .init(label: "test"))
+            credential: credential, timeout: .seconds(1), limits: RelayLimits(), extraCA: nil,
+            logger: .init(label: "test"))
         let assertion = token.assertion(issuedAt: 1_700_000_000)
         let parts = assertion.split(separator: ".")
         try #require(parts.count == 3)
@@ -212,7 +213,9 @@ struct RelayCredentialsTests {
 
     @Test func anIdleUpstreamConnectionIsPingedAfterAnHour() throws {
         let loop = EmbeddedEventLoop()
-        let handler = UpstreamConnectionHandler(authority: "upstream.test", timeout: .seconds(10)) {}
+        let handler = UpstreamConnectionHandler(
+            authority: "upstream.test", timeout: .seconds(10), limits: RelayLimits()
+        ) {}
         let channel = EmbeddedChannel(handler: handler, loop: loop)
         try channel.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         func written() throws -> [UInt8] {

@@ -16,37 +16,46 @@ struct RelayHTTP2Tests {
     /// Answers each request with its body and where it went; requests to `/hold/…` wait until
     /// the test answers them.
     final class EchoEndpoint: RelayEndpoint, @unchecked Sendable {
-        let bodyLimit = 1024
-        let upstream: HTTP2Upstream
+        let limits: RelayLimits
         var held: [EventLoopPromise<RelayAnswer>] = []
 
-        init() throws {
-            upstream = try HTTP2Upstream(
-                endpoint: UpstreamEndpoint(host: "127.0.0.1", port: 9), timeout: .seconds(1), extraCA: nil,
-                caSetting: "--ca", logger: Logger(label: "test"))
+        /// Bodies of at most 1 KiB, unless `limits` say otherwise.
+        init(limits: RelayLimits? = nil) {
+            self.limits =
+                limits
+                ?? {
+                    var limits = RelayLimits()
+                    limits.maxBody = 1024
+                    return limits
+                }()
         }
 
-        func handle(
-            method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, on eventLoop: any EventLoop,
-            done: @escaping @Sendable (RelayAnswer) -> Void
-        ) {
-            if path.hasPrefix("/hold/") {
-                let promise = eventLoop.makePromise(of: RelayAnswer.self)
+        func handle(_ exchange: RelayExchange, done: @escaping @Sendable (RelayAnswer) -> Void) {
+            if exchange.path.hasPrefix("/hold/") {
+                let promise = exchange.eventLoop.makePromise(of: RelayAnswer.self)
                 promise.futureResult.whenSuccess(done)
                 held.append(promise)
                 return
             }
             var answer = HPACKHeaders()
-            answer.add(name: "x-method", value: method)
-            answer.add(name: "x-path", value: path)
-            if let id = headers.first(name: "apns-id") { answer.add(name: "apns-id", value: id) }
-            done(RelayAnswer(status: 200, headers: answer, body: body))
+            answer.add(name: "x-method", value: exchange.method)
+            answer.add(name: "x-path", value: exchange.path)
+            if let id = exchange.headers.first(name: "apns-id") { answer.add(name: "apns-id", value: id) }
+            done(RelayAnswer(status: 200, headers: answer, body: exchange.body))
         }
 
-        func tooLarge(headers: HPACKHeaders) -> RelayAnswer {
-            RelayAnswer(
-                status: 413, headers: HPACKHeaders(), body: ByteBuffer(string: #"{"reason":"PayloadTooLarge"}"#))
+        func refused(_ refusal: RelayRefusal, headers: HPACKHeaders) -> RelayAnswer {
+            let (status, reason) =
+                switch refusal {
+                case .bodyTooLarge: (413, "PayloadTooLarge")
+                case .headersTooLarge: (431, "HeadersTooLarge")
+                case .overloaded: (503, "ServiceUnavailable")
+                }
+            return RelayAnswer(
+                status: status, headers: HPACKHeaders(), body: ByteBuffer(string: #"{"reason":"\#(reason)"}"#))
         }
+
+        func shutdown() async {}
     }
 
     /// A client connection and a server connection joined by hand.
@@ -59,9 +68,8 @@ struct RelayHTTP2Tests {
         let wentAway = Locked(false)
 
         init(timeout: TimeAmount = .seconds(5), limits: RelayLimits? = nil, budget: RelayBudget? = nil) throws {
-            endpoint = try EchoEndpoint()
-            server = EmbeddedChannel(
-                handler: RelayHTTP2Handler(endpoint: endpoint, budget: budget, limits: limits), loop: loop)
+            endpoint = EchoEndpoint(limits: limits ?? budget?.limits)
+            server = EmbeddedChannel(handler: RelayHTTP2Handler(endpoint: endpoint, budget: budget), loop: loop)
             if let budget {
                 let bound = NIOLoopBound(server, eventLoop: loop)
                 _ = budget.open(ObjectIdentifier(server)) { reason in
@@ -69,7 +77,9 @@ struct RelayHTTP2Tests {
                 }
             }
             let wentAway = wentAway
-            clientHandler = UpstreamConnectionHandler(authority: "upstream.test", timeout: timeout) {
+            clientHandler = UpstreamConnectionHandler(
+                authority: "upstream.test", timeout: timeout, limits: RelayLimits()
+            ) {
                 wentAway.withLock { $0 = true }
             }
             client = EmbeddedChannel(handler: clientHandler, loop: loop)
@@ -118,6 +128,7 @@ struct RelayHTTP2Tests {
             promise.futureResult.whenComplete { outcome in result.withLock { $0 = outcome } }
             clientHandler.send(
                 UpstreamPush(path: path, headers: headers, body: ByteBuffer(string: body)),
+                queue: QueueKey(app: "com.example.app", connection: ObjectIdentifier(self)),
                 reply: UpstreamReply(promise))
             return result
         }

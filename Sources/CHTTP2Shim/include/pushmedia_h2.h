@@ -37,7 +37,34 @@ typedef enum {
     PM_H2_REFUSED = 4,
     /** The peer sent `GOAWAY`; `stream_id` is its last stream. */
     PM_H2_GOAWAY = 5,
+    /** Server: a request's header list passed `max_header_list`; the fields past it were
+     *  dropped and the request is not handed out (what to answer is the caller's). */
+    PM_H2_FIELDS_TOO_LARGE = 6,
+    /** A stream carried more than `max_empty_data` DATA frames of no length without END_STREAM
+     *  (CVE-2019-9518); raised once per session (what to do is the caller's). */
+    PM_H2_EMPTY_DATA = 7,
+    /** Client: the server's SETTINGS changed what it allows (`pm_h2_peer_max_streams`). */
+    PM_H2_SETTINGS = 8,
 } pm_h2_event_kind;
+
+/** What a session is allowed and advertises; every bound of the shim is one of these. */
+typedef struct {
+    /** Server: request bodies past this become `PM_H2_TOO_LARGE`. Client: answer bodies are
+     *  kept up to this (the rest is dropped). */
+    size_t body_limit;
+    /** `SETTINGS_MAX_CONCURRENT_STREAMS` advertised. */
+    uint32_t max_streams;
+    /** `SETTINGS_MAX_HEADER_LIST_SIZE` advertised, and the most bytes of fields kept per message. */
+    uint32_t max_header_list;
+    /** `SETTINGS_INITIAL_WINDOW_SIZE` advertised (each stream's receive window). */
+    uint32_t stream_window;
+    /** The connection's receive window. */
+    uint32_t connection_window;
+    /** DATA frames of no length without END_STREAM a stream may carry before `PM_H2_EMPTY_DATA`. */
+    uint32_t max_empty_data;
+    /** Client: streams opened at once until the server's SETTINGS arrive. */
+    uint32_t peer_max_streams_initial;
+} pm_h2_limits;
 
 /** An event: everything in it is its own, freed with `pm_h2_event_free`. */
 typedef struct {
@@ -79,21 +106,13 @@ typedef struct {
     uint64_t sent_bytes;
     /** Frames libnghttp2 keeps queued to send (submitted, not yet taken with `pm_h2_send`). */
     size_t outbound_frames;
-    /** 1 once the peer sent more than `PM_H2_MAX_EMPTY_DATA` DATA frames of no length without
-     *  END_STREAM on one stream (CVE-2019-9518): the session then ends with `GOAWAY
-     *  ENHANCE_YOUR_CALM`. */
-    int flooded;
 } pm_h2_load;
 
-/** Empty DATA frames (no length, no END_STREAM) a stream may carry. */
-#define PM_H2_MAX_EMPTY_DATA 64
-
-/** A server session: advertises `max_streams` concurrent streams and 64 KiB of header list;
- *  request bodies past `body_limit` bytes become `PM_H2_TOO_LARGE`. NULL when out of memory. */
-pm_h2 *pm_h2_server_new(size_t body_limit, uint32_t max_streams);
-/** A client session (sends the connection preface first); answer bodies are kept up to
- *  `body_limit` bytes (a longer one is cut there). NULL when out of memory. */
-pm_h2 *pm_h2_client_new(size_t body_limit);
+/** A server session within `limits` (its SETTINGS queued). NULL when out of memory. */
+pm_h2 *pm_h2_server_new(const pm_h2_limits *limits);
+/** A client session within `limits` (sends the connection preface and its SETTINGS first).
+ *  NULL when out of memory. */
+pm_h2 *pm_h2_client_new(const pm_h2_limits *limits);
 /** Frees the session, its records and the events not taken. */
 void pm_h2_free(pm_h2 *session);
 
@@ -121,20 +140,27 @@ int pm_h2_field_next(const uint8_t *packed, size_t length, size_t *offset, pm_h2
 int pm_h2_respond(
     pm_h2 *session, int32_t stream_id, const pm_h2_field *fields, size_t count, const uint8_t *body,
     size_t body_length);
-/** Resets a stream (`RST_STREAM` with `code`); a client's request still queued is not sent. */
+/** Resets a stream (`RST_STREAM` with the error code `code`); a client's request still queued
+ *  is not sent. */
 int pm_h2_reset(pm_h2 *session, int32_t stream_id, uint32_t code);
-/** Server: `GOAWAY` with `code` naming the last stream processed; the connection ends once
- *  it is sent when `code` is not 0 (NO_ERROR). */
-int pm_h2_goaway(pm_h2 *session, uint32_t code);
+/** `GOAWAY` naming the last stream processed, error code `NO_ERROR`: streams in flight go on. */
+int pm_h2_goaway(pm_h2 *session);
+/** `GOAWAY` with the error code `code`: the session ends once it is sent. */
+int pm_h2_terminate(pm_h2 *session, uint32_t code);
 
 /** Client: opens a stream with `count` fields (pseudo-fields first) and a body (copied).
- *  Streams past the server's `SETTINGS_MAX_CONCURRENT_STREAMS` wait in libnghttp2's queue.
+ *  Streams past the server's `SETTINGS_MAX_CONCURRENT_STREAMS` wait in libnghttp2's queue (a
+ *  caller that keeps within `pm_h2_peer_max_streams` has none waiting there).
  *  Returns the stream's id, or negative (no stream ids left, out of memory). */
 int32_t pm_h2_request(
     pm_h2 *session, const pm_h2_field *fields, size_t count, const uint8_t *body, size_t body_length);
 
 /** Client: queues a `PING` (the peer's `PING` ACK keeps the connection known alive). */
 int pm_h2_ping(pm_h2 *session);
+
+/** Client: the streams the server allows open at once (its `SETTINGS_MAX_CONCURRENT_STREAMS`,
+ *  `peer_max_streams_initial` until its SETTINGS arrive). */
+uint32_t pm_h2_peer_max_streams(pm_h2 *session);
 
 /** Gives the allocator's free memory back to the system (glibc's `malloc_trim(0)`): after the
  *  connections that held much of it are gone. May take a while: not on an event loop. */

@@ -201,7 +201,8 @@ public struct PushMediaConfig: Configurable, Equatable {
         return .seconds(Int64((value * scale).rounded()))
     }
 
-    /// Parses `10`, `2.5`, `2.5s`, `800ms` into a duration (plain numbers are seconds).
+    /// Parses `10`, `2.5`, `2.5s`, `800ms`, `10m`, `1h` into a duration of at most a day (plain
+    /// numbers are seconds).
     public static func parseDuration(_ text: String) -> Duration? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         var number = trimmed
@@ -214,6 +215,9 @@ public struct PushMediaConfig: Configurable, Equatable {
         } else if trimmed.hasSuffix("m") {
             number = String(trimmed.dropLast())
             scale = 60
+        } else if trimmed.hasSuffix("h") {
+            number = String(trimmed.dropLast())
+            scale = 3600
         }
         guard let value = Double(number), value.isFinite, value >= 0, value * scale <= 86_400 else { return nil }
         return .milliseconds(Int64((value * scale * 1000).rounded()))

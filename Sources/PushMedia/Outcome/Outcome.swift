@@ -67,6 +67,10 @@ extension Outcome {
         set { primary.reason = newValue }
     }
 
+    /// `status` or `status/reason`: the `X-PushMedia-Outcome` header of every door (the hook,
+    /// media URLs, the relays) and their lines.
+    public var label: String { reason.map { "\(status.rawValue)/\($0)" } ?? status.rawValue }
+
     /// A sentence a person can act on: what failed, where, and which rule.
     public var message: String? {
         get { primary.message }

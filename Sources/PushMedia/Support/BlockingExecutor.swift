@@ -34,6 +34,9 @@ public final class BlockingExecutor: @unchecked Sendable {
         }
     }
 
+    /// Runs `work` on one of the executor's threads, without waiting for it.
+    public func execute(_ work: @escaping @Sendable () -> Void) { submit(work) }
+
     /// Work waiting for a thread.
     public var queued: Int {
         condition.lock()

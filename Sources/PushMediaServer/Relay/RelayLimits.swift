@@ -1,12 +1,14 @@
 import PushMedia
 
-/// The bounds of the relays' listeners (`--relay-*`), part of `ServerConfig` as `relay`: what one
-/// client connection may hold, and what all of a relay's connections may hold together. Past a
-/// bound the offender is shed, not the others: a stream past its connection's bounds is refused
-/// (`REFUSED_STREAM`, safe to send again); a connection whose answers go unread too long, or
-/// that holds the most when a relay's totals pass theirs, gets `GOAWAY ENHANCE_YOUR_CALM` and is
-/// closed; a connection past the relay's count is closed as it opens. Each is counted in
-/// `pushmedia_relay_shed_total{relay,reason}`.
+/// Every bound and timeout of the relays (`--relay-*`), part of `ServerConfig` as `relay`: what
+/// one client connection may hold, what all of a relay's connections may hold together, the
+/// HTTP/2 settings both ends advertise, and how long each phase of a connection may take. Past
+/// a bound the offender is shed, not the others: a stream past its connection's bounds is refused
+/// (`REFUSED_STREAM`, safe to send again; 503 on HTTP/1.1); a connection whose answers go unread
+/// too long, or that holds the most when a relay's totals pass theirs, gets `GOAWAY
+/// ENHANCE_YOUR_CALM` and is closed; a connection past the relay's count is closed as it opens.
+/// Each is counted in `pushmedia_relay_shed_total{relay,reason}`. All apply at start (a restart,
+/// not SIGHUP, changes them).
 public struct RelayLimits: Sendable, Equatable {
     /// `--relay-max-connections`: client connections a relay holds at once: 1024.
     public var maxConnections = 1024
@@ -20,13 +22,57 @@ public struct RelayLimits: Sendable, Equatable {
     public var connectionStreams = 128
     /// `--relay-connection-bytes`: bytes one connection may hold: 8 MiB.
     public var connectionBytes = 8 * 1024 * 1024
+    /// `--relay-max-body`: the largest request body read; a longer one is answered 413 at once:
+    /// 64 KiB (Apple takes 4 KiB of payload, 5 KiB for VoIP; Google's messages are a little more).
+    public var maxBody = 64 * 1024
+    /// `--relay-max-header-list`: `SETTINGS_MAX_HEADER_LIST_SIZE` of both ends, and the most bytes
+    /// of header fields kept per request or answer (a larger request is answered 431): 64 KiB.
+    public var maxHeaderList = 64 * 1024
+    /// `--relay-stream-window`: the flow-control window a client's stream starts with: 256 KiB.
+    public var streamWindow = 256 * 1024
+    /// `--relay-connection-window`: a client connection's flow-control window: 16 MiB.
+    public var connectionWindow = 16 * 1024 * 1024
+    /// `--relay-max-empty-data`: DATA frames of no length without END_STREAM a stream may carry
+    /// before its connection gets `GOAWAY ENHANCE_YOUR_CALM` (CVE-2019-9518): 64.
+    public var maxEmptyData = 64
     /// `--relay-unread-timeout`: how long answers may wait for a client that reads nothing (its
     /// flow-control window closed, or its socket not read): 10 s.
     public var unreadTimeout: Duration = .seconds(10)
-    /// How long a TLS handshake may take: 10 s.
+    /// `--relay-handshake-timeout`: how long a new connection may take to deliver its first bytes
+    /// (through TLS, its handshake done): 10 s.
     public var handshakeTimeout: Duration = .seconds(10)
+    /// `--relay-request-timeout`: how long an HTTP/1.1 request may take to arrive whole, from
+    /// its first byte: 10 s.
+    public var requestTimeout: Duration = .seconds(10)
+    /// `--relay-idle-timeout`: a connection silent this long is drained (its requests in flight
+    /// answered, then closed): 10 minutes.
+    public var idleTimeout: Duration = .seconds(600)
+    /// `--relay-drain-timeout`: a connection asked to drain (idle, or the relay stopping) is
+    /// closed this long after, whatever it still does: 60 s.
+    public var drainTimeout: Duration = .seconds(60)
+    /// `--relay-upstream-window`: the flow-control window of each stream to Apple or Google: 1 MiB.
+    public var upstreamWindow = 1024 * 1024
+    /// `--relay-upstream-ping`: an upstream connection silent this long is sent a `PING`: 1 hour
+    /// (Apple's advice).
+    public var upstreamPing: Duration = .seconds(3600)
 
     public init() {}
+
+    /// The HTTP/2 of a client connection.
+    var server: HTTP2Limits {
+        HTTP2Limits(
+            bodyLimit: maxBody, maxStreams: connectionStreams, maxHeaderList: maxHeaderList,
+            streamWindow: streamWindow, connectionWindow: connectionWindow, maxEmptyData: maxEmptyData)
+    }
+
+    /// The HTTP/2 of an upstream connection: answers kept up to `maxBody`; the server pushes
+    /// nothing, so the streams it may open are few.
+    var client: HTTP2Limits {
+        HTTP2Limits(
+            bodyLimit: maxBody, maxStreams: 100, maxHeaderList: maxHeaderList, streamWindow: upstreamWindow,
+            connectionWindow: max(connectionWindow, upstreamWindow), maxEmptyData: maxEmptyData,
+            peerMaxStreamsInitial: 1)
+    }
 
     /// The listeners' bounds, appended to `ServerConfig.settings`.
     static let settings: [Setting<ServerConfig>] = [
@@ -50,9 +96,47 @@ public struct RelayLimits: Sendable, Equatable {
             "relay-connection-bytes", "PUSHMEDIA_RELAY_CONNECTION_BYTES", \.relay.connectionBytes,
             in: 65_536...1 << 36, commands: [.serve], default: "`8388608`",
             help: "Bytes one connection may hold; past it new requests on it are refused (REFUSED_STREAM)"),
+        .integer(
+            "relay-max-body", "PUSHMEDIA_RELAY_MAX_BODY", \.relay.maxBody, in: 5_120...16_777_216,
+            commands: [.serve], default: "`65536`", help: "The largest request body read; a longer one is answered 413"),
+        .integer(
+            "relay-max-header-list", "PUSHMEDIA_RELAY_MAX_HEADER_LIST", \.relay.maxHeaderList, in: 4_096...1_048_576,
+            commands: [.serve], default: "`65536`",
+            help: "SETTINGS_MAX_HEADER_LIST_SIZE of both ends; a request with more header bytes is answered 431"),
+        .integer(
+            "relay-stream-window", "PUSHMEDIA_RELAY_STREAM_WINDOW", \.relay.streamWindow, in: 65_535...2_147_483_647,
+            commands: [.serve], default: "`262144`", help: "The flow-control window of a client's stream"),
+        .integer(
+            "relay-connection-window", "PUSHMEDIA_RELAY_CONNECTION_WINDOW", \.relay.connectionWindow,
+            in: 65_535...2_147_483_647, commands: [.serve], default: "`16777216`",
+            help: "The flow-control window of a client connection"),
+        .integer(
+            "relay-max-empty-data", "PUSHMEDIA_RELAY_MAX_EMPTY_DATA", \.relay.maxEmptyData, in: 1...1_000_000,
+            commands: [.serve], default: "`64`",
+            help: "Empty DATA frames without END_STREAM one stream may carry before GOAWAY ENHANCE_YOUR_CALM"),
         .duration(
             "relay-unread-timeout", "PUSHMEDIA_RELAY_UNREAD_TIMEOUT", \.relay.unreadTimeout, commands: [.serve],
             default: "`10s`",
             help: "How long answers may wait for a client that reads nothing before it is shed (GOAWAY)"),
+        .duration(
+            "relay-handshake-timeout", "PUSHMEDIA_RELAY_HANDSHAKE_TIMEOUT", \.relay.handshakeTimeout,
+            commands: [.serve], default: "`10s`",
+            help: "How long a new connection may take to deliver its first bytes (through TLS) before it is closed"),
+        .duration(
+            "relay-request-timeout", "PUSHMEDIA_RELAY_REQUEST_TIMEOUT", \.relay.requestTimeout, commands: [.serve],
+            default: "`10s`", help: "How long an HTTP/1.1 request may take to arrive whole, from its first byte"),
+        .duration(
+            "relay-idle-timeout", "PUSHMEDIA_RELAY_IDLE_TIMEOUT", \.relay.idleTimeout, commands: [.serve],
+            default: "`10m`", help: "A client connection silent this long is drained (answered, then closed)"),
+        .duration(
+            "relay-drain-timeout", "PUSHMEDIA_RELAY_DRAIN_TIMEOUT", \.relay.drainTimeout, commands: [.serve],
+            default: "`60s`", help: "A connection asked to drain is closed this long after, whatever it still does"),
+        .integer(
+            "relay-upstream-window", "PUSHMEDIA_RELAY_UPSTREAM_WINDOW", \.relay.upstreamWindow,
+            in: 65_535...2_147_483_647, commands: [.serve], default: "`1048576`",
+            help: "The flow-control window of each stream to Apple or Google"),
+        .duration(
+            "relay-upstream-ping", "PUSHMEDIA_RELAY_UPSTREAM_PING", \.relay.upstreamPing, commands: [.serve],
+            default: "`1h`", help: "An upstream connection silent this long is sent a PING"),
     ]
 }

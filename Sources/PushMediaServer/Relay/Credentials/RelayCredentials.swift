@@ -18,9 +18,10 @@ final class APNsPool: Sendable {
     private let users = Locked((count: 0, retired: false))
     private let lastExpiryLog = Locked<ContinuousClock.Instant?>(nil)
 
-    init(_ credential: APNsCredential, config: APNsRelayConfig, metrics: ServerMetrics, logger: Logger)
-        throws(RelaySetupError)
-    {
+    init(
+        _ credential: APNsCredential, config: APNsRelayConfig, limits: RelayLimits, metrics: ServerMetrics,
+        logger: Logger
+    ) throws(RelaySetupError) {
         self.credential = credential
         var certificate: (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey)?
         switch credential.auth {
@@ -32,7 +33,8 @@ final class APNsPool: Sendable {
         }
         upstream = try HTTP2Upstream(
             endpoint: config.upstreamEndpoint(environment: credential.environment), timeout: config.upstreamTimeout,
-            extraCA: config.upstreamCA, caSetting: "--apns-upstream-ca", logger: logger, certificate: certificate)
+            limits: limits, extraCA: config.upstreamCA, caSetting: "--apns-upstream-ca", logger: logger,
+            certificate: certificate)
         pushes = metrics.counter(.pushes, [("relay", "apns"), ("name", credential.name)])
     }
 
@@ -129,6 +131,8 @@ public final class RelayCredentials: Reloadable {
     let passThrough: Bool
     private let apnsConfig: APNsRelayConfig
     private let fcmConfig: FCMRelayConfig
+    /// The upstream connections' settings.
+    private let limits: RelayLimits
     /// `--apns-key` as a catch-all entry.
     private let shorthand: APNsCredential?
     private let environment: [String: String]
@@ -151,6 +155,7 @@ public final class RelayCredentials: Reloadable {
         passThrough = server.credentials.passesThrough
         apnsConfig = server.apns
         fcmConfig = server.fcm
+        limits = server.relay
         self.environment = environment
         self.metrics = metrics
         self.logger = logger
@@ -199,7 +204,8 @@ public final class RelayCredentials: Reloadable {
             if let pool = old[credential.name], pool.credential.fingerprint == credential.fingerprint {
                 pools[credential.name] = pool
             } else {
-                pools[credential.name] = try APNsPool(credential, config: apnsConfig, metrics: metrics, logger: logger)
+                pools[credential.name] = try APNsPool(
+                    credential, config: apnsConfig, limits: limits, metrics: metrics, logger: logger)
             }
         }
         var tokens: [String: ServiceAccountToken] = [:]
@@ -208,8 +214,8 @@ public final class RelayCredentials: Reloadable {
                 tokens[credential.name] = token
             } else {
                 tokens[credential.name] = try ServiceAccountToken(
-                    credential: credential, timeout: fcmConfig.upstreamTimeout, extraCA: fcmConfig.upstreamCA,
-                    logger: logger)
+                    credential: credential, timeout: fcmConfig.upstreamTimeout, limits: limits,
+                    extraCA: fcmConfig.upstreamCA, logger: logger)
             }
         }
         state.withLock { state in

@@ -8,6 +8,11 @@ struct RelayPrepared: Sendable {
     var label: String
     /// `processed` (the pipeline ran), `memo` (a kept answer), `passthrough` (untouched).
     var handling: String
+
+    /// `body` forwarded as it came, for `why`.
+    static func untouched(_ body: ByteBuffer, _ why: String) -> RelayPrepared {
+        RelayPrepared(body: body, label: "skipped/" + why, handling: "passthrough")
+    }
 }
 
 /// A prepared body now, or once the pipeline is done.
@@ -16,21 +21,28 @@ enum RelayPreparation {
     case later(EventLoopFuture<RelayPrepared>)
 }
 
-/// A relay whose requests' media go through the pipeline and the repeated-body memo.
-protocol RewritingRelay: RelayEndpoint {
-    var pipeline: Pipeline { get }
-    var memo: ResponseMemo { get }
-    var metrics: ServerMetrics { get }
-}
+/// What a relayed request's media goes through: the same pipeline, cache and memo as
+/// `/v1/process`, and the same metrics.
+struct RelayMedia: Sendable {
+    let pipeline: Pipeline
+    let memo: ResponseMemo
+    let metrics: ServerMetrics
+    /// The public base URL of the stored media, known once the hook listens.
+    let baseURL: @Sendable () -> String
 
-extension RewritingRelay {
+    init(parts: ServerParts) {
+        pipeline = parts.pipeline
+        memo = parts.memo
+        metrics = parts.metrics
+        let baseURL = parts.baseURL
+        self.baseURL = { baseURL.withLock { $0 } }
+    }
+
     /// The rewrite kept for `key`, `finish` applied to its bytes.
     func fromMemo(_ key: ResponseMemo.Key, finish: ([UInt8]) -> [UInt8] = { $0 }) -> RelayPrepared? {
         guard let ready = memo.payload(key, pipeline: pipeline) else { return nil }
         metrics.record(ready.outcome)
-        return RelayPrepared(
-            body: ByteBuffer(bytes: finish(ready.bytes)), label: ProcessRoutes<AppRequestContext>.label(ready.outcome),
-            handling: "memo")
+        return RelayPrepared(body: ByteBuffer(bytes: finish(ready.bytes)), label: ready.outcome.label, handling: "memo")
     }
 
     /// `payload` through the pipeline: its first half (`Pipeline.begin`) at once, on the event
@@ -58,7 +70,7 @@ extension RewritingRelay {
         _ result: PipelineResult, key: ResponseMemo.Key, body: ByteBuffer, finish: ([UInt8]) -> [UInt8]
     ) -> RelayPrepared {
         metrics.record(result.outcome)
-        let label = ProcessRoutes<AppRequestContext>.label(result.outcome)
+        let label = result.outcome.label
         guard result.outcome.status != .skipped else {
             return RelayPrepared(body: body, label: label, handling: "passthrough")
         }

@@ -59,16 +59,28 @@ final class ServiceAccountToken: Sendable {
     private let state = Locked(State())
 
     /// `extraCA` (`--fcm-upstream-ca`) is trusted at the token endpoint too.
-    init(credential: FCMCredential, timeout: Duration, extraCA: String?, logger: Logger) throws(RelaySetupError) {
+    init(credential: FCMCredential, timeout: Duration, limits: RelayLimits, extraCA: String?, logger: Logger)
+        throws(RelaySetupError)
+    {
         self.credential = credential
         guard let endpoint = TokenEndpoint(uri: credential.tokenURI) else {
             throw .incomplete("fcm entry \(credential.name): token_uri is not an https:// URL")
         }
         self.endpoint = endpoint
         upstream = try HTTP2Upstream(
-            endpoint: endpoint.endpoint, timeout: timeout, extraCA: extraCA, caSetting: "--fcm-upstream-ca",
-            logger: logger)
+            endpoint: endpoint.endpoint, timeout: timeout, limits: limits, extraCA: extraCA,
+            caSetting: "--fcm-upstream-ca", logger: logger)
         self.logger = logger
+    }
+
+    /// `Bearer <access token>` when one is kept, or the failure of a refresh too recent to try
+    /// again; nil when a refresh is needed (`authorization(on:_:)`).
+    func kept(now: ContinuousClock.Instant = .now) -> Result<String, TokenFailure>? {
+        state.withLock { state in
+            if let token = state.token, now < state.validUntil { return .success("Bearer " + token) }
+            if let (failure, at) = state.failure, now - at < Self.retryAfter { return .failure(failure) }
+            return nil
+        }
     }
 
     /// `Bearer <access token>`, now when one is kept, else once the refresh under way (or a new
@@ -123,8 +135,8 @@ final class ServiceAccountToken: Sendable {
         headers.add(name: "accept", value: "application/json")
         let sent = ContinuousClock.now
         upstream.send(
-            UpstreamPush(path: endpoint.path, headers: headers, body: ByteBuffer(string: body)), team: "token",
-            on: eventLoop,
+            UpstreamPush(path: endpoint.path, headers: headers, body: ByteBuffer(string: body)), pool: "token",
+            queue: QueueKey(app: credential.name, connection: ObjectIdentifier(self)), on: eventLoop,
             reply: UpstreamReply { result in
                 let outcome: Result<(String, Duration), TokenFailure>
                 switch result {

@@ -3,8 +3,9 @@ import NIOHPACK
 import NIOHTTP1
 
 /// The server side of one HTTP/1.1 client connection: one request at a time (SwiftNIO's pipelining
-/// handler holds the next until the answer is written), a body past the endpoint's limit answered
-/// at once and the connection closed.
+/// handler holds the next until the answer is written). A request is admitted as an HTTP/2 one
+/// is (`RelayBudget.admit`): one past the relay's bounds is answered 503 in the relay's shape, and
+/// one whose body passes `RelayLimits.maxBody` is answered 413 at once and its connection closed.
 final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -38,11 +39,12 @@ final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
         case var .body(part):
             guard let requestHead = head else { return }
             if body == nil { body = part } else { body!.writeBuffer(&part) }
-            if body!.readableBytes > endpoint.bodyLimit {
+            if body!.readableBytes > endpoint.limits.maxBody {
                 head = nil
                 body = nil
                 answering = true
-                write(endpoint.tooLarge(headers: Self.headers(of: requestHead)), keepAlive: false, context: context)
+                let refusal = endpoint.refused(.bodyTooLarge, headers: Self.headers(of: requestHead))
+                write(refusal, keepAlive: false, context: context)
             }
         case .end:
             requestGuard?.requestRead()
@@ -51,16 +53,30 @@ final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
             let requestBody = body ?? ByteBuffer()
             body = nil
             answering = true
-            let keepAlive = requestHead.isKeepAlive
-            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            if client == nil { client = .some(RelayClient.of(context)) }
-            endpoint.handle(
-                method: requestHead.method.rawValue, path: requestHead.uri, headers: Self.headers(of: requestHead),
-                body: requestBody, client: client ?? nil, on: context.eventLoop
-            ) { answer in
-                let (handler, context) = loopBound.value
-                handler.write(answer, keepAlive: keepAlive, context: context)
-            }
+            dispatch(requestHead, body: requestBody, context: context)
+        }
+    }
+
+    /// Hands a whole request to the relay, once the budget admits it.
+    private func dispatch(_ requestHead: HTTPRequestHead, body: ByteBuffer, context: ChannelHandlerContext) {
+        let keepAlive = requestHead.isKeepAlive
+        let headers = Self.headers(of: requestHead)
+        let connection = ObjectIdentifier(context.channel)
+        let bytes = body.readableBytes
+        if let budget, let reason = budget.admit(connection, bytes: bytes) {
+            budget.count(reason)
+            return write(endpoint.refused(.overloaded, headers: headers), keepAlive: keepAlive, context: context)
+        }
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        if client == nil { client = .some(RelayClient.of(context)) }
+        let exchange = RelayExchange(
+            method: requestHead.method.rawValue, path: requestHead.uri, headers: headers, body: body,
+            client: client ?? nil, connection: connection, arrival: .now, eventLoop: context.eventLoop)
+        let budget = budget
+        endpoint.handle(exchange) { answer in
+            budget?.finished(bytes: bytes)
+            let (handler, context) = loopBound.value
+            handler.write(answer, keepAlive: keepAlive, context: context)
         }
     }
 

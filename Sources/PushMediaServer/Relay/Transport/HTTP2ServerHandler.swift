@@ -2,11 +2,12 @@ import CHTTP2Shim
 import NIOCore
 
 /// The server side of one HTTP/2 client connection: libnghttp2 collects each stream's request (a
-/// body past the endpoint's limit is answered at once), the endpoint answers it, and the answer
-/// goes out on the same stream. What is answered in one turn of the event loop is written and
-/// flushed together. The connection stays within its bounds (`RelayLimits`): requests past its
-/// streams or bytes are refused, and a client that leaves its answers unread past
-/// `unreadTimeout`, or that the relay's `RelayBudget` sheds, gets `GOAWAY ENHANCE_YOUR_CALM`.
+/// body or header list past the limits is answered at once), the relay answers it, and the
+/// answer goes out on the same stream. What is answered in one turn of the event loop is written
+/// and flushed together. The connection stays within its bounds (`RelayLimits`): requests past
+/// its streams or bytes, or past the relay's (`RelayBudget.admit`), are refused
+/// (`REFUSED_STREAM`); a client that leaves its answers unread past `unreadTimeout`, floods empty
+/// DATA frames, or that the budget sheds, gets `GOAWAY ENHANCE_YOUR_CALM`.
 final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, HTTP2ConnectionHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -31,17 +32,14 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
     private var watch: RepeatedTask?
     /// The connection's key in the budget (the listener admitted it under it).
     private var channelID: ObjectIdentifier?
-    /// libnghttp2 was told to end the session for a flood of empty DATA frames, and it was counted.
-    private var countedFlood = false
     /// The client's certificate identity, read at its first request.
     private var client: RelayClient??
 
-    init(endpoint: Endpoint, budget: RelayBudget? = nil, limits: RelayLimits? = nil) {
+    init(endpoint: Endpoint, budget: RelayBudget? = nil) {
         self.endpoint = endpoint
         self.budget = budget
-        self.limits = limits ?? budget?.limits ?? RelayLimits()
-        session = HTTP2Session(
-            serverBodyLimit: endpoint.bodyLimit, maxStreams: UInt32(clamping: self.limits.connectionStreams))
+        limits = endpoint.limits
+        session = HTTP2Session(server: limits.server)
     }
 
     /// The server's SETTINGS go first (buffered by TLS until its handshake is done).
@@ -86,13 +84,18 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
                 } else if held(plus: event.bodyLength) > limits.connectionBytes {
                     refuse(event.streamID, "connection_bytes")
                 } else if let channelID, let reason = budget?.admit(channelID, bytes: event.bodyLength) {
-                    session.refuse(event.streamID)
-                    budget?.count(reason)
+                    refuse(event.streamID, reason)
                 } else {
                     dispatch(event.streamID, event.message(), context: context)
                 }
             case PM_H2_TOO_LARGE:
-                respond(endpoint.tooLarge(headers: event.message().headers), on: event.streamID)
+                respond(endpoint.refused(.bodyTooLarge, headers: event.message().headers), on: event.streamID)
+            case PM_H2_FIELDS_TOO_LARGE:
+                respond(endpoint.refused(.headersTooLarge, headers: event.message().headers), on: event.streamID)
+            case PM_H2_EMPTY_DATA:
+                // CVE-2019-9518: a stream past `maxEmptyData` empty DATA frames ends the connection.
+                budget?.count("empty_data")
+                session.terminate(.enhanceYourCalm)
             default:
                 break
             }
@@ -149,10 +152,6 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
 
     private func report() {
         guard let budget, let channelID, !closing else { return }
-        if !countedFlood && session.load.flooded != 0 {
-            countedFlood = true
-            budget.count("empty_data")
-        }
         let sessionBytes = sessionHeld()
         let now = (streams: answering, bytes: answeringBytes + sessionBytes)
         guard now != reported else { return }
@@ -160,8 +159,9 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
         budget.update(channelID, streams: now.streams, bytes: now.bytes, sessionBytes: sessionBytes)
     }
 
+    /// Refuses stream `id` unprocessed (the client may send it again), counted under `reason`.
     private func refuse(_ id: Int32, _ reason: String) {
-        session.refuse(id)
+        session.reset(id, .refusedStream)
         budget?.count(reason)
     }
 
@@ -170,7 +170,7 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
     private func calmDown(_ context: ChannelHandlerContext, _ reason: String) {
         guard !closing else { return }
         closing = true
-        session.calmDown()
+        session.terminate(.enhanceYourCalm)
         session.pump(context, always: true)
         closeAfterWrites(context)
         let channel = context.channel
@@ -207,10 +207,11 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let budget = budget
         if client == nil { client = .some(RelayClient.of(context)) }
-        endpoint.handle(
+        let exchange = RelayExchange(
             method: request.method, path: request.path, headers: request.headers, body: request.body,
-            client: client ?? nil, on: context.eventLoop
-        ) { answer in
+            client: client ?? nil, connection: channelID ?? ObjectIdentifier(context.channel), arrival: .now,
+            eventLoop: context.eventLoop)
+        endpoint.handle(exchange) { answer in
             budget?.finished(bytes: bytes)
             let (handler, context) = loopBound.value
             handler.respond(answer, on: id)

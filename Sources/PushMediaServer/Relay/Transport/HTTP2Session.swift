@@ -94,10 +94,59 @@ struct HTTP2OutgoingFields {
     }
 }
 
+/// HTTP/2's error codes (RFC 9113 section 7), as `RST_STREAM` and `GOAWAY` carry them.
+enum HTTP2ErrorCode: UInt32, Sendable {
+    case noError = 0x0
+    case protocolError = 0x1
+    case internalError = 0x2
+    case flowControlError = 0x3
+    case settingsTimeout = 0x4
+    case streamClosed = 0x5
+    case frameSizeError = 0x6
+    /// The stream was not processed: the client may send it again.
+    case refusedStream = 0x7
+    case cancel = 0x8
+    case compressionError = 0x9
+    case connectError = 0xa
+    /// The peer is generating excessive load.
+    case enhanceYourCalm = 0xb
+    case inadequateSecurity = 0xc
+    case http11Required = 0xd
+}
+
+/// What one side of a connection allows and advertises (`pm_h2_limits`): every bound the shim
+/// keeps comes from here.
+struct HTTP2Limits: Sendable, Equatable {
+    /// Request bodies past this (server) are `PM_H2_TOO_LARGE`; answer bodies (client) are cut here.
+    var bodyLimit: Int
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` advertised.
+    var maxStreams: Int
+    /// `SETTINGS_MAX_HEADER_LIST_SIZE` advertised, and the most bytes of fields kept per message.
+    var maxHeaderList: Int
+    /// `SETTINGS_INITIAL_WINDOW_SIZE` advertised.
+    var streamWindow: Int
+    /// The connection's receive window.
+    var connectionWindow: Int
+    /// Empty DATA frames without END_STREAM a stream may carry (CVE-2019-9518).
+    var maxEmptyData: Int
+    /// Client: streams opened at once until the server's SETTINGS arrive (Apple starts a
+    /// connection at 1 and refuses streams over it).
+    var peerMaxStreamsInitial = 1
+
+    fileprivate var shim: pm_h2_limits {
+        pm_h2_limits(
+            body_limit: bodyLimit, max_streams: UInt32(clamping: maxStreams),
+            max_header_list: UInt32(clamping: maxHeaderList), stream_window: UInt32(clamping: streamWindow),
+            connection_window: UInt32(clamping: connectionWindow), max_empty_data: UInt32(clamping: maxEmptyData),
+            peer_max_streams_initial: UInt32(clamping: peerMaxStreamsInitial))
+    }
+}
+
 /// One connection's HTTP/2 (libnghttp2 through `CHTTP2Shim`): fed the bytes read, drained of
 /// events, asked for the bytes to write, which `pump` writes and flushes in one piece. Settings,
-/// flow control, HPACK and the protocol's rules are libnghttp2's; which streams wait for what
-/// (pending answers, cancels, deadlines) is the handlers'. Used on the connection's event loop only.
+/// flow control, HPACK and the protocol's rules are libnghttp2's, within `HTTP2Limits`; what to do
+/// about a request, a flood or an unread answer (answer, reset, `GOAWAY`) is the handlers'. Used
+/// on the connection's event loop only.
 final class HTTP2Session {
     private let session: OpaquePointer
     /// Fields on their way to the shim.
@@ -107,15 +156,17 @@ final class HTTP2Session {
     /// `receive` or `pump` met an error the connection cannot recover from.
     private(set) var broken = false
 
-    /// A server session: `maxStreams` concurrent streams, request bodies up to `bodyLimit`.
-    init(serverBodyLimit bodyLimit: Int, maxStreams: UInt32) {
-        guard let session = pm_h2_server_new(bodyLimit, maxStreams) else { fatalError("out of memory") }
+    /// A server session within `limits`.
+    init(server limits: HTTP2Limits) {
+        var shim = limits.shim
+        guard let session = pm_h2_server_new(&shim) else { fatalError("out of memory") }
         self.session = session
     }
 
-    /// A client session; answer bodies are kept up to `bodyLimit`.
-    init(clientBodyLimit bodyLimit: Int) {
-        guard let session = pm_h2_client_new(bodyLimit) else { fatalError("out of memory") }
+    /// A client session within `limits`.
+    init(client limits: HTTP2Limits) {
+        var shim = limits.shim
+        guard let session = pm_h2_client_new(&shim) else { fatalError("out of memory") }
         self.session = session
     }
 
@@ -161,14 +212,17 @@ final class HTTP2Session {
         return result == 0
     }
 
-    /// Server: `GOAWAY` naming the last stream processed, `NO_ERROR`.
-    func goAway() { _ = pm_h2_goaway(session, 0) }
+    /// `GOAWAY` naming the last stream processed, `NO_ERROR`: the streams in flight go on.
+    func goAway() { _ = pm_h2_goaway(session) }
 
-    /// Server: `GOAWAY ENHANCE_YOUR_CALM` (0xb); the connection ends once it is written.
-    func calmDown() { _ = pm_h2_goaway(session, 0xb) }
+    /// `GOAWAY` with `code`: the connection ends once it is written.
+    func terminate(_ code: HTTP2ErrorCode) { _ = pm_h2_terminate(session, code.rawValue) }
 
-    /// Server: refuses stream `id` unprocessed (`RST_STREAM REFUSED_STREAM`: the client may send it again).
-    func refuse(_ id: Int32) { _ = pm_h2_reset(session, id, 7) }
+    /// `RST_STREAM` on stream `id` with `code`; a client's request still queued is not sent.
+    func reset(_ id: Int32, _ code: HTTP2ErrorCode) { _ = pm_h2_reset(session, id, code.rawValue) }
+
+    /// Client: the streams the server allows open at once (its `SETTINGS_MAX_CONCURRENT_STREAMS`).
+    var peerMaxStreams: Int { Int(pm_h2_peer_max_streams(session)) }
 
     /// Client: opens a stream for a POST; its id, or nil when the connection can take no more.
     func request(authority: String, path: String, headers: HPACKHeaders, body: ByteBuffer) -> Int32? {
@@ -188,9 +242,6 @@ final class HTTP2Session {
         }
         return id > 0 ? id : nil
     }
-
-    /// Client: gives up stream `id` (`RST_STREAM CANCEL`, or never sent if still queued).
-    func cancel(_ id: Int32) { _ = pm_h2_reset(session, id, 8) }
 
     /// Client: a `PING`, sent with the next pump.
     func ping() { _ = pm_h2_ping(session) }

@@ -1,6 +1,5 @@
 import CHTTP2Shim
 import NIOCore
-import NIOPosix
 import PushMedia
 
 /// What all of a relay's client connections hold together (`RelayLimits`'s totals), and what
@@ -33,6 +32,8 @@ final class RelayBudget: Sendable {
         /// Since memory was last given back: the most bytes held, and connections closed.
         var peakBytes = 0
         var closed = 0
+        /// Turns of the trim timer left to give memory back again while quiet.
+        var followUps = 0
 
         /// The open connection, not yet shed, holding most streams (or bytes); never one that
         /// holds only a little (see `lightStreams`).
@@ -141,18 +142,25 @@ final class RelayBudget: Sendable {
     var totals: (streams: Int, bytes: Int) { state.withLock { ($0.streams, $0.bytes) } }
 
     /// Every 2 s, gives the allocator's free memory back to the system (`pm_trim_memory`, on
-    /// NIO's thread pool: it may take a while) once what held much of it is gone: many
-    /// connections closed, or the bytes held down to a quarter of a peak of 4 MiB or more.
-    func trimWhenQuiet(on eventLoop: any EventLoop) -> RepeatedTask {
+    /// `executor`: it may take a while) once what held much of it is gone: many connections
+    /// closed, or the bytes held down to a quarter of a peak of 4 MiB or more; then again every
+    /// 2 s for 30 s while it stays quiet, as what the gone connections' requests held is freed
+    /// (their answers come from the upstream after them).
+    func trimWhenQuiet(on eventLoop: any EventLoop, executor: BlockingExecutor) -> RepeatedTask {
         eventLoop.scheduleRepeatedTask(initialDelay: .seconds(2), delay: .seconds(2)) { _ in
             let trim = self.state.withLock { state in
                 let quiet = state.bytes <= state.peakBytes / 4
-                guard quiet, state.closed >= 16 || state.peakBytes >= 4 * 1024 * 1024 else { return false }
-                state.closed = 0
-                state.peakBytes = state.bytes
-                return true
+                if quiet, state.closed >= 16 || state.peakBytes >= 4 * 1024 * 1024 {
+                    state.closed = 0
+                    state.peakBytes = state.bytes
+                    state.followUps = 15
+                    return true
+                }
+                guard state.followUps > 0 else { return false }
+                state.followUps -= 1
+                return quiet
             }
-            if trim { NIOThreadPool.singleton.submit { _ in pm_trim_memory() } }
+            if trim { executor.execute { pm_trim_memory() } }
         }
     }
 }

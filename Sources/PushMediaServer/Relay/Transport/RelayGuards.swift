@@ -34,24 +34,33 @@ final class RelayHandshakeGuard: ChannelInboundHandler, RemovableChannelHandler 
     }
 }
 
-/// Closes connections that stay silent: one that has sent nothing 10 s after it opened (no TLS
-/// handshake, no request) is closed; one silent for 10 minutes is drained (its requests in
-/// flight answered, then closed), and closed 60 s later if draining did not end it.
+/// Closes connections that stay silent: one that has sent nothing within `handshakeTimeout` of
+/// opening (no TLS handshake, no request) is closed; one silent for `idleTimeout` is drained
+/// (its requests in flight answered, then closed), and closed `drainTimeout` later if draining
+/// did not end it (`RelayLimits`).
 final class RelayIdleGuard: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
     /// How long a new connection may take to send its first bytes.
-    static let firstBytes = TimeAmount.seconds(10)
+    private let firstBytes: TimeAmount
     /// How long a connection may stay silent once it has spoken.
-    static let idle = TimeAmount.minutes(10)
+    private let idle: TimeAmount
+    /// How long a drained connection may take to close.
+    private let drain: TimeAmount
     private var lastRead = NIODeadline.now()
     private var spoke = false
     private var check: Scheduled<Void>?
 
+    init(limits: RelayLimits) {
+        firstBytes = TimeAmount(limits.handshakeTimeout)
+        idle = TimeAmount(limits.idleTimeout)
+        drain = TimeAmount(limits.drainTimeout)
+    }
+
     func handlerAdded(context: ChannelHandlerContext) {
         lastRead = .now()
-        schedule(context, at: lastRead + Self.firstBytes)
+        schedule(context, at: lastRead + firstBytes)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -75,28 +84,32 @@ final class RelayIdleGuard: ChannelInboundHandler {
     private func expire(_ context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
         guard spoke else { return context.close(promise: nil) }
-        let due = lastRead + Self.idle
+        let due = lastRead + idle
         if NIODeadline.now() < due { return schedule(context, at: due) }
         context.fireUserInboundEventTriggered(RelayDrain())
         let channel = context.channel
-        check = context.eventLoop.scheduleTask(in: .seconds(60)) { channel.close(promise: nil) }
+        check = context.eventLoop.scheduleTask(in: drain) { channel.close(promise: nil) }
     }
 }
 
 /// Bounds the time an HTTP/1.1 request takes to arrive whole: from its first byte, its head and
-/// body must be read within 10 s, so a client that sends its header lines or its body slowly
-/// holds nothing longer. Sits before the HTTP decoder; `RelayHTTP1Handler` says when a request
-/// is read. A connection idle between requests is the idle guard's.
+/// body must be read within `RelayLimits.requestTimeout`, so a client that sends its header
+/// lines or its body slowly holds nothing longer. Sits before the HTTP decoder;
+/// `RelayHTTP1Handler` says when a request is read. A connection idle between requests is the
+/// idle guard's.
 final class RelayRequestGuard: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
-    static var timeout: TimeAmount { .seconds(10) }
+    private let timeout: TimeAmount
     private let budget: RelayBudget?
     private var deadline: Scheduled<Void>?
     private var context: ChannelHandlerContext?
 
-    init(budget: RelayBudget?) { self.budget = budget }
+    init(limits: RelayLimits, budget: RelayBudget?) {
+        timeout = TimeAmount(limits.requestTimeout)
+        self.budget = budget
+    }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
@@ -109,7 +122,7 @@ final class RelayRequestGuard: ChannelInboundHandler {
         if deadline == nil {
             let channel = context.channel
             let budget = budget
-            deadline = context.eventLoop.scheduleTask(in: Self.timeout) {
+            deadline = context.eventLoop.scheduleTask(in: timeout) {
                 budget?.count("request_head")
                 channel.close(promise: nil)
             }

@@ -24,6 +24,8 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
     let drainLimit: Duration
     /// What all connections may hold together, and each one.
     let budget: RelayBudget
+    /// Where memory is given back to the system once the connections that held it are gone.
+    let housekeeping: BlockingExecutor
 
     /// Serves until graceful shutdown; `onRunning` gets the bound port.
     func run(onRunning: @Sendable (_ port: Int) async -> Void) async throws {
@@ -36,11 +38,14 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            // Reads of at most 16 KiB: TLS keeps a buffer per connection as large as the most
-            // one read decrypted (a burst of 64 KiB reads left 180 KiB on each connection).
+            // Reads of at most 4 KiB, one per connection per turn of the event loop: a connection
+            // that sends thousands of requests at once is read in turns with the others (a few
+            // dozen requests a turn), not before them; and TLS keeps a buffer per connection as
+            // large as the most one read decrypted.
             .childChannelOption(
-                .recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 16384)
+                .recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 4096)
             )
+            .childChannelOption(.maxMessagesPerRead, value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let id = ObjectIdentifier(channel)
@@ -54,7 +59,7 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
                     }
                     channel.closeFuture.whenComplete { _ in budget.close(id) }
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(RelayIdleGuard())
+                    try sync.addHandler(RelayIdleGuard(limits: budget.limits))
                     if let tls {
                         try sync.addHandler(NIOSSLServerHandler(context: tls))
                         try sync.addHandler(RelayHandshakeGuard(budget: budget))
@@ -69,7 +74,7 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
                 }
             }
             .bind(host: host, port: port ?? 0).get()
-        let trimming = budget.trimWhenQuiet(on: MultiThreadedEventLoopGroup.singleton.next())
+        let trimming = budget.trimWhenQuiet(on: server.eventLoop, executor: housekeeping)
         defer { trimming.cancel() }
         await onRunning(server.localAddress?.port ?? port ?? 0)
         try? await gracefulShutdown()
@@ -95,7 +100,7 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
     static func serveHTTP1(
         _ sync: ChannelPipeline.SynchronousOperations, endpoint: Endpoint, budget: RelayBudget
     ) throws {
-        let requestGuard = RelayRequestGuard(budget: budget)
+        let requestGuard = RelayRequestGuard(limits: budget.limits, budget: budget)
         try sync.addHandler(requestGuard)
         try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
         try sync.addHandler(RelayHTTP1Handler(endpoint: endpoint, budget: budget, requestGuard: requestGuard))

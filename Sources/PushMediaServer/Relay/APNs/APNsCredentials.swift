@@ -1,7 +1,9 @@
+import Logging
 import NIOHPACK
+import NIOSSL
 
 /// How one push is authenticated upstream.
-enum APNsRoute {
+enum APNsCredentialChoice {
     /// With a held credential, on its pool (a use taken); `topic` when the relay chose the topic
     /// (a certificate sender's single-topic certificate, no `apns-topic`).
     case held(APNsPool, topic: String?)
@@ -9,20 +11,15 @@ enum APNsRoute {
     case passThrough
     /// Answered by the relay in Apple's shape.
     case refused(status: Int, reason: String)
-
-    var pool: APNsPool? {
-        if case let .held(pool, _) = self { return pool }
-        return nil
-    }
 }
 
-extension APNsRelay {
+extension APNsPolicy {
     /// Chooses the credential by `apns-topic` (a topic with Apple's `.voip`, `.complication`, …
     /// suffix goes with its app): a held one when an entry covers the topic and this client may
     /// use it; else pass-through when allowed; else Apple's answer to a push it cannot
     /// authenticate. A client presenting an Apple push certificate (`--apns-client-ca` naming
     /// Apple's WWDR CA) may push to its certificate's topics only, as Apple allows.
-    func route(headers: HPACKHeaders, client: RelayClient?) -> APNsRoute {
+    func credential(headers: HPACKHeaders, client: RelayClient?) -> APNsCredentialChoice {
         var topic = headers.first(name: "apns-topic")
         var chosen: String?
         if let topics = client?.appleTopics, !topics.isEmpty {
@@ -61,5 +58,42 @@ extension APNsRelay {
         }
         guard teamAllowed(headers) else { return .refused(status: 403, reason: "InvalidProviderToken") }
         return .passThrough
+    }
+}
+
+extension RelayService where Policy == APNsPolicy {
+    /// The APNs relay: HTTP/2 only, over TLS (ALPN `h2` offered; a client that sends no ALPN and
+    /// starts with the HTTP/2 preface is served the same) or cleartext with prior knowledge (h2c).
+    /// Checks the settings and the access rule, reads the certificates and keys, and prepares the
+    /// upstream.
+    static func apns(
+        parts: ServerParts, logger: Logger, onRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void
+    ) throws(RelaySetupError) -> Self {
+        let config = parts.server.apns
+        try config.validate()
+        // Held credentials make the relay a signing service: loopback or client certificates only.
+        let holds = parts.credentials.holdsAPNs
+        if !config.loopback && config.clientCA == nil
+            && (holds || (parts.credentials.passThrough && config.allowedTeams.isEmpty))
+        {
+            guard parts.server.insecureNoAuth else { throw .unrestricted(host: config.host, ownKey: holds) }
+            logger.warning(
+                "the APNs relay takes pushes from anyone (--insecure-no-auth)",
+                metadata: ["address": "\(config.host)", "signs": "\(holds)"])
+        }
+        let tls = try serverTLS(
+            certificate: config.tlsCertificate, key: config.tlsKey, clientCA: config.clientCA, protocols: ["h2"],
+            what: "--apns-tls-cert/--apns-tls-key")
+        let limits = parts.server.relay
+        let upstream = try HTTP2Upstream(
+            endpoint: config.upstreamEndpoint, timeout: config.upstreamTimeout, limits: limits,
+            extraCA: config.upstreamCA, caSetting: "--apns-upstream-ca", logger: logger)
+        let policy = APNsPolicy(config: config, parts: parts, upstream: upstream, logger: logger)
+        let credentials = parts.credentials
+        parts.metrics.apnsConnections.withLock { $0 = { upstream.connectionCount + credentials.connectionCount } }
+        return RelayService(
+            relay: Relay(policy: policy, limits: limits), host: config.host, port: config.port, tls: tls,
+            http1: false, drainLimit: config.budget + config.upstreamTimeout + .seconds(1),
+            housekeeping: parts.pipeline.resources.housekeeping, onRunning: onRunning)
     }
 }

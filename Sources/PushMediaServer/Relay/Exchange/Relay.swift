@@ -1,0 +1,131 @@
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOSSL
+import PushMedia
+import ServiceLifecycle
+
+/// How a request is signed for its route: at once, refused, or once a token is at hand.
+enum RelaySigning {
+    case signed(HPACKHeaders)
+    case refused(RelayAnswer)
+    case later(EventLoopFuture<Result<HPACKHeaders, RelayAnswer>>)
+}
+
+/// A relay: one path for every request, whichever its policy (Apple's or Google's) and its HTTP
+/// version. The transport admitted it within the listener's bounds; here it is routed (the
+/// policy's checks and credentials), its media prepared, signed, sent upstream in its app's fair
+/// share (`FairQueue`), answered with `x-pushmedia-outcome`, and logged.
+final class Relay<Policy: RelayPolicy>: RelayEndpoint {
+    let policy: Policy
+    let limits: RelayLimits
+
+    init(policy: Policy, limits: RelayLimits) {
+        self.policy = policy
+        self.limits = limits
+    }
+
+    func handle(_ exchange: RelayExchange, done: @escaping @Sendable (RelayAnswer) -> Void) {
+        let route: Policy.Route
+        switch policy.route(exchange) {
+        case let .success(routed):
+            route = routed
+        case let .failure(refusal):
+            policy.finished(exchange, route: nil, answer: refusal, handled: .refused(since: exchange.arrival))
+            return done(refusal)
+        }
+        switch policy.prepare(exchange, route: route) {
+        case let .ready(prepared):
+            sign(exchange, route, prepared, done)
+        case let .later(prepared):
+            prepared.whenSuccess { self.sign(exchange, route, $0, done) }
+        }
+    }
+
+    func refused(_ refusal: RelayRefusal, headers: HPACKHeaders) -> RelayAnswer {
+        policy.refused(refusal, headers: headers)
+    }
+
+    func shutdown() async { await policy.shutdown() }
+
+    private func sign(
+        _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared,
+        _ done: @escaping @Sendable (RelayAnswer) -> Void
+    ) {
+        switch policy.authorize(exchange, route: route) {
+        case let .signed(headers):
+            send(exchange, route, prepared, headers, done)
+        case let .refused(refusal):
+            answer(refusal, exchange, route, prepared, upstream: .zero, done)
+        case let .later(signing):
+            signing.whenSuccess { signed in
+                switch signed {
+                case let .success(headers): self.send(exchange, route, prepared, headers, done)
+                case let .failure(refusal): self.answer(refusal, exchange, route, prepared, upstream: .zero, done)
+                }
+            }
+        }
+    }
+
+    private func send(
+        _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared, _ headers: HPACKHeaders,
+        _ done: @escaping @Sendable (RelayAnswer) -> Void
+    ) {
+        let sent = ContinuousClock.now
+        let queue = QueueKey(app: route.app, connection: exchange.connection, priority: policy.priority(exchange))
+        route.upstream.send(
+            UpstreamPush(path: exchange.path, headers: headers, body: prepared.body), pool: route.pool, queue: queue,
+            on: exchange.eventLoop,
+            reply: UpstreamReply { result in
+                let answer: RelayAnswer
+                switch result {
+                case let .success(upstream):
+                    answer = RelayAnswer(status: upstream.status, headers: upstream.headers, body: upstream.body)
+                case let .failure(error):
+                    answer = self.policy.unavailable(error, exchange: exchange, route: route)
+                }
+                self.answer(answer, exchange, route, prepared, upstream: .now - sent, done)
+            })
+    }
+
+    /// Answers with `answer` and what was done (`x-pushmedia-outcome`), and logs it.
+    private func answer(
+        _ answer: RelayAnswer, _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared,
+        upstream: Duration, _ done: @escaping @Sendable (RelayAnswer) -> Void
+    ) {
+        var answer = answer
+        answer.headers.add(name: "x-pushmedia-outcome", value: prepared.label)
+        let handled = RelayHandled(
+            outcome: prepared.label, handling: prepared.handling, total: .now - exchange.arrival, upstream: upstream)
+        policy.finished(exchange, route: route, answer: answer, handled: handled)
+        done(answer)
+    }
+}
+
+/// A relay's listener as a service of `serve`: it stops on graceful shutdown, lets the requests
+/// in flight finish within the drain limit, then closes the relay's upstream connections.
+struct RelayService<Policy: RelayPolicy>: Service {
+    let relay: Relay<Policy>
+    let host: String
+    let port: Int?
+    let tls: NIOSSLContext?
+    /// Whether HTTP/1.1 is served beside HTTP/2 (FCM's clients speak both; Apple's only HTTP/2).
+    let http1: Bool
+    /// How long the requests in flight may take once shutdown began.
+    let drainLimit: Duration
+    /// The process's executor for housekeeping (giving memory back after a burst).
+    let housekeeping: BlockingExecutor
+    let onRunning: @Sendable (_ port: Int, _ tls: Bool) async -> Void
+
+    func run() async throws {
+        let metrics = relay.policy.media.metrics
+        let name = relay.policy.name
+        let tls = tls
+        try await RelayListener(
+            endpoint: relay, host: host, port: port, tls: tls, http1: http1, drainLimit: drainLimit,
+            budget: RelayBudget(limits: relay.limits) { metrics.relayShed(relay: name, reason: $0) },
+            housekeeping: housekeeping
+        ).run { port in await onRunning(port, tls != nil) }
+        await relay.shutdown()
+    }
+}
