@@ -158,18 +158,15 @@ for name in ["haproxy", "campaign"]:
 result["latency_at_half_rate"] = {"rate_per_s": half * connections, **lat}
 result["relay_peak_rss_mb"] = round(rss_kb / 1024, 1)
 print()
-# The HAProxy process holds the sink too: its CPU through the hop, less its CPU as the sink alone
-# (`direct`), is the hop's own.
-result["haproxy"]["hop_cpu_us"] = round(result["haproxy"]["sink_cpu_us"] - result["direct"]["sink_cpu_us"], 2)
 json.dump(result, open("results.json", "w"), indent=2)
 print(f"{'':14}{'pushes/s':>12}{'× HAProxy':>11}{'CPU µs/push':>13}{'sink µs/push':>14}")
 for name in names:
     r = result[name]
-    own = r.get("hop_cpu_us", r["cpu_us"]) or float("nan")
-    sink = r["sink_cpu_us"] if name != "haproxy" else result["direct"]["sink_cpu_us"]
+    own = r["cpu_us"] or float("nan")
+    sink = r["sink_cpu_us"]
     print(f"{name:14}{r['per_s']:>12.0f}{r.get('vs_haproxy', 1.0 if name == 'haproxy' else float('nan')):>11.2f}"
           f"{own:>13.1f}{sink:>14.1f}")
-print("(haproxy: the hop's own CPU, its process's CPU through the hop less its CPU as the sink alone)")
+print("(every hop and the sink in a process of its own: each one's CPU is its own)")
 print(f"\nat {half * connections} pushes/s: " + ", ".join(
     f"{n} p50 {v['p50_ms']} ms p99 {v['p99_ms']} ms" + (f" (adds {v['added_p99_ms']} ms)" if 'added_p99_ms' in v else "")
     for n, v in lat.items()))

@@ -52,26 +52,31 @@ relay_certs() {
   openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out AuthKey.p8
 }
 
-# relay_haproxy "SINK ANSWER": one HAProxy with two frontends, TLS and HTTP/2 on both: the sink
-# on $SINK answering every request with the given `http-request return` arguments, and the plain
-# hop on $HOP passing requests to the sink with its per-request log on (`option httplog`, written
-# to haproxy-hop.log as the relay's goes to its file: the same work on both sides). Sets SINK, HOP
-# and HAPROXY_PID.
+# relay_haproxy "SINK ANSWER": two HAProxy processes, TLS and HTTP/2 on both sides: the sink on
+# $SINK answering every request with the given `http-request return` arguments, and the plain hop
+# on $HOP passing requests to the sink with its per-request log on (`option httplog`, written to
+# haproxy-hop.log as the relay's goes to its file: the same work on both sides). Each in its own
+# process: the hop's CPU is the hop's alone, as the relay's is the relay's. Sets SINK, HOP,
+# SINK_PID and HAPROXY_PID (the hop's).
 relay_haproxy() {
   SINK=$(free_port)
   HOP=$(free_port)
-  cat >haproxy.cfg <<EOF
-global
+  local common="global
   maxconn 4000
   log stderr format raw local0 emerg
 defaults
   mode http
   timeout connect 5s
   timeout client 60s
-  timeout server 60s
+  timeout server 60s"
+  cat >haproxy-sink.cfg <<EOF
+$common
 frontend sink
   bind 127.0.0.1:$SINK ssl crt $OUT/server-haproxy.pem alpn h2
   http-request return $1
+EOF
+  cat >haproxy.cfg <<EOF
+$common
 frontend hop
   bind 127.0.0.1:$HOP ssl crt $OUT/server-haproxy.pem alpn h2
   log stdout format raw local0 info
@@ -81,6 +86,9 @@ backend sink
   http-reuse always
   server sink 127.0.0.1:$SINK ssl verify required ca-file $OUT/ca.pem alpn h2
 EOF
+  "$HAPROXY" -f haproxy-sink.cfg -db >/dev/null 2>haproxy-sink.log &
+  SINK_PID=$!
+  PIDS+=($SINK_PID)
   "$HAPROXY" -f haproxy.cfg -db >haproxy-hop.log 2>haproxy.log &
   HAPROXY_PID=$!
   PIDS+=($HAPROXY_PID)
@@ -124,27 +132,26 @@ cpu_us_per() { python3 -c "print(round(($2 - $1) / $TICK * 1e6 / max(1, $3), 2))
 
 # h2load_run NAME PID UNIT H2LOAD-ARGS...: one h2load pass (its output in h2load-NAME.txt),
 # recorded in runs.jsonl as {name, per_s, ok, cpu_us, sink_cpu_us} with the CPU µs per request
-# of PID ("" for none) and of the HAProxy process that holds the sink (sink_cpu_us: the sink's
-# share, and for the HAProxy hop the hop's too), and printed a line with UNIT (pushes, messages).
+# of PID ("" for none) and of the sink's process, and printed a line with UNIT (pushes, messages).
 h2load_run() {
   local name=$1 pid=$2 unit=$3
   shift 3
   local before=0 after=0 sink_before sink_after rps ok cpu_us="" sink_us
   [[ -n $pid ]] && before=$(cpu_ticks "$pid")
-  sink_before=$(cpu_ticks "$HAPROXY_PID")
+  sink_before=$(cpu_ticks "$SINK_PID")
   if [[ $name == distinct* || $name == perf-distinct* ]]; then
     LD_PRELOAD="$DISTINCT_SHIM" h2load "$@" >"h2load-$name.txt" 2>&1
   else
     h2load "$@" >"h2load-$name.txt" 2>&1
   fi
-  sink_after=$(cpu_ticks "$HAPROXY_PID")
+  sink_after=$(cpu_ticks "$SINK_PID")
   [[ -n $pid ]] && after=$(cpu_ticks "$pid")
   rps=$(sed -n 's/^finished in .*s, \([0-9.]*\) req\/s.*/\1/p' "h2load-$name.txt")
   ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "h2load-$name.txt")
   [[ -n $pid ]] && cpu_us=$(cpu_us_per "$before" "$after" "$ok")
   sink_us=$(cpu_us_per "$sink_before" "$sink_after" "$ok")
   echo "{\"name\":\"$name\",\"per_s\":$rps,\"ok\":$ok,\"cpu_us\":${cpu_us:-null},\"sink_cpu_us\":$sink_us}" >>runs.jsonl
-  printf '  %-22s %10s %s/s  %6s 2xx  %8s µs CPU/%s  (HAProxy %s)\n' "$name" "$rps" "$unit" "$ok" "${cpu_us:--}" \
+  printf '  %-22s %10s %s/s  %6s 2xx  %8s µs CPU/%s  (sink %s)\n' "$name" "$rps" "$unit" "$ok" "${cpu_us:--}" \
     "${unit%s}" "$sink_us"
 }
 

@@ -23,8 +23,8 @@ typedef struct {
 } buffer;
 
 /* A stream's record, the session's alone: created with the stream (server: its first HEADERS;
- * client: `pm_h2_request`), marked `finished` once libnghttp2 is done with it, and freed by
- * `reap` alone. Events copy nothing out of it by reference: they take its buffers. */
+ * client: `pm_h2_request`), moved to the finished list once libnghttp2 is done with it, and freed
+ * by `reap` alone. Events copy nothing out of it by reference: they take its buffers. */
 typedef struct record {
     int32_t id;
     /* libnghttp2 closed the stream, or will never open it: `reap` frees the record. */
@@ -55,9 +55,10 @@ struct pm_h2 {
     /* Events not yet taken, in order. */
     pm_h2_event **events;
     size_t event_count, event_capacity, event_next;
-    /* Every record, finished or not. */
+    /* The records libnghttp2 still knows (doubly linked), and those it is done with, to be freed
+     * by `reap` (linked by `next`). */
     record *records;
-    int finished_any;
+    record *finished;
     pm_h2_load load;
 };
 
@@ -65,7 +66,8 @@ struct pm_h2 {
 
 static int grow(buffer *b, size_t needed) {
     if (needed <= b->capacity) return 1;
-    size_t capacity = b->capacity ? b->capacity : 256;
+    /* 1 KiB to start: a request's fields with a provider token fit in one allocation. */
+    size_t capacity = b->capacity ? b->capacity : 1024;
     while (capacity < needed) capacity *= 2;
     uint8_t *grown = realloc(b->bytes, capacity);
     if (!grown) return 0;
@@ -152,11 +154,8 @@ static buffer take(pm_h2 *h2, buffer *b) {
     return taken;
 }
 
-/* The only place a record is freed. */
+/* The only place a record is freed (it is on the finished list). */
 static void record_free(pm_h2 *h2, record *r) {
-    if (r->previous) r->previous->next = r->next;
-    else h2->records = r->next;
-    if (r->next) r->next->previous = r->previous;
     free(take(h2, &r->fields).bytes);
     free(take(h2, &r->body).bytes);
     out_forget(h2, r);
@@ -166,19 +165,25 @@ static void record_free(pm_h2 *h2, record *r) {
 
 /* Frees the records libnghttp2 is done with; called when no libnghttp2 call is under way. */
 static void reap(pm_h2 *h2) {
-    if (!h2->finished_any) return;
-    h2->finished_any = 0;
-    record *r = h2->records;
+    record *r = h2->finished;
+    h2->finished = NULL;
     while (r) {
         record *next = r->next;
-        if (r->finished) record_free(h2, r);
+        record_free(h2, r);
         r = next;
     }
 }
 
+/* libnghttp2 is done with `r`: off the list of those it knows, onto the finished one. */
 static void finish(pm_h2 *h2, record *r) {
+    if (r->finished) return;
     r->finished = 1;
-    h2->finished_any = 1;
+    if (r->previous) r->previous->next = r->next;
+    else h2->records = r->next;
+    if (r->next) r->next->previous = r->previous;
+    r->previous = NULL;
+    r->next = h2->finished;
+    h2->finished = r;
 }
 
 /* A client's record whose HEADERS never went out: libnghttp2 holds no stream for it. */
@@ -453,7 +458,7 @@ void pm_h2_free(pm_h2 *h2) {
     if (!h2) return;
     /* libnghttp2 calls no callback while it deletes the session: after it, every record is done. */
     nghttp2_session_del(h2->session);
-    for (record *r = h2->records; r; r = r->next) finish(h2, r);
+    while (h2->records) finish(h2, h2->records);
     reap(h2);
     for (size_t i = h2->event_next; i < h2->event_count; i++) pm_h2_event_free(h2->events[i]);
     free(h2->events);

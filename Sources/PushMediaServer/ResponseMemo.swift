@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import PushMedia
 
 /// Answers to repeated `/v1/process` requests and rewritten payloads of repeated relayed pushes.
@@ -14,18 +15,18 @@ import PushMedia
 final class ResponseMemo: Sendable {
     struct Key: Hashable, Sendable {
         let options: String
-        let body: [UInt8]
+        let body: ByteBuffer
         /// The options and the body hashed once, as one run of bytes (an array's own hashing feeds
         /// them one at a time), for every lookup of the key.
         let fingerprint: Int
 
-        init(options: String, body: [UInt8]) {
+        init(options: String, body: ByteBuffer) {
             self.options = options
             self.body = body
             var hasher = Hasher()
             hasher.combine(options)
-            hasher.combine(body.count)
-            body.withUnsafeBytes { hasher.combine(bytes: $0) }
+            hasher.combine(body.readableBytes)
+            body.withUnsafeReadableBytes { hasher.combine(bytes: $0) }
             fingerprint = hasher.finalize()
         }
 
@@ -50,6 +51,11 @@ final class ResponseMemo: Sendable {
 
     /// The one place a key is made: `body` as answered through `door` with the media's `baseURL`.
     static func key(_ door: Door, baseURL: String, body: [UInt8]) -> Key {
+        key(door, baseURL: baseURL, body: ByteBuffer(bytes: body))
+    }
+
+    /// The same, for a body already in a buffer (a relayed request's: not copied).
+    static func key(_ door: Door, baseURL: String, body: ByteBuffer) -> Key {
         let options =
             switch door {
             case let .process(onReject, vendor, profile): "\(onReject ?? "-")|\(vendor ?? "-")|\(profile ?? "-")|"
@@ -68,6 +74,8 @@ final class ResponseMemo: Sendable {
         var tail: [UInt8]
         /// An answer with a total between `head` and `tail`; false: a payload, all in `head`.
         var timed = true
+        /// A payload's bytes as a buffer, shared by every push that forwards it.
+        var buffer: ByteBuffer?
         /// The cache entries the answer was made from.
         var used: [UsedEntry]
         var size: Int { head.count + tail.count + 2 * 1024 }
@@ -97,10 +105,11 @@ final class ResponseMemo: Sendable {
         return (entry.head + JSONValue.number(total).serialized() + entry.tail, outcome)
     }
 
-    /// The kept rewritten payload for `key` (see `keepPayload`), if it still holds.
-    func payload(_ key: Key, pipeline: Pipeline) -> (bytes: [UInt8], outcome: Outcome)? {
-        guard let entry = entry(key, pipeline: pipeline), !entry.timed else { return nil }
-        return (entry.head, entry.outcome)
+    /// The kept rewritten payload for `key` (see `keepPayload`), if it still holds: its bytes,
+    /// as a buffer shared by every push that forwards them as they are.
+    func payload(_ key: Key, pipeline: Pipeline) -> (bytes: [UInt8], buffer: ByteBuffer, outcome: Outcome)? {
+        guard let entry = entry(key, pipeline: pipeline), !entry.timed, let buffer = entry.buffer else { return nil }
+        return (entry.head, buffer, entry.outcome)
     }
 
     /// The entry for `key` while the cache entries it was made from are remembered fresh with
@@ -128,7 +137,7 @@ final class ResponseMemo: Sendable {
             outcome: template,
             head: Array(#"{"payload":"#.utf8) + result.bytes + Array(#","outcome":"#.utf8) + outcomeHead,
             tail: outcomeTail + Array("}\n".utf8), used: result.used)
-        entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.count) }
+        entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.readableBytes) }
         return entry.head + JSONValue.number(total).serialized() + entry.tail
     }
 
@@ -138,8 +147,10 @@ final class ResponseMemo: Sendable {
         guard keepable(key, result: result) else { return nil }
         var template = result.outcome
         template.timingsMs = StageTimings()
-        let entry = Entry(outcome: template, head: result.bytes, tail: [], timed: false, used: result.used)
-        entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.count) }
+        let entry = Entry(
+            outcome: template, head: result.bytes, tail: [], timed: false, buffer: ByteBuffer(bytes: result.bytes),
+            used: result.used)
+        entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.readableBytes) }
         return result.bytes
     }
 

@@ -14,6 +14,17 @@ public final class ServerMetrics: Sendable {
     /// registry lookup.
     private let counters = Locked<[MetricKey: CoreMetrics.Counter]>([:])
     private let timers = Locked<[String: CoreMetrics.Timer]>([:])
+    /// The relays' counters of answers without a reason (almost every push), by relay, status and
+    /// handling packed in an integer (`relayCounter`): no string hashed per push.
+    private let relayCounters = Locked<[Int: CoreMetrics.Counter]>([:])
+    /// The time the relays add, made once.
+    private let apnsAdded: CoreMetrics.Timer
+    private let fcmAdded: CoreMetrics.Timer
+    /// Every outcome's: the time it took, whether the cache answered, its status when it has no reason.
+    private let totalTimer: CoreMetrics.Timer
+    private let cacheHits: CoreMetrics.Counter
+    private let cacheMisses: CoreMetrics.Counter
+    private let outcomeCounters = Locked<[OutcomeStatus: CoreMetrics.Counter]>([:])
 
     public init(gate: JobGate?) {
         registry = PrometheusCollectorRegistry()
@@ -29,6 +40,13 @@ public final class ServerMetrics: Sendable {
         inFlight = CoreMetrics.Gauge(label: "pushmedia_jobs_in_flight", factory: factory)
         queued = CoreMetrics.Gauge(label: "pushmedia_jobs_queued", factory: factory)
         apnsUpstreamConnections = CoreMetrics.Gauge(label: "pushmedia_apns_upstream_connections", factory: factory)
+        totalTimer = CoreMetrics.Timer(label: "pushmedia_total_seconds", factory: factory)
+        cacheHits = CoreMetrics.Counter(
+            label: "pushmedia_cache_requests_total", dimensions: [("result", "hit")], factory: factory)
+        cacheMisses = CoreMetrics.Counter(
+            label: "pushmedia_cache_requests_total", dimensions: [("result", "miss")], factory: factory)
+        apnsAdded = CoreMetrics.Timer(label: "pushmedia_apns_added_seconds", factory: factory)
+        fcmAdded = CoreMetrics.Timer(label: "pushmedia_fcm_added_seconds", factory: factory)
     }
 
     /// A counter's label and its dimensions' values, in the order of their names (fixed per label).
@@ -72,15 +90,17 @@ public final class ServerMetrics: Sendable {
 
     /// Counts one payload's outcome, its stage times, cache use and bytes.
     public func record(_ outcome: Outcome) {
-        let status = outcome.status.rawValue
-        let reason = outcome.reason ?? ""
-        counter(MetricKey("pushmedia_outcomes_total", status, reason), [("status", status), ("reason", reason)])
-            .increment()
+        if let reason = outcome.reason {
+            let status = outcome.status.rawValue
+            counter(MetricKey("pushmedia_outcomes_total", status, reason), [("status", status), ("reason", reason)])
+                .increment()
+        } else {
+            outcomeCounter(outcome.status).increment()
+        }
         let timings = outcome.timingsMs
-        timer("pushmedia_total_seconds").recordNanoseconds(Int64(timings.total * 1_000_000))
+        totalTimer.recordNanoseconds(Int64(timings.total * 1_000_000))
         if let hit = outcome.cacheHit {
-            let result = hit ? "hit" : "miss"
-            counter(MetricKey("pushmedia_cache_requests_total", result), [("result", result)]).increment()
+            (hit ? cacheHits : cacheMisses).increment()
             if !hit {
                 if timings.fetch > 0 {
                     timer("pushmedia_fetch_seconds").recordNanoseconds(Int64(timings.fetch * 1_000_000))
@@ -116,24 +136,50 @@ public final class ServerMetrics: Sendable {
     /// Counts one push through the APNs relay: Apple's status and reason (or the relay's own
     /// refusal), how it was handled (`processed`, `memo`, `passthrough`, `refused`) and the
     /// time the relay added to the upstream's.
-    func apnsPush(status: Int, reason: String?, handling: String, added: Duration) {
-        let code = String(status)
-        let reason = reason ?? ""
-        counter(
-            MetricKey("pushmedia_apns_pushes_total", code, reason, handling),
-            [("status", code), ("reason", reason), ("handling", handling)]
-        ).increment()
-        timer("pushmedia_apns_added_seconds").recordNanoseconds(added.nanoseconds)
+    func apnsPush(status: Int, reason: String?, handling: RelayHandling, added: Duration) {
+        if let reason {
+            let code = String(status)
+            counter(
+                MetricKey("pushmedia_apns_pushes_total", code, reason, handling.rawValue),
+                [("status", code), ("reason", reason), ("handling", handling.rawValue)]
+            ).increment()
+        } else {
+            relayCounter(fcm: false, status: status, handling: handling).increment()
+        }
+        apnsAdded.recordNanoseconds(added.nanoseconds)
     }
 
     /// Counts one message through the FCM relay: the upstream's status (or the relay's own
     /// refusal), how it was handled, and the time the relay added to the upstream's.
-    func fcmMessage(status: Int, handling: String, added: Duration) {
+    func fcmMessage(status: Int, handling: RelayHandling, added: Duration) {
+        relayCounter(fcm: true, status: status, handling: handling).increment()
+        fcmAdded.recordNanoseconds(added.nanoseconds)
+    }
+
+    /// The counter of outcomes with `status` and no reason.
+    private func outcomeCounter(_ status: OutcomeStatus) -> CoreMetrics.Counter {
+        if let known = outcomeCounters.withLock({ $0[status] }) { return known }
+        let made = counter(
+            MetricKey("pushmedia_outcomes_total", status.rawValue, ""), [("status", status.rawValue), ("reason", "")])
+        outcomeCounters.withLock { $0[status] = made }
+        return made
+    }
+
+    /// A relay's counter of answers with `status` and no reason, handled so.
+    private func relayCounter(fcm: Bool, status: Int, handling: RelayHandling) -> CoreMetrics.Counter {
+        let packed = (fcm ? 1 << 20 : 0) | (min(max(status, 0), 999) << 4) | handling.index
+        if let known = relayCounters.withLock({ $0[packed] }) { return known }
         let code = String(status)
-        counter(
-            MetricKey("pushmedia_fcm_messages_total", code, handling), [("status", code), ("handling", handling)]
-        ).increment()
-        timer("pushmedia_fcm_added_seconds").recordNanoseconds(added.nanoseconds)
+        let made =
+            fcm
+            ? counter(
+                MetricKey("pushmedia_fcm_messages_total", code, handling.rawValue),
+                [("status", code), ("handling", handling.rawValue)])
+            : counter(
+                MetricKey("pushmedia_apns_pushes_total", code, "", handling.rawValue),
+                [("status", code), ("reason", ""), ("handling", handling.rawValue)])
+        relayCounters.withLock { $0[packed] = made }
+        return made
     }
 
     /// Counts one connection or stream a relay shed to stay within its bounds (`RelayLimits`):

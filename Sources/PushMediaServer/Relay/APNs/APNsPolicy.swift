@@ -76,10 +76,10 @@ final class APNsPolicy: RelayPolicy {
     func prepare(_ exchange: RelayExchange, route: Route) -> RelayPreparation {
         let pushType = exchange.headers.first(name: "apns-push-type")
         guard pushType == nil || pushType == "alert" else { return .ready(.untouched(exchange.body, "push_type")) }
-        let bytes = Array(exchange.body.readableBytesView)
         let baseURL = media.baseURL()
-        let key = ResponseMemo.key(.apns, baseURL: baseURL, body: bytes)
+        let key = ResponseMemo.key(.apns, baseURL: baseURL, body: exchange.body)
         if let ready = media.fromMemo(key) { return .ready(ready) }
+        let bytes = Array(exchange.body.readableBytesView)
         guard let payload = Self.richAlert(bytes, pushType: pushType) else {
             return .ready(.untouched(exchange.body, "not_rich"))
         }
@@ -98,11 +98,8 @@ final class APNsPolicy: RelayPolicy {
         let held = route.held
         for (name, value, indexing) in exchange.headers where !isConnectionHeader(name) {
             if name == "authorization" && held != nil { continue }
-            // The client's own HPACK choice: a header it sent never-indexed stays so (RFC 7541 7.1.3);
-            // a value new on every push costs a table entry per push instead of a few bytes.
-            forwarded.add(
-                name: name, value: value,
-                indexing: indexing == .indexable && UpstreamConnectionHandler.unique(name) ? .nonIndexable : indexing)
+            // The client's own HPACK choice: a header it sent never-indexed stays so (RFC 7541 7.1.3).
+            forwarded.add(name: name, value: value, indexing: indexing)
         }
         if let topic = route.topic { forwarded.add(name: "apns-topic", value: topic) }
         if let signer = held?.signer {
@@ -134,7 +131,8 @@ final class APNsPolicy: RelayPolicy {
     func finished(_ exchange: RelayExchange, route: Route?, answer: RelayAnswer, handled: RelayHandled) {
         route?.held?.release()
         let headers = exchange.headers
-        let reason = answer.body.flatMap { Self.reason(of: $0) }
+        // Apple answers 200 without a body; an error's body has its reason.
+        let reason = answer.status == 200 ? nil : answer.body.flatMap { Self.reason(of: $0) }
         media.metrics.apnsPush(
             status: answer.status, reason: reason, handling: handled.handling, added: handled.total - handled.upstream)
         let path = exchange.path
@@ -143,7 +141,7 @@ final class APNsPolicy: RelayPolicy {
         lines.info(
             "push",
             [
-                ("credential", route?.credential ?? "-"), ("device", device), ("handling", handled.handling),
+                ("credential", route?.credential ?? "-"), ("device", device), ("handling", handled.handling.rawValue),
                 ("ms", "\(handled.total.reportedMilliseconds)"), ("outcome", handled.outcome),
                 ("push_type", headers.first(name: "apns-push-type") ?? ""), ("reason", reason ?? ""),
                 ("status", String(answer.status)), ("topic", headers.first(name: "apns-topic") ?? ""),

@@ -94,7 +94,7 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
         upstream: Duration, _ done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         var answer = answer
-        answer.headers.add(name: "x-pushmedia-outcome", value: prepared.label)
+        answer.outcome = prepared.label
         let handled = RelayHandled(
             outcome: prepared.label, handling: prepared.handling, total: .now - exchange.arrival, upstream: upstream)
         policy.finished(exchange, route: route, answer: answer, handled: handled)

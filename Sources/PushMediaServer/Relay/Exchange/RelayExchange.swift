@@ -25,6 +25,22 @@ struct RelayAnswer: Sendable, Error {
     var status: Int
     var headers: HPACKHeaders
     var body: ByteBuffer?
+    /// `x-pushmedia-outcome`, written after `headers` (the pipeline's `status[/reason]`, or
+    /// `skipped/<why>`); nil for an answer the relay did not forward.
+    var outcome: String?
+
+    init(status: Int, headers: HPACKHeaders, body: ByteBuffer?, outcome: String? = nil) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.outcome = outcome
+    }
+
+    /// Its header fields as written: `headers`, then `x-pushmedia-outcome`.
+    func forEachField(_ body: (String, String, HPACKIndexing) -> Void) {
+        for (name, value, indexing) in headers { body(name, value, indexing) }
+        if let outcome { body("x-pushmedia-outcome", outcome, .indexable) }
+    }
 }
 
 /// What the transport hands requests to: a relay that answers each once, on its event loop.

@@ -47,17 +47,38 @@ protocol RelayPolicy: Sendable {
     func shutdown() async
 }
 
+/// How a relay handled a request's body.
+enum RelayHandling: String, Sendable {
+    /// The pipeline ran.
+    case processed
+    /// A kept rewrite answered.
+    case memo
+    /// Forwarded untouched.
+    case passthrough
+    /// Refused before it went upstream.
+    case refused
+
+    /// A small number of its own (metrics' keys).
+    var index: Int {
+        switch self {
+        case .processed: 0
+        case .memo: 1
+        case .passthrough: 2
+        case .refused: 3
+        }
+    }
+}
+
 /// What was done for one request, for its line and the metrics.
 struct RelayHandled: Sendable {
     /// `x-pushmedia-outcome`: the pipeline's `status[/reason]`, `skipped/<why>`; empty when refused.
     var outcome: String
-    /// `processed` (the pipeline ran), `memo` (a kept answer), `passthrough` (untouched), `refused`.
-    var handling: String
+    var handling: RelayHandling
     /// From arrival to answer, and of that the upstream's share.
     var total: Duration
     var upstream: Duration
 
     static func refused(since arrival: ContinuousClock.Instant) -> RelayHandled {
-        RelayHandled(outcome: "", handling: "refused", total: .now - arrival, upstream: .zero)
+        RelayHandled(outcome: "", handling: .refused, total: .now - arrival, upstream: .zero)
     }
 }

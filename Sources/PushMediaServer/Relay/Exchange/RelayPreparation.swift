@@ -6,12 +6,11 @@ struct RelayPrepared: Sendable {
     var body: ByteBuffer
     /// `x-pushmedia-outcome`: the pipeline's `status[/reason]`, or `skipped/<why>`.
     var label: String
-    /// `processed` (the pipeline ran), `memo` (a kept answer), `passthrough` (untouched).
-    var handling: String
+    var handling: RelayHandling
 
     /// `body` forwarded as it came, for `why`.
     static func untouched(_ body: ByteBuffer, _ why: String) -> RelayPrepared {
-        RelayPrepared(body: body, label: "skipped/" + why, handling: "passthrough")
+        RelayPrepared(body: body, label: "skipped/" + why, handling: .passthrough)
     }
 }
 
@@ -38,11 +37,12 @@ struct RelayMedia: Sendable {
         self.baseURL = { baseURL.withLock { $0 } }
     }
 
-    /// The rewrite kept for `key`, `finish` applied to its bytes.
-    func fromMemo(_ key: ResponseMemo.Key, finish: ([UInt8]) -> [UInt8] = { $0 }) -> RelayPrepared? {
+    /// The rewrite kept for `key`, as it is or with `finish` applied to its bytes.
+    func fromMemo(_ key: ResponseMemo.Key, finish: (([UInt8]) -> [UInt8])? = nil) -> RelayPrepared? {
         guard let ready = memo.payload(key, pipeline: pipeline) else { return nil }
         metrics.record(ready.outcome)
-        return RelayPrepared(body: ByteBuffer(bytes: finish(ready.bytes)), label: ready.outcome.label, handling: "memo")
+        let body = finish.map { ByteBuffer(bytes: $0(ready.bytes)) } ?? ready.buffer
+        return RelayPrepared(body: body, label: ready.outcome.label, handling: .memo)
     }
 
     /// `payload` through the pipeline: its first half (`Pipeline.begin`) at once, on the event
@@ -72,9 +72,9 @@ struct RelayMedia: Sendable {
         metrics.record(result.outcome)
         let label = result.outcome.label
         guard result.outcome.status != .skipped else {
-            return RelayPrepared(body: body, label: label, handling: "passthrough")
+            return RelayPrepared(body: body, label: label, handling: .passthrough)
         }
         let rewritten = memo.keepPayload(key, result: result) ?? result.bytes
-        return RelayPrepared(body: ByteBuffer(bytes: finish(rewritten)), label: label, handling: "processed")
+        return RelayPrepared(body: ByteBuffer(bytes: finish(rewritten)), label: label, handling: .processed)
     }
 }

@@ -123,7 +123,7 @@ final class FCMPolicy: RelayPolicy {
 
     /// Metrics and the message's line (the project, never the token).
     func finished(_ exchange: RelayExchange, route: Route?, answer: RelayAnswer, handled: RelayHandled) {
-        if let credential = route?.credential, handled.handling != "refused" {
+        if let credential = route?.credential, handled.handling != .refused {
             media.metrics.counter(.pushes, [("relay", "fcm"), ("name", credential)]).increment()
         }
         media.metrics.fcmMessage(
@@ -132,7 +132,7 @@ final class FCMPolicy: RelayPolicy {
         lines.info(
             "fcm message",
             [
-                ("credential", route?.credential ?? "-"), ("handling", handled.handling),
+                ("credential", route?.credential ?? "-"), ("handling", handled.handling.rawValue),
                 ("ms", "\(handled.total.reportedMilliseconds)"), ("outcome", handled.outcome), ("project", project),
                 ("status", String(answer.status)),
             ])

@@ -99,7 +99,7 @@ final class RelayHTTP1Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler {
         let close = !keepAlive || draining
         var headers = HTTPHeaders()
         headers.reserveCapacity(answer.headers.count + 2)
-        for (name, value, _) in answer.headers { headers.add(name: name, value: value) }
+        answer.forEachField { name, value, _ in headers.add(name: name, value: value) }
         headers.add(name: "content-length", value: String(answer.body?.readableBytes ?? 0))
         if close { headers.add(name: "connection", value: "close") }
         let status = HTTPResponseStatus(statusCode: answer.status)

@@ -86,12 +86,12 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
                 } else if let channelID, let reason = budget?.admit(channelID, bytes: event.bodyLength) {
                     refuse(event.streamID, reason)
                 } else {
-                    dispatch(event.streamID, event.message(), context: context)
+                    dispatch(event.streamID, session.message(event), context: context)
                 }
             case PM_H2_TOO_LARGE:
-                respond(endpoint.refused(.bodyTooLarge, headers: event.message().headers), on: event.streamID)
+                respond(endpoint.refused(.bodyTooLarge, headers: session.message(event).headers), on: event.streamID)
             case PM_H2_FIELDS_TOO_LARGE:
-                respond(endpoint.refused(.headersTooLarge, headers: event.message().headers), on: event.streamID)
+                respond(endpoint.refused(.headersTooLarge, headers: session.message(event).headers), on: event.streamID)
             case PM_H2_EMPTY_DATA:
                 // CVE-2019-9518: a stream past `maxEmptyData` empty DATA frames ends the connection.
                 budget?.count("empty_data")
@@ -222,6 +222,6 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
     }
 
     private func respond(_ answer: RelayAnswer, on id: Int32) {
-        session.respond(id, status: answer.status, headers: answer.headers, body: answer.body)
+        session.respond(id, answer)
     }
 }

@@ -9,7 +9,8 @@ struct HTTP2Message {
     var path = ""
     /// `:status` of an answer.
     var status: Int?
-    /// The fields without pseudo-fields; those sent as never-indexed keep that mark.
+    /// The fields without pseudo-fields and `content-length`; those sent as never-indexed keep
+    /// that mark.
     var headers = HPACKHeaders()
     var body = ByteBuffer()
 }
@@ -25,34 +26,69 @@ struct HTTP2Event {
     /// Bytes of the body it carries.
     var bodyLength: Int { raw.pointee.body_length }
 
-    /// The request or answer it carries: fields (pseudo-fields taken apart) and body.
-    func message() -> HTTP2Message {
+    /// The request or answer it carries: fields (pseudo-fields taken apart) and body. Long
+    /// values that repeat on a connection (a token, a topic) are taken from `recent` rather than
+    /// made again.
+    func message(recent: inout RecentValues) -> HTTP2Message {
         var message = HTTP2Message()
         let event = raw.pointee
+        // About 40 bytes a field: room for all at once, the outcome the relay adds included.
+        message.headers.reserveCapacity(event.fields_length / 40 + 2)
         if let packed = event.fields {
             var offset = 0
             var field = pm_h2_field()
             while pm_h2_field_next(packed, event.fields_length, &offset, &field) == 1 {
                 let name = String(
                     decoding: UnsafeBufferPointer(start: field.name, count: field.name_length), as: UTF8.self)
-                let value = String(
-                    decoding: UnsafeBufferPointer(start: field.value, count: field.value_length), as: UTF8.self)
+                let bytes = UnsafeBufferPointer(start: field.value, count: field.value_length)
                 switch name {
-                case ":method": message.method = value
-                case ":path": message.path = value
-                case ":status": message.status = Int(value)
+                case ":method": message.method = String(decoding: bytes, as: UTF8.self)
+                case ":path": message.path = String(decoding: bytes, as: UTF8.self)
+                case ":status": message.status = Int(String(decoding: bytes, as: UTF8.self))
+                case "content-length": break  // the transport's: the body is whole
                 default:
                     if !name.hasPrefix(":") {
                         let noIndex = field.flags & UInt8(PM_H2_NO_INDEX) != 0
-                        message.headers.add(name: name, value: value, indexing: noIndex ? .neverIndexed : .indexable)
+                        message.headers.add(
+                            name: name, value: recent.value(of: name, bytes),
+                            indexing: noIndex ? .neverIndexed : .indexable)
                     }
                 }
             }
         }
         if let body = event.body, event.body_length > 0 {
-            message.body.writeBytes(UnsafeRawBufferPointer(start: body, count: event.body_length))
+            message.body = ByteBuffer(bytes: UnsafeRawBufferPointer(start: body, count: event.body_length))
         }
         return message
+    }
+}
+
+/// The last long value of a few header names on one connection: the same token or topic on
+/// every request is one string, not one allocation a request.
+struct RecentValues {
+    private var kept: [(name: String, value: String)] = []
+    /// Names remembered at most; values shorter than `shortest` fit in a string without allocating.
+    static let names = 8
+    static let shortest = 16
+
+    /// `bytes` as a string: the one kept for `name` when it holds the same bytes.
+    mutating func value(of name: String, _ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        guard bytes.count >= Self.shortest else { return String(decoding: bytes, as: UTF8.self) }
+        let index = kept.firstIndex { $0.name == name }
+        if let index {
+            var value = kept[index].value
+            let same = value.withUTF8 { kept in
+                kept.count == bytes.count && kept.elementsEqual(bytes)
+            }
+            if same { return value }
+        }
+        let value = String(decoding: bytes, as: UTF8.self)
+        if let index {
+            kept[index].value = value
+        } else if kept.count < Self.names {
+            kept.append((name, value))
+        }
+        return value
     }
 }
 
@@ -155,6 +191,8 @@ final class HTTP2Session {
     fileprivate var pumpScheduled = false
     /// `receive` or `pump` met an error the connection cannot recover from.
     private(set) var broken = false
+    /// Long header values seen lately on the connection.
+    private var recent = RecentValues()
 
     /// A server session within `limits`.
     init(server limits: HTTP2Limits) {
@@ -189,6 +227,9 @@ final class HTTP2Session {
         }
     }
 
+    /// The request or answer `event` carries.
+    func message(_ event: HTTP2Event) -> HTTP2Message { event.message(recent: &recent) }
+
     /// What the session holds now.
     var load: pm_h2_load {
         var load = pm_h2_load()
@@ -196,13 +237,18 @@ final class HTTP2Session {
         return load
     }
 
-    /// Server: answers stream `id` (with `content-length` for the body); false if the stream is gone.
+    /// Server: answers stream `id` (with `content-length` for the body, in place of any in its
+    /// headers); false if the stream is gone. Fields whose value is new on every answer
+    /// (`HTTP2Session.unique`) are kept out of the HPACK table.
     @discardableResult
-    func respond(_ id: Int32, status: Int, headers: HPACKHeaders, body: ByteBuffer?) -> Bool {
+    func respond(_ id: Int32, _ answer: RelayAnswer) -> Bool {
         fields.removeAll()
-        fields.append(":status", String(status))
-        for (name, value, indexing) in headers { fields.append(name, value, noIndex: indexing != .indexable) }
-        let body = body ?? ByteBuffer()
+        fields.append(":status", String(answer.status))
+        answer.forEachField { name, value, indexing in
+            guard name != "content-length" else { return }
+            fields.append(name, value, noIndex: indexing != .indexable || Self.unique(name))
+        }
+        let body = answer.body ?? ByteBuffer()
         if body.readableBytes > 0 { fields.append("content-length", String(body.readableBytes)) }
         let result = fields.withFields { fields, count in
             body.withUnsafeReadableBytes { bytes in
@@ -224,6 +270,10 @@ final class HTTP2Session {
     /// Client: the streams the server allows open at once (its `SETTINGS_MAX_CONCURRENT_STREAMS`).
     var peerMaxStreams: Int { Int(pm_h2_peer_max_streams(session)) }
 
+    /// Headers whose value is new on every message (`apns-id`, `apns-unique-id`): not worth a
+    /// place in a connection's HPACK table.
+    static func unique(_ name: String) -> Bool { name == "apns-id" || name == "apns-unique-id" }
+
     /// Client: opens a stream for a POST; its id, or nil when the connection can take no more.
     func request(authority: String, path: String, headers: HPACKHeaders, body: ByteBuffer) -> Int32? {
         fields.removeAll()
@@ -233,7 +283,9 @@ final class HTTP2Session {
         // Never the same twice (a device token each): kept out of the HPACK table, which then
         // holds the fields that repeat and stays quick to search.
         fields.append(":path", path, noIndex: true)
-        for (name, value, indexing) in headers { fields.append(name, value, noIndex: indexing != .indexable) }
+        for (name, value, indexing) in headers {
+            fields.append(name, value, noIndex: indexing != .indexable || Self.unique(name))
+        }
         fields.append("content-length", String(body.readableBytes))
         let id = fields.withFields { fields, count in
             body.withUnsafeReadableBytes { bytes in

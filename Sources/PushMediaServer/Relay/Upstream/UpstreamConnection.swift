@@ -182,14 +182,20 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
         pump(context)
     }
 
-    /// Queues `push` under `queue`; it goes out once a stream is free and its turn comes.
+    /// Queues `push` under `queue`; it goes out once a stream is free and its turn comes (at
+    /// once when one is free and no push waits: the queue's turn is then its own).
     func send(_ push: UpstreamPush, queue: QueueKey, reply: UpstreamReply) {
         guard let context, !closed, !closing, !refusing else { return reply.fail(UpstreamFailure.notProcessed) }
-        let stream = UpstreamStream(push: push, reply: reply, deadline: context.eventLoop.now + timeout)
+        let now = context.eventLoop.now
+        let stream = UpstreamStream(push: push, reply: reply, deadline: now + timeout)
         deadlines.append(stream)
+        lastActivity = now
+        if active, waiting.isEmpty, pending.count < session.peerMaxStreams {
+            if open(stream) { pumpSoon(context) }
+            return
+        }
         // A push costs 1 and 1 more per KiB: a turn's quantum of 4 sends about 4 ordinary pushes.
         waiting.push(stream, key: queue, cost: 1 + push.body.readableBytes / 1024)
-        lastActivity = context.eventLoop.now
         dispatch()
     }
 
@@ -197,25 +203,28 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
     private func dispatch() {
         guard active, !refusing, let context else { return }
         var opened = false
-        while pending.count < session.peerMaxStreams, let stream = waiting.pop() {
+        while !refusing, pending.count < session.peerMaxStreams, let stream = waiting.pop() {
             guard !stream.answered else { continue }
-            let push = stream.push
-            guard
-                let id = session.request(
-                    authority: authority, path: push.path, headers: push.headers, body: push.body)
-            else {
-                // No stream ids left: this connection takes no more.
-                goingAway()
-                refusing = true
-                stream.finish(.failure(UpstreamFailure.notProcessed))
-                failWaiting(UpstreamFailure.notProcessed)
-                break
-            }
-            stream.id = id
-            pending[id] = stream
-            opened = true
+            opened = open(stream) || opened
         }
         if opened { pumpSoon(context) }
+    }
+
+    /// Opens `stream`'s HTTP/2 stream; false when the connection has no stream ids left (the
+    /// push and those waiting then fail unprocessed, to go on a new connection).
+    private func open(_ stream: UpstreamStream) -> Bool {
+        let push = stream.push
+        guard let id = session.request(authority: authority, path: push.path, headers: push.headers, body: push.body)
+        else {
+            goingAway()
+            refusing = true
+            stream.finish(.failure(UpstreamFailure.notProcessed))
+            failWaiting(UpstreamFailure.notProcessed)
+            return false
+        }
+        stream.id = id
+        pending[id] = stream
+        return true
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -240,7 +249,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
                     stream.finish(.failure(UpstreamFailure.reset("RST_STREAM \(code)")))
                     break
                 }
-                complete(event.message(), stream)
+                complete(session.message(event), stream)
             case PM_H2_REFUSED:
                 freed = true
                 pending.removeValue(forKey: event.streamID)?.finish(.failure(UpstreamFailure.notProcessed))
@@ -283,23 +292,15 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
         context.close(promise: nil)
     }
 
-    /// Headers whose value is new for each push (`apns-id`, `apns-unique-id`): not worth a place
-    /// in the HPACK table of the client's connection.
-    static func unique(_ name: String) -> Bool { name == "apns-id" || name == "apns-unique-id" }
-
     private func complete(_ message: HTTP2Message, _ stream: UpstreamStream) {
         guard let status = message.status, status >= 200 else {
             return stream.finish(.failure(UpstreamFailure.reset("no status")))
         }
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(message.headers.count)
-        for (name, value, _) in message.headers where name != "content-length" {
-            headers.add(name: name, value: value, indexing: Self.unique(name) ? .nonIndexable : .indexable)
-        }
         stream.finish(
             .success(
                 UpstreamAnswer(
-                    status: status, headers: headers, body: message.body.readableBytes > 0 ? message.body : nil)))
+                    status: status, headers: message.headers,
+                    body: message.body.readableBytes > 0 ? message.body : nil)))
     }
 
     /// Fails the pushes still waiting for a stream (they were never sent: safe to send again).
