@@ -231,11 +231,15 @@ enum LogLine {
     /// client, such as a header, cannot start a line of its own), and with `quotes` its quotes and
     /// backslashes too.
     static func escaped(_ text: String, quotes: Bool = false, into buffer: inout [UInt8]) {
-        let plain = text.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7F && (!quotes || ($0 != 0x22 && $0 != 0x5C)) }
-        if plain {
-            buffer += text.utf8
-            return
+        var text = text
+        let copied = text.withUTF8 { bytes -> Bool in
+            for byte in bytes where byte < 0x20 || byte == 0x7F || (quotes && (byte == 0x22 || byte == 0x5C)) {
+                return false
+            }
+            buffer.append(contentsOf: bytes)
+            return true
         }
+        if copied { return }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):

@@ -9,7 +9,8 @@ import PushMedia
 /// answer's JSON split where its total goes (`Outcome.serializedAroundTotal`), and served
 /// without parsing, rewriting or encoding again while the cache entries they were made from are
 /// still remembered fresh with the same files: the pipeline's own check
-/// (`Pipeline.stillRemembered`, the store's one interval), not one of the memo's. Only answers
+/// (`Pipeline.stillRemembered`, the store's one interval), not one of the memo's, asked at most
+/// once a second per kept answer (`recheck`). Only answers
 /// whose every media reference was a cache hit (`processed` or `passthrough`) are kept, and only
 /// for a body seen before: a stream of distinct payloads costs one hash each.
 final class ResponseMemo: Sendable {
@@ -78,23 +79,31 @@ final class ResponseMemo: Sendable {
         var buffer: ByteBuffer?
         /// The cache entries the answer was made from.
         var used: [UsedEntry]
+        /// Until when they are taken as still remembered without asking the pipeline again.
+        var checkedUntil = ContinuousClock.Instant.now - .seconds(1)
         var size: Int { head.count + tail.count + 2 * 1024 }
     }
 
     /// Bytes of answers and bodies kept at most; past that the least recently used answers go (0: none kept).
     let byteLimit: Int
-    private let entries: Locked<LRUCache<Key, Entry>>
-    private let answered = Locked(0)
+    private struct State {
+        var entries: LRUCache<Key, Entry>
+        var answered = 0
+    }
+    private let state: Locked<State>
+    /// How long an entry's sources are taken as remembered once checked: a second (the store's
+    /// own intervals are minutes).
+    static let recheck: Duration = .seconds(1)
     /// Hashes of bodies answered once from the cache: a table of 65,536 slots, each the last hash
     /// that fell in it (a stream of distinct bodies costs no allocation, and the table no more).
     private let seen = Locked([Int](repeating: 0, count: 1 << 16))
 
     /// Answers given from the memo so far.
-    var answers: Int { answered.withLock { $0 } }
+    var answers: Int { state.withLock { $0.answered } }
 
     init(byteLimit: Int = 32 * 1024 * 1024) {
         self.byteLimit = byteLimit
-        entries = Locked(LRUCache(budget: byteLimit))
+        state = Locked(State(entries: LRUCache(budget: byteLimit)))
     }
 
     /// The kept answer for `key` with `total` milliseconds, if it still holds.
@@ -115,12 +124,23 @@ final class ResponseMemo: Sendable {
     /// The entry for `key` while the cache entries it was made from are remembered fresh with
     /// the same files; dropped otherwise.
     private func entry(_ key: Key, pipeline: Pipeline) -> Entry? {
-        guard let entry = entries.withLock({ $0.value(forKey: key) }) else { return nil }
+        let now = ContinuousClock.now
+        let found: Entry? = state.withLock { state in
+            guard let entry = state.entries.value(forKey: key) else { return nil }
+            if now < entry.checkedUntil { state.answered += 1 }
+            return entry
+        }
+        guard let entry = found else { return nil }
+        if now < entry.checkedUntil { return entry }
+        // Asked at most once a second per entry: a campaign's pushes cost no lookup each.
         guard pipeline.stillRemembered(entry.used) else {
-            entries.withLock { _ = $0.removeValue(forKey: key) }
+            state.withLock { _ = $0.entries.removeValue(forKey: key) }
             return nil
         }
-        answered.withLock { $0 += 1 }
+        state.withLock { state in
+            state.answered += 1
+            _ = state.entries.update(key) { $0.checkedUntil = now + Self.recheck }
+        }
         return entry
     }
 
@@ -137,7 +157,7 @@ final class ResponseMemo: Sendable {
             outcome: template,
             head: Array(#"{"payload":"#.utf8) + result.bytes + Array(#","outcome":"#.utf8) + outcomeHead,
             tail: outcomeTail + Array("}\n".utf8), used: result.used)
-        entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.readableBytes) }
+        state.withLock { _ = $0.entries.setValue(entry, forKey: key, cost: entry.size + key.body.readableBytes) }
         return entry.head + JSONValue.number(total).serialized() + entry.tail
     }
 
@@ -150,7 +170,7 @@ final class ResponseMemo: Sendable {
         let entry = Entry(
             outcome: template, head: result.bytes, tail: [], timed: false, buffer: ByteBuffer(bytes: result.bytes),
             used: result.used)
-        entries.withLock { _ = $0.setValue(entry, forKey: key, cost: entry.size + key.body.readableBytes) }
+        state.withLock { _ = $0.entries.setValue(entry, forKey: key, cost: entry.size + key.body.readableBytes) }
         return result.bytes
     }
 

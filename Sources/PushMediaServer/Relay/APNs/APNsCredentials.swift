@@ -19,8 +19,8 @@ extension APNsPolicy {
     /// use it; else pass-through when allowed; else Apple's answer to a push it cannot
     /// authenticate. A client presenting an Apple push certificate (`--apns-client-ca` naming
     /// Apple's WWDR CA) may push to its certificate's topics only, as Apple allows.
-    func credential(headers: HPACKHeaders, client: RelayClient?) -> APNsCredentialChoice {
-        var topic = headers.first(name: "apns-topic")
+    func credential(_ fields: Fields, client: RelayClient?) -> APNsCredentialChoice {
+        var topic = fields.topic
         var chosen: String?
         if let topics = client?.appleTopics, !topics.isEmpty {
             if topic == nil {
@@ -52,11 +52,11 @@ extension APNsPolicy {
             return .held(pool, topic: chosen)
         }
         guard credentials.passThrough else {
-            return headers.first(name: "authorization") == nil
+            return fields.authorization == nil
                 ? .refused(status: 403, reason: "MissingProviderToken")
                 : .refused(status: 400, reason: "TopicDisallowed")
         }
-        guard teamAllowed(headers) else { return .refused(status: 403, reason: "InvalidProviderToken") }
+        guard teamAllowed(fields) else { return .refused(status: 403, reason: "InvalidProviderToken") }
         return .passThrough
     }
 }

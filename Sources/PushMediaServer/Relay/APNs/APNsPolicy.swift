@@ -24,6 +24,28 @@ final class APNsPolicy: RelayPolicy {
 
     var name: String { "apns" }
 
+    /// The headers of a push the relay reads, found in one pass.
+    struct Fields: Sendable {
+        var topic: String?
+        var pushType: String?
+        var apnsID: String?
+        var priority: String?
+        var authorization: String?
+
+        init(_ headers: HPACKHeaders) {
+            for (name, value, _) in headers {
+                switch name {
+                case "apns-topic": topic = value
+                case "apns-push-type": pushType = value
+                case "apns-id": apnsID = value
+                case "apns-priority": priority = value
+                case "authorization": authorization = value
+                default: break
+                }
+            }
+        }
+    }
+
     /// Where one push goes.
     struct Route: RelayRoute {
         let upstream: HTTP2Upstream
@@ -33,6 +55,7 @@ final class APNsPolicy: RelayPolicy {
         let held: APNsPool?
         /// The topic the relay chose (a certificate sender's single-topic certificate, no `apns-topic`).
         let topic: String?
+        let fields: Fields
 
         var credential: String? { held?.credential.name }
     }
@@ -50,31 +73,30 @@ final class APNsPolicy: RelayPolicy {
     static func payloadLimit(pushType: String?) -> Int { pushType == "voip" ? 5120 : 4096 }
 
     func route(_ exchange: RelayExchange) -> Result<Route, RelayAnswer> {
-        let headers = exchange.headers
-        let apnsID = headers.first(name: "apns-id")
-        if let (status, reason) = check(exchange) {
-            return .failure(Self.refusal(status, reason, apnsID: apnsID))
+        let fields = Fields(exchange.headers)
+        if let (status, reason) = check(exchange, fields) {
+            return .failure(Self.refusal(status, reason, apnsID: fields.apnsID))
         }
-        switch credential(headers: headers, client: exchange.client) {
+        switch credential(fields, client: exchange.client) {
         case let .held(pool, topic):
             return .success(
-                Route(upstream: pool.upstream, pool: "", app: pool.credential.name, held: pool, topic: topic))
+                Route(
+                    upstream: pool.upstream, pool: "", app: pool.credential.name, held: pool, topic: topic,
+                    fields: fields))
         case .passThrough:
-            let team = self.team(of: headers.first(name: "authorization"))
-            let app = headers.first(name: "apns-topic") ?? team
-            return .success(Route(upstream: upstream, pool: team, app: app, held: nil, topic: nil))
+            let team = self.team(of: fields.authorization)
+            let app = fields.topic ?? team
+            return .success(Route(upstream: upstream, pool: team, app: app, held: nil, topic: nil, fields: fields))
         case let .refused(status, reason):
-            return .failure(Self.refusal(status, reason, apnsID: apnsID))
+            return .failure(Self.refusal(status, reason, apnsID: fields.apnsID))
         }
     }
 
-    func priority(_ exchange: RelayExchange) -> Int {
-        QueueKey.priority(apns: exchange.headers.first(name: "apns-priority"))
-    }
+    func priority(_ exchange: RelayExchange, route: Route) -> Int { QueueKey.priority(apns: route.fields.priority) }
 
     /// A rich alert goes through the pipeline (or the memo); anything else is forwarded as is.
     func prepare(_ exchange: RelayExchange, route: Route) -> RelayPreparation {
-        let pushType = exchange.headers.first(name: "apns-push-type")
+        let pushType = route.fields.pushType
         guard pushType == nil || pushType == "alert" else { return .ready(.untouched(exchange.body, "push_type")) }
         let baseURL = media.baseURL()
         let key = ResponseMemo.key(.apns, baseURL: baseURL, body: exchange.body)
@@ -115,7 +137,7 @@ final class APNsPolicy: RelayPolicy {
                 "error": "\(error)", "upstream": "\(route.upstream.endpoint.authority)",
                 "credential": "\(route.credential ?? "-")",
             ])
-        return Self.refusal(503, "ServiceUnavailable", apnsID: exchange.headers.first(name: "apns-id"))
+        return Self.refusal(503, "ServiceUnavailable", apnsID: route.fields.apnsID)
     }
 
     func refused(_ refusal: RelayRefusal, headers: HPACKHeaders) -> RelayAnswer {
@@ -130,21 +152,24 @@ final class APNsPolicy: RelayPolicy {
     /// Metrics and the push's line; the held credential's use given back.
     func finished(_ exchange: RelayExchange, route: Route?, answer: RelayAnswer, handled: RelayHandled) {
         route?.held?.release()
-        let headers = exchange.headers
+        let fields = route?.fields ?? Fields(exchange.headers)
         // Apple answers 200 without a body; an error's body has its reason.
         let reason = answer.status == 200 ? nil : answer.body.flatMap { Self.reason(of: $0) }
         media.metrics.apnsPush(
             status: answer.status, reason: reason, handling: handled.handling, added: handled.total - handled.upstream)
-        let path = exchange.path
-        let device =
-            path.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(path[path.index(after: $0)...].prefix(8)) } ?? ""
+        var path = exchange.path
+        // The token's first 8 characters: which device, without the token.
+        let device = path.withUTF8 { bytes in
+            let start = (bytes.lastIndex(of: UInt8(ascii: "/")) ?? -1) + 1
+            return String(decoding: bytes[start..<min(bytes.count, start + 8)], as: UTF8.self)
+        }
         lines.info(
             "push",
             [
                 ("credential", route?.credential ?? "-"), ("device", device), ("handling", handled.handling.rawValue),
                 ("ms", "\(handled.total.reportedMilliseconds)"), ("outcome", handled.outcome),
-                ("push_type", headers.first(name: "apns-push-type") ?? ""), ("reason", reason ?? ""),
-                ("status", String(answer.status)), ("topic", headers.first(name: "apns-topic") ?? ""),
+                ("push_type", fields.pushType ?? ""), ("reason", reason ?? ""),
+                ("status", String(answer.status)), ("topic", fields.topic ?? ""),
             ])
     }
 
@@ -154,18 +179,26 @@ final class APNsPolicy: RelayPolicy {
     }
 
     /// Refusals the relay answers itself, before anything is forwarded.
-    private func check(_ exchange: RelayExchange) -> (status: Int, reason: String)? {
+    private func check(_ exchange: RelayExchange, _ fields: Fields) -> (status: Int, reason: String)? {
         guard exchange.method == "POST" else { return (405, "MethodNotAllowed") }
-        let path = exchange.path
-        let prefix = "/3/device/"
-        guard path.hasPrefix(prefix), path.utf8.count > prefix.utf8.count, path.utf8.count <= prefix.utf8.count + 200,
-            path.utf8.dropFirst(prefix.utf8.count).allSatisfy({ $0.isHexDigit })
-        else { return (404, "BadPath") }
+        guard Self.isDevicePath(exchange.path) else { return (404, "BadPath") }
         let body = exchange.body.readableBytes
         guard body > 0 else { return (400, "PayloadEmpty") }
-        let pushType = exchange.headers.first(name: "apns-push-type")
-        guard body <= Self.payloadLimit(pushType: pushType) else { return (413, "PayloadTooLarge") }
+        guard body <= Self.payloadLimit(pushType: fields.pushType) else { return (413, "PayloadTooLarge") }
         return nil
+    }
+
+    /// Whether `path` is `/3/device/<token>`: 1 to 200 hex digits.
+    static func isDevicePath(_ path: String) -> Bool {
+        var path = path
+        return path.withUTF8 { bytes in
+            let prefix = 10  // "/3/device/"
+            guard bytes.count > prefix, bytes.count <= prefix + 200,
+                bytes.starts(with: [0x2F, 0x33, 0x2F, 0x64, 0x65, 0x76, 0x69, 0x63, 0x65, 0x2F])
+            else { return false }
+            for byte in bytes[prefix...] where !byte.isHexDigit { return false }
+            return true
+        }
     }
 
     /// The team of a pass-through token, remembered: tokens are reused for 20 to 60 minutes.
@@ -186,8 +219,8 @@ final class APNsPolicy: RelayPolicy {
     }
 
     /// `--apns-allow-team`: whether a pass-through push's team may push.
-    func teamAllowed(_ headers: HPACKHeaders) -> Bool {
-        config.allowedTeams.isEmpty || config.allowedTeams.contains(team(of: headers.first(name: "authorization")))
+    func teamAllowed(_ fields: Fields) -> Bool {
+        config.allowedTeams.isEmpty || config.allowedTeams.contains(team(of: fields.authorization))
     }
 
     /// The payload when `bytes` is a JSON object whose `aps` has `mutable-content: 1` and, unless

@@ -72,7 +72,8 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
         _ done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         let sent = ContinuousClock.now
-        let queue = QueueKey(app: route.app, connection: exchange.connection, priority: policy.priority(exchange))
+        let queue = QueueKey(
+            app: route.app, connection: exchange.connection, priority: policy.priority(exchange, route: route))
         route.upstream.send(
             UpstreamPush(path: exchange.path, headers: headers, body: prepared.body), pool: route.pool, queue: queue,
             on: exchange.eventLoop,

@@ -31,7 +31,7 @@ protocol RelayPolicy: Sendable {
     /// the credential rules).
     func route(_ exchange: RelayExchange) -> Result<Route, RelayAnswer>
     /// `apns-priority` 10 (0), 5 (1) or 1 (2): the class the request queues in within its app.
-    func priority(_ exchange: RelayExchange) -> Int
+    func priority(_ exchange: RelayExchange, route: Route) -> Int
     /// The body to forward: the media prepared (from the memo or through the pipeline), or as it came.
     func prepare(_ exchange: RelayExchange, route: Route) -> RelayPreparation
     /// The headers sent upstream, signed for the route: now, or once a token is at hand (on

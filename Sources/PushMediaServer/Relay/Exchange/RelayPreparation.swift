@@ -38,10 +38,10 @@ struct RelayMedia: Sendable {
     }
 
     /// The rewrite kept for `key`, as it is or with `finish` applied to its bytes.
-    func fromMemo(_ key: ResponseMemo.Key, finish: (([UInt8]) -> [UInt8])? = nil) -> RelayPrepared? {
+    func fromMemo(_ key: ResponseMemo.Key, finish: (([UInt8]) -> ByteBuffer)? = nil) -> RelayPrepared? {
         guard let ready = memo.payload(key, pipeline: pipeline) else { return nil }
         metrics.record(ready.outcome)
-        let body = finish.map { ByteBuffer(bytes: $0(ready.bytes)) } ?? ready.buffer
+        let body = finish.map { $0(ready.bytes) } ?? ready.buffer
         return RelayPrepared(body: body, label: ready.outcome.label, handling: .memo)
     }
 
@@ -52,7 +52,7 @@ struct RelayMedia: Sendable {
     /// as `body` came.
     func rewrite(
         _ payload: JSONObject, context: PayloadContext, sizeAtMost: Int, key: ResponseMemo.Key, body: ByteBuffer,
-        on eventLoop: any EventLoop, finish: @escaping @Sendable ([UInt8]) -> [UInt8] = { $0 }
+        on eventLoop: any EventLoop, finish: (@Sendable ([UInt8]) -> ByteBuffer)? = nil
     ) -> RelayPreparation {
         switch pipeline.begin(payload, context: context, sizeAtMost: sizeAtMost) {
         case let .done(result):
@@ -67,7 +67,7 @@ struct RelayMedia: Sendable {
     }
 
     private func prepared(
-        _ result: PipelineResult, key: ResponseMemo.Key, body: ByteBuffer, finish: ([UInt8]) -> [UInt8]
+        _ result: PipelineResult, key: ResponseMemo.Key, body: ByteBuffer, finish: (([UInt8]) -> ByteBuffer)?
     ) -> RelayPrepared {
         metrics.record(result.outcome)
         let label = result.outcome.label
@@ -75,6 +75,7 @@ struct RelayMedia: Sendable {
             return RelayPrepared(body: body, label: label, handling: .passthrough)
         }
         let rewritten = memo.keepPayload(key, result: result) ?? result.bytes
-        return RelayPrepared(body: ByteBuffer(bytes: finish(rewritten)), label: label, handling: .processed)
+        return RelayPrepared(
+            body: finish.map { $0(rewritten) } ?? ByteBuffer(bytes: rewritten), label: label, handling: .processed)
     }
 }

@@ -49,9 +49,9 @@ final class FCMPolicy: RelayPolicy {
     }
 
     func route(_ exchange: RelayExchange) -> Result<Route, RelayAnswer> {
-        let path = exchange.path
-        let method = path.firstIndex(of: "?").map { String(path[..<$0]) } ?? path
-        guard let project = Self.project(ofSendPath: method) else {
+        guard let project = Self.project(ofSendPath: exchange.path) else {
+            let path = exchange.path
+            let method = path.firstIndex(of: "?").map { String(path[..<$0]) } ?? path
             return .failure(Self.error(404, "NOT_FOUND", "no such method: \(method)"))
         }
         guard exchange.method == "POST" else {
@@ -69,7 +69,7 @@ final class FCMPolicy: RelayPolicy {
             Route(upstream: upstream, app: account?.credential.name ?? project, project: project, account: account))
     }
 
-    func priority(_ exchange: RelayExchange) -> Int { 0 }
+    func priority(_ exchange: RelayExchange, route: Route) -> Int { 0 }
 
     func prepare(_ exchange: RelayExchange, route: Route) -> RelayPreparation {
         prepare(exchange.body, on: exchange.eventLoop)
@@ -142,13 +142,20 @@ final class FCMPolicy: RelayPolicy {
         try? await upstream.shutdown().get()
     }
 
-    /// The project of `/v1/projects/<project>/messages:send`.
+    /// The project of `/v1/projects/<project>/messages:send` (a query after it allowed).
     static func project(ofSendPath path: String) -> String? {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 5, parts[0].isEmpty, parts[1] == "v1", parts[2] == "projects", !parts[3].isEmpty,
-            parts[4] == "messages:send"
-        else { return nil }
-        return String(parts[3])
+        var path = path
+        return path.withUTF8 { bytes in
+            let end = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.count
+            let prefix = Array("/v1/projects/".utf8)
+            let suffix = Array("/messages:send".utf8)
+            guard end > prefix.count + suffix.count, bytes.starts(with: prefix),
+                bytes[(end - suffix.count)..<end].elementsEqual(suffix)
+            else { return nil }
+            let project = bytes[prefix.count..<(end - suffix.count)]
+            guard !project.contains(UInt8(ascii: "/")) else { return nil }
+            return String(decoding: project, as: UTF8.self)
+        }
     }
 
     /// The targets of a message: exactly one is given.
@@ -179,7 +186,7 @@ final class FCMPolicy: RelayPolicy {
         let memoKey =
             scanned.map { ResponseMemo.key(.fcm, baseURL: baseURL, body: $0.rest) }
             ?? ResponseMemo.key(.fcmParsed, baseURL: baseURL, body: JSONValue.object(message).serialized())
-        let finish: @Sendable ([UInt8]) -> [UInt8] = { [target] in Self.withTarget($0, target) }
+        let finish: @Sendable ([UInt8]) -> ByteBuffer = { [target] in Self.withTarget($0, target) }
         if scanned == nil, let ready = media.fromMemo(memoKey, finish: finish) { return .ready(ready) }
         return media.rewrite(
             JSONObject([("message", .object(message))]),
@@ -188,23 +195,31 @@ final class FCMPolicy: RelayPolicy {
     }
 
     /// `{"message":{…}}` with the target member (`"token":"…"`) first in the message.
-    static func withTarget(_ payload: [UInt8], _ member: [UInt8]?) -> [UInt8] {
-        guard let member else { return payload }
-        let prefix = Array(#"{"message":{"#.utf8)
-        if payload.starts(with: prefix), payload.count > prefix.count {
-            let empty = payload[prefix.count] == UInt8(ascii: "}")
-            return prefix + member + (empty ? [] : [UInt8(ascii: ",")]) + payload[prefix.count...]
+    static func withTarget(_ payload: [UInt8], _ member: [UInt8]?) -> ByteBuffer {
+        guard let member else { return ByteBuffer(bytes: payload) }
+        if payload.starts(with: messagePrefix), payload.count > messagePrefix.count {
+            let empty = payload[messagePrefix.count] == UInt8(ascii: "}")
+            var out = ByteBuffer()
+            out.reserveCapacity(payload.count + member.count + 1)
+            out.writeBytes(messagePrefix)
+            out.writeBytes(member)
+            if !empty { out.writeInteger(UInt8(ascii: ",")) }
+            out.writeBytes(payload[messagePrefix.count...])
+            return out
         }
         // Not the compact form the pipeline writes: parse and set.
         guard var document = try? JSONValue.parse(payload).objectValue,
             case var .object(message)? = document["message"],
             case let .object(wrapped)? = try? JSONValue.parse([UInt8(ascii: "{")] + member + [UInt8(ascii: "}")]),
             let (key, value) = wrapped.members.first
-        else { return payload }
+        else { return ByteBuffer(bytes: payload) }
         message[key] = value
         document["message"] = .object(message)
-        return JSONValue.object(document).serialized()
+        return ByteBuffer(bytes: JSONValue.object(document).serialized())
     }
+
+    /// How the pipeline writes a message's start.
+    private static let messagePrefix = Array(#"{"message":{"#.utf8)
 
     /// An error in Google's shape: `{"error":{"code":…,"message":…,"status":…}}`.
     static func error(_ code: Int, _ status: String, _ message: String) -> RelayAnswer {

@@ -1,3 +1,5 @@
+import NIOCore
+
 /// A send request's target (`token`, `topic` or `condition` in `message`) found in its bytes by a
 /// scan that builds no values: what a campaign's repeated message costs, instead of a parse of
 /// the whole body and a serialization of the rest. Requests in other shapes (escaped keys, a
@@ -7,7 +9,7 @@ struct FCMTarget: Equatable {
     /// `"token":"…"` as sent: the member to put back into a rewritten message.
     var member: [UInt8]
     /// The request without the member (and one comma beside it): the campaign's key.
-    var rest: [UInt8]
+    var rest: ByteBuffer
 
     /// The target of `bytes`, or nil when the request is not one the scan takes.
     init?(scanning bytes: [UInt8]) {
@@ -28,7 +30,10 @@ struct FCMTarget: Equatable {
             if bytes[before] == UInt8(ascii: ",") { start = before }
         }
         member = Array(bytes[found.start..<found.end])
-        rest = Array(bytes[..<start]) + bytes[end...]
+        rest = ByteBuffer()
+        rest.reserveCapacity(bytes.count - (end - start))
+        rest.writeBytes(bytes[..<start])
+        rest.writeBytes(bytes[end...])
     }
 
     /// The targets of a message: exactly one is given.

@@ -1,4 +1,5 @@
 import CHTTP2Shim
+import Foundation
 import NIOCore
 import NIOHPACK
 
@@ -78,7 +79,7 @@ struct RecentValues {
         if let index {
             var value = kept[index].value
             let same = value.withUTF8 { kept in
-                kept.count == bytes.count && kept.elementsEqual(bytes)
+                kept.count == bytes.count && memcmp(kept.baseAddress!, bytes.baseAddress!, bytes.count) == 0
             }
             if same { return value }
         }
@@ -107,9 +108,10 @@ struct HTTP2OutgoingFields {
 
     mutating func append(_ name: String, _ value: String, noIndex: Bool = false) {
         let start = bytes.count
-        bytes.append(contentsOf: name.utf8)
+        var (name, value) = (name, value)
+        name.withUTF8 { bytes.append(contentsOf: $0) }
         let nameLength = bytes.count - start
-        bytes.append(contentsOf: value.utf8)
+        value.withUTF8 { bytes.append(contentsOf: $0) }
         spans.append((start, nameLength, bytes.count - start - nameLength, noIndex ? UInt8(PM_H2_NO_INDEX) : 0))
     }
 
