@@ -47,8 +47,17 @@ public struct ServerParts: Sendable {
     /// `/media` sends a phone when the object store does not answer in time.
     var publicMediaBase: String?
 
+    /// What the relays' upstreams are: HTTP/2 over TLS to Apple and Google, as shipped.
+    let upstreams: UpstreamMaker
+
     /// The pipeline runs with `serve`'s defaults (`ServerConfig.served`) for the settings not given.
     public init(config: PushMediaConfig, server: ServerConfig = ServerConfig()) throws {
+        try self.init(config: config, server: server, upstreams: .http2)
+    }
+
+    /// The same, with the relays' upstreams `upstreams` makes.
+    init(config: PushMediaConfig, server: ServerConfig, upstreams: UpstreamMaker) throws {
+        self.upstreams = upstreams
         let config = ServerConfig.served(config)
         self.server = server
         live = try LiveSettings(server)
@@ -57,7 +66,9 @@ public struct ServerParts: Sendable {
         memo = ResponseMemo(byteLimit: server.memoBytes)
         metrics = ServerMetrics(gate: pipeline.gate)
         baseURL = Locked(config.baseURL)
-        credentials = try RelayCredentials(server: server, metrics: metrics, logger: Logger(label: "pushmedia"))
+        credentials = try RelayCredentials(
+            server: server, metrics: metrics, logger: Logger(label: "pushmedia"),
+            environment: ProcessInfo.processInfo.environment, upstreams: upstreams)
     }
 }
 

@@ -85,9 +85,9 @@ extension RelayService where Policy == APNsPolicy {
             certificate: config.tlsCertificate, key: config.tlsKey, clientCA: config.clientCA, protocols: ["h2"],
             what: "--apns-tls-cert/--apns-tls-key")
         let limits = parts.server.relay
-        let upstream = try HTTP2Upstream(
-            endpoint: config.upstreamEndpoint, timeout: config.upstreamTimeout, limits: limits,
-            extraCA: config.upstreamCA, caSetting: "--apns-upstream-ca", logger: logger)
+        let upstream = try parts.upstreams(
+            config.upstreamEndpoint, timeout: config.upstreamTimeout, limits: limits, extraCA: config.upstreamCA,
+            caSetting: "--apns-upstream-ca", logger: logger)
         let policy = APNsPolicy(config: config, parts: parts, upstream: upstream, logger: logger)
         let credentials = parts.credentials
         parts.metrics.apnsConnections.withLock { $0 = { upstream.connectionCount + credentials.connectionCount } }

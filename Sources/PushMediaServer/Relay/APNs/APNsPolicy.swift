@@ -12,7 +12,7 @@ final class APNsPolicy: RelayPolicy {
     let config: APNsRelayConfig
     let media: RelayMedia
     /// The relay's own upstream, for pass-through pushes.
-    let upstream: HTTP2Upstream
+    let upstream: any RelayUpstream
     /// The keys and certificates held for apps (`--relay-credentials`, `--apns-key`).
     let credentials: RelayCredentials
     let logger: Logger
@@ -48,7 +48,7 @@ final class APNsPolicy: RelayPolicy {
 
     /// Where one push goes.
     struct Route: RelayRoute {
-        let upstream: HTTP2Upstream
+        let upstream: any RelayUpstream
         let pool: String
         let app: String
         /// The held credential's connections (a use taken until the push is answered).
@@ -60,7 +60,7 @@ final class APNsPolicy: RelayPolicy {
         var credential: String? { held?.credential.name }
     }
 
-    init(config: APNsRelayConfig, parts: ServerParts, upstream: HTTP2Upstream, logger: Logger) {
+    init(config: APNsRelayConfig, parts: ServerParts, upstream: any RelayUpstream, logger: Logger) {
         self.config = config
         media = RelayMedia(parts: parts)
         self.upstream = upstream
@@ -134,7 +134,7 @@ final class APNsPolicy: RelayPolicy {
         logger.warning(
             "apns upstream failed",
             metadata: [
-                "error": "\(error)", "upstream": "\(route.upstream.endpoint.authority)",
+                "error": "\(error)", "upstream": "\(route.upstream.authority)",
                 "credential": "\(route.credential ?? "-")",
             ])
         return Self.refusal(503, "ServiceUnavailable", apnsID: route.fields.apnsID)

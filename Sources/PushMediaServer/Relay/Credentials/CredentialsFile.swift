@@ -137,9 +137,8 @@ enum CredentialsFile {
     {
         let fields = try Fields(node, section: "apns", index: index, allowed: apnsKeys)
         let strings = fields.strings
-        let certificatePath = strings["certificate"]
         let tokenKeys = ["team_id", "key_id", "key"].filter { strings[$0] != nil }
-        if certificatePath != nil && !tokenKeys.isEmpty {
+        if strings["certificate"] != nil && !tokenKeys.isEmpty {
             throw fields.problem("give a key (with team_id and key_id) or a certificate, not both")
         }
         let environmentName = strings["environment"]
@@ -152,58 +151,56 @@ enum CredentialsFile {
         ] {
             hash.update(data: Array(part.utf8) + [0])
         }
-        guard let certificatePath else {
-            guard !tokenKeys.isEmpty else {
-                throw fields.problem("no credential: give key, team_id and key_id (token auth) or certificate")
-            }
-            if strings["password_file"] != nil || strings["password_env"] != nil {
-                throw fields.problem("password_file and password_env are for a certificate; a .p8 key has none")
-            }
-            let teamID = try fields.required("team_id", "the key's team, such as ABCDE12345")
-            let keyID = try fields.required("key_id", "the key's ID, such as ABC123DEFG")
-            for (label, value) in [("team_id", teamID), ("key_id", keyID)]
-            where value.utf8.count > 64 || !value.allSatisfy({ $0.isLetter || $0.isNumber }) {
-                throw fields.problem("\(label) is letters and digits")
-            }
-            let keyPath = try fields.required("key", "the path of an AuthKey_<id>.p8")
-            guard let topics = fields.lists["topics"], !topics.isEmpty else {
-                throw fields.problem("no topics: list the bundle IDs (apns-topic values) this key signs for")
-            }
-            let key: Data
-            switch CredentialFiles.providerKey(keyPath) {
-            case let .failure(problem): throw fields.problem(problem.text)
-            case let .success(raw): key = raw
-            }
-            for part in [teamID, keyID, topics.sorted().joined(separator: "\n")] {
-                hash.update(data: Array(part.utf8) + [0])
-            }
-            hash.update(data: key)
-            return APNsCredential(
-                name: fields.name, auth: .token(teamID: teamID, keyID: keyID, key: key), topics: Set(topics),
-                environment: environmentName, clients: fields.lists["clients"] ?? [],
-                fingerprint: Array(hash.finalize()))
+        if let certificatePath = strings["certificate"] {
+            return try certificateEntry(
+                fields, path: certificatePath, environment: environmentName, variables: environment, hash: &hash)
         }
+        guard !tokenKeys.isEmpty else {
+            throw fields.problem("no credential: give key, team_id and key_id (token auth) or certificate")
+        }
+        return try keyEntry(fields, environment: environmentName, hash: &hash)
+    }
+
+    /// An entry with a `.p8` key (token auth): its team, key ID and topics.
+    private static func keyEntry(_ fields: Fields, environment: String?, hash: inout SHA256) throws(CredentialsError)
+        -> APNsCredential
+    {
+        if fields.strings["password_file"] != nil || fields.strings["password_env"] != nil {
+            throw fields.problem("password_file and password_env are for a certificate; a .p8 key has none")
+        }
+        let teamID = try fields.required("team_id", "the key's team, such as ABCDE12345")
+        let keyID = try fields.required("key_id", "the key's ID, such as ABC123DEFG")
+        for (label, value) in [("team_id", teamID), ("key_id", keyID)]
+        where value.utf8.count > 64 || !value.allSatisfy({ $0.isLetter || $0.isNumber }) {
+            throw fields.problem("\(label) is letters and digits")
+        }
+        let keyPath = try fields.required("key", "the path of an AuthKey_<id>.p8")
+        guard let topics = fields.lists["topics"], !topics.isEmpty else {
+            throw fields.problem("no topics: list the bundle IDs (apns-topic values) this key signs for")
+        }
+        let key: Data
+        switch CredentialFiles.providerKey(keyPath) {
+        case let .failure(problem): throw fields.problem(problem.text)
+        case let .success(raw): key = raw
+        }
+        for part in [teamID, keyID, topics.sorted().joined(separator: "\n")] {
+            hash.update(data: Array(part.utf8) + [0])
+        }
+        hash.update(data: key)
+        return APNsCredential(
+            name: fields.name, auth: .token(teamID: teamID, keyID: keyID, key: key), topics: Set(topics),
+            environment: environment, clients: fields.lists["clients"] ?? [], fingerprint: Array(hash.finalize()))
+    }
+
+    /// An entry with a push certificate: its topics and environment read from the certificate.
+    private static func certificateEntry(
+        _ fields: Fields, path certificatePath: String, environment environmentName: String?,
+        variables: [String: String], hash: inout SHA256
+    ) throws(CredentialsError) -> APNsCredential {
         if fields.lists["topics"] != nil {
             throw fields.problem("a certificate's topics are read from the certificate: remove topics")
         }
-        let password: [UInt8]?
-        switch (strings["password_file"], strings["password_env"]) {
-        case (nil, nil): password = nil
-        case let (file?, nil):
-            switch CredentialFiles.readPrivate(file, holding: "a certificate's password") {
-            case let .failure(problem): throw fields.problem(problem.text)
-            case let .success(bytes):
-                var text = bytes
-                while let last = text.last, last == 0x0A || last == 0x0D { text.removeLast() }
-                password = text
-            }
-        case let (nil, variable?):
-            guard let value = environment[variable] else {
-                throw fields.problem("password_env \(variable) is not set in the environment")
-            }
-            password = Array(value.utf8)
-        default: throw fields.problem("give password_file or password_env, not both")
-        }
+        let password = try certificatePassword(fields, variables: variables)
         let loaded: (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey, bytes: [UInt8])
         switch CredentialFiles.certificate(certificatePath, password: password, name: fields.name) {
         case let .failure(error): throw error
@@ -233,6 +230,30 @@ enum CredentialsFile {
             topics: identity.topics,
             environment: environmentName ?? (identity.production || !identity.development ? nil : "development"),
             clients: fields.lists["clients"] ?? [], fingerprint: Array(hash.finalize()))
+    }
+
+    /// A certificate's password: from `password_file` (its last line break dropped) or the
+    /// variable `password_env` names; nil without either.
+    private static func certificatePassword(_ fields: Fields, variables: [String: String]) throws(CredentialsError)
+        -> [UInt8]?
+    {
+        switch (fields.strings["password_file"], fields.strings["password_env"]) {
+        case (nil, nil): return nil
+        case let (file?, nil):
+            switch CredentialFiles.readPrivate(file, holding: "a certificate's password") {
+            case let .failure(problem): throw fields.problem(problem.text)
+            case let .success(bytes):
+                var text = bytes
+                while let last = text.last, last == 0x0A || last == 0x0D { text.removeLast() }
+                return text
+            }
+        case let (nil, variable?):
+            guard let value = variables[variable] else {
+                throw fields.problem("password_env \(variable) is not set in the environment")
+            }
+            return Array(value.utf8)
+        default: throw fields.problem("give password_file or password_env, not both")
+        }
     }
 
     private static func fcmEntry(_ node: Node, index: Int) throws(CredentialsError) -> FCMCredential {

@@ -10,7 +10,7 @@ import PushMedia
 /// use it; once replaced by a reload it closes when the last of them is answered.
 final class APNsPool: Sendable {
     let credential: APNsCredential
-    let upstream: HTTP2Upstream
+    let upstream: any RelayUpstream
     /// Signs provider tokens for a key entry (one token for 40 minutes).
     let signer: ProviderTokenSigner?
     /// Pushes sent with it, by answer status class.
@@ -20,7 +20,7 @@ final class APNsPool: Sendable {
 
     init(
         _ credential: APNsCredential, config: APNsRelayConfig, limits: RelayLimits, metrics: ServerMetrics,
-        logger: Logger
+        logger: Logger, upstreams: UpstreamMaker
     ) throws(RelaySetupError) {
         self.credential = credential
         var certificate: (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey)?
@@ -31,10 +31,10 @@ final class APNsPool: Sendable {
             signer = nil
             certificate = (chain, key)
         }
-        upstream = try HTTP2Upstream(
-            endpoint: config.upstreamEndpoint(environment: credential.environment), timeout: config.upstreamTimeout,
-            limits: limits, extraCA: config.upstreamCA, caSetting: "--apns-upstream-ca", logger: logger,
-            certificate: certificate)
+        upstream = try upstreams(
+            config.upstreamEndpoint(environment: credential.environment), timeout: config.upstreamTimeout,
+            limits: limits, extraCA: config.upstreamCA, caSetting: "--apns-upstream-ca", certificate: certificate,
+            logger: logger)
         pushes = metrics.counter(.pushes, [("relay", "apns"), ("name", credential.name)])
     }
 
@@ -131,8 +131,9 @@ public final class RelayCredentials: Reloadable {
     let passThrough: Bool
     private let apnsConfig: APNsRelayConfig
     private let fcmConfig: FCMRelayConfig
-    /// The upstream connections' settings.
+    /// The upstream connections' settings, and what makes them.
     private let limits: RelayLimits
+    private let upstreams: UpstreamMaker
     /// `--apns-key` as a catch-all entry.
     private let shorthand: APNsCredential?
     private let environment: [String: String]
@@ -147,10 +148,19 @@ public final class RelayCredentials: Reloadable {
     private let state = Locked(State())
 
     /// Loads the file (when given) and the `--apns-key` shorthand. Blocking.
-    public init(
+    public convenience init(
         server: ServerConfig, metrics: ServerMetrics, logger: Logger,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws {
+        try self.init(server: server, metrics: metrics, logger: logger, environment: environment, upstreams: .http2)
+    }
+
+    /// The same, with the upstreams `upstreams` makes.
+    init(
+        server: ServerConfig, metrics: ServerMetrics, logger: Logger, environment: [String: String],
+        upstreams: UpstreamMaker
+    ) throws {
+        self.upstreams = upstreams
         path = server.credentials.path
         passThrough = server.credentials.passesThrough
         apnsConfig = server.apns
@@ -205,7 +215,8 @@ public final class RelayCredentials: Reloadable {
                 pools[credential.name] = pool
             } else {
                 pools[credential.name] = try APNsPool(
-                    credential, config: apnsConfig, limits: limits, metrics: metrics, logger: logger)
+                    credential, config: apnsConfig, limits: limits, metrics: metrics, logger: logger,
+                    upstreams: upstreams)
             }
         }
         var tokens: [String: ServiceAccountToken] = [:]
@@ -215,7 +226,7 @@ public final class RelayCredentials: Reloadable {
             } else {
                 tokens[credential.name] = try ServiceAccountToken(
                     credential: credential, timeout: fcmConfig.upstreamTimeout, limits: limits,
-                    extraCA: fcmConfig.upstreamCA, logger: logger)
+                    extraCA: fcmConfig.upstreamCA, logger: logger, upstreams: upstreams)
             }
         }
         state.withLock { state in

@@ -5,7 +5,7 @@ import PushMedia
 /// Where a valid request goes: the upstream and its connection pool, the app it queues as, and
 /// the credential that signs it (if the relay holds one).
 protocol RelayRoute: Sendable {
-    var upstream: HTTP2Upstream { get }
+    var upstream: any RelayUpstream { get }
     /// The upstream connections it may share: one team's (APNs accepts one team's tokens per
     /// connection), or one credential's.
     var pool: String { get }

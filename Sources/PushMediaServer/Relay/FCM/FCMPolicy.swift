@@ -16,7 +16,7 @@ final class FCMPolicy: RelayPolicy {
     let config: FCMRelayConfig
     let media: RelayMedia
     /// The relay's own upstream (`--fcm-upstream`).
-    let upstream: HTTP2Upstream
+    let upstream: any RelayUpstream
     /// The service accounts held for projects (`--relay-credentials`).
     let credentials: RelayCredentials
     /// The message's line.
@@ -27,7 +27,7 @@ final class FCMPolicy: RelayPolicy {
 
     /// Where one message goes.
     struct Route: RelayRoute {
-        let upstream: HTTP2Upstream
+        let upstream: any RelayUpstream
         var pool: String { "fcm" }
         let app: String
         let project: String
@@ -43,8 +43,8 @@ final class FCMPolicy: RelayPolicy {
         credentials = parts.credentials
         lines = parts.lines
         self.logger = logger
-        upstream = try HTTP2Upstream(
-            endpoint: config.upstreamEndpoint, timeout: config.upstreamTimeout, limits: parts.server.relay,
+        upstream = try parts.upstreams(
+            config.upstreamEndpoint, timeout: config.upstreamTimeout, limits: parts.server.relay,
             extraCA: config.upstreamCA, caSetting: "--fcm-upstream-ca", logger: logger)
     }
 
@@ -109,7 +109,7 @@ final class FCMPolicy: RelayPolicy {
 
     func unavailable(_ error: any Error, exchange: RelayExchange, route: Route) -> RelayAnswer {
         logger.warning(
-            "fcm upstream failed", metadata: ["error": "\(error)", "upstream": "\(upstream.endpoint.authority)"])
+            "fcm upstream failed", metadata: ["error": "\(error)", "upstream": "\(upstream.authority)"])
         return Self.error(503, "UNAVAILABLE", "the FCM upstream did not answer: \(error)")
     }
 

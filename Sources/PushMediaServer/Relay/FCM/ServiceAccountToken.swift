@@ -38,7 +38,7 @@ enum TokenFailure: Error, CustomStringConvertible {
 final class ServiceAccountToken: Sendable {
     let credential: FCMCredential
     private let endpoint: TokenEndpoint
-    private let upstream: HTTP2Upstream
+    private let upstream: any RelayUpstream
     private let logger: Logger
     /// The scope FCM's HTTP v1 API asks for.
     static let scope = "https://www.googleapis.com/auth/firebase.messaging"
@@ -59,17 +59,18 @@ final class ServiceAccountToken: Sendable {
     private let state = Locked(State())
 
     /// `extraCA` (`--fcm-upstream-ca`) is trusted at the token endpoint too.
-    init(credential: FCMCredential, timeout: Duration, limits: RelayLimits, extraCA: String?, logger: Logger)
-        throws(RelaySetupError)
-    {
+    init(
+        credential: FCMCredential, timeout: Duration, limits: RelayLimits, extraCA: String?, logger: Logger,
+        upstreams: UpstreamMaker = .http2
+    ) throws(RelaySetupError) {
         self.credential = credential
         guard let endpoint = TokenEndpoint(uri: credential.tokenURI) else {
             throw .incomplete("fcm entry \(credential.name): token_uri is not an https:// URL")
         }
         self.endpoint = endpoint
-        upstream = try HTTP2Upstream(
-            endpoint: endpoint.endpoint, timeout: timeout, limits: limits, extraCA: extraCA,
-            caSetting: "--fcm-upstream-ca", logger: logger)
+        upstream = try upstreams(
+            endpoint.endpoint, timeout: timeout, limits: limits, extraCA: extraCA, caSetting: "--fcm-upstream-ca",
+            logger: logger)
         self.logger = logger
     }
 
