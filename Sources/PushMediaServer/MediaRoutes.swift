@@ -99,21 +99,8 @@ struct StoredMedia: Sendable {
         ]
         headers.append(contentsOf: extra)
         if notModified { return Response(status: .notModified, headers: headers) }
-        var status = HTTPResponse.Status.ok
-        var range = 0...max(0, size - 1)
-        if let header = request.headers[.range], request.headers[.ifRange].map({ $0 == etag }) ?? true {
-            switch Self.parseRange(header, size: size) {
-            case let .satisfiable(requested):
-                range = requested
-                status = .partialContent
-                headers[.contentRange] = "bytes \(requested.lowerBound)-\(requested.upperBound)/\(size)"
-            case .unsatisfiable:
-                headers[.contentRange] = "bytes */\(size)"
-                headers[.contentLength] = "0"
-                return Response(status: .rangeNotSatisfiable, headers: headers)
-            case .ignored:
-                break
-            }
+        guard case let (status, range)? = Self.requestedRange(request, etag: etag, size: size, headers: &headers) else {
+            return Response(status: .rangeNotSatisfiable, headers: headers)
         }
         let length = size == 0 ? 0 : range.count
         headers[.contentLength] = String(length)
@@ -128,29 +115,58 @@ struct StoredMedia: Sendable {
         if let kept, let slice = kept.getSlice(at: range.lowerBound, length: length) {
             return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: slice))
         }
+        let body: ResponseBody
         if let local {
             guard let file = await reads.run({ [range] in FileChunks(path: local, range: range) }) else {
                 throw APIError(.notFound, code: "not_found", message: "no such media")
             }
-            let body = paced(
+            body = paced(
                 length: length, eventLoop: context.eventLoop, end: {}, next: { await reads.run { file.next() } })
-            return Response(status: status, headers: headers, body: body)
-        }
-        let stream: ObjectStream
-        if let whole, status == .ok {
-            stream = whole
         } else {
-            whole?.cancel()
-            stream = store.stream(name, range: range, on: streams)!
-            guard try await objectSize(stream, name) == length else {
-                stream.cancel()
-                throw APIError(.badGateway, code: "store_unavailable", message: "the object store sent another range")
-            }
+            if status != .ok { whole?.cancel() }
+            let stream = try await objectStream(name, range: range, whole: status == .ok ? whole : nil)
+            body = paced(
+                length: length, eventLoop: context.eventLoop, end: stream.cancel,
+                next: { try await stream.next().map { ByteBuffer(bytes: $0) } })
         }
-        let body = paced(
-            length: length, eventLoop: context.eventLoop, end: stream.cancel,
-            next: { try await stream.next().map { ByteBuffer(bytes: $0) } })
         return Response(status: status, headers: headers, body: body)
+    }
+
+    /// The status (200 or 206) and the bytes a request asks of a file of `size` bytes, with its
+    /// `Content-Range`; nil, with the headers of a 416, when the range cannot be satisfied. A range
+    /// whose `If-Range` names another version, or that cannot be parsed, asks for the whole file.
+    private static func requestedRange(_ request: Request, etag: String, size: Int, headers: inout HTTPFields)
+        -> (HTTPResponse.Status, ClosedRange<Int>)?
+    {
+        let whole = 0...max(0, size - 1)
+        guard let header = request.headers[.range], request.headers[.ifRange].map({ $0 == etag }) ?? true else {
+            return (.ok, whole)
+        }
+        switch parseRange(header, size: size) {
+        case let .satisfiable(requested):
+            headers[.contentRange] = "bytes \(requested.lowerBound)-\(requested.upperBound)/\(size)"
+            return (.partialContent, requested)
+        case .unsatisfiable:
+            headers[.contentRange] = "bytes */\(size)"
+            headers[.contentLength] = "0"
+            return nil
+        case .ignored:
+            return (.ok, whole)
+        }
+    }
+
+    /// The object store's stream of `range` of `name`: `whole`, the answer already opened for the
+    /// whole file, or a ranged request whose length is checked.
+    private func objectStream(_ name: String, range: ClosedRange<Int>, whole: ObjectStream?) async throws
+        -> ObjectStream
+    {
+        if let whole { return whole }
+        let stream = store.stream(name, range: range, on: streams)!
+        guard try await objectSize(stream, name) == range.count else {
+            stream.cancel()
+            throw APIError(.badGateway, code: "store_unavailable", message: "the object store sent another range")
+        }
+        return stream
     }
 
     /// A local file's size, and its bytes when they are kept in memory. It is only answered for
