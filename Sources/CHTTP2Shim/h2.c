@@ -1,238 +1,9 @@
 /* The relays' HTTP/2 sessions on libnghttp2; see pushmedia_h2.h. */
-#include "pushmedia_h2.h"
+#include "h2_internal.h"
 
 #include <malloc.h>
-#include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Bytes of a field's packed header: flags, name length, value length. */
-#define PM_H2_FIELD_HEADER 9
-
-/* pm_h2_field is handed to libnghttp2 as nghttp2_nv. */
-_Static_assert(sizeof(pm_h2_field) == sizeof(nghttp2_nv), "pm_h2_field is not laid out as nghttp2_nv");
-_Static_assert(offsetof(pm_h2_field, name) == offsetof(nghttp2_nv, name), "name");
-_Static_assert(offsetof(pm_h2_field, value) == offsetof(nghttp2_nv, value), "value");
-_Static_assert(offsetof(pm_h2_field, name_length) == offsetof(nghttp2_nv, namelen), "namelen");
-_Static_assert(offsetof(pm_h2_field, value_length) == offsetof(nghttp2_nv, valuelen), "valuelen");
-_Static_assert(offsetof(pm_h2_field, flags) == offsetof(nghttp2_nv, flags), "flags");
-
-typedef struct {
-    uint8_t *bytes;
-    size_t length, capacity;
-} buffer;
-
-/* A stream's record, the session's alone: created with the stream (server: its first HEADERS;
- * client: `pm_h2_request`), moved to the finished list once libnghttp2 is done with it, and freed
- * by `reap` alone. Events copy nothing out of it by reference: they take its buffers. */
-typedef struct record {
-    int32_t id;
-    /* libnghttp2 closed the stream, or will never open it: `reap` frees the record. */
-    int finished;
-    /* Server: the request's body passed the limit. Client: the answer's did; the rest is dropped. */
-    int too_large;
-    /* Client: the answer's status once its :status field is seen; a 1xx is replaced. */
-    int status;
-    /* Client: the final answer's fields are complete (later fields are trailers, ignored). */
-    int fields_done;
-    /* DATA frames of no length without END_STREAM received. */
-    uint32_t empty_data;
-    /* Server: the request's fields passed max_header_list; the rest were dropped. */
-    int fields_too_large;
-    buffer fields, body;
-    /* What is sent: a request's or an answer's body. */
-    buffer out;
-    size_t out_offset;
-    struct record *previous, *next;
-} record;
-
-struct pm_h2 {
-    nghttp2_session *session;
-    int server;
-    pm_h2_limits limits;
-    /* PM_H2_EMPTY_DATA was raised (once per session). */
-    int empty_data_raised;
-    /* Events not yet taken, in order. */
-    pm_h2_event **events;
-    size_t event_count, event_capacity, event_next;
-    /* The records libnghttp2 still knows (doubly linked), and those it is done with, to be freed
-     * by `reap` (linked by `next`). */
-    record *records;
-    record *finished;
-    pm_h2_load load;
-};
-
-/* ------------------------------------------------------------------ buffers */
-
-static int grow(buffer *b, size_t needed) {
-    if (needed <= b->capacity) return 1;
-    /* 1 KiB to start: a request's fields with a provider token fit in one allocation. */
-    size_t capacity = b->capacity ? b->capacity : 1024;
-    while (capacity < needed) capacity *= 2;
-    uint8_t *grown = realloc(b->bytes, capacity);
-    if (!grown) return 0;
-    b->bytes = grown;
-    b->capacity = capacity;
-    return 1;
-}
-
-static void put32(uint8_t *at, uint32_t value) {
-    at[0] = (uint8_t)value;
-    at[1] = (uint8_t)(value >> 8);
-    at[2] = (uint8_t)(value >> 16);
-    at[3] = (uint8_t)(value >> 24);
-}
-
-static uint32_t get32(const uint8_t *at) {
-    return (uint32_t)at[0] | (uint32_t)at[1] << 8 | (uint32_t)at[2] << 16 | (uint32_t)at[3] << 24;
-}
-
-/* The encoder of the packed layout (pm_h2_field_next is its decoder). */
-static int field_append(buffer *fields, const uint8_t *name, size_t name_length, const uint8_t *value,
-                        size_t value_length, uint8_t flags) {
-    size_t needed = fields->length + PM_H2_FIELD_HEADER + name_length + value_length;
-    if (!grow(fields, needed)) return 0;
-    uint8_t *at = fields->bytes + fields->length;
-    at[0] = flags;
-    put32(at + 1, (uint32_t)name_length);
-    put32(at + 5, (uint32_t)value_length);
-    memcpy(at + PM_H2_FIELD_HEADER, name, name_length);
-    memcpy(at + PM_H2_FIELD_HEADER + name_length, value, value_length);
-    fields->length = needed;
-    return 1;
-}
-
-int pm_h2_field_next(const uint8_t *packed, size_t length, size_t *offset, pm_h2_field *field) {
-    size_t at = *offset;
-    if (at >= length) return 0;
-    if (length - at < PM_H2_FIELD_HEADER) return -1;
-    size_t name_length = get32(packed + at + 1), value_length = get32(packed + at + 5);
-    if (length - at - PM_H2_FIELD_HEADER < name_length ||
-        length - at - PM_H2_FIELD_HEADER - name_length < value_length) {
-        return -1;
-    }
-    field->flags = packed[at] & PM_H2_NO_INDEX;
-    field->name = packed + at + PM_H2_FIELD_HEADER;
-    field->name_length = name_length;
-    field->value = field->name + name_length;
-    field->value_length = value_length;
-    *offset = at + PM_H2_FIELD_HEADER + name_length + value_length;
-    return 1;
-}
-
-/* ------------------------------------------------------------------ records */
-
-static record *record_new(pm_h2 *h2, int32_t id) {
-    record *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
-    r->id = id;
-    r->next = h2->records;
-    if (h2->records) h2->records->previous = r;
-    h2->records = r;
-    h2->load.streams++;
-    return r;
-}
-
-/* What a record's body to send still holds, for the load. */
-static size_t unsent(const record *r) { return r->out.length - r->out_offset; }
-
-static void out_forget(pm_h2 *h2, record *r) {
-    if (unsent(r) > 0) {
-        h2->load.waiting--;
-        h2->load.waiting_bytes -= unsent(r);
-    }
-    free(r->out.bytes);
-    r->out = (buffer){0};
-    r->out_offset = 0;
-}
-
-/* Hands a received buffer over (to an event), leaving the record's empty. */
-static buffer take(pm_h2 *h2, buffer *b) {
-    buffer taken = *b;
-    h2->load.received_bytes -= taken.length;
-    *b = (buffer){0};
-    return taken;
-}
-
-/* The only place a record is freed (it is on the finished list). */
-static void record_free(pm_h2 *h2, record *r) {
-    free(take(h2, &r->fields).bytes);
-    free(take(h2, &r->body).bytes);
-    out_forget(h2, r);
-    h2->load.streams--;
-    free(r);
-}
-
-/* Frees the records libnghttp2 is done with; called when no libnghttp2 call is under way. */
-static void reap(pm_h2 *h2) {
-    record *r = h2->finished;
-    h2->finished = NULL;
-    while (r) {
-        record *next = r->next;
-        record_free(h2, r);
-        r = next;
-    }
-}
-
-/* libnghttp2 is done with `r`: off the list of those it knows, onto the finished one. */
-static void finish(pm_h2 *h2, record *r) {
-    if (r->finished) return;
-    r->finished = 1;
-    if (r->previous) r->previous->next = r->next;
-    else h2->records = r->next;
-    if (r->next) r->next->previous = r->previous;
-    r->previous = NULL;
-    r->next = h2->finished;
-    h2->finished = r;
-}
-
-/* A client's record whose HEADERS never went out: libnghttp2 holds no stream for it. */
-static record *record_unopened(pm_h2 *h2, int32_t id) {
-    if (nghttp2_session_find_stream(h2->session, id)) return NULL;
-    for (record *r = h2->records; r; r = r->next) {
-        if (r->id == id && !r->finished) return r;
-    }
-    return NULL;
-}
-
-/* ------------------------------------------------------------------- events */
-
-/* Queues an event, taking the record's received fields and body when given. */
-static int push_event(pm_h2 *h2, pm_h2_event_kind kind, int32_t id, uint32_t code, record *r, int with_body) {
-    if (h2->event_count == h2->event_capacity) {
-        size_t capacity = h2->event_capacity ? h2->event_capacity * 2 : 64;
-        pm_h2_event **grown = realloc(h2->events, capacity * sizeof *grown);
-        if (!grown) return NGHTTP2_ERR_CALLBACK_FAILURE;
-        h2->events = grown;
-        h2->event_capacity = capacity;
-    }
-    pm_h2_event *event = calloc(1, sizeof *event);
-    if (!event) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    event->kind = kind;
-    event->stream_id = id;
-    event->code = code;
-    if (r) {
-        buffer fields = take(h2, &r->fields);
-        event->fields = fields.bytes;
-        event->fields_length = fields.length;
-        buffer body = take(h2, &r->body);
-        if (with_body) {
-            event->body = body.bytes;
-            event->body_length = body.length;
-        } else {
-            free(body.bytes);
-        }
-    }
-    h2->events[h2->event_count++] = event;
-    return 0;
-}
-
-void pm_h2_event_free(pm_h2_event *event) {
-    if (!event) return;
-    free((void *)event->fields);
-    free((void *)event->body);
-    free(event);
-}
 
 /* ---------------------------------------------------------------- callbacks */
 
@@ -241,9 +12,9 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     if (h2->server) {
         if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-        record *r = record_new(h2, frame->hd.stream_id);
+        record *r = h2_record_new(h2, frame->hd.stream_id);
         if (!r) return NGHTTP2_ERR_CALLBACK_FAILURE;
-        if (nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, r) != 0) finish(h2, r);
+        if (nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, r) != 0) h2_finish(h2, r);
         return 0;
     }
     record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
@@ -271,7 +42,7 @@ static int on_header(
     }
     size_t before = r->fields.length;
     uint8_t packed_flags = (flags & NGHTTP2_NV_FLAG_NO_INDEX) ? PM_H2_NO_INDEX : 0;
-    if (!field_append(&r->fields, name, name_length, value, value_length, packed_flags)) {
+    if (!h2_field_append(&r->fields, name, name_length, value, value_length, packed_flags)) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     h2->load.received_bytes += r->fields.length - before;
@@ -292,9 +63,9 @@ static int on_data_chunk(
     if (r->body.length + length > h2->limits.body_limit) {
         r->too_large = 1;
         if (!h2->server) return 0; /* an answer: what came before the limit is kept, nothing after */
-        return push_event(h2, PM_H2_TOO_LARGE, stream_id, 0, r, 0);
+        return h2_push_event(h2, PM_H2_TOO_LARGE, stream_id, 0, r, 0);
     }
-    if (!grow(&r->body, r->body.length + length)) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (!h2_grow(&r->body, r->body.length + length)) return NGHTTP2_ERR_CALLBACK_FAILURE;
     memcpy(r->body.bytes + r->body.length, data, length);
     r->body.length += length;
     h2->load.received_bytes += length;
@@ -304,10 +75,10 @@ static int on_data_chunk(
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     pm_h2 *h2 = user_data;
     if (frame->hd.type == NGHTTP2_GOAWAY) {
-        return push_event(h2, PM_H2_GOAWAY, frame->goaway.last_stream_id, frame->goaway.error_code, NULL, 0);
+        return h2_push_event(h2, PM_H2_GOAWAY, frame->goaway.last_stream_id, frame->goaway.error_code, NULL, 0);
     }
     if (frame->hd.type == NGHTTP2_SETTINGS && !h2->server && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-        return push_event(h2, PM_H2_SETTINGS, 0, 0, NULL, 0);
+        return h2_push_event(h2, PM_H2_SETTINGS, 0, 0, NULL, 0);
     }
     if (frame->hd.type == NGHTTP2_HEADERS && !h2->server) {
         record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
@@ -318,7 +89,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         record *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (r && ++r->empty_data > h2->limits.max_empty_data && !h2->empty_data_raised) {
             h2->empty_data_raised = 1;
-            return push_event(h2, PM_H2_EMPTY_DATA, frame->hd.stream_id, 0, NULL, 0);
+            return h2_push_event(h2, PM_H2_EMPTY_DATA, frame->hd.stream_id, 0, NULL, 0);
         }
         return 0;
     }
@@ -329,21 +100,21 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         /* Told once, when the header block ends; the stream's body is dropped. */
         if (frame->hd.type != NGHTTP2_HEADERS || r->fields_done) return 0;
         r->fields_done = 1;
-        return push_event(h2, PM_H2_FIELDS_TOO_LARGE, frame->hd.stream_id, 0, r, 0);
+        return h2_push_event(h2, PM_H2_FIELDS_TOO_LARGE, frame->hd.stream_id, 0, r, 0);
     }
     if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
-    return push_event(h2, PM_H2_REQUEST, frame->hd.stream_id, 0, r, 1);
+    return h2_push_event(h2, PM_H2_REQUEST, frame->hd.stream_id, 0, r, 1);
 }
 
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
     pm_h2 *h2 = user_data;
     record *r = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!r) return 0;
-    finish(h2, r);
+    h2_finish(h2, r);
     if (h2->server) return 0;
-    if (error_code == NGHTTP2_REFUSED_STREAM) return push_event(h2, PM_H2_REFUSED, stream_id, error_code, NULL, 0);
-    return push_event(h2, PM_H2_CLOSED, stream_id, error_code, r, 1);
+    if (error_code == NGHTTP2_REFUSED_STREAM) return h2_push_event(h2, PM_H2_REFUSED, stream_id, error_code, NULL, 0);
+    return h2_push_event(h2, PM_H2_CLOSED, stream_id, error_code, r, 1);
 }
 
 /* A request whose HEADERS did not go out: refused by a GOAWAY, the session closing, or cancelled
@@ -354,10 +125,10 @@ static int on_frame_not_send(nghttp2_session *session, const nghttp2_frame *fram
     (void)session;
     (void)error;
     if (h2->server || frame->hd.type != NGHTTP2_HEADERS) return 0;
-    record *r = record_unopened(h2, frame->hd.stream_id);
+    record *r = h2_record_unopened(h2, frame->hd.stream_id);
     if (!r) return 0;
-    finish(h2, r);
-    return push_event(h2, PM_H2_REFUSED, frame->hd.stream_id, 0, NULL, 0);
+    h2_finish(h2, r);
+    return h2_push_event(h2, PM_H2_REFUSED, frame->hd.stream_id, 0, NULL, 0);
 }
 
 static ssize_t read_out(
@@ -367,13 +138,13 @@ static ssize_t read_out(
     (void)stream_id;
     pm_h2 *h2 = user_data;
     record *r = source->ptr;
-    size_t left = unsent(r);
+    size_t left = h2_unsent(r);
     size_t copied = left < length ? left : length;
     memcpy(buffer, r->out.bytes + r->out_offset, copied);
     r->out_offset += copied;
     h2->load.waiting_bytes -= copied;
     h2->load.sent_bytes += copied;
-    if (unsent(r) == 0) {
+    if (h2_unsent(r) == 0) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         if (copied > 0) h2->load.waiting--;
     }
@@ -458,8 +229,8 @@ void pm_h2_free(pm_h2 *h2) {
     if (!h2) return;
     /* libnghttp2 calls no callback while it deletes the session: after it, every record is done. */
     nghttp2_session_del(h2->session);
-    while (h2->records) finish(h2, h2->records);
-    reap(h2);
+    while (h2->records) h2_finish(h2, h2->records);
+    h2_reap(h2);
     for (size_t i = h2->event_next; i < h2->event_count; i++) pm_h2_event_free(h2->events[i]);
     free(h2->events);
     free(h2);
@@ -467,7 +238,7 @@ void pm_h2_free(pm_h2 *h2) {
 
 int pm_h2_recv(pm_h2 *h2, const uint8_t *data, size_t length) {
     ssize_t read = nghttp2_session_mem_recv(h2->session, data, length);
-    reap(h2);
+    h2_reap(h2);
     return read < 0 ? (int)read : 0;
 }
 
@@ -481,7 +252,7 @@ pm_h2_event *pm_h2_next_event(pm_h2 *h2) {
 
 ssize_t pm_h2_send(pm_h2 *h2, const uint8_t **data) {
     ssize_t length = nghttp2_session_mem_send(h2->session, data);
-    reap(h2);
+    h2_reap(h2);
     return length;
 }
 
@@ -496,7 +267,7 @@ void pm_h2_get_load(pm_h2 *h2, pm_h2_load *load) {
 
 /* Gives a record the body it sends. */
 static int set_out(pm_h2 *h2, record *r, const uint8_t *body, size_t body_length) {
-    out_forget(h2, r);
+    h2_out_forget(h2, r);
     if (body_length == 0) return 1;
     r->out.bytes = malloc(body_length);
     if (!r->out.bytes) return 0;
@@ -515,7 +286,7 @@ int pm_h2_respond(
     nghttp2_data_provider provider = {.source = {.ptr = r}, .read_callback = read_out};
     int result =
         nghttp2_submit_response(h2->session, stream_id, (const nghttp2_nv *)fields, count, body_length ? &provider : NULL);
-    if (result != 0) out_forget(h2, r);
+    if (result != 0) h2_out_forget(h2, r);
     return result;
 }
 
@@ -532,7 +303,7 @@ int pm_h2_goaway(pm_h2 *h2) {
 int pm_h2_terminate(pm_h2 *h2, uint32_t code) { return nghttp2_session_terminate_session(h2->session, code); }
 
 int32_t pm_h2_request(pm_h2 *h2, const pm_h2_field *fields, size_t count, const uint8_t *body, size_t body_length) {
-    record *r = record_new(h2, 0);
+    record *r = h2_record_new(h2, 0);
     if (!r) return NGHTTP2_ERR_NOMEM;
     int32_t result = NGHTTP2_ERR_NOMEM;
     if (set_out(h2, r, body, body_length)) {
@@ -543,8 +314,8 @@ int32_t pm_h2_request(pm_h2 *h2, const pm_h2_field *fields, size_t count, const 
     if (result > 0) {
         r->id = result;
     } else {
-        finish(h2, r);
-        reap(h2);
+        h2_finish(h2, r);
+        h2_reap(h2);
     }
     return result;
 }
