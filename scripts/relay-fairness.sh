@@ -5,7 +5,7 @@
 # connection), built in release beside it; h2load (Debian's nghttp2-client) sends. A light flow
 # (a push every 50 ms) beside a heavy one (30,000 pushes, 1,000 in flight; another app, another
 # connection of the same app, lower priority, 500 HTTP/1.1 connections, the attack suite's slow
-# read) keeps its p99 within twice its p99 alone. About a minute.
+# read) keeps its p99 within twice its p99 alone plus one upstream hold (20 ms). About a minute.
 #   scripts/relay-fairness.sh                      # after scripts/release-static.sh
 #   scripts/relay-fairness.sh --only apns_apps     # arguments go to Tests/fairness/fairness_test.py
 set -euo pipefail

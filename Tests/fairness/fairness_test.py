@@ -5,7 +5,9 @@ Apple's and Google's place, release builds, h2load as the senders.
 
 Each check sends a light flow (one push every 50 ms for 6 s, on its own connection) alone, then
 beside a heavy one, and asks that the p99 of the light pushes sent while the heavy flow ran be at
-most twice the light flow's p99 alone:
+most twice the light flow's p99 alone plus one upstream hold (20 ms): with every upstream stream
+busy, the light push's fair turn still waits for one stream to free. In a single queue it would
+wait behind the whole flood (seconds: 1,000 in flight, 20 ms each, 100 streams a connection):
 
   apns_apps          app B beside app A's flood (30,000 pushes, 1,000 in flight), one team's
                      tokens, so both share each upstream connection
@@ -149,9 +151,10 @@ def compare(world, kind, port, name, heavy, light_headers=(), h1=False, light_pr
     p99_alone, p99_during = 1000 * percentile(alone, 0.99), 1000 * percentile(during, 0.99)
     print(f"     {name}: light p99 {p99_alone:.1f} ms alone, {p99_during:.1f} ms over {len(during)} pushes beside "
           f"the heavy flow ({flood_end - flood_start:.1f} s)", flush=True)
-    expect(p99_during <= 2 * p99_alone,
+    bound = 2 * p99_alone + HOLD_MS
+    expect(p99_during <= bound,
            f"{name}: the light flow's p99 went from {p99_alone:.1f} ms alone to {p99_during:.1f} ms beside the "
-           f"heavy one (more than twice)")
+           f"heavy one (more than twice plus one upstream hold: {bound:.1f} ms)")
 
 
 def flood(world, kind, port, name, connections, streams, headers, h1=False, project="project-a"):
