@@ -6,7 +6,8 @@ import Foundation
 /// extra work waits in a FIFO queue.
 public final class BlockingExecutor: @unchecked Sendable {
     private let name: String
-    private let maxThreads: Int
+    /// The most threads it runs at once.
+    public let maxThreads: Int
     private let condition = NSCondition()
     private var queue: [@Sendable () -> Void] = []
     private var head = 0
@@ -36,6 +37,13 @@ public final class BlockingExecutor: @unchecked Sendable {
 
     /// Runs `work` on one of the executor's threads, without waiting for it.
     public func execute(_ work: @escaping @Sendable () -> Void) { submit(work) }
+
+    /// Threads running now, busy or idle (they end after `idleTimeout` without work).
+    public var threadCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return threads
+    }
 
     /// Work waiting for a thread.
     public var queued: Int {

@@ -13,7 +13,7 @@ import Foundation
 /// | `store`: writing down when cache entries were used; `serve`'s retention (`--gc-every`) | 2 threads |
 /// | `housekeeping`: readiness checks, reloads on SIGHUP (never behind a long retention run); `gc` | 1 thread |
 /// | `gate`: jobs at once, and waiting (`--max-jobs`, `--max-queue`) | as configured (`serve`: 2 per core) |
-/// | `transcodeGate`: jobs past their fetch (`--max-transcodes`) | as configured |
+/// | `transcodeGate`: jobs past their fetch (`config.maxTranscodes`) | `batch`: its `--concurrency`; else none |
 /// | `decodeBudget`: memory of the image decodes at once (`--decode-memory`) | as configured |
 /// | `vips`: libvips' threads per image | every core for the only image being worked on, else one |
 public final class ProcessResources: Sendable {
@@ -34,15 +34,22 @@ public final class ProcessResources: Sendable {
     /// How many threads libvips gives an image.
     public let vips: VipsThreads
 
-    /// The resources `config` asks for, sized from `cores`.
-    public init(config: PushMediaConfig, cores: Int = ProcessInfo.processInfo.activeProcessorCount) {
+    /// The resources `config` asks for, sized from `cores`; the executors' threads end after
+    /// `idleTimeout` without work.
+    public init(
+        config: PushMediaConfig, cores: Int = ProcessInfo.processInfo.activeProcessorCount,
+        idleTimeout: Duration = .seconds(30)
+    ) {
         self.cores = max(1, cores)
-        cpu = BlockingExecutor(name: "pushmedia-cpu", maxThreads: self.cores)
-        io = BlockingExecutor(name: "pushmedia-fetch", maxThreads: 64)
+        func executor(_ name: String, _ threads: Int) -> BlockingExecutor {
+            BlockingExecutor(name: name, maxThreads: threads, idleTimeout: idleTimeout)
+        }
+        cpu = executor("pushmedia-cpu", self.cores)
+        io = executor("pushmedia-fetch", 64)
         storeStreams = TransferLoop(name: "pushmedia-media", maxConnections: 512)
-        mediaReads = BlockingExecutor(name: "pushmedia-media-read", maxThreads: 4)
-        store = BlockingExecutor(name: "pushmedia-store", maxThreads: 2)
-        housekeeping = BlockingExecutor(name: "pushmedia-housekeeping", maxThreads: 1)
+        mediaReads = executor("pushmedia-media-read", 4)
+        store = executor("pushmedia-store", 2)
+        housekeeping = executor("pushmedia-housekeeping", 1)
         gate = config.maxJobs.map { JobGate(limit: $0, queueLimit: config.maxQueuedJobs) }
         transcodeGate = config.maxTranscodes.map { JobGate(limit: $0, queueLimit: .max) }
         decodeBudget = DecodeBudget(limit: config.decodeMemory)
