@@ -106,32 +106,16 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/pushmedia"),
-        // Fuzzing: the entry points (also replayed by the tests) and five libFuzzer executables,
+        // Fuzzing: the entry points (also replayed by the tests) and one libFuzzer executable for all,
         // built with -sanitize=fuzzer by scripts/fuzz.sh (plain builds replay files instead).
         .target(
             name: "PushMediaFuzzTargets",
             dependencies: ["PushMedia", "CHTTP2Shim"],
             path: "Sources/PushMediaFuzzTargets"),
         .executableTarget(
-            name: "fuzz-payload",
+            name: "fuzz",
             dependencies: ["PushMediaFuzzTargets"],
-            path: "Sources/Fuzz/fuzz-payload"),
-        .executableTarget(
-            name: "fuzz-media",
-            dependencies: ["PushMediaFuzzTargets"],
-            path: "Sources/Fuzz/fuzz-media"),
-        .executableTarget(
-            name: "fuzz-bmp",
-            dependencies: ["PushMediaFuzzTargets"],
-            path: "Sources/Fuzz/fuzz-bmp"),
-        .executableTarget(
-            name: "fuzz-h2",
-            dependencies: ["PushMediaFuzzTargets"],
-            path: "Sources/Fuzz/fuzz-h2"),
-        .executableTarget(
-            name: "fuzz-video",
-            dependencies: ["PushMediaFuzzTargets"],
-            path: "Sources/Fuzz/fuzz-video"),
+            path: "Sources/Fuzz/fuzz"),
         // A fast stand-in for Apple's and Google's servers (SwiftNIO's HTTP/2), for the relays'
         // fairness tests and benchmarks: every request answered after a hold.
         .executableTarget(

@@ -241,7 +241,7 @@ def hpack(fields):
 
 
 def h2():
-    """Inputs of fuzz-h2: the first byte picks the side (even: server, fed a client's bytes after
+    """Inputs of the h2 target: the first byte picks the side (even: server, fed a client's bytes after
     the preface; odd: client, fed a server's), the second the read size (0: one read)."""
     END_STREAM, END_HEADERS, PADDED = 0x1, 0x4, 0x8
     settings = frame(4, 0, 0, struct.pack(">HI", 3, 100) + struct.pack(">HI", 4, 65535))

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs a libFuzzer target for a while: scripts/fuzz.sh payload|media|bmp|video|h2|all [SECONDS] [--merge]
 #
-#   payload  JSON parse + media locate (every vendor's shape) + payload rewrite over arbitrary bytes (fuzz-payload)
-#   media    libmagic sniff + libvips header probe + BMP decode over arbitrary bytes (fuzz-media)
-#   bmp      the BMP decoder and the conversion of what it decodes (fuzz-bmp)
-#   video    ffprobe's answer parsed + the real ffprobe/ffmpeg children on small files (fuzz-video)
-#   h2       the relays' HTTP/2 sessions, server and client, over a peer's bytes (fuzz-h2)
+#   payload  JSON parse + media locate (every vendor's shape) + payload rewrite over arbitrary bytes (fuzz payload)
+#   media    libmagic sniff + libvips header probe + BMP decode over arbitrary bytes (fuzz media)
+#   bmp      the BMP decoder and the conversion of what it decodes (fuzz bmp)
+#   video    ffprobe's answer parsed + the real ffprobe/ffmpeg children on small files (fuzz video)
+#   h2       the relays' HTTP/2 sessions, server and client, over a peer's bytes (fuzz h2)
 #   all      all five, one after the other, SECONDS each (default 60)
 #
 # The committed seeds (fuzz/corpus/TARGET) are copied into a working corpus,
@@ -52,21 +52,21 @@ SCRATCH=.build-fuzz
 CONFIG=${FUZZ_CONFIG:-release}
 mkdir -p fuzz/artifacts
 status=0
+echo "fuzz: building fuzz ($CONFIG, libFuzzer + ASan, $SCRATCH)"
+# -parse-as-library: main.swift holds only declarations under FUZZING (libFuzzer drives it).
+# -Xcc: the C shims get the same instrumentation as the Swift code (coverage and ASan).
+if ! swift build --scratch-path "$SCRATCH" -c "$CONFIG" -j 2 --product fuzz \
+    -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -DFUZZING \
+    -Xcc -fsanitize=fuzzer-no-link,address \
+    >"fuzz/artifacts/build.log" 2>&1; then
+  grep -E "error|warning: unable" "fuzz/artifacts/build.log" | grep -v "Cannot export local symbol" | head -20 >&2
+  echo "fuzz: build failed, see fuzz/artifacts/build.log" >&2
+  exit 1
+fi
+binary=$SCRATCH/$CONFIG/fuzz
 for target in $TARGETS; do
-  product=fuzz-$target
+  product="fuzz $target"
   log=fuzz/artifacts/$target.log
-  echo "fuzz: building $product ($CONFIG, libFuzzer + ASan, $SCRATCH)"
-  # -parse-as-library: main.swift holds only declarations under FUZZING (libFuzzer drives it).
-  # -Xcc: the C shims get the same instrumentation as the Swift code (coverage and ASan).
-  if ! swift build --scratch-path "$SCRATCH" -c "$CONFIG" -j 2 --product "$product" \
-      -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -DFUZZING \
-      -Xcc -fsanitize=fuzzer-no-link,address \
-      >"fuzz/artifacts/$target-build.log" 2>&1; then
-    grep -E "error|warning: unable" "fuzz/artifacts/$target-build.log" | grep -v "Cannot export local symbol" | head -20 >&2
-    echo "fuzz: build failed, see fuzz/artifacts/$target-build.log" >&2
-    exit 1
-  fi
-  binary=$SCRATCH/$CONFIG/$product
 
   work=fuzz/artifacts/corpus-$target
   mkdir -p "$work"
@@ -85,7 +85,7 @@ for target in $TARGETS; do
   # Swift's own backtracer would race libFuzzer's crash handler (and trip ASan): off.
   SWIFT_BACKTRACE=enable=no ASAN_SYMBOLIZER_PATH=$SWIFT_BIN/llvm-symbolizer \
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1} \
-  "$binary" "$work" -max_total_time="$SECONDS_EACH" -max_len="$max_len" -timeout=20 -rss_limit_mb=4096 \
+  "$binary" "$target" "$work" -max_total_time="$SECONDS_EACH" -max_len="$max_len" -timeout=20 -rss_limit_mb=4096 \
     -dict="fuzz/dict/$target.dict" -artifact_prefix="fuzz/artifacts/$target-" -print_final_stats=1 \
     ${FUZZ_FLAGS:-} >"$log" 2>&1
   rc=$?
@@ -101,14 +101,14 @@ for target in $TARGETS; do
     grep -E "^==[0-9]+== ?ERROR|Fatal error|SUMMARY|^ +#[0-9]+ 0x" "$log" | grep -v "compiler-rt/lib\|libc.so\|libc_start\|_start (" |
       head -20 | sed -E 's/ 0x[0-9a-f]+ in / /' | swift demangle --simplified >&2
     grep -E "Test unit written to" "$log" | sed 's/.*Test unit written to /fuzz: reproducer: /' >&2
-    echo "fuzz: replay: $binary REPRODUCER (or a plain build's .build/debug/$product -v REPRODUCER for the message);" \
+    echo "fuzz: replay: $binary $target REPRODUCER (or a plain build's .build/debug/fuzz $target -v REPRODUCER for the message);" \
       "keep it as a regression test in fuzz/crashes/$target/" >&2
   else
     echo "fuzz: $product: no crash"
   fi
   if [ "$MERGE" = 1 ]; then
     count=$(ls fuzz/corpus/"$target" | wc -l)
-    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} "$binary" -merge=1 -max_len="$max_len" \
+    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} "$binary" "$target" -merge=1 -max_len="$max_len" \
       fuzz/corpus/"$target" "$work" >"fuzz/artifacts/$target-merge.log" 2>&1 ||
       { echo "fuzz: merge failed, see fuzz/artifacts/$target-merge.log" >&2; status=1; }
     echo "fuzz: merged $(( $(ls fuzz/corpus/"$target" | wc -l) - count )) new input(s) into fuzz/corpus/$target"

@@ -32,26 +32,29 @@ public enum FuzzReplay {
 }
 
 extension FuzzReplay {
-    /// The replay tools' main: runs `target` over the files named on the command line (`-v`
-    /// prints each path first) and prints how many ran. Returns that number.
+    /// The replay tool's main (`fuzz TARGET [-v] FILE|DIR...`): runs the target over the files
+    /// named on the command line (`-v` prints each path first) and prints how many ran. Returns
+    /// that number, or nil when the target is unknown. `targets` finds a target by its name.
     @discardableResult
     public static func main(
-        name: String, arguments: [String] = CommandLine.arguments,
-        print: (String) -> Void = { Swift.print($0) }, target: ([UInt8]) -> Void
-    ) -> Int {
+        arguments: [String] = CommandLine.arguments, print: (String) -> Void = { Swift.print($0) },
+        targets: (String) -> (([UInt8]) -> Void)? = { FuzzTargets.target($0) }
+    ) -> Int? {
         var arguments = Array(arguments.dropFirst())
+        let names = FuzzTargets.named.map(\.key).joined(separator: "|")
+        guard let name = arguments.first, let target = targets(name) else {
+            print("usage: fuzz \(names) [-v] FILE|DIR...   (runs each input through the fuzz target)")
+            return nil
+        }
+        arguments.removeFirst()
         let verbose = arguments.contains("-v")
         arguments.removeAll { $0 == "-v" }
-        if arguments.isEmpty {
-            print("usage: \(name) [-v] FILE|DIR...   (runs each input through the fuzz target)")
-            return 0
-        }
         let inputs = files(arguments)
         for path in inputs {
             if verbose { print(path) }
             target(read(path))
         }
-        print("\(name): replayed \(inputs.count) input(s)")
+        print("fuzz \(name): replayed \(inputs.count) input(s)")
         return inputs.count
     }
 }

@@ -6,7 +6,7 @@ import Testing
 /// Replays the committed fuzz seeds and crash reproducers (fuzz/corpus/TARGET and
 /// fuzz/crashes/TARGET) through the fuzz targets, whose invariants are preconditions: a
 /// regression crashes the test run. To find the failing file:
-/// `swift build --product fuzz-payload && .build/debug/fuzz-payload -v fuzz/corpus/payload fuzz/crashes/payload`.
+/// `swift build --product fuzz && .build/debug/fuzz payload -v fuzz/corpus/payload fuzz/crashes/payload`.
 @Suite("Fuzz regressions")
 struct FuzzRegressionTests {
     /// The repository's fuzz/ directory, next to samples/.
@@ -17,19 +17,10 @@ struct FuzzRegressionTests {
         FuzzReplay.files(["corpus", "crashes"].map { "\(fuzzDirectory)/\($0)/\(target)" })
     }
 
-    /// Each target's entry point, by its folder name under fuzz/corpus and fuzz/crashes.
-    static let targets: [String: @Sendable ([UInt8]) -> Void] = [
-        "payload": FuzzTargets.payload,  // parse, locate and rewrite
-        "media": FuzzTargets.media,  // sniff, header probe and BMP decode
-        "bmp": FuzzTargets.bmp,  // the BMP decoder, and the conversion of what it decodes
-        "video": FuzzTargets.video,  // ffprobe's answer within its limits, children supervised
-        "h2": FuzzTargets.h2,  // the relays' HTTP/2 sessions over a peer's bytes
-    ]
-
     @Test(
         "seeds and reproducers keep their target's invariants", arguments: ["payload", "media", "bmp", "video", "h2"])
     func replay(_ target: String) throws {
-        let run = try #require(Self.targets[target])
+        let run = try #require(FuzzTargets.target(target))
         let files = Self.inputs(target)
         #expect(files.count > 0, "no inputs under \(Self.fuzzDirectory)/corpus/\(target)")
         for file in files { run(FuzzReplay.read(file)) }
@@ -48,9 +39,11 @@ struct FuzzRegressionTests {
         var replayed: [[UInt8]] = []
         var printed: [String] = []
         let count = FuzzReplay.main(
-            name: "test", arguments: ["test", "-v", directory.file("b")], print: { printed.append($0) },
-            target: { replayed.append($0) })
+            arguments: ["fuzz", "test", "-v", directory.file("b")], print: { printed.append($0) },
+            targets: { name in name == "test" ? { replayed.append($0) } : nil })
         #expect(count == 1 && replayed == [Array("b".utf8)])
-        #expect(printed == [directory.file("b"), "test: replayed 1 input(s)"])
+        #expect(printed == [directory.file("b"), "fuzz test: replayed 1 input(s)"])
+        #expect(FuzzReplay.main(arguments: ["fuzz", "nothing"], print: { printed.append($0) }) == nil)
+        #expect(printed.last?.hasPrefix("usage: fuzz payload|media|bmp|video|h2") == true)
     }
 }
