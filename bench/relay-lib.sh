@@ -69,13 +69,13 @@ defaults
   timeout connect 5s
   timeout client 60s
   timeout server 60s"
-  cat >haproxy-sink.cfg <<EOF
+  cat >"$OUT/haproxy-sink.cfg" <<EOF
 $common
 frontend sink
   bind 127.0.0.1:$SINK ssl crt $OUT/server-haproxy.pem alpn h2
   http-request return $1
 EOF
-  cat >haproxy.cfg <<EOF
+  cat >"$OUT/haproxy.cfg" <<EOF
 $common
 frontend hop
   bind 127.0.0.1:$HOP ssl crt $OUT/server-haproxy.pem alpn h2
@@ -86,10 +86,10 @@ backend sink
   http-reuse always
   server sink 127.0.0.1:$SINK ssl verify required ca-file $OUT/ca.pem alpn h2
 EOF
-  "$HAPROXY" -f haproxy-sink.cfg -db >/dev/null 2>haproxy-sink.log &
+  "$HAPROXY" -f "$OUT/haproxy-sink.cfg" -db >/dev/null 2>"$OUT/haproxy-sink.log" &
   SINK_PID=$!
   PIDS+=($SINK_PID)
-  "$HAPROXY" -f haproxy.cfg -db >haproxy-hop.log 2>haproxy.log &
+  "$HAPROXY" -f "$OUT/haproxy.cfg" -db >"$OUT/haproxy-hop.log" 2>"$OUT/haproxy.log" &
   HAPROXY_PID=$!
   PIDS+=($HAPROXY_PID)
 }
