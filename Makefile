@@ -5,9 +5,10 @@ SWIFT ?= swift
 	release-static deb deb-test image image-test
 
 ## Install missing system libraries, build the `pushmedia` program only (not the tests or the
-## fuzz targets), and rewrite every payload in samples/.
+## fuzz targets), link it as ./pushmedia, and rewrite every payload in samples/.
 run: setup release
-	.build/release/pushmedia batch samples --out out --store pushmedia-store
+	ln -sf .build/release/pushmedia pushmedia
+	./pushmedia batch samples --out out --store pushmedia-store
 
 ## Check the format (`make lint`), install missing system libraries (and Chromium for the
 ## browser tests), start the real S3-compatible object store the store and fleet tests use
@@ -112,4 +113,4 @@ object-store-stop:
 	@scripts/object-store.sh stop
 
 clean:
-	rm -rf .build .build-asan .build-tsan .build-fuzz .build-static out pushmedia-store pushmedia_*.deb
+	rm -rf .build .build-asan .build-tsan .build-fuzz .build-static out pushmedia pushmedia-store pushmedia_*.deb

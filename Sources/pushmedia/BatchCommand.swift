@@ -45,7 +45,8 @@ struct BatchCommand: AsyncParsableCommand {
     func run() async throws {
         var config = try options.config()
         config.maxTranscodes = concurrency
-        let root = URL(fileURLWithPath: directory).standardizedFileURL
+        // A linked folder is read where it points (the enumerator does not follow a link).
+        let root = URL(fileURLWithPath: directory).standardizedFileURL.resolvingSymlinksInPath()
         let outRoot = URL(fileURLWithPath: out).standardizedFileURL
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -58,6 +59,7 @@ struct BatchCommand: AsyncParsableCommand {
             [outRoot.path]
             + [pipeline.store.directory].compactMap { $0 }.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         let files = Self.payloadFiles(under: root, excluding: excluded)
+        if files.isEmpty { FileHandle.writeError("pushmedia: \(directory): no *.json payloads under it") }
         let mediaRoot = config.mediaRoot ?? root.path
         let started = Date()
         let progress = ProgressDisplay(total: files.count)

@@ -101,6 +101,21 @@ struct CommandLineTests {
         #expect(missing.status == 74)
     }
 
+    @Test func aBatchOfALinkedFolderReadsWhereItPoints() async throws {
+        let work = TemporaryDirectory()
+        try FileManager.default.createSymbolicLink(atPath: work.file("samples"), withDestinationPath: samplesDirectory)
+        let linked = try await pushmedia([
+            "batch", work.file("samples"), "--out", work.file("out"), "--store", work.path,
+        ])
+        #expect(linked.status == 0, "\(linked.stderr)")
+        #expect(String(decoding: linked.stdout, as: UTF8.self).contains("30 payloads"))
+
+        try FileManager.default.createDirectory(atPath: work.file("empty"), withIntermediateDirectories: true)
+        let empty = try await pushmedia(["batch", work.file("empty"), "--out", work.file("out2"), "--store", work.path])
+        #expect(empty.status == 0)
+        #expect(empty.stderr.contains("empty: no *.json payloads under it"), "\(empty.stderr)")
+    }
+
     @Test func batchProcessesEverySampleAsDocumented() async throws {
         let work = TemporaryDirectory()
         let arguments = [
