@@ -43,7 +43,7 @@ public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .httpStatus(code): "http_\(code)"
         case .tooManyRedirects: "too_many_redirects"
         case .timeout: "timeout"
-        case .deadlineExceeded: "budget_exceeded"
+        case .deadlineExceeded: ReasonCode.budgetExceeded
         case .cancelled: "cancelled"
         case .dnsFailure: "dns_failed"
         case .connectionFailed: "connect_failed"

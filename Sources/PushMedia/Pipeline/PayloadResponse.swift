@@ -141,11 +141,11 @@ struct SlotAnswer: Sendable {
         accepted(entry, key: "")
         used = nil
         outcome.status = .bestAttempt
-        outcome.reason = "stale"
+        outcome.reason = ReasonCode.stale
         outcome.message = placed("\(why); the cached attachment, past its freshness lifetime, is used")
         outcome.cacheHit = true
         descriptor?.status = .bestAttempt
-        descriptor?.reason = "stale"
+        descriptor?.reason = ReasonCode.stale
         freshUntil = nil
     }
 
@@ -153,7 +153,7 @@ struct SlotAnswer: Sendable {
     /// video's poster frame) if one is stored; else the original URL with the sniffed type if known;
     /// else the reference unchanged.
     mutating func bestAttempt(
-        _ progress: JobProgress, reason: String = "budget_exceeded", why: String = "the budget ran out"
+        _ progress: JobProgress, reason: String = ReasonCode.budgetExceeded, why: String = "the budget ran out"
     ) {
         guard progress.started else { return overloaded("the budget ran out while the job waited for a free slot") }
         outcome.status = .bestAttempt
@@ -180,7 +180,7 @@ struct SlotAnswer: Sendable {
             return
         }
         outcome.message = placed(
-            reason == "budget_exceeded"
+            reason == ReasonCode.budgetExceeded
                 ? "the budget ran out before the media's type was known; the reference is unchanged"
                 : "\(why); the reference is unchanged")
         media = .keep
@@ -190,7 +190,7 @@ struct SlotAnswer: Sendable {
     /// Too much work at once: answered at once, reference unchanged, so the push still goes out.
     mutating func overloaded(_ why: String) {
         outcome.status = .bestAttempt
-        outcome.reason = "overloaded"
+        outcome.reason = ReasonCode.overloaded
         outcome.message = placed("\(why); the reference is unchanged")
         media = .keep
         descriptor = nil

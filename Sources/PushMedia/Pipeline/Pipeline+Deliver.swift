@@ -65,68 +65,40 @@ extension Pipeline {
             }
             profile = delivering
         }
-        let deadline = ContinuousClock.now + request.budget
         let identity = source.identity + (request.cacheBuster.map { "\ncb=" + $0 } ?? "")
         let known =
             if let format = request.format { deliveringFingerprints[request.profile.id]?[format] } else {
                 fingerprints[request.profile.id]
             }
         let fingerprint = known ?? Self.optionsFingerprint(config, profile: profile)
-        let key = MediaStore.cacheKey(source: identity, options: fingerprint)
-        // From memory first: a media URL's later requests take no other step.
-        if !request.refresh, let entry = store.remembered(key: key), entry.isFresh(remote: true) {
+        // The profile's own entry (what the hook makes of the same source) answers when it is in the format asked.
+        let alternate = request.format.flatMap { format in
+            request.cacheBuster == nil
+                ? fingerprints[request.profile.id].map {
+                    (key: MediaStore.cacheKey(source: identity, options: $0), mime: format.mime)
+                } : nil
+        }
+        let (resolution, _) = await resolve(
+            MediaRequest(
+                key: MediaStore.cacheKey(source: identity, options: fingerprint), source: source, profile: profile,
+                refresh: request.refresh, deadline: .now + request.budget, alternate: alternate))
+        switch resolution {
+        case let .ready(entry, cacheHit):
+            return .ready(entry, cacheHit: cacheHit)
+        case let .renewed(entry), let .stale(entry, _):
             return .ready(entry, cacheHit: true)
-        }
-        // The profile's own entry (what the hook makes of the same source), when it is in the format asked.
-        if let format = request.format, request.cacheBuster == nil, !request.refresh,
-            let own = fingerprints[request.profile.id],
-            let (entry, _) = try? await lookup(
-                key: MediaStore.cacheKey(source: identity, options: own), remote: true, refresh: false,
-                deadline: deadline),
-            let entry, entry.attachment.mime == format.mime
-        {
-            return .ready(entry, cacheHit: true)
-        }
-        let cached: CacheEntry?
-        let stale: CacheEntry?
-        do {
-            (cached, stale) = try await lookup(key: key, remote: true, refresh: request.refresh, deadline: deadline)
-        } catch {
-            return .notReady(
-                reason: ReasonCode.storeUnavailable, message: "the store cannot be read (\(error))", preview: nil)
-        }
-        if let cached { return .ready(cached, cacheHit: true) }
-        guard
-            let job = sharedJob(
-                key: key, source: source, profile: profile, posterTime: nil, previous: stale, refresh: request.refresh,
-                deadline: deadline + config.backgroundLimit)
-        else {
-            if let stale { return .ready(stale, cacheHit: true) }
-            return .notReady(
-                reason: "overloaded",
-                message: "\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued", preview: nil)
-        }
-        let result = await Self.race(job, deadline: deadline)
-        switch result?.kind {
-        case let .ready(entry)?:
-            return .ready(entry, cacheHit: false)
-        case let .renewed(entry)?:
-            return .ready(entry, cacheHit: true)
-        case let .failed(reason, _)? where stale != nil && Self.originUnavailable(reason):
-            return .ready(stale!, cacheHit: true)
-        case let .failed(reason, message)?:
+        case let .failed(reason, message, _):
             return .failed(reason: reason, message: message)
-        case let .storeUnavailable(message)?:
-            return .notReady(
-                reason: ReasonCode.storeUnavailable, message: "the store cannot be written (\(message))", preview: nil)
-        case .budgetExceeded?, nil:
-            if let stale { return .ready(stale, cacheHit: true) }
-            let progress = job.progress.withLock { $0 }
+        case let .notReady(progress):
             let why =
                 progress.started
                 ? "the budget of \(request.budget) ran out; the job goes on"
                 : "the budget of \(request.budget) ran out while the job waited for a free slot"
-            return .notReady(reason: "budget_exceeded", message: why, preview: progress.thumbnail)
+            return .notReady(reason: ReasonCode.budgetExceeded, message: why, preview: progress.thumbnail)
+        case let .overloaded(why):
+            return .notReady(reason: ReasonCode.overloaded, message: why, preview: nil)
+        case let .storeUnavailable(why, _):
+            return .notReady(reason: ReasonCode.storeUnavailable, message: why, preview: nil)
         }
     }
 }

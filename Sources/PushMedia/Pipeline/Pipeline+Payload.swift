@@ -87,8 +87,8 @@ extension Pipeline {
                 continue
             }
             let source = slotSource(planned.answers[index].slot, context: context)
-            if !context.refresh, case let .success(slot) = source, let entry = store.remembered(key: slot.key),
-                entry.isFresh(remote: slot.source.isRemote)
+            if !context.refresh, case let .success(slot) = source,
+                let entry = remembered(slot.key, remote: slot.source.isRemote)
             {
                 planned.answers[index].outcome.cacheHit = true
                 planned.answers[index].accepted(entry, key: slot.key)
@@ -102,7 +102,7 @@ extension Pipeline {
 
     /// The result at once when `begin` needs no job for `payload` (a campaign's payloads after its
     /// job, among others); nil when one is needed.
-    public func processRemembered(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> PipelineResult? {
+    func processRemembered(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> PipelineResult? {
         if case let .done(result) = begin(payload, context: context, sizeAtMost: sizeAtMost) { return result }
         return nil
     }
@@ -174,7 +174,7 @@ extension Pipeline {
         }
     }
 
-    /// Processes one media reference: source → cache or (shared) job, raced against the deadline.
+    /// Processes one media reference: its source resolved (`resolve`), the resolution made its answer.
     private func processSlot(
         _ answer: inout SlotAnswer, source: Result<SlotSource, Failure>, context: PayloadContext,
         deadline: ContinuousClock.Instant
@@ -184,99 +184,45 @@ extension Pipeline {
         case let .success(resolved): slot = resolved
         case let .failure(failure): return answer.rejected(failure.reason, message: failure.message)
         }
-        let cached: CacheEntry?
-        let stale: CacheEntry?
-        do {
-            (cached, stale) = try await lookup(
-                key: slot.key, remote: slot.source.isRemote, refresh: context.refresh,
-                deadline: deadline)
-        } catch {
-            // Without the store nothing can be kept or served: the original reference goes out.
-            return answer.bestAttempt(
-                JobProgress(started: true), reason: ReasonCode.storeUnavailable,
-                why: "the store cannot be read (\(error))")
-        }
-        if let entry = cached {
-            answer.outcome.cacheHit = true
-            return answer.accepted(entry, key: slot.key)
-        }
-        answer.outcome.cacheHit = false
-
-        // Race the (possibly shared) job against the deadline; the first to finish answers.
-        guard
-            let job = sharedJob(
+        let (resolution, timings) = await resolve(
+            MediaRequest(
                 key: slot.key, source: slot.source, profile: answer.slot.platform, posterTime: slot.posterTime,
-                previous: stale,
-                refresh: context.refresh, deadline: deadline + config.backgroundLimit)
-        else {
-            let why = "\(gate?.limit ?? 0) jobs are running and \(gate?.queueLimit ?? 0) are queued"
-            if let stale { return answer.stale(stale, why: why) }
-            return answer.overloaded(why)
-        }
-        let result = await Self.race(job, deadline: deadline)
-        if let result { answer.timings = result.timings }
-        answer.jobEnded(result?.kind, key: slot.key, progress: job.progress.withLock { $0 }, stale: stale)
-    }
-
-    /// The cached entry for `key` if fresh, else the stale one (to revalidate). A fresh entry in
-    /// memory answers at once; a stale one is looked up again in the index, where another node
-    /// may have renewed it.
-    func lookup(
-        key: String, remote: Bool, refresh: Bool,
-        deadline: ContinuousClock.Instant
-    ) async throws -> (fresh: CacheEntry?, stale: CacheEntry?) {
-        if let entry = store.remembered(key: key), !refresh && entry.isFresh(remote: remote) { return (entry, nil) }
-        // One read of the index (a file, or a GET): on the fetch threads, not behind transcodes.
-        let entry = try await io.run { [store] in try store.lookup(key: key, fromIndex: true, deadline: deadline) }
-        if let entry, refresh || !entry.isFresh(remote: remote) { return (nil, entry) }
-        return (entry, nil)
-    }
-
-    /// The job's result, or nil when the deadline comes first.
-    static func race(_ job: SharedJob, deadline: ContinuousClock.Instant) async -> JobResult? {
-        let resolver = OnceResolver<JobResult?>()
-        Task { resolver.resolve(await job.task.value) }
-        let timer = Task {
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            resolver.resolve(nil)
-        }
-        let result = await resolver.value()
-        timer.cancel()
-        return result
-    }
-
-    /// Failures that say the origin could not be asked, not what it holds.
-    static func originUnavailable(_ reason: String) -> Bool {
-        ReasonCode.originUnavailable.contains(reason)
+                refresh: context.refresh, deadline: deadline))
+        if let timings { answer.timings = timings }
+        answer.resolved(resolution, key: slot.key)
     }
 }
 
 extension SlotAnswer {
-    /// The answer for how a job ended (nil: the deadline came first), with what it had achieved
-    /// and the stale entry it was revalidating, if any.
-    mutating func jobEnded(_ kind: Pipeline.JobResult.Kind?, key: String, progress: JobProgress, stale: CacheEntry?) {
-        switch kind {
-        case let .ready(entry)?:
+    /// The answer for how its media's request ended.
+    mutating func resolved(_ resolution: Pipeline.Resolution, key: String) {
+        switch resolution {
+        case let .ready(entry, cacheHit):
+            outcome.cacheHit = cacheHit
             accepted(entry, key: key)
-        case let .renewed(entry)?:
+        case let .renewed(entry):
             accepted(entry, key: key)
             outcome.cacheHit = true
             outcome.revalidated = true
-        case let .failed(reason, message)? where stale != nil && Pipeline.originUnavailable(reason):
-            // Stale if error (RFC 5861): an origin that is down is no reason to lose a good
-            // attachment. What it answers (a 404, bytes that are no image) still counts.
-            self.stale(stale!, why: "revalidating with the origin failed (\(message))")
-        case let .failed(reason, message)?:
+        case let .stale(entry, why):
+            stale(entry, why: why)
+        case let .failed(reason, message, progress):
+            outcome.cacheHit = false
             if let sniff = progress.sniff {
                 outcome.sourceMIME = sniff.format.mime
                 outcome.sourceBytes = progress.sourceBytes
             }
             rejected(reason, message: message, sniffed: progress.sniff?.format)
-        case let .storeUnavailable(message)?:
-            bestAttempt(progress, reason: ReasonCode.storeUnavailable, why: "the store cannot be written (\(message))")
-        case .budgetExceeded?, nil:
-            if let stale { return self.stale(stale, why: "the budget ran out while revalidating with the origin") }
+        case let .notReady(progress):
+            outcome.cacheHit = false
             bestAttempt(progress)
+        case let .overloaded(why):
+            outcome.cacheHit = false
+            overloaded(why)
+        case let .storeUnavailable(why, progress):
+            // Without the store nothing can be kept or served: the original reference goes out.
+            if progress != nil { outcome.cacheHit = false }
+            bestAttempt(progress ?? JobProgress(started: true), reason: ReasonCode.storeUnavailable, why: why)
         }
     }
 }

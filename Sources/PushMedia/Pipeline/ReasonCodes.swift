@@ -15,6 +15,9 @@ enum ReasonCode {
     static let unsupportedType = "unsupported_type"
 
     // The job
+    static let budgetExceeded = "budget_exceeded"
+    static let overloaded = "overloaded"
+    static let stale = "stale"
     static let storeUnavailable = "store_unavailable"
     static let videoPosterFallback = "video_poster_fallback"
     static let internalError = "internal_error"

@@ -29,7 +29,7 @@ public enum VideoError: Error, Sendable, Equatable, CustomStringConvertible, Rea
         case .toolMissing: "video_tools_missing"
         case .unreadable: "decode_failed"
         case .tooManyPixels: "too_many_pixels"
-        case .deadlineExceeded: "budget_exceeded"
+        case .deadlineExceeded: ReasonCode.budgetExceeded
         }
     }
 
