@@ -117,7 +117,7 @@ public struct ServerConfig: Configurable, Equatable {
         ) {
             config, value throws(ConfigError) in
             config.tokens += value.items
-        },
+        }.reloadedOnSIGHUP(),
         Setting(
             "hmac-secret", "PUSHMEDIA_HMAC_SECRET", commands: [.serve], default: "none",
             help: "Accept requests signed with this secret, at least 16 bytes"
@@ -127,7 +127,7 @@ public struct ServerConfig: Configurable, Equatable {
                 throw value.invalid(expected: "a secret of at least 16 bytes", shown: "(hidden)")
             }
             config.hmacSecret = value.text
-        },
+        }.reloadedOnSIGHUP(),
         .flag(
             "insecure-no-auth", "PUSHMEDIA_INSECURE_NO_AUTH", \.insecureNoAuth, commands: [.serve],
             help: "Allow a non-loopback address without auth"),
@@ -148,7 +148,7 @@ public struct ServerConfig: Configurable, Equatable {
                 throw value.invalid(expected: Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))
             }
             config.logLevel = level
-        },
+        }.reloadedOnSIGHUP(),
         .flag(
             "preview", "PUSHMEDIA_PREVIEW", \.preview, commands: [.serve],
             help: "Serve the /preview page although --token or --hmac-secret is set; it takes no auth"),

@@ -18,6 +18,7 @@ struct SettingsTableTests {
         var commands: Set<SettingCommand>
         var documentedDefault: String
         var help: String
+        var reloads: Bool
         /// Whether the default applied as text leaves the configuration as it is by default.
         var defaultIsDefault: @Sendable () throws -> Bool
         /// Whether `text` is refused.
@@ -33,7 +34,7 @@ struct SettingsTableTests {
             Entry(
                 name: setting.name, environment: setting.environment, fallback: setting.fallbackEnvironment,
                 kind: setting.kind, commands: setting.commands, documentedDefault: setting.documentedDefault,
-                help: setting.help,
+                help: setting.help, reloads: setting.reloads,
                 defaultIsDefault: {
                     let text = setting.documentedDefault.replacingOccurrences(of: "`", with: "")
                     var config = Config()
@@ -93,6 +94,7 @@ struct SettingsTableTests {
         var flag: String
         var environment: String
         var documentedDefault: String
+        var help: String
     }
 
     static func readmeRows() throws -> [Row] {
@@ -115,7 +117,10 @@ struct SettingsTableTests {
             if line.hasPrefix("|---") { continue }
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst()
                 .map { $0.trimmingCharacters(in: .whitespaces) }
-            rows.append(Row(section: section, flag: cells[0], environment: cells[1], documentedDefault: cells[2]))
+            rows.append(
+                Row(
+                    section: section, flag: cells[0], environment: cells[1], documentedDefault: cells[2],
+                    help: cells.dropFirst(3).dropLast().joined(separator: "|")))
         }
         return rows
     }
@@ -142,6 +147,7 @@ struct SettingsTableTests {
                 #expect(row.environment == "`\(entry.environment)`", "\(entry)")
             }
             #expect(row.documentedDefault == entry.documentedDefault, "\(entry)")
+            #expect(row.help.hasSuffix("; SIGHUP applies it") == entry.reloads, "\(entry): whether SIGHUP applies it")
             let servesOnly = entry.commands.contains(.serve) && entry.commands != .every
             #expect((row.section == "Settings of `pushmedia serve`") == servesOnly, "\(entry) is under \(row.section)")
         }

@@ -44,6 +44,8 @@ public struct Setting<Config>: Sendable {
     public let summary: String
     /// Validates the text and applies it, throwing `ConfigError.invalidValue` naming the setting.
     let read: @Sendable (inout Config, SettingText) throws(ConfigError) -> Void
+    /// Whether `serve` applies a new value on SIGHUP (`reloadedOnSIGHUP()`); the others need a restart.
+    public private(set) var reloads = false
 
     /// A setting read by `read`.
     public init(
@@ -61,6 +63,13 @@ public struct Setting<Config>: Sendable {
         self.read = read
     }
 
+    /// This setting, applied by `serve` on SIGHUP without a restart.
+    public func reloadedOnSIGHUP() -> Setting {
+        var setting = self
+        setting.reloads = true
+        return setting
+    }
+
     /// `--name`, or nil for an environment-only setting.
     public var flag: String? { kind == .environmentOnly ? nil : "--" + name }
 
@@ -69,7 +78,8 @@ public struct Setting<Config>: Sendable {
         let shown = documentedDefault.replacingOccurrences(of: "`", with: "")
         let variable = environment + (kind == .list ? ", comma-separated" : "")
         let noDefault = shown == "off" || shown.hasPrefix("none")
-        return "\(summary) (env \(variable)\(noDefault ? "" : "; default \(shown)"))."
+        let defaulted = noDefault ? "" : "; default \(shown)"
+        return "\(summary) (env \(variable)\(defaulted)\(reloads ? "; SIGHUP applies it" : ""))."
     }
 
     /// Applies `text` to `config`.

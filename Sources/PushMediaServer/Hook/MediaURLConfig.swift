@@ -48,14 +48,14 @@ public struct MediaURLConfig: Sendable, Equatable {
         ) {
             config, value throws(ConfigError) in
             config.urls.keys += try hexItems(value, what: "key")
-        },
+        }.reloadedOnSIGHUP(),
         Setting(
             "url-salt", "PUSHMEDIA_URL_SALT", .list, commands: [.serve], default: "none",
             help: "Hex salt of the --url-key at the same position; repeatable"
         ) {
             config, value throws(ConfigError) in
             config.urls.salts += try hexItems(value, what: "salt")
-        },
+        }.reloadedOnSIGHUP(),
         Setting(
             "url-allow-source", "PUSHMEDIA_URL_ALLOW_SOURCE", .list, commands: [.serve], default: "none",
             help: "Serve unsigned media URLs for sources under this prefix (scheme://host[:port]/path, or * for any); "
@@ -70,14 +70,14 @@ public struct MediaURLConfig: Sendable, Equatable {
                 }
                 config.urls.allowedSources.append(prefix)
             }
-        },
+        }.reloadedOnSIGHUP(),
         Setting(
             "url-budget", "PUSHMEDIA_URL_BUDGET", commands: [.serve], default: "10 s for `ios`, 3 s for the others",
             help: "Time budget of a media URL request, for every profile"
         ) {
             config, value throws(ConfigError) in
             config.urls.budget = try value.duration()
-        },
+        }.reloadedOnSIGHUP(),
     ]
 
     /// The items of a key or salt setting, each checked as hex; the text is never shown.

@@ -14,10 +14,8 @@ public final class LiveSettings: Sendable {
         var urlKeys: [MediaURLKey]
     }
 
-    /// The names of the settings these are.
-    public static let names: Set<String> = [
-        "token", "hmac-secret", "url-key", "url-salt", "url-allow-source", "url-budget",
-    ]
+    /// The settings SIGHUP applies (their rows say so: `Setting.reloads`): these, and the log level.
+    public static let names = Set(ServerConfig.settings.filter(\.reloads).map(\.name))
 
     private let values: Locked<Values>
 
@@ -108,8 +106,8 @@ struct SettingsReload: Reloadable {
         let changed = Set(before.texts.keys).union(snapshot.texts.keys).filter {
             before.texts[$0] != snapshot.texts[$0]
         }
-        let applied = changed.filter { LiveSettings.names.contains($0) || $0 == "log-level" }.sorted()
-        let pending = changed.subtracting(applied).subtracting(["relay-credentials"]).sorted()
+        let applied = changed.filter(LiveSettings.names.contains).sorted()
+        let pending = changed.subtracting(applied).sorted()
         logger.notice("settings reloaded", metadata: ["changed": "\(applied.joined(separator: ","))"])
         if !pending.isEmpty {
             logger.warning(
