@@ -101,7 +101,7 @@ public struct ServerConfig: Configurable, Equatable {
     static let hook: [Setting<ServerConfig>] = [
         .address("host", "PUSHMEDIA_HOST", \.host, help: "Address to listen on"),
         .integer(
-            "port", "PUSHMEDIA_PORT", \.port, in: 0...65535, commands: [.serve], default: "`8080`",
+            "port", "PUSHMEDIA_PORT", \.port, in: 0...65535, commands: [.serve],
             help: "Port to listen on, 0 for any free one"),
         .integer(
             "metrics-port", "PUSHMEDIA_METRICS_PORT", \.metricsPort, in: 0...65535, commands: [.serve],
@@ -161,24 +161,22 @@ public struct ServerConfig: Configurable, Equatable {
         },
         .integer(
             "media-memory", "PUSHMEDIA_MEDIA_MEMORY", \.mediaMemory, in: 0...1_000_000_000_000, commands: [.serve],
-            default: "`64000000`",
             help: "Bytes of recently served media /media keeps in memory, local store; 0 = off"),
         .integer(
             "memo-bytes", "PUSHMEDIA_MEMO_BYTES", \.memoBytes, in: 0...64_000_000_000, commands: [.serve],
-            default: "`33554432`",
             help: "Bytes of ready answers to repeated bodies (/v1/process, relayed pushes) kept in memory; 0 = none"),
         .duration(
-            "media-wait", "PUSHMEDIA_MEDIA_WAIT", \.mediaWait, commands: [.serve], default: "`5s`",
+            "media-wait", "PUSHMEDIA_MEDIA_WAIT", \.mediaWait, commands: [.serve],
             help: "How long /media and media URLs wait for an object store to start sending a file; then a redirect "
                 + "to it at --base-url when that is the bucket itself, else 503"),
         .duration(
-            "drain-limit", "PUSHMEDIA_DRAIN_LIMIT", \.drainLimit, commands: [.serve], default: "`15s`",
+            "drain-limit", "PUSHMEDIA_DRAIN_LIMIT", \.drainLimit, commands: [.serve],
             help:
                 "On SIGTERM or SIGINT, how long requests in flight may go on before they are cut and the process exits"
         ),
         .integer(
             "min-free-space", "PUSHMEDIA_MIN_FREE_SPACE", \.minFreeSpace, in: 0...1_000_000_000_000_000,
-            commands: [.serve], default: "`256000000`",
+            commands: [.serve],
             help: "/readyz is not ready while the download disk has less free space, in bytes; 0 = off"),
     ]
 }

@@ -91,16 +91,16 @@ extension PushMediaConfig {
             config.workDirectory = value.text
         },
         .integer(
-            "index-cache", "PUSHMEDIA_INDEX_CACHE", \.indexCacheEntries, in: 1...100_000_000, default: "`100000`",
+            "index-cache", "PUSHMEDIA_INDEX_CACHE", \.indexCacheEntries, in: 1...100_000_000,
             help: "Cache entries kept in memory in front of the store's index"),
         .age(
-            "index-cache-ttl", "PUSHMEDIA_INDEX_CACHE_TTL", \.indexCacheTTL, default: "`60s`",
+            "index-cache-ttl", "PUSHMEDIA_INDEX_CACHE_TTL", \.indexCacheTTL,
             help: "How long an entry held in memory is used before the index is read again"),
         .age(
-            "min-ttl", "PUSHMEDIA_MIN_TTL", \.minTTL, default: "`1m`",
+            "min-ttl", "PUSHMEDIA_MIN_TTL", \.minTTL,
             help: "A fetched URL is reused at least this long before it is revalidated with its origin"),
         .age(
-            "max-ttl", "PUSHMEDIA_MAX_TTL", \.maxTTL, default: "`1d`",
+            "max-ttl", "PUSHMEDIA_MAX_TTL", \.maxTTL,
             help: "...and at most this long, whatever the origin's Cache-Control or Expires"),
         Setting(
             "base-url", "PUSHMEDIA_BASE_URL", default: "`http://127.0.0.1:8080/media`",
@@ -120,8 +120,7 @@ extension PushMediaConfig {
     /// Time, origins and downloads.
     static let fetching: [Setting<PushMediaConfig>] = [
         .duration(
-            "budget", "PUSHMEDIA_BUDGET", \.budget, default: "`10s`",
-            help: "Time budget per payload, e.g. 10, 2.5s, 800ms"),
+            "budget", "PUSHMEDIA_BUDGET", \.budget, help: "Time budget per payload, e.g. 10, 2.5s, 800ms"),
         .flag(
             "allow-private-networks", "PUSHMEDIA_ALLOW_PRIVATE_NETWORKS", \.allowPrivateNetworks,
             help: "Allow fetching from loopback/private/link-local addresses"),
@@ -164,22 +163,22 @@ extension PushMediaConfig {
         },
         .integer(
             "max-source-bytes", "PUSHMEDIA_MAX_SOURCE_BYTES", \.maxSourceBytes, in: 1...2_000_000_000,
-            default: "`200000000`", help: "Largest download in bytes"),
+            help: "Largest download in bytes"),
         .duration(
-            "connect-timeout", "PUSHMEDIA_CONNECT_TIMEOUT", \.connectTimeout, default: "`3s`",
+            "connect-timeout", "PUSHMEDIA_CONNECT_TIMEOUT", \.connectTimeout,
             help: "Time allowed to establish a connection"),
         .duration(
-            "low-speed-time", "PUSHMEDIA_LOW_SPEED_TIME", \.lowSpeedTime, default: "`5s`",
+            "low-speed-time", "PUSHMEDIA_LOW_SPEED_TIME", \.lowSpeedTime,
             help: "Abort a download slower than 1 KiB/s for this long"),
         .integer(
-            "max-redirects", "PUSHMEDIA_MAX_REDIRECTS", \.maxRedirects, in: 0...20, default: "`5`",
+            "max-redirects", "PUSHMEDIA_MAX_REDIRECTS", \.maxRedirects, in: 0...20,
             help: "Redirects followed, each one checked again"),
     ]
 
     /// Decoding and transcoding.
     static let images: [Setting<PushMediaConfig>] = [
         .integer(
-            "long-edge", "PUSHMEDIA_LONG_EDGE", \.longEdge, in: 16...16384, default: "`2048`",
+            "long-edge", "PUSHMEDIA_LONG_EDGE", \.longEdge, in: 16...16384,
             help: "Longest side of a transcoded image in px"),
         Setting(
             "thumb-edge", "PUSHMEDIA_THUMB_EDGE", default: "`512`",
@@ -192,22 +191,21 @@ extension PushMediaConfig {
             }
         },
         .integer(
-            "max-pixels", "PUSHMEDIA_MAX_PIXELS", \.maxPixels, in: 1...1_000_000_000, default: "`50000000`",
+            "max-pixels", "PUSHMEDIA_MAX_PIXELS", \.maxPixels, in: 1...1_000_000_000,
             help: "Largest source image in pixels, read from the header"),
         .integer(
-            "max-frames", "PUSHMEDIA_MAX_FRAMES", \.maxFrames, in: 1...100_000, default: "`100`",
-            help: "Frames kept in an animation"),
+            "max-frames", "PUSHMEDIA_MAX_FRAMES", \.maxFrames, in: 1...100_000, help: "Frames kept in an animation"),
         .integer(
-            "video-edge", "PUSHMEDIA_VIDEO_EDGE", \.videoEdge, in: 64...4096, default: "`1280`",
+            "video-edge", "PUSHMEDIA_VIDEO_EDGE", \.videoEdge, in: 64...4096,
             help: "Longest side of a transcoded video in px"),
         .integer(
-            "clip-seconds", "PUSHMEDIA_CLIP_SECONDS", \.clipSeconds, in: 1...3600, default: "`30`",
+            "clip-seconds", "PUSHMEDIA_CLIP_SECONDS", \.clipSeconds, in: 1...3600,
             help: "Cut a transcoded video or audio that cannot fit its cap whole to this many seconds"),
         .integer(
             "decode-memory", "PUSHMEDIA_DECODE_MEMORY", \.decodeMemory, in: 1_000_000...64_000_000_000,
-            default: "`256000000`", help: "Estimated bytes of image decodes running at once"),
+            help: "Estimated bytes of image decodes running at once"),
         .integer(
-            "jpeg-quality", "PUSHMEDIA_JPEG_QUALITY", \.jpegQuality, in: 10...100, default: "`82`",
+            "jpeg-quality", "PUSHMEDIA_JPEG_QUALITY", \.jpegQuality, in: 10...100,
             help: "First JPEG quality tried, lowered step by step until the image fits its cap"),
     ]
 
@@ -278,9 +276,10 @@ extension PushMediaConfig {
             default: "2 per core", help: "Jobs running at once"),
         .integer(
             "max-queue", "PUSHMEDIA_MAX_QUEUE", \.maxQueuedJobs, in: 0...100_000, commands: [.serve],
-            default: "`64`", help: "Jobs waiting for a slot before answers are 'overloaded'"),
+            help: "Jobs waiting for a slot before answers are 'overloaded'"),
         .duration(
             "background-limit", "PUSHMEDIA_BACKGROUND_LIMIT", \.backgroundLimit, commands: [.serve],
+            // `serve`'s default: the library's is 0 (stop at the budget).
             default: "`60s`", help: "How long a job may go on after its budget to fill the cache"),
     ]
 
@@ -288,7 +287,6 @@ extension PushMediaConfig {
     static let retention: [Setting<PushMediaConfig>] = [
         .age(
             "older-than", "PUSHMEDIA_GC_OLDER_THAN", \.gcOlderThan, atLeastAMinute: true, commands: [.gc, .serve],
-            default: "`30d`",
             help: "Remove cache entries unused this long, e.g. 30d, 12h (serve: with --gc-every)"),
         .integer(
             "max-bytes", "PUSHMEDIA_GC_MAX_BYTES", \.gcMaxBytes, in: 0...Int64.max / 2, commands: [.gc, .serve],

@@ -148,6 +148,41 @@ extension Setting {
     }
 }
 
+extension Setting where Config: Configurable {
+    /// An integer in `range`, documented with the default configuration's value (`Config()`).
+    public static func integer<Value: FixedWidthInteger & SendableMetatype>(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Value> & Sendable,
+        in range: ClosedRange<Int64>, commands: Set<SettingCommand> = .every, help summary: String
+    ) -> Setting {
+        integer(
+            name, environment, keyPath, in: range, commands: commands, default: "`\(Config()[keyPath: keyPath])`",
+            help: summary)
+    }
+
+    /// A duration, documented with the default configuration's value in its largest whole unit
+    /// (`10s`, `10m`, `1h`, `800ms`).
+    public static func duration(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Duration> & Sendable,
+        commands: Set<SettingCommand> = .every, help summary: String
+    ) -> Setting {
+        let written = SettingText.written(Config()[keyPath: keyPath], units: [("h", 3_600), ("m", 60), ("s", 1)])
+        return duration(name, environment, keyPath, commands: commands, default: "`\(written)`", help: summary)
+    }
+
+    /// An age, documented with the default configuration's value in its largest whole unit
+    /// (`30s`, `1m`, `12h`, `7d`).
+    public static func age(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Duration> & Sendable,
+        atLeastAMinute: Bool = false, commands: Set<SettingCommand> = .every, help summary: String
+    ) -> Setting {
+        let written = SettingText.written(
+            Config()[keyPath: keyPath], units: [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)])
+        return age(
+            name, environment, keyPath, atLeastAMinute: atLeastAMinute, commands: commands, default: "`\(written)`",
+            help: summary)
+    }
+}
+
 /// The text of one setting, with the readers the tables use; each throws
 /// `ConfigError.invalidValue` naming the setting and what was expected.
 public struct SettingText: Sendable {
@@ -201,6 +236,16 @@ public struct SettingText: Sendable {
             throw invalid(expected: "a duration of at least a minute such as 90m, 12h, 30d or 2w")
         }
         return value
+    }
+
+    /// `duration` as a setting writes it: in the largest of `units` (name, seconds) that divides
+    /// it whole, else in milliseconds.
+    static func written(_ duration: Duration, units: [(String, Int64)]) -> String {
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        for (unit, seconds) in units where milliseconds > 0 && milliseconds % (seconds * 1000) == 0 {
+            return "\(milliseconds / (seconds * 1000))\(unit)"
+        }
+        return "\(milliseconds)ms"
     }
 
     /// The comma-separated items, trimmed, empty ones left out.

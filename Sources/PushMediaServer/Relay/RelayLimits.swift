@@ -78,65 +78,62 @@ public struct RelayLimits: Sendable, Equatable {
     static let settings: [Setting<ServerConfig>] = [
         .integer(
             "relay-max-connections", "PUSHMEDIA_RELAY_MAX_CONNECTIONS", \.relay.maxConnections, in: 1...1_000_000,
-            commands: [.serve], default: "`1024`",
-            help: "Client connections each relay holds at once; more are closed as they open"),
+            commands: [.serve], help: "Client connections each relay holds at once; more are closed as they open"),
         .integer(
             "relay-max-streams", "PUSHMEDIA_RELAY_MAX_STREAMS", \.relay.maxStreams, in: 1...10_000_000,
-            commands: [.serve], default: "`1024`",
+            commands: [.serve],
             help: "Requests in flight across a relay's connections; past it the connection holding most is shed"),
         .integer(
             "relay-max-buffered", "PUSHMEDIA_RELAY_MAX_BUFFERED", \.relay.maxBuffered, in: 1_048_576...1 << 40,
-            commands: [.serve], default: "`67108864`",
+            commands: [.serve],
             help: "Bytes a relay holds for clients across its connections; past it the connection holding most is shed"),
         .integer(
             "relay-connection-streams", "PUSHMEDIA_RELAY_CONNECTION_STREAMS", \.relay.connectionStreams,
-            in: 1...100_000, commands: [.serve], default: "`128`",
+            in: 1...100_000, commands: [.serve],
             help: "Requests in flight on one connection (reset ones included); more are refused (REFUSED_STREAM)"),
         .integer(
             "relay-connection-bytes", "PUSHMEDIA_RELAY_CONNECTION_BYTES", \.relay.connectionBytes,
-            in: 65_536...1 << 36, commands: [.serve], default: "`8388608`",
+            in: 65_536...1 << 36, commands: [.serve],
             help: "Bytes one connection may hold; past it new requests on it are refused (REFUSED_STREAM)"),
         .integer(
             "relay-max-body", "PUSHMEDIA_RELAY_MAX_BODY", \.relay.maxBody, in: 5_120...16_777_216,
-            commands: [.serve], default: "`65536`", help: "The largest request body read; a longer one is answered 413"),
+            commands: [.serve], help: "The largest request body read; a longer one is answered 413"),
         .integer(
             "relay-max-header-list", "PUSHMEDIA_RELAY_MAX_HEADER_LIST", \.relay.maxHeaderList, in: 4_096...1_048_576,
-            commands: [.serve], default: "`65536`",
+            commands: [.serve],
             help: "SETTINGS_MAX_HEADER_LIST_SIZE of both ends; a request with more header bytes is answered 431"),
         .integer(
             "relay-stream-window", "PUSHMEDIA_RELAY_STREAM_WINDOW", \.relay.streamWindow, in: 65_535...2_147_483_647,
-            commands: [.serve], default: "`262144`", help: "The flow-control window of a client's stream"),
+            commands: [.serve], help: "The flow-control window of a client's stream"),
         .integer(
             "relay-connection-window", "PUSHMEDIA_RELAY_CONNECTION_WINDOW", \.relay.connectionWindow,
-            in: 65_535...2_147_483_647, commands: [.serve], default: "`16777216`",
-            help: "The flow-control window of a client connection"),
+            in: 65_535...2_147_483_647, commands: [.serve], help: "The flow-control window of a client connection"),
         .integer(
             "relay-max-empty-data", "PUSHMEDIA_RELAY_MAX_EMPTY_DATA", \.relay.maxEmptyData, in: 1...1_000_000,
-            commands: [.serve], default: "`64`",
+            commands: [.serve],
             help: "Empty DATA frames without END_STREAM one stream may carry before GOAWAY ENHANCE_YOUR_CALM"),
         .duration(
             "relay-unread-timeout", "PUSHMEDIA_RELAY_UNREAD_TIMEOUT", \.relay.unreadTimeout, commands: [.serve],
-            default: "`10s`",
             help: "How long answers may wait for a client that reads nothing before it is shed (GOAWAY)"),
         .duration(
             "relay-handshake-timeout", "PUSHMEDIA_RELAY_HANDSHAKE_TIMEOUT", \.relay.handshakeTimeout,
-            commands: [.serve], default: "`10s`",
+            commands: [.serve],
             help: "How long a new connection may take to deliver its first bytes (through TLS) before it is closed"),
         .duration(
             "relay-request-timeout", "PUSHMEDIA_RELAY_REQUEST_TIMEOUT", \.relay.requestTimeout, commands: [.serve],
-            default: "`10s`", help: "How long an HTTP/1.1 request may take to arrive whole, from its first byte"),
+            help: "How long an HTTP/1.1 request may take to arrive whole, from its first byte"),
         .duration(
             "relay-idle-timeout", "PUSHMEDIA_RELAY_IDLE_TIMEOUT", \.relay.idleTimeout, commands: [.serve],
-            default: "`10m`", help: "A client connection silent this long is drained (answered, then closed)"),
+            help: "A client connection silent this long is drained (answered, then closed)"),
         .duration(
             "relay-drain-timeout", "PUSHMEDIA_RELAY_DRAIN_TIMEOUT", \.relay.drainTimeout, commands: [.serve],
-            default: "`60s`", help: "A connection asked to drain is closed this long after, whatever it still does"),
+            help: "A connection asked to drain is closed this long after, whatever it still does"),
         .integer(
             "relay-upstream-window", "PUSHMEDIA_RELAY_UPSTREAM_WINDOW", \.relay.upstreamWindow,
-            in: 65_535...2_147_483_647, commands: [.serve], default: "`1048576`",
+            in: 65_535...2_147_483_647, commands: [.serve],
             help: "The flow-control window of each stream to Apple or Google"),
         .duration(
             "relay-upstream-ping", "PUSHMEDIA_RELAY_UPSTREAM_PING", \.relay.upstreamPing, commands: [.serve],
-            default: "`1h`", help: "An upstream connection silent this long is sent a PING"),
+            help: "An upstream connection silent this long is sent a PING"),
     ]
 }

@@ -98,11 +98,10 @@ public struct APNsRelayConfig: Sendable, Equatable {
             "The team ID (iss) of --apns-key"
         },
         .duration(
-            "apns-budget", "PUSHMEDIA_APNS_BUDGET", \.apns.budget, commands: [.serve], default: "`2s`",
+            "apns-budget", "PUSHMEDIA_APNS_BUDGET", \.apns.budget, commands: [.serve],
             help: "Time a rich push may wait for its media; past it the best attempt goes to Apple"),
         .duration(
             "apns-upstream-timeout", "PUSHMEDIA_APNS_UPSTREAM_TIMEOUT", \.apns.upstreamTimeout, commands: [.serve],
-            default: "`10s`",
             help: "Answer 503 when the upstream has not connected or answered in this time"),
     ]
 

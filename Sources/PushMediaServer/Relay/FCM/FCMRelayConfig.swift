@@ -72,11 +72,10 @@ public struct FCMRelayConfig: Sendable, Equatable {
             "Also trust this CA (PEM) for the FCM upstream"
         },
         .duration(
-            "fcm-budget", "PUSHMEDIA_FCM_BUDGET", \.fcm.budget, commands: [.serve], default: "`2s`",
+            "fcm-budget", "PUSHMEDIA_FCM_BUDGET", \.fcm.budget, commands: [.serve],
             help: "Time a message may wait for its media; past it the best attempt goes to FCM"),
         .duration(
             "fcm-upstream-timeout", "PUSHMEDIA_FCM_UPSTREAM_TIMEOUT", \.fcm.upstreamTimeout, commands: [.serve],
-            default: "`10s`",
             help: "Answer 503 UNAVAILABLE when the FCM upstream has not connected or answered in this time"),
     ]
 
