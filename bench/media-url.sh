@@ -3,8 +3,11 @@
 #   url_cached    wrk on one media URL whose file is made (every request answered from the store)
 #   nginx_file    nginx (one worker, sendfile, its access log written to a file) serving the same
 #                 file from the store's directory: the floor of a cached media URL
-#   media, healthz  for reference: the same file through GET /media/<name>, and GET /healthz (a
-#                 route that does nothing: what one request costs the HTTP stack)
+#   media, healthz  the same file through GET /media/<name> (the floor of the media URL's own
+#                 work: the same stack, the same file), and GET /healthz (a route that does
+#                 nothing: what one request costs the HTTP stack)
+#   url_large, media_large  the same two for a large file: the 12 MP JPEG made for iOS
+#                 (2048 px, hundreds of KB)
 #   cold          COLD_ITEMS distinct 12 MP JPEG sources, one at a time, each asked once as a media
 #                 URL (GET .jpg: fetch, make, store, send) and, in turn, once through
 #                 POST /v1/process followed by the phone's GET of the stored file (the same work
@@ -70,6 +73,11 @@ curl -fsS -o "$OUT/warm.jpg" "$URL"
 MEDIA=$(ls "$OUT/store" | grep '\.jpg$' | while read -r f; do cmp -s "$OUT/store/$f" "$OUT/warm.jpg" && echo "$f"; done | head -1)
 [[ -n $MEDIA ]] || die "the warmed file is not in the store"
 MEDIA_BYTES=$(stat -c %s "$OUT/store/$MEDIA")
+LARGE_URL="$HOOK/insecure/pr:ios/plain/$ORIGIN/photo-12mp.jpg@jpg"
+curl -fsS -o "$OUT/warm-large.jpg" "$LARGE_URL"
+LARGE=$(ls "$OUT/store" | grep '\.jpg$' | while read -r f; do cmp -s "$OUT/store/$f" "$OUT/warm-large.jpg" && echo "$f"; done | head -1 || true)
+[[ -n $LARGE ]] || die "the large warmed file is not in the store"
+LARGE_BYTES=$(stat -c %s "$OUT/store/$LARGE")
 NGINX_PORT=$(free_port)
 PIDS+=("$(start_nginx "$OUT/nginx" "$OUT/store" "$NGINX_PORT")")
 # The same work as the hook: one access-log line per request, written to a file.
@@ -108,6 +116,9 @@ pass nginx_file_again "$(cat "$OUT/nginx/nginx.pid")" "http://127.0.0.1:$NGINX_P
 # For reference: the same file through /media/<name>, and the hook's floor (a route that does nothing).
 pass media "$HOOK_PID" "$HOOK/media/$MEDIA"
 pass healthz "$HOOK_PID" "$HOOK/healthz"
+log "wrk: the large file ($LARGE_BYTES bytes)"
+pass url_large "$HOOK_PID" "$LARGE_URL"
+pass media_large "$HOOK_PID" "$HOOK/media/$LARGE"
 
 log "cold: $COLD_ITEMS items × $ROUNDS rounds, a media URL and /v1/process in turn"
 python3 - "$OUT" "$HOOK" "$ORIGIN" "$COLD_ITEMS" "$ROUNDS" <<'PY'
@@ -152,17 +163,23 @@ print(f"  cold medians: media URL {summary['url']} ms, /v1/process + download {s
       f"(/v1/process alone {summary['process_only']} ms)", file=sys.stderr)
 PY
 
-python3 - "$OUT" "$MEDIA_BYTES" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
+python3 - "$OUT" "$MEDIA_BYTES" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$LARGE_BYTES" <<'PY'
 import json, sys
-out, media_bytes, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out, media_bytes, commit, large_bytes = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 r = {n: json.load(open(f"{out}/{n}.json"))
-     for n in ["url_cached", "nginx_file", "url_cached_again", "nginx_file_again", "media", "healthz"]}
+     for n in ["url_cached", "nginx_file", "url_cached_again", "nginx_file_again", "media", "healthz", "url_large",
+               "media_large"]}
+cpu = {n: p["server_cpu_us_per_request"] for n, p in r.items()}
+small = (cpu["url_cached"] + cpu["url_cached_again"]) / 2 / cpu["media"]
+large = cpu["url_large"] / cpu["media_large"]
 cold = json.load(open(f"{out}/cold.json"))["cold_median_ms"]
 first = r["url_cached"]["req_per_s"] / r["nginx_file"]["req_per_s"]
 second = r["url_cached_again"]["req_per_s"] / r["nginx_file_again"]["req_per_s"]
 summary = {"commit": commit, "media_bytes": media_bytes, "passes": r, "cold_median_ms": cold,
            "ratios": {"cached media URL / nginx (req/s), two rounds": [round(first, 3), round(second, 3)],
-                      "cold media URL / (/v1/process + download)": round(cold["url"] / cold["process"], 3)}}
+                      "cold media URL / (/v1/process + download)": round(cold["url"] / cold["process"], 3),
+                      "cached media URL / /media (CPU per request), small and large file": [round(small, 3),
+                                                                                             round(large, 3)]}}
 json.dump(summary, open(f"{out}/results.json", "w"), indent=1)
 print("\n| pass | req/s | p50 ms | p99 ms | server CPU-µs/request | errors |\n|---|---:|---:|---:|---:|---:|")
 for n, p in r.items():
@@ -170,5 +187,7 @@ for n, p in r.items():
 print(f"\n- cached media URL / nginx serving the file: {first:.2f}, {second:.2f}")
 print(f"- cold 12 MP JPEG, median of best-of-rounds: media URL {cold['url']} ms, /v1/process + download "
       f"{cold['process']} ms (alone {cold['process_only']} ms): ratio {cold['url'] / cold['process']:.2f}")
-print(f"- commit {commit}, file {media_bytes:,} bytes")
+print(f"- cached media URL / GET /media of the same file, server CPU per request: {small:.2f} "
+      f"({media_bytes:,} bytes; the mean of the two URL passes), {large:.2f} ({large_bytes:,} bytes)")
+print(f"- commit {commit}, files {media_bytes:,} and {large_bytes:,} bytes")
 PY

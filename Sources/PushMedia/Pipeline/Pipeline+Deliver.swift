@@ -47,36 +47,42 @@ extension Pipeline {
     /// after the budget (`backgroundLimit`) so that the next request finds it.
     public func deliver(_ request: DeliveryRequest) async -> Delivery {
         let source: Source
-        let text = request.source.trimmingCharacters(in: .whitespaces)
-        guard ["http", "https"].contains(Self.scheme(of: text)), text.utf8.count <= Self.maxURLLength else {
-            return .failed(reason: ReasonCode.invalidURL, message: "the source must be an http(s) URL")
+        // A source checked before is remembered, as a payload's reference is (`resolveSource`).
+        if let valid = validURLs[request.source] {
+            source = .remote(valid)
+        } else {
+            let text = request.source.trimmingCharacters(in: .whitespaces)
+            guard ["http", "https"].contains(Self.scheme(of: text)), text.utf8.count <= Self.maxURLLength else {
+                return .failed(reason: ReasonCode.invalidURL, message: "the source must be an http(s) URL")
+            }
+            switch remoteSource(request.source, trimmed: text) {
+            case let .success(remote): source = remote
+            case let .failure(failure): return .failed(reason: failure.reason, message: failure.message)
+            }
         }
-        switch remoteSource(request.source, trimmed: text) {
-        case let .success(remote): source = remote
-        case let .failure(failure): return .failed(reason: failure.reason, message: failure.message)
-        }
-        var profile = request.profile
+        let profile: PlatformProfile
+        let fingerprint: String
         if let format = request.format {
-            guard let delivering = profile.delivering(format) else {
+            if let known = delivering[request.profile.id]?[format] {
+                (profile, fingerprint) = known
+            } else if let made = request.profile.delivering(format) {
+                (profile, fingerprint) = (made, Self.optionsFingerprint(config, profile: made))
+            } else {
+                let shown = request.profile.acceptedFormats.map(\.fileExtension).sorted().joined(separator: ", ")
                 return .failed(
                     reason: ReasonCode.unsupportedType,
-                    message: "the \(profile.id) profile does not show .\(format.fileExtension) (\(format.mime)); "
-                        + "it shows \(profile.acceptedFormats.map(\.fileExtension).sorted().joined(separator: ", "))")
+                    message:
+                        "the \(request.profile.id) profile does not show .\(format.fileExtension) (\(format.mime)); "
+                        + "it shows \(shown)")
             }
-            profile = delivering
+        } else {
+            profile = request.profile
+            fingerprint = fingerprints[profile.id] ?? Self.optionsFingerprint(config, profile: profile)
         }
         let identity = source.identity + (request.cacheBuster.map { "\ncb=" + $0 } ?? "")
-        let known =
-            if let format = request.format { deliveringFingerprints[request.profile.id]?[format] } else {
-                fingerprints[request.profile.id]
-            }
-        let fingerprint = known ?? Self.optionsFingerprint(config, profile: profile)
         // The profile's own entry (what the hook makes of the same source) answers when it is in the format asked.
         let alternate = request.format.flatMap { format in
-            request.cacheBuster == nil
-                ? fingerprints[request.profile.id].map {
-                    (key: MediaStore.cacheKey(source: identity, options: $0), mime: format.mime)
-                } : nil
+            request.cacheBuster == nil ? fingerprints[request.profile.id].map { (options: $0, mime: format.mime) } : nil
         }
         let (resolution, _) = await resolve(
             MediaRequest(

@@ -9,9 +9,9 @@ extension Pipeline {
         /// Revalidate a cached result with its origin even when it is fresh.
         var refresh: Bool
         var deadline: ContinuousClock.Instant
-        /// An entry another door keeps for the same source, which answers too when it is fresh
+        /// Another door's options for the same source, whose entry answers too when it is fresh
         /// and of this MIME type (a media URL asking for `.jpg` finds what `/v1/process` made).
-        var alternate: (key: String, mime: String)?
+        var alternate: (options: String, mime: String)?
     }
 
     /// How a media's request ended: what each door (`/v1/process` and `/v1/batch`, the relays,
@@ -44,8 +44,9 @@ extension Pipeline {
         let (key, remote) = (request.key, request.source.isRemote)
         if !request.refresh, let entry = remembered(key, remote: remote) { return (.ready(entry, cacheHit: true), nil) }
         if !request.refresh, let alternate = request.alternate,
+            case let alternateKey = MediaStore.cacheKey(source: request.source.identity, options: alternate.options),
             let (entry, _) = try? await lookup(
-                key: alternate.key, remote: remote, refresh: false, deadline: request.deadline),
+                key: alternateKey, remote: remote, refresh: false, deadline: request.deadline),
             let entry, entry.attachment.mime == alternate.mime
         {
             return (.ready(entry, cacheHit: true), nil)

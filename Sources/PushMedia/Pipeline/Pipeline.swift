@@ -31,8 +31,8 @@ public final class Pipeline: Sendable {
     let optionsFingerprint: String
     /// The options fingerprint of each profile, part of its cache keys.
     let fingerprints: [String: String]
-    /// The fingerprint of each profile delivering each format a media URL can ask for.
-    let deliveringFingerprints: [String: [MediaFormat: String]]
+    /// Each profile made to deliver each format a media URL can ask for, with its fingerprint.
+    let delivering: [String: [MediaFormat: (profile: PlatformProfile, fingerprint: String)]]
     /// http(s) references already found valid.
     let validURLs = ValidURLs()
 
@@ -48,10 +48,10 @@ public final class Pipeline: Sendable {
         profiles[config.profile.id] = config.profile
         transcoders = profiles.mapValues { Transcoder(config: config, profile: $0, threads: resources.vips) }
         fingerprints = profiles.mapValues { Self.optionsFingerprint(config, profile: $0) }
-        deliveringFingerprints = profiles.mapValues { profile in
+        delivering = profiles.mapValues { profile in
             Dictionary(
                 Set(MediaURL.formats.values).compactMap { format in
-                    profile.delivering(format).map { (format, Self.optionsFingerprint(config, profile: $0)) }
+                    profile.delivering(format).map { (format, ($0, Self.optionsFingerprint(config, profile: $0))) }
                 }, uniquingKeysWith: { first, _ in first })
         }
         optionsFingerprint = Self.optionsFingerprint(config)
@@ -77,7 +77,7 @@ public final class Pipeline: Sendable {
         let store = self.store
         let keys = urls.map { url in
             let identity = url.trimmingCharacters(in: .whitespaces)
-            let options = Set(fingerprints.values).union(deliveringFingerprints.values.flatMap(\.values))
+            let options = Set(fingerprints.values).union(delivering.values.flatMap(\.values).map(\.fingerprint))
             return (url, options.map { MediaStore.cacheKey(source: identity, options: $0) })
         }
         let result = await io.run { () -> Result<[(url: String, entries: Int)], StoreError> in

@@ -14,6 +14,9 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
     let live: LiveSettings
     let metrics: ServerMetrics
     let media: StoredMedia
+    /// Paths parsed before: a campaign's URL is asked by every phone, and parsing it (the
+    /// options, the source, its checks, the file name) is most of what its cached answer costs.
+    let parsed = ParsedMediaURLs()
 
     func add(to router: Router<Context>) {
         router.get("**", use: serve)
@@ -25,11 +28,22 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
         let (config, keys) = (current.urls, current.urlKeys)
         guard config.enabled else { throw APIError(.notFound, code: "not_found", message: "no such route") }
         let url: MediaURL
+        let names: ParsedMediaURLs.Names
         let signedBy: MediaURLKey?
         do {
-            let (signature, signedPath) = try MediaURL.split(request.uri.path)
-            signedBy = try verify(signature, signedPath, keys: keys)
-            url = try MediaURL.parse(request.uri.path)
+            // The signature is checked on every request, against the keys in force.
+            if let known = parsed[request.uri.path] {
+                (url, names) = known
+                signedBy = try verify(url.signature, url.signedPath, keys: keys)
+            } else {
+                let (signature, signedPath) = try MediaURL.split(request.uri.path)
+                signedBy = try verify(signature, signedPath, keys: keys)
+                url = try MediaURL.parse(request.uri.path)
+                names = ParsedMediaURLs.Names(
+                    asked: url.format.map { Self.fileName(url.sourceParts, format: $0) },
+                    preview: Self.fileName(url.sourceParts, format: .jpeg))
+                parsed.remember(request.uri.path, url: url, names: names)
+            }
         } catch let error as MediaURLError {
             throw refused(error)
         }
@@ -61,7 +75,8 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
             }
             var headers: HTTPFields = [
                 .cacheControl: "public, max-age=\(Self.lifetime(entry))",
-                .contentDisposition: "inline; filename=\"\(Self.fileName(url.sourceParts, format: format))\"",
+                .contentDisposition:
+                    "inline; filename=\"\(names.asked ?? Self.fileName(url.sourceParts, format: format))\"",
                 .pushMediaOutcome: cacheHit ? "\(entry.status.rawValue)/cache" : entry.status.rawValue,
             ]
             if let reason = entry.reason { headers[.pushMediaOutcome] = "\(entry.status.rawValue)/\(reason)" }
@@ -73,7 +88,7 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
                 metrics.mediaURL(profile: profile.id, outcome: "preview")
                 let headers: HTTPFields = [
                     .cacheControl: "no-store",
-                    .contentDisposition: "inline; filename=\"\(Self.fileName(url.sourceParts, format: .jpeg))\"",
+                    .contentDisposition: "inline; filename=\"\(names.preview)\"",
                     .pushMediaOutcome: "best_attempt/\(reason)",
                 ]
                 return try await media.respond(preview.name, request: request, context: context, headers: headers)
@@ -208,6 +223,26 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
             $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0))
         }
         return (base.isEmpty ? "media" : String(base.prefix(64))) + "." + format.fileExtension
+    }
+}
+
+/// Media URL paths already parsed, with their file names: the most recent, within 4 MiB of paths.
+final class ParsedMediaURLs: Sendable {
+    struct Names: Sendable {
+        /// `Content-Disposition`'s name for the format asked, if the URL asks one.
+        var asked: String?
+        /// The name of the thumbnail answered in its place (a JPEG).
+        var preview: String
+    }
+
+    private let urls = Locked(LRUCache<String, (MediaURL, Names)>(budget: 4 << 20))
+
+    subscript(path: String) -> (MediaURL, Names)? { urls.withLock { $0.value(forKey: path) } }
+
+    func remember(_ path: String, url: MediaURL, names: Names) {
+        // A path's cost: its bytes, the source's (held twice: as written and in its parts), and the rest.
+        let cost = path.utf8.count + 2 * url.source.utf8.count + 256
+        urls.withLock { _ = $0.setValue((url, names), forKey: path, cost: cost) }
     }
 }
 
