@@ -54,12 +54,17 @@ struct ResolveTests {
         return await pipeline.resolve(request).0
     }
 
-    @Test func madeThenFromTheStoreThenRenewedWithTheOrigin() async throws {
+    /// `/hero.jpg`, a JPEG its origin says is fresh for a second, with an ETag to revalidate it.
+    func serveHeroFreshForASecond() throws {
         origin.route(
             "/hero.jpg",
             .cacheable(
                 body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg", etag: "\"a\"", lastModified: nil,
                 cacheControl: "max-age=1"))
+    }
+
+    @Test func madeThenFromTheStoreThenRenewedWithTheOrigin() async throws {
+        try serveHeroFreshForASecond()
         let pipeline = try Self.pipeline()
         #expect(Self.ended(try await resolve(pipeline, "/hero.jpg")) == .ready(cacheHit: false))
         #expect(Self.ended(try await resolve(pipeline, "/hero.jpg")) == .ready(cacheHit: true))
@@ -70,11 +75,7 @@ struct ResolveTests {
     }
 
     @Test func aFailingOriginWithAStaleEntryServesTheStaleEntryButA404DoesNot() async throws {
-        origin.route(
-            "/hero.jpg",
-            .cacheable(
-                body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg", etag: "\"a\"", lastModified: nil,
-                cacheControl: "max-age=1"))
+        try serveHeroFreshForASecond()
         let pipeline = try Self.pipeline()
         #expect(Self.ended(try await resolve(pipeline, "/hero.jpg")) == .ready(cacheHit: false))
         origin.route("/hero.jpg", .status(503, body: "maintenance"))
