@@ -13,30 +13,33 @@ run: setup release
 ## Check the format (`make lint`), install missing system libraries (and Chromium for the
 ## browser tests), start the real S3-compatible object store the store and fleet tests use
 ## (scripts/object-store.sh: OpenStack Swift on 127.0.0.1, installed from Debian's packages when
-## missing), and run the whole test suite. Tests run one at a time: several check answers
-## against deadlines, which needs cores that other tests are not saturating. Then Schemathesis
-## checks the HTTP hook's answers against its OpenAPI document (scripts/api-conformance.sh), and
-## real APNs clients from PyPI push through the APNs relay to a strict stand-in for Apple
-## (scripts/apns-relay.sh), and real FCM clients through the FCM relay to a strict stand-in for
-## Google (scripts/fcm-relay.sh); both relays are attacked (rapid reset, CONTINUATION and PING
-## floods, slow read, slow handshakes, …) while a legitimate client pushes, and answer RFC 9113's
-## protocol errors frame by frame (scripts/relay-attacks.sh); media URLs made by imgproxy's URL
-## builders are fetched by curl, Chromium and through nginx as a CDN (scripts/media-url.sh); the
-## shell examples of README.md and docs/ run against a real server (scripts/docs-examples.sh).
-## Last, the packaging (docs/deployment.md): the release binary that the image and the Debian package share
-## (scripts/release-static.sh), which the relays' fair shares are measured with beside a fast stand-in
-## upstream (scripts/relay-fairness.sh), the container image around it run with podman
-## (scripts/image-test.sh), and the Debian package installed, its service's command run,
-## removed and purged (scripts/deb-test.sh).
+## missing), and run the whole test suite under AddressSanitizer (a plain debug build would catch
+## nothing that one does not; `swift test` runs it plainly). Tests run one at a time: several
+## check answers against deadlines, which needs cores that other tests are not saturating.
+## Then the binary that ships (scripts/release-static.sh: release, the Swift runtime linked in,
+## shared by the container image and the Debian package) is what the scripts run:
+## Schemathesis checks the HTTP hook's answers against its OpenAPI document
+## (scripts/api-conformance.sh), real APNs clients from PyPI push through the APNs relay to a
+## strict stand-in for Apple (scripts/apns-relay.sh), and real FCM clients through the FCM relay
+## to a strict stand-in for Google (scripts/fcm-relay.sh); both relays are attacked (rapid reset,
+## CONTINUATION and PING floods, slow read, slow handshakes, …) while a legitimate client pushes,
+## and answer RFC 9113's protocol errors frame by frame (scripts/relay-attacks.sh); media URLs
+## made by imgproxy's URL builders are fetched by curl, Chromium and through nginx as a CDN
+## (scripts/media-url.sh); the shell examples of README.md and docs/ run against a real server
+## (scripts/docs-examples.sh); the relays' fair shares are measured beside a fast stand-in
+## upstream (scripts/relay-fairness.sh); last, the packaging (docs/deployment.md): the container
+## image around the binary run with podman (scripts/image-test.sh), and the Debian package
+## installed, its service's command run, removed and purged (scripts/deb-test.sh).
+SHIPPED = .build-static/stage/pushmedia
 test: lint setup-test
-	$(SWIFT) test --no-parallel
-	scripts/api-conformance.sh
-	scripts/apns-relay.sh
-	scripts/fcm-relay.sh
-	scripts/relay-attacks.sh
-	scripts/media-url.sh
-	scripts/docs-examples.sh
+	$(ASAN_TEST)
 	scripts/release-static.sh
+	BIN=$(SHIPPED) scripts/api-conformance.sh
+	BIN=$(SHIPPED) scripts/apns-relay.sh
+	BIN=$(SHIPPED) scripts/fcm-relay.sh
+	BIN=$(SHIPPED) scripts/relay-attacks.sh
+	BIN=$(SHIPPED) scripts/media-url.sh
+	BIN=$(SHIPPED) scripts/docs-examples.sh
 	scripts/relay-fairness.sh
 	scripts/image-test.sh
 	scripts/deb-test.sh
@@ -49,13 +52,15 @@ lint:
 format:
 	$(SWIFT) format format --in-place --recursive --parallel $(FORMATTED)
 
-## The test suite under AddressSanitizer / ThreadSanitizer (separate build folders).
+## The test suite under AddressSanitizer (what `make test` runs first) / ThreadSanitizer
+## (separate build folders).
 ## Leak checking is off: the Swift runtime's, Foundation's and SwiftNIO's process-wide singletons
 ## (thread pools, Process and URLSession bookkeeping) are still allocated at exit and would be
 ## reported on every run. Memory errors (overflows, use after free) are what ASan checks here.
-asan: setup-test
-	ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address \
+ASAN_TEST = ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address \
 	  $(SWIFT) test --no-parallel --sanitize=address --scratch-path .build-asan
+asan: setup-test
+	$(ASAN_TEST)
 
 tsan: setup-test
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/scripts/tsan.supp" PUSHMEDIA_TEST_SANITIZER=thread \
