@@ -13,7 +13,8 @@ run: setup release
 ## Check the format (`make lint`), install missing system libraries (and Chromium for the
 ## browser tests), start the real S3-compatible object store the store and fleet tests use
 ## (scripts/object-store.sh: OpenStack Swift on 127.0.0.1, installed from Debian's packages when
-## missing), and run the whole test suite under AddressSanitizer (a plain debug build would catch
+## missing) and the PostgreSQL the fleet's tests coordinate through (scripts/postgres.sh: Debian's
+## server, a cluster of its own on 127.0.0.1), and run the whole test suite under AddressSanitizer (a plain debug build would catch
 ## nothing that one does not; `swift test` runs it plainly). Tests run one at a time: several
 ## check answers against deadlines, which needs cores that other tests are not saturating.
 ## Then the binary that ships (scripts/release-static.sh: release, the Swift runtime linked in,
@@ -26,7 +27,9 @@ run: setup release
 ## and answer RFC 9113's protocol errors frame by frame (scripts/relay-attacks.sh); media URLs
 ## made by imgproxy's URL builders are fetched by curl, Chromium and through nginx as a CDN
 ## (scripts/media-url.sh); the shell examples of README.md and docs/ run against a real server
-## (scripts/docs-examples.sh); the relays' fair shares are measured beside a fast stand-in
+## (scripts/docs-examples.sh); three nodes behind nginx share one job per media through
+## PostgreSQL, lose a node and the database mid-campaign, and hear purges (scripts/fleet.sh);
+## the relays' fair shares are measured beside a fast stand-in
 ## upstream (scripts/relay-fairness.sh); last, the packaging (docs/deployment.md): the container
 ## image around the binary run with podman (scripts/image-test.sh), and the Debian package
 ## installed, its service's command run, removed and purged (scripts/deb-test.sh).
@@ -40,6 +43,7 @@ test: lint setup-test
 	BIN=$(SHIPPED) scripts/relay-attacks.sh
 	BIN=$(SHIPPED) scripts/media-url.sh
 	BIN=$(SHIPPED) scripts/docs-examples.sh
+	BIN=$(SHIPPED) scripts/fleet.sh
 	scripts/relay-fairness.sh
 	scripts/image-test.sh
 	scripts/deb-test.sh
@@ -82,6 +86,7 @@ setup:
 setup-test:
 	@scripts/setup.sh --test
 	@scripts/object-store.sh start
+	@scripts/postgres.sh start
 
 build: setup
 	$(SWIFT) build

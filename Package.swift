@@ -27,6 +27,8 @@ let package = Package(
         // X.509 of Apple's push certificates (the relays' held credentials).
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        // A fleet's coordination (`--fleet-db`): leases, notifications, in PostgreSQL.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // System libraries: headers and link flags only. Nothing but the shim includes them.
@@ -64,6 +66,21 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Sources/PushMedia"),
+        // A fleet's coordination through PostgreSQL (`--fleet-db`): one job per media across the
+        // nodes (`JobCoordinator`), purges heard by every node.
+        .target(
+            name: "PushMediaFleet",
+            dependencies: [
+                "PushMedia",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Sources/PushMediaFleet"),
         // The phone side: reads the descriptor, downloads the attachment within the extension's
         // time, calls the content handler once. Apple glue behind canImport(UserNotifications).
         .target(
@@ -76,6 +93,7 @@ let package = Package(
             name: "PushMediaServer",
             dependencies: [
                 "PushMedia",
+                "PushMediaFleet",
                 "CHTTP2Shim",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -102,6 +120,7 @@ let package = Package(
             name: "pushmedia",
             dependencies: [
                 "PushMedia",
+                "PushMediaFleet",
                 "PushMediaServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -146,6 +165,7 @@ let package = Package(
             name: "PushMediaServerTests",
             dependencies: [
                 "PushMediaServer",
+                "PushMediaFleet",
                 "PushMediaTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import PushMedia
+import PushMediaFleet
 import ServiceLifecycle
 
 /// Why the server refuses to start.
@@ -55,14 +56,18 @@ public struct ServerParts: Sendable {
         try self.init(config: config, server: server, upstreams: .http2)
     }
 
-    /// The same, with the relays' upstreams `upstreams` makes.
-    init(config: PushMediaConfig, server: ServerConfig, upstreams: UpstreamMaker) throws {
+    /// The same, with the relays' upstreams `upstreams` makes, and the fleet's coordination.
+    init(
+        config: PushMediaConfig, server: ServerConfig, upstreams: UpstreamMaker,
+        coordinator: (any JobCoordinator)? = nil
+    ) throws {
         self.upstreams = upstreams
         let config = ServerConfig.served(config)
         self.server = server
         live = try LiveSettings(server)
         // The process's threads, gates and budgets, built once.
-        pipeline = try Pipeline(config: config, resources: ProcessResources(config: config))
+        pipeline = try Pipeline(
+            config: config, resources: ProcessResources(config: config), coordinator: coordinator)
         memo = ResponseMemo(byteLimit: server.memoBytes)
         metrics = ServerMetrics(gate: pipeline.gate)
         baseURL = Locked(config.baseURL)
@@ -112,6 +117,22 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     return router
 }
 
+/// The fleet named by `--fleet-db`, checked; nil without one.
+func openFleet(config: PushMediaConfig, logger: Logger) async throws -> Fleet? {
+    guard let database = try FleetDatabase(config: config) else { return nil }
+    do {
+        try await database.check(logger: logger)
+    } catch {
+        guard error.isOutage else { throw error }
+        logger.warning(
+            "fleet database unavailable at start: jobs are shared per node until it is back",
+            metadata: ["database": "\(database.described)", "error": "\(error)"])
+    }
+    let fleet = try Fleet(database: database, lease: config.fleetLease, logger: logger)
+    logger.info("fleet", metadata: ["database": "\(database.described)", "node": "\(fleet.node)"])
+    return fleet
+}
+
 /// The application: checks that a public listener has auth and that the store answers (an
 /// object store: endpoint, credentials, bucket), derives the base URL from the bound address
 /// unless `--base-url` was given, runs retention every `gcEvery` when set, opens the APNs and FCM
@@ -132,14 +153,19 @@ public func buildApplication(
         served.mediaRoot = nil
         return served
     }()  // the hook never reads local files
+    // The fleet's database (--fleet-db): a wrong address, user, password, server or version of
+    // its tables stops the start; a database that is only down does not (the node shares its
+    // jobs per node until it is back).
+    let fleet = try await openFleet(config: config, logger: logger)
     let parts = try {
-        var parts = try ServerParts(config: config, server: server)
+        var parts = try ServerParts(config: config, server: server, upstreams: .http2, coordinator: fleet)
         parts.lines = RequestLines(logger: logger, sink: logSink)
         if baseURLGiven, config.baseURLIsTheBucket {
             parts.publicMediaBase = config.baseURL.hasSuffix("/") ? String(config.baseURL.dropLast()) : config.baseURL
         }
         return parts
     }()
+    parts.metrics.jobsRun.withLock { $0 = { [pipeline = parts.pipeline] in pipeline.jobsRun } }
     if let logSink { parts.metrics.logDrops.withLock { $0 = { logSink.droppedLines } } }
     try await parts.pipeline.verifyStore()
     let router = buildRouter(parts)
@@ -151,6 +177,10 @@ public func buildApplication(
             executor: parts.pipeline.resources.store, logger: logger)
     }
     var services: [any Service] = retention.map { [$0] } ?? []
+    if let fleet {
+        fleet.attach(metrics: parts.metrics.factory) { [store = parts.pipeline.store] key in store.forget(key: key) }
+        services.append(fleet)
+    }
     // What SIGHUP reloads: add a `Reloadable` here to make another part reloadable.
     var reloadable: [any Reloadable] = server.credentials.path != nil ? [parts.credentials] : []
     if let settings {

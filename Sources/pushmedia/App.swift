@@ -14,7 +14,7 @@ struct PushMediaCommand: AsyncParsableCommand {
         version: PushMediaVersion.string,
         subcommands: [
             ProcessCommand.self, BatchCommand.self, ServeCommand.self, GCCommand.self, PurgeCommand.self,
-            URLCommand.self, CheckConfigCommand.self, CheckCredentialsCommand.self,
+            URLCommand.self, CheckConfigCommand.self, CheckCredentialsCommand.self, FleetDBCommand.self,
         ]
     )
 }

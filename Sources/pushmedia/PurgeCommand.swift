@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import Logging
 import PushMedia
+import PushMediaFleet
 
 struct PurgeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -10,7 +12,8 @@ struct PurgeCommand: AsyncParsableCommand {
             Removes the URL's cache entries from the store's index, for every platform profile. \
             Give the same settings as the nodes that serve (the same PUSHMEDIA_* environment): \
             the options that change the output are part of the cache key. Nodes on the same store \
-            stop using the entry within --index-cache-ttl (default 60s). The media files stay \
+            stop using the entry within --index-cache-ttl (default 60s); with --fleet-db, every \
+            node of the fleet drops it from memory at once. The media files stay \
             until `pushmedia gc` finds them unreferenced. For one request, `refresh=1` on \
             /v1/process (or `process --refresh`) revalidates instead. Exit status: 0 done \
             (also when nothing was cached), 64 usage error, 74 store error.
@@ -19,6 +22,7 @@ struct PurgeCommand: AsyncParsableCommand {
 
     @Argument(help: "Media URLs exactly as payloads give them.")
     var urls: [String]
+    @OptionGroup var fleet: FleetOptions
     @OptionGroup var options: SharedOptions
 
     func validate() throws {
@@ -26,7 +30,17 @@ struct PurgeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let config = try options.config()
+        var config = try options.config()
+        do { try config.apply(fleet.given) } catch { throw ValidationError(error.description) }
+        // The fleet is checked first: nothing is purged when its nodes could not be told.
+        let fleetDatabase: FleetDatabase?
+        do {
+            fleetDatabase = try FleetDatabase(config: config)
+            try await fleetDatabase?.check(logger: Logger(label: "pushmedia"))
+        } catch {
+            FileHandle.writeError("pushmedia: purge: \(error)")
+            throw error.isOutage ? Exit.ioError : Exit.usage
+        }
         let pipeline = try await openPipeline(config)
         let purged: [(url: String, entries: Int)]
         do { purged = try await pipeline.purge(urls: urls) } catch {
@@ -40,6 +54,15 @@ struct PurgeCommand: AsyncParsableCommand {
                 : "purged \(url): \(entries) cache \(entries == 1 ? "entry" : "entries") removed from "
                     + "\(pipeline.store.location)"
             print(text)
+        }
+        if let fleetDatabase {
+            do {
+                try await Fleet.announcePurge(urls.flatMap(pipeline.cacheKeys(url:)), on: fleetDatabase)
+            } catch {
+                FileHandle.writeError("pushmedia: purge: the fleet's nodes were not told: \(error)")
+                throw Exit.ioError
+            }
+            print("told the fleet's nodes (\(fleetDatabase.described)) to drop the entries from memory")
         }
     }
 }

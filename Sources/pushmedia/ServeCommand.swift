@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import PushMedia
+import PushMediaFleet
 import PushMediaServer
 import ServiceLifecycle
 
@@ -154,6 +155,7 @@ struct ServeCommand: AsyncParsableCommand {
     var relayUpstreamWindow: String?
     @Option(name: .customLong("relay-upstream-ping"), help: .setting("relay-upstream-ping"))
     var relayUpstreamPing: String?
+    @OptionGroup var fleet: FleetOptions
     @OptionGroup var options: SharedOptions
 
     /// The flags of `serve`'s library settings (`PushMediaConfig.settings` scoped to `serve`).
@@ -246,7 +248,8 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         Self.raiseOpenFileLimit()
         let environment = ProcessInfo.processInfo.environment
-        let flags = (options.given + givenLibrarySettings + givenServerSettings).compactMap { name, text in
+        let flags = (options.given + fleet.given + givenLibrarySettings + givenServerSettings).compactMap {
+            name, text in
             text.map { (name, $0) }
         }
         let configFile = options.configFile ?? environment["PUSHMEDIA_CONFIG"]
@@ -292,6 +295,9 @@ struct ServeCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.usage
         } catch let error as RelaySetupError {
+            FileHandle.writeError("pushmedia: \(error)")
+            throw Exit.usage
+        } catch let error as FleetError {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.usage
         } catch let error as CredentialsError {

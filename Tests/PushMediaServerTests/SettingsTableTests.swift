@@ -126,7 +126,8 @@ struct SettingsTableTests {
     }
 
     /// Every entry has one row with its flag (and "(repeatable)" for a list), its variables and
-    /// its default; `serve`'s own settings are under "Settings of `pushmedia serve`".
+    /// its default; `serve`'s own settings are under "Settings of `pushmedia serve`", a fleet's
+    /// under "Settings of a fleet".
     @Test func everyEntryIsInTheReadme() throws {
         let rows = try Self.readmeRows()
         #expect(rows.count > 40)
@@ -148,8 +149,10 @@ struct SettingsTableTests {
             }
             #expect(row.documentedDefault == entry.documentedDefault, "\(entry)")
             #expect(row.help.hasSuffix("; SIGHUP applies it") == entry.reloads, "\(entry): whether SIGHUP applies it")
-            let servesOnly = entry.commands.contains(.serve) && entry.commands != .every
+            let fleet = entry.commands.contains(.fleetDB)
+            let servesOnly = entry.commands.contains(.serve) && entry.commands != .every && !fleet
             #expect((row.section == "Settings of `pushmedia serve`") == servesOnly, "\(entry) is under \(row.section)")
+            #expect((row.section == "Settings of a fleet") == fleet, "\(entry) is under \(row.section)")
         }
     }
 
@@ -220,8 +223,10 @@ struct SettingsTableTests {
             guard let invalid = ["x", ""].first(where: entry.refuses) else { continue }
             let command = entry.commands == .every ? .process : entry.commands.sorted { $0.rawValue < $1.rawValue }[0]
             let run = try await Self.pushmedia(
-                [command.rawValue, "--store", store.path, "--\(entry.name)", invalid],
-                arguments: command == .purge ? ["https://example.com/a.jpg"] : [])
+                [command.rawValue] + (command == .fleetDB ? [] : ["--store", store.path]) + [
+                    "--\(entry.name)", invalid,
+                ],
+                arguments: command == .purge ? ["https://example.com/a.jpg"] : command == .fleetDB ? ["check"] : [])
             let described = "pushmedia \(command.rawValue) --\(entry.name) \(invalid): \(run.stderr)"
             #expect(run.status == 64, "\(described)")
             #expect(run.stderr.contains("for --\(entry.name):"), "\(described)")

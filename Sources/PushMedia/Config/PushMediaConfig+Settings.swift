@@ -5,7 +5,7 @@ extension PushMediaConfig {
     /// how its text is read. The README's settings tables show the same flags, variables and
     /// defaults (a test compares them).
     public static let settings: [Setting<PushMediaConfig>] =
-        file + store + fetching + images + output + serving + retention
+        file + store + fleet + fetching + images + output + serving + retention
 
     /// The settings file: the other settings by their flags' names (`SettingsFile`).
     static let file: [Setting<PushMediaConfig>] = [
@@ -115,6 +115,42 @@ extension PushMediaConfig {
             }
             config.baseURL = text.hasSuffix("/") ? String(text.dropLast()) : text
         },
+    ]
+
+    /// A fleet's coordination through PostgreSQL (docs/fleet.md): `serve`, `purge` and `fleet-db`.
+    static let fleet: [Setting<PushMediaConfig>] = [
+        Setting(
+            "fleet-db", "PUSHMEDIA_FLEET_DB", commands: [.serve, .purge, .fleetDB], default: "none",
+            help: "PostgreSQL database through which the nodes on one store share jobs and purges: "
+                + "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require|verify-full]"
+        ) {
+            config, value throws(ConfigError) in
+            let text = value.text
+            guard !text.isEmpty else {
+                config.fleetDB = nil
+                return
+            }
+            do throws(FleetDBAddress.Invalid) { _ = try FleetDBAddress(text) } catch {
+                throw value.invalid(expected: error.expected, shown: FleetDBAddress.redacted(text))
+            }
+            config.fleetDB = text
+        },
+        Setting(
+            "fleet-db-password-file", "PUSHMEDIA_FLEET_DB_PASSWORD_FILE", commands: [.serve, .purge, .fleetDB],
+            default: "none", help: "Read the fleet database's password from this file"
+        ) {
+            config, value throws(ConfigError) in
+            guard FileManager.default.isReadableFile(atPath: value.text) else {
+                throw value.invalid(expected: "a readable file")
+            }
+            config.fleetDBPasswordFile = value.text
+        },
+        .duration(
+            "fleet-lease", "PUSHMEDIA_FLEET_LEASE", \.fleetLease, commands: [.serve, .purge, .fleetDB],
+            help: "A job's lease in the fleet, renewed while it runs: a dead node's job is taken over this much later"),
+        .duration(
+            "fleet-db-timeout", "PUSHMEDIA_FLEET_DB_TIMEOUT", \.fleetDBTimeout, commands: [.serve, .purge, .fleetDB],
+            help: "How long a node waits for the fleet database before it shares the job per node only"),
     ]
 
     /// Time, origins and downloads.

@@ -135,6 +135,21 @@ public struct PushMediaConfig: Configurable, Equatable {
     /// before the index is read again (another node may have renewed, refreshed or purged it): 60s.
     public var indexCacheTTL: Duration = .seconds(60)
 
+    // A fleet's coordination (docs/fleet.md).
+
+    /// `--fleet-db`, `PUSHMEDIA_FLEET_DB`: the PostgreSQL database (`postgres://USER@HOST[:PORT]/DB`)
+    /// through which the nodes on one store share their jobs and purges; nil: each node alone.
+    public var fleetDB: String?
+    /// `--fleet-db-password-file`, `PUSHMEDIA_FLEET_DB_PASSWORD_FILE`: the database password, read
+    /// from this file (a password in `fleetDB` works too, but shows in `ps`).
+    public var fleetDBPasswordFile: String?
+    /// `--fleet-lease`, `PUSHMEDIA_FLEET_LEASE`: how long a job's lease lasts unless renewed (it is,
+    /// every third of it, while the job runs): a dead holder is replaced at most this much later.
+    public var fleetLease: Duration = .seconds(10)
+    /// `--fleet-db-timeout`, `PUSHMEDIA_FLEET_DB_TIMEOUT`: how long a node waits for the database
+    /// before it shares the job per node only.
+    public var fleetDBTimeout: Duration = .seconds(1)
+
     // Freshness of remote sources.
 
     /// `--min-ttl`, `PUSHMEDIA_MIN_TTL`: a fetched URL is reused at least this long before it is

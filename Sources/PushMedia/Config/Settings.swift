@@ -3,11 +3,12 @@ import Foundation
 /// A command of `pushmedia` that can take a setting's flag.
 public enum SettingCommand: String, Sendable, CaseIterable {
     case process, batch, serve, gc, purge
+    case fleetDB = "fleet-db"
 }
 
 extension Set where Element == SettingCommand {
-    /// Every command: a shared flag.
-    public static var every: Self { Set(SettingCommand.allCases) }
+    /// Every command that runs the pipeline (all but `fleet-db`): a shared flag.
+    public static var every: Self { Set(SettingCommand.allCases).subtracting([.fleetDB]) }
 }
 
 /// How a setting is given on the command line.

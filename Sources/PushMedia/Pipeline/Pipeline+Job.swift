@@ -81,6 +81,7 @@ extension Pipeline {
             posterTime: posterTime, previous: previous, deadline: deadline, progress: progress,
             temporary: store.temporaryPath())
         resources.vips.jobBegan()
+        runCount.withLock { $0 += 1 }
         let kind = await perform(&job)
         resources.vips.jobEnded()
         job.timings.total = job.started.millisecondsElapsed

@@ -14,7 +14,8 @@ extension Pipeline {
         var timings: StageTimings
     }
 
-    /// A job that every payload naming the same source (under the same options) waits for.
+    /// A job that every payload naming the same source (under the same options) waits for; in a
+    /// fleet, every node's (`coordinated`).
     struct SharedJob: Sendable {
         var task: Task<JobResult, Never>
         /// What it has achieved so far: the best attempt, should the budget run out.
@@ -41,15 +42,13 @@ extension Pipeline {
             let progress = Locked(JobProgress())
             let task = Task {
                 defer { self.inFlight.withLock { _ = $0.removeValue(forKey: key) } }
-                if case .queued = ticket, let gate = self.gate, await !gate.wait(until: deadline) {
-                    return JobResult(kind: .budgetExceeded, timings: StageTimings())
+                return await self.coordinated(
+                    key: key, remote: source.isRemote, ticket: ticket, deadline: deadline, progress: progress
+                ) {
+                    await self.runJob(
+                        source: source, key: key, profile: profile, posterTime: posterTime,
+                        previous: previous, deadline: deadline, progress: progress)
                 }
-                progress.withLock { $0.started = true }
-                let result = await self.runJob(
-                    source: source, key: key, profile: profile, posterTime: posterTime,
-                    previous: previous, deadline: deadline, progress: progress)
-                self.gate?.release()
-                return result
             }
             let job = SharedJob(task: task, progress: progress)
             jobs[key] = job

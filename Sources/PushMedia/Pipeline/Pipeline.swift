@@ -35,11 +35,20 @@ public final class Pipeline: Sendable {
     let delivering: [String: [MediaFormat: (profile: PlatformProfile, fingerprint: String)]]
     /// http(s) references already found valid.
     let validURLs = ValidURLs()
+    /// Jobs this process has run (fetched and made a media), since it started.
+    public var jobsRun: Int { runCount.withLock { $0 } }
+    let runCount = Locked(0)
+    /// The fleet's coordination of shared jobs (`--fleet-db`), or nil: jobs are shared per node.
+    public let coordinator: (any JobCoordinator)?
 
     /// Opens the store named by `config` and sets up the transcoders, on the process's
-    /// `resources` (made for `config` when not given: a command builds them once and passes them).
-    public init(config: PushMediaConfig, resources: ProcessResources? = nil) throws(StoreError) {
+    /// `resources` (made for `config` when not given: a command builds them once and passes them),
+    /// sharing its jobs with a fleet's other nodes through `coordinator` when given.
+    public init(
+        config: PushMediaConfig, resources: ProcessResources? = nil, coordinator: (any JobCoordinator)? = nil
+    ) throws(StoreError) {
         self.config = config
+        self.coordinator = coordinator
         let resources = resources ?? ProcessResources(config: config)
         self.resources = resources
         store = try MediaStore(config: config, background: resources.store)
@@ -68,6 +77,14 @@ public final class Pipeline: Sendable {
         if let result { throw result }
     }
 
+    /// The cache keys `url` may have here: under every profile, in every format a media URL can
+    /// ask for, with this configuration's options (what `purge` removes).
+    public func cacheKeys(url: String) -> [String] {
+        let identity = url.trimmingCharacters(in: .whitespaces)
+        let options = Set(fingerprints.values).union(delivering.values.flatMap(\.values).map(\.fingerprint))
+        return options.sorted().map { MediaStore.cacheKey(source: identity, options: $0) }
+    }
+
     /// Removes the cached results for each of `urls` (under every profile, in every format a
     /// media URL can ask for, with this configuration's options; not those of a media URL with a
     /// `cb:` option), so that the next request fetches and processes it again. Other
@@ -75,11 +92,7 @@ public final class Pipeline: Sendable {
     /// entries there were.
     public func purge(urls: [String]) async throws(StoreError) -> [(url: String, entries: Int)] {
         let store = self.store
-        let keys = urls.map { url in
-            let identity = url.trimmingCharacters(in: .whitespaces)
-            let options = Set(fingerprints.values).union(delivering.values.flatMap(\.values).map(\.fingerprint))
-            return (url, options.map { MediaStore.cacheKey(source: identity, options: $0) })
-        }
+        let keys = urls.map { ($0, cacheKeys(url: $0)) }
         let result = await io.run { () -> Result<[(url: String, entries: Int)], StoreError> in
             do throws(StoreError) {
                 var counts: [(url: String, entries: Int)] = []

@@ -2,15 +2,17 @@ import Foundation
 
 /// Hands a value to one waiting continuation exactly once: the first `resolve` wins, later
 /// calls are ignored. Used to race a job against its deadline.
-final class OnceResolver<Value: Sendable>: @unchecked Sendable {
+public final class OnceResolver<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var continuation: CheckedContinuation<Value, Never>?
     private var pending: Value?
     private var done = false
 
+    public init() {}
+
     /// Delivers `value` if nothing was delivered yet. Returns whether this call won.
     @discardableResult
-    func resolve(_ value: Value) -> Bool {
+    public func resolve(_ value: Value) -> Bool {
         lock.lock()
         if done {
             lock.unlock()
@@ -29,7 +31,7 @@ final class OnceResolver<Value: Sendable>: @unchecked Sendable {
     }
 
     /// Waits for the value. Call once.
-    func value() async -> Value {
+    public func value() async -> Value {
         await withCheckedContinuation { continuation in
             lock.lock()
             if let pending {

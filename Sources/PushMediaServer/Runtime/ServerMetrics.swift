@@ -6,7 +6,8 @@ import PushMedia
 /// The hook's metrics, through swift-metrics into a Prometheus registry of its own.
 public final class ServerMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
-    private let factory: PrometheusMetricsFactory
+    /// Where other parts (the fleet) make their metrics, on the same registry.
+    public let factory: PrometheusMetricsFactory
     private let gate: JobGate?
     private let inFlight: CoreMetrics.Gauge
     private let queued: CoreMetrics.Gauge
@@ -129,6 +130,11 @@ public final class ServerMetrics: Sendable {
         ).increment()
     }
 
+    /// Jobs the pipeline has run (`Pipeline.jobsRun`): `pushmedia_jobs_total`, one per media
+    /// fetched and made here, however many requests waited for it.
+    let jobsRun = Locked<(@Sendable () -> Int)?>(nil)
+    private let countedJobs = Locked(0)
+
     /// Open connections to the APNs upstream, when the relay runs.
     let apnsConnections = Locked<(@Sendable () -> Int)?>(nil)
     private let apnsUpstreamConnections: CoreMetrics.Gauge
@@ -203,6 +209,15 @@ public final class ServerMetrics: Sendable {
                 return total - seen
             }
             let counter = counter(MetricKey("pushmedia_log_lines_dropped_total"))
+            if new > 0 { counter.increment(by: new) }
+        }
+        if let jobs = jobsRun.withLock({ $0 }) {
+            let total = jobs()
+            let new = countedJobs.withLock { seen in
+                defer { seen = max(seen, total) }
+                return total - seen
+            }
+            let counter = counter(MetricKey("pushmedia_jobs_total"))
             if new > 0 { counter.increment(by: new) }
         }
         inFlight.record(gate?.inFlight ?? 0)

@@ -1,0 +1,350 @@
+import CoreMetrics
+import Foundation
+import Logging
+import PostgresNIO
+import PushMedia
+import ServiceLifecycle
+
+/// The nodes on one store as one: a lease per cache key in PostgreSQL (`INSERT … ON CONFLICT`)
+/// so that one node makes each media, `LISTEN`/`NOTIFY` so that the others hear at once how it
+/// ended and every node drops a purged entry from memory. When the database does not answer
+/// within `--fleet-db-timeout`, each claim answers `unavailable` (the job is shared per node)
+/// for a second before the database is tried again; a warning says so once per outage.
+public final class Fleet: JobCoordinator, Service {
+    public let database: FleetDatabase
+    /// This node's name in the leases it holds.
+    public let node: String
+    private let lease: Duration
+    private let client: PostgresClient
+    private let logger: Logger
+    /// Waiters for other nodes' jobs, by cache key.
+    private let waiters = Locked<[String: [ObjectIdentifier: OnceResolver<FleetJobEnd?>]]>([:])
+    /// Whether this node hears the channel: without it, a wait is a short poll.
+    private let listening = Locked(false)
+    /// Until when claims skip the database (it failed a moment ago), and whether the outage was told.
+    private let outage = Locked<(until: ContinuousClock.Instant?, told: Bool)>((nil, false))
+    /// What a purge notification does here (drop the entry from memory).
+    private let purged = Locked<(@Sendable (String) -> Void)?>(nil)
+    private let metrics = Locked<FleetMetrics?>(nil)
+
+    /// The fleet on `database`, for jobs whose leases last `lease` (renewed every third of it).
+    public init(database: FleetDatabase, lease: Duration, logger: Logger) throws(FleetError) {
+        self.database = database
+        self.lease = lease
+        self.logger = logger
+        let host = ProcessInfo.processInfo.hostName
+        node = "\(host)-\(getpid())-\(UInt32.random(in: 0...UInt32.max) & 0xffff)"
+        // The pool's own lines (every failed attempt to connect) are left out: the fleet says
+        // once when the database goes away and once when it is back.
+        var quiet = logger
+        quiet.logLevel = .critical
+        client = PostgresClient(configuration: try database.clientConfiguration(), backgroundLogger: quiet)
+    }
+
+    /// Where its counters go, and what a purge of a key does on this node.
+    public func attach(metrics factory: any MetricsFactory, onPurge: @escaping @Sendable (String) -> Void) {
+        metrics.withLock { $0 = FleetMetrics(factory: factory) }
+        purged.withLock { $0 = onPurge }
+    }
+
+    /// The pool and the listener, until the process stops.
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.client.run() }
+                group.addTask { await self.listen() }
+                group.addTask { await self.sweep() }
+            }
+        }
+    }
+
+    // MARK: Leases
+
+    public func claim(_ key: String) async -> FleetClaim {
+        guard available() else { return .unavailable }
+        let resolver = OnceResolver<FleetJobEnd?>()
+        let id = ObjectIdentifier(resolver)
+        waiters.withLock { $0[key, default: [:]][id] = resolver }
+        let seconds = Double(lease.nanoseconds) / 1e9
+        let node = self.node
+        let started = ContinuousClock.now
+        let row: (state: String, reason: String, message: String, previous: String?)?
+        do {
+            row = try await statement { client in
+                let rows = try await client.query(
+                    """
+                    WITH taken AS (
+                        INSERT INTO pushmedia_leases AS l (key, holder, expires, state)
+                        VALUES (\(key), \(node), now() + make_interval(secs => \(seconds)), 'running')
+                        ON CONFLICT (key) DO UPDATE
+                            SET holder = EXCLUDED.holder, expires = EXCLUDED.expires, state = 'running',
+                                reason = '', message = ''
+                            WHERE l.expires < now()
+                        RETURNING 'taken'::text AS state, ''::text AS reason, ''::text AS message,
+                            (SELECT p.state FROM pushmedia_leases p WHERE p.key = l.key) AS previous)
+                    SELECT state, reason, message, previous FROM taken
+                    UNION ALL
+                    SELECT state, reason, message, NULL FROM pushmedia_leases
+                    WHERE key = \(key) AND NOT EXISTS (SELECT 1 FROM taken)
+                    """)
+                var found: (String, String, String, String?)?
+                for try await row in rows.decode((String, String, String, String?).self) { found = row }
+                return found.map { (state: $0.0, reason: $0.1, message: $0.2, previous: $0.3) }
+            }
+        } catch {
+            forget(key, id)
+            return .unavailable
+        }
+        let counters = metrics.withLock { $0 }
+        counters?.roundTrip.recordNanoseconds(started.duration(to: .now).nanoseconds)
+        switch row?.state {
+        case "taken"?:
+            forget(key, id)
+            counters?.lease(row?.previous == "running" ? "expired" : "taken")
+            return .held(renewing(key))
+        case "made"?:
+            forget(key, id)
+            counters?.lease("ended")
+            return .ended(.made)
+        case "failed"?:
+            forget(key, id)
+            counters?.lease("ended")
+            return .ended(.failed(reason: row!.reason, message: row!.message))
+        default:
+            // Running elsewhere (or taken by another node within this very statement).
+            counters?.lease("waited")
+            let listening = self.listening
+            return .elsewhere(
+                FleetWait { [weak self] until in
+                    let until = listening.withLock { $0 } ? until : min(until, .now + .milliseconds(250))
+                    let timer = Task {
+                        try? await Task.sleep(until: until, clock: .continuous)
+                        resolver.resolve(nil)
+                    }
+                    let end = await resolver.value()
+                    timer.cancel()
+                    self?.forget(key, id)
+                    return end
+                })
+        }
+    }
+
+    public func finish(_ lease: FleetLease, _ end: FleetJobEnd) async {
+        lease.stopRenewing()
+        let (state, reason, message): (String, String, String) =
+            switch end {
+            case .made: ("made", "", "")
+            case let .failed(reason, message): ("failed", reason, String(message.prefix(1000)))
+            case .abandoned: ("abandoned", "", "")
+            }
+        // An ended lease stays one lease period, so that a node whose store lookup missed just
+        // before the entry was written reads the store instead of making the media again.
+        let keep = end == .abandoned ? 0 : Double(self.lease.nanoseconds) / 1e9
+        let payload = ["end", lease.key, state, reason, Self.oneLine(message)].joined(separator: "\t")
+        let (key, node) = (lease.key, self.node)
+        _ = try? await statement { client in
+            try await client.query(
+                """
+                WITH ended AS (
+                    UPDATE pushmedia_leases
+                    SET state = \(state), reason = \(reason), message = \(message),
+                        expires = now() + make_interval(secs => \(keep))
+                    WHERE key = \(key) AND holder = \(node)
+                    RETURNING 1)
+                SELECT pg_notify(\(FleetDatabase.channel), \(payload))
+                """)
+        }
+    }
+
+    /// A held lease whose expiry moves on every third of its period until it is finished.
+    private func renewing(_ key: String) -> FleetLease {
+        let (node, seconds) = (self.node, Double(lease.nanoseconds) / 1e9)
+        let every = lease / 3
+        let renewal = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: every)
+                guard !Task.isCancelled, let self else { return }
+                _ = try? await self.statement { client in
+                    try await client.query(
+                        """
+                        UPDATE pushmedia_leases SET expires = now() + make_interval(secs => \(seconds))
+                        WHERE key = \(key) AND holder = \(node) AND state = 'running'
+                        """)
+                }
+            }
+        }
+        return FleetLease(key: key, stopRenewing: { renewal.cancel() })
+    }
+
+    // MARK: Purges
+
+    /// Tells every node of the fleet on `database` to drop `keys` from memory, and ends their
+    /// leases (a purged media is made again by the next request): `pushmedia purge`.
+    public static func announcePurge(_ keys: [String], on database: FleetDatabase) async throws(FleetError) {
+        guard !keys.isEmpty else { return }
+        let logger = Logger(label: "pushmedia")
+        let connection = try await database.connect(logger: logger, timeout: max(database.timeout, .seconds(5)))
+        defer { Task { try? await connection.close() } }
+        do {
+            try await connection.query("DELETE FROM pushmedia_leases WHERE key = ANY(\(keys))", logger: logger)
+            try await connection.query(
+                "SELECT pg_notify(\(FleetDatabase.channel), 'purge' || chr(9) || k) FROM unnest(\(keys)::text[]) k",
+                logger: logger)
+        } catch {
+            throw database.classify(error)
+        }
+    }
+
+    // MARK: The channel
+
+    /// Listens on the channel while the process runs, connecting again a second after a loss.
+    private func listen() async {
+        while !Task.isCancelled {
+            do {
+                let connection = try await database.connect(logger: logger)
+                do {
+                    try await connection.listen(on: FleetDatabase.channel) { notifications in
+                        listening.withLock { $0 = true }
+                        recovered()
+                        for try await notification in notifications { heard(notification.payload) }
+                    }
+                } catch {}
+                try? await connection.close()
+            } catch {
+                unavailable(error)
+            }
+            lost()
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// A notification: a job's end (wakes this node's waiters for the key) or a purge.
+    private func heard(_ payload: String) {
+        let fields = payload.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        let counters = metrics.withLock { $0 }
+        switch fields.first {
+        case "end"? where fields.count == 5:
+            counters?.notification("end")
+            let end: FleetJobEnd =
+                switch fields[2] {
+                case "made": .made
+                case "failed": .failed(reason: fields[3], message: fields[4])
+                default: .abandoned
+                }
+            let woken = waiters.withLock { $0.removeValue(forKey: fields[1]) } ?? [:]
+            for resolver in woken.values { resolver.resolve(end) }
+        case "purge"? where fields.count == 2:
+            counters?.notification("purge")
+            purged.withLock { $0 }?(fields[1])
+        default:
+            logger.warning(
+                "fleet: an unknown notification on the channel", metadata: ["bytes": "\(payload.utf8.count)"])
+        }
+    }
+
+    /// The channel was lost: every waiter claims again (and runs the job here while the
+    /// database is down).
+    private func lost() {
+        listening.withLock { $0 = false }
+        let all = waiters.withLock { waiters in
+            defer { waiters.removeAll() }
+            return waiters.values.flatMap(\.values)
+        }
+        for resolver in all { resolver.resolve(nil) }
+    }
+
+    private func forget(_ key: String, _ id: ObjectIdentifier) {
+        waiters.withLock { waiters in
+            waiters[key]?.removeValue(forKey: id)
+            if waiters[key]?.isEmpty == true { waiters.removeValue(forKey: key) }
+        }
+    }
+
+    /// Removes leases ended over an hour ago, every ten minutes.
+    private func sweep() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(600))
+            _ = try? await statement { client in
+                try await client.query("DELETE FROM pushmedia_leases WHERE expires < now() - interval '1 hour'")
+            }
+        }
+    }
+
+    // MARK: Availability
+
+    /// Runs `work` on the pool within the timeout; a failure opens a second without the database.
+    private func statement<T: Sendable>(
+        timeout: Duration? = nil, _ work: @escaping @Sendable (PostgresClient) async throws -> T
+    ) async throws -> T {
+        do {
+            let client = self.client
+            let result = try await withDeadline(timeout ?? database.timeout) { try await work(client) }
+            recovered()
+            return result
+        } catch {
+            unavailable(error)
+            throw error
+        }
+    }
+
+    private func available() -> Bool {
+        outage.withLock { state in
+            guard let until = state.until else { return true }
+            return ContinuousClock.now >= until
+        }
+    }
+
+    private func unavailable(_ error: any Error) {
+        let tell = outage.withLock { state in
+            state.until = .now + .seconds(1)
+            defer { state.told = true }
+            return !state.told
+        }
+        metrics.withLock { $0 }?.unavailable.increment()
+        if tell {
+            logger.warning(
+                "fleet database unavailable: jobs are shared per node until it is back",
+                metadata: ["database": "\(database.described)", "error": "\(database.classify(error))"])
+        }
+    }
+
+    private func recovered() {
+        let wasDown = outage.withLock { state in
+            defer { state = (nil, false) }
+            return state.told
+        }
+        if wasDown { logger.info("fleet database back: jobs are shared by the fleet again") }
+    }
+
+    /// A message on one line, without the separator of the notification's fields.
+    static func oneLine(_ text: String) -> String {
+        String(text.prefix(1000).map { $0 == "\t" || $0.isNewline ? " " : $0 })
+    }
+}
+
+/// The fleet's counters, on the server's registry.
+struct FleetMetrics: Sendable {
+    let factory: any MetricsFactory
+    let unavailable: CoreMetrics.Counter
+    let roundTrip: CoreMetrics.Timer
+
+    init(factory: any MetricsFactory) {
+        self.factory = factory
+        unavailable = CoreMetrics.Counter(label: "pushmedia_fleet_unavailable_total", factory: factory)
+        roundTrip = CoreMetrics.Timer(label: "pushmedia_fleet_db_seconds", factory: factory)
+    }
+
+    /// A claim's result: `taken`, `expired` (taken over from a holder that stopped renewing),
+    /// `waited` (another node runs it) or `ended` (another node has just made it).
+    func lease(_ result: String) {
+        CoreMetrics.Counter(label: "pushmedia_fleet_leases_total", dimensions: [("result", result)], factory: factory)
+            .increment()
+    }
+
+    /// A notification heard: `end` or `purge`.
+    func notification(_ kind: String) {
+        CoreMetrics.Counter(
+            label: "pushmedia_fleet_notifications_total", dimensions: [("kind", kind)], factory: factory
+        ).increment()
+    }
+}

@@ -1,0 +1,382 @@
+"""A fleet end to end, with real parts only: three `pushmedia serve` nodes on one bucket of the
+real object store (OpenStack Swift with s3api, scripts/object-store.sh), coordinated through a real
+PostgreSQL from Debian's packages (scripts/postgres.sh), behind nginx (round robin), fetching from
+an HTTP origin on 127.0.0.1 that counts its GETs.
+
+- 300 concurrent first requests of one `/v1/process` payload, and of one media URL: one origin
+  fetch and one job in the whole fleet (the origin's count, each node's pushmedia_jobs_total),
+  300 identical answers;
+- the lease holder killed (SIGKILL) mid-job: another node takes the lease over and answers every
+  waiting request within its budget; the next request is a cache hit;
+- PostgreSQL stopped in the middle of a campaign and started again: no request fails, single
+  flight per node meanwhile, single flight in the fleet once it is back;
+- `pushmedia purge` on one node: the other nodes answer from a fresh fetch within 1 s;
+- hostile `--fleet-db`: malformed, a wrong password, not a PostgreSQL server, no tables: a clear
+  error at start (no listener), never the password.
+
+    scripts/fleet.sh                   # all checks
+    scripts/fleet.sh --only purge -v   # one check, verbose
+"""
+
+import concurrent.futures
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mediaurl"))
+from relay_harness import ROOT, CheckFailed, Proc, check, expect, free_port, run_checks, CHECKS  # noqa: E402
+from media_url_test import KEY, SALT, Origin, sample  # noqa: E402
+
+NODES = 3
+BUDGET_MS = 10_000
+
+
+def env_of(script):
+    """The KEY=VALUE lines `script env` prints, as a dict."""
+    out = subprocess.run([os.path.join(ROOT, "scripts", script), "env"], check=True, capture_output=True,
+                         text=True).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def request(port, method, path, body=None, timeout=30):
+    """(status, body) of one request on its own connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def at_once(count, fn):
+    """fn(i) for i in range(count), all started together; their results in order."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(fn, range(count)))
+
+
+def metric(text, name):
+    """The sum of a metric's samples in a Prometheus exposition."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+class Postgres:
+    def __init__(self):
+        self.script = os.path.join(ROOT, "scripts", "postgres.sh")
+
+    def stop(self):
+        subprocess.run([self.script, "stop"], check=True)
+
+    def start(self):
+        subprocess.run([self.script, "start"], check=True, capture_output=True)
+
+    def psql(self, sql):
+        return subprocess.run([self.script, "psql", "-tA", "-c", sql], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+
+class World:
+    """The origin, PostgreSQL with the fleet's tables, three nodes and nginx in front."""
+
+    def __init__(self, bin_path, work):
+        self.bin = bin_path
+        self.work = work
+        if not os.access(bin_path, os.X_OK):
+            raise SystemExit(f"{bin_path} is missing (swift build first)")
+        self.store_env = env_of("object-store.sh")
+        self.fleet_env = env_of("postgres.sh")
+        self.db = self.fleet_env["PUSHMEDIA_TEST_FLEET_DB"]
+        self.password_file = self.fleet_env["PUSHMEDIA_TEST_FLEET_DB_PASSWORD_FILE"]
+        self.postgres = Postgres()
+        self.bucket = "fleet-test"
+        subprocess.run([os.path.join(ROOT, "scripts", "object-store.sh"), "make-bucket", self.bucket], check=True,
+                       capture_output=True)
+        self.prefix = "run-" + uuid.uuid4().hex[:12]
+        self.origin = Origin({})
+        self.env = dict(os.environ)
+        self.env.update({k: v for k, v in self.store_env.items() if k.startswith("PUSHMEDIA_S3") or k.startswith("AWS")})
+        self.env["PUSHMEDIA_FLEET_DB"] = self.db
+        self.env["PUSHMEDIA_FLEET_DB_PASSWORD_FILE"] = self.password_file
+        self.postgres.psql("DROP TABLE IF EXISTS pushmedia_leases, pushmedia_schema")
+        init = self.pushmedia(["fleet-db", "init"])
+        expect(init.returncode == 0 and "created" in init.stdout, f"fleet-db init: {init.stdout}{init.stderr}")
+        again = self.pushmedia(["fleet-db", "init"])
+        expect(again.returncode == 0 and "nothing to do" in again.stdout, f"fleet-db init again: {again.stdout}")
+        self.nodes = [None] * NODES
+        self.ports = [free_port() for _ in range(NODES)]
+        for i in range(NODES):
+            self.start_node(i)
+        self.nginx = Nginx(work, self.ports)
+
+    def store_flags(self):
+        return ["--store", f"s3://{self.bucket}/{self.prefix}", "--s3-endpoint", self.store_env["PUSHMEDIA_S3_ENDPOINT"],
+                "--base-url", "https://media.shop.example/push", "--allow-private-networks"]
+
+    def pushmedia(self, args, env=None, timeout=60):
+        return subprocess.run([self.bin] + args + self.store_flags(), env=env or self.env, capture_output=True,
+                              text=True, timeout=timeout)
+
+    def start_node(self, i):
+        port = self.ports[i]
+        self.nodes[i] = Proc(f"node{i}", [
+            self.bin, "serve", "--port", str(port), "--work-dir", os.path.join(self.work, f"work{i}"),
+            "--url-key", KEY, "--url-salt", SALT, "--url-allow-source", self.origin.base + "/",
+            "--fleet-lease", "2s", "--max-queue", "1000",
+        ] + self.store_flags(), self.work, env=self.env)
+        self.nodes[i].wait_for([r"PushMedia listening on"])
+
+    def metrics(self, i):
+        status, body = request(self.ports[i], "GET", "/metrics")
+        expect(status == 200, f"node{i} /metrics answered {status}")
+        return body.decode()
+
+    def jobs(self):
+        return [metric(self.metrics(i), "pushmedia_jobs_total") for i in range(NODES)]
+
+    def media_url_path(self, source, ext="jpg"):
+        made = subprocess.run([self.bin, "url", source, "--ext", ext, "--url-key", KEY, "--url-salt", SALT,
+                               "--origin", "http://x"], capture_output=True, text=True, check=True)
+        return made.stdout.strip()[len("http://x"):]
+
+    def close(self):
+        self.nginx.stop()
+        self.origin.stop()
+        self.postgres.start()
+
+
+class Nginx:
+    """nginx, round robin over the nodes, no cache and no retries: every request reaches a node."""
+
+    def __init__(self, work, ports):
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        folder = os.path.join(work, "nginx")
+        os.makedirs(os.path.join(folder, "temp"), exist_ok=True)
+        self.port = free_port()
+        user = "user root root;" if os.geteuid() == 0 else ""
+        servers = "\n".join(f"server 127.0.0.1:{p};" for p in ports)
+        with open(os.path.join(folder, "nginx.conf"), "w") as f:
+            f.write(f"""
+{user}
+worker_processes 1;
+daemon off;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {folder}/temp/body;
+    proxy_temp_path {folder}/temp/proxy;
+    fastcgi_temp_path {folder}/temp/fastcgi;
+    uwsgi_temp_path {folder}/temp/uwsgi;
+    scgi_temp_path {folder}/temp/scgi;
+    upstream nodes {{ {servers} keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{self.port} backlog=1024;
+        location / {{
+            proxy_pass http://nodes;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_read_timeout 30s;
+            proxy_next_upstream off;
+        }}
+    }}
+}}
+""")
+        self.proc = Proc("nginx", [nginx, "-c", os.path.join(folder, "nginx.conf"), "-e",
+                                   os.path.join(folder, "error.log")], work)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                request(self.port, "GET", "/healthz", timeout=2)
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise CheckFailed("nginx did not start")
+
+    def stop(self):
+        self.proc.stop()
+
+
+def payload(url):
+    return json.dumps({"aps": {"alert": "Spring", "mutable-content": 1}, "image_url": url}).encode()
+
+
+def answered_payload(body):
+    """The rewritten payload of a /v1/process answer (what a sender pushes)."""
+    return json.loads(body)["payload"]
+
+
+@check("fleet")
+def one_job_for_300_process_requests(world):
+    path = f"/campaign-{uuid.uuid4().hex[:8]}.webp"
+    world.origin.add(path, sample("banner.webp"), "image/webp", delay=0.3)
+    before = sum(world.jobs())
+    body = payload(world.origin.url(path))
+    results = at_once(300, lambda _: request(world.nginx.port, "POST", f"/v1/process?budget_ms={BUDGET_MS}", body))
+    statuses = {status for status, _ in results}
+    expect(statuses == {200}, f"statuses {statuses}")
+    answers = {json.dumps(answered_payload(b), sort_keys=True) for _, b in results}
+    expect(len(answers) == 1, f"{len(answers)} different payloads, e.g. {list(answers)[:2]}")
+    expect(".jpg" in next(iter(answers)), f"no attachment in {next(iter(answers))}")
+    expect(world.origin.hits(path) == 1, f"{world.origin.hits(path)} origin fetches")
+    jobs = world.jobs()
+    expect(sum(jobs) - before == 1, f"jobs per node {jobs} (before: {before} in all)")
+
+
+@check("fleet")
+def one_job_for_300_media_url_requests(world):
+    path = f"/hero-{uuid.uuid4().hex[:8]}.webp"
+    world.origin.add(path, sample("banner.webp"), "image/webp", delay=0.3)
+    target = world.media_url_path(world.origin.url(path))
+    before = sum(world.jobs())
+    results = at_once(300, lambda _: request(world.nginx.port, "GET", target))
+    statuses = {status for status, _ in results}
+    expect(statuses == {200}, f"statuses {statuses}")
+    digests = {hashlib.sha256(b).hexdigest() for _, b in results}
+    expect(len(digests) == 1, f"{len(digests)} different bodies")
+    expect(results[0][1][:3] == b"\xff\xd8\xff", "not a JPEG")
+    expect(world.origin.hits(path) == 1, f"{world.origin.hits(path)} origin fetches")
+    jobs = world.jobs()
+    expect(sum(jobs) - before == 1, f"jobs per node {jobs} (before: {before} in all)")
+
+
+@check("fleet")
+def purge_reaches_every_node_within_a_second(world):
+    path = f"/sale-{uuid.uuid4().hex[:8]}.webp"
+    world.origin.add(path, sample("banner.webp"), "image/webp")
+    body = payload(world.origin.url(path))
+    first = [answered_payload(request(world.ports[i], "POST", "/v1/process", body)[1]) for i in range(NODES)]
+    expect(len({json.dumps(p, sort_keys=True) for p in first}) == 1, f"nodes differ before the purge: {first}")
+    # The origin's image changes; every node holds the old entry in memory (60 s by default).
+    world.origin.add(path, sample("photo-exif.jpg"), "image/jpeg")
+    purged = subprocess.run([world.bin, "purge", world.origin.url(path), "--fleet-db-timeout", "5s"]
+                            + world.store_flags(), env=world.env, capture_output=True, text=True, timeout=60)
+    expect(purged.returncode == 0 and "told the fleet" in purged.stdout, f"purge: {purged.stdout}{purged.stderr}")
+    told = time.monotonic()
+    time.sleep(1.0)
+    after = [answered_payload(request(world.ports[i], "POST", "/v1/process", body)[1]) for i in range(NODES)]
+    for i, answer in enumerate(after):
+        expect(answer != first[0], f"node{i} answered its old entry {time.monotonic() - told:.2f}s after the purge")
+    expect(len({json.dumps(p, sort_keys=True) for p in after}) == 1, f"nodes differ after the purge: {after}")
+    expect(world.origin.hits(path) == 2, f"{world.origin.hits(path)} origin fetches (2 expected)")
+
+
+@check("fleet")
+def a_killed_lease_holder_is_replaced(world):
+    path = f"/slow-{uuid.uuid4().hex[:8]}.webp"
+    world.origin.add(path, sample("banner.webp"), "image/webp", delay=3)
+    body = payload(world.origin.url(path))
+    holder = 0
+    first = concurrent.futures.ThreadPoolExecutor(max_workers=1).submit(
+        request, world.ports[holder], "POST", f"/v1/process?budget_ms={BUDGET_MS}", body)
+    deadline = time.monotonic() + 5
+    while world.origin.hits(path) == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    expect(world.origin.hits(path) == 1, "the first node did not fetch")
+    started = time.monotonic()
+    waiting = concurrent.futures.ThreadPoolExecutor(max_workers=40)
+    futures = [waiting.submit(request, world.ports[1 + i % 2], "POST", f"/v1/process?budget_ms={BUDGET_MS}", body)
+               for i in range(40)]
+    time.sleep(0.5)
+    os.killpg(world.nodes[holder].p.pid, signal.SIGKILL)
+    world.nodes[holder].p.wait()
+    results = [f.result() for f in futures]
+    took = time.monotonic() - started
+    expect({s for s, _ in results} == {200}, f"statuses {[s for s, _ in results]}")
+    answers = {json.dumps(answered_payload(b), sort_keys=True) for _, b in results}
+    expect(len(answers) == 1 and ".jpg" in next(iter(answers)), f"answers {answers}")
+    expect(took < BUDGET_MS / 1000 + 1, f"the waiting requests took {took:.1f}s")
+    expect(world.origin.hits(path) == 2, f"{world.origin.hits(path)} origin fetches (the holder's, then one more)")
+    try:
+        first.result()
+    except OSError:
+        pass
+    world.start_node(holder)
+    status, again = request(world.ports[holder], "POST", "/v1/process", body)
+    expect(status == 200 and json.loads(again)["outcome"].get("cache_hit") is True, f"not a cache hit: {again[:300]}")
+    expect(world.origin.hits(path) == 2, "the next request fetched again")
+    expired = sum(metric(world.metrics(i), 'pushmedia_fleet_leases_total{result="expired"}') for i in (1, 2))
+    expect(expired == 1, f"{expired} leases taken over")
+
+
+@check("fleet")
+def postgres_down_mid_campaign(world):
+    during = f"/during-{uuid.uuid4().hex[:8]}.webp"
+    after = f"/after-{uuid.uuid4().hex[:8]}.webp"
+    world.origin.add(during, sample("banner.webp"), "image/webp", delay=0.3)
+    world.origin.add(after, sample("banner.webp"), "image/webp", delay=0.3)
+    world.postgres.stop()
+    try:
+        results = at_once(90, lambda _: request(world.nginx.port, "POST", f"/v1/process?budget_ms={BUDGET_MS}",
+                                                 payload(world.origin.url(during))))
+        expect({s for s, _ in results} == {200}, f"statuses {[s for s, _ in results]}")
+        answers = {json.dumps(answered_payload(b), sort_keys=True) for _, b in results}
+        expect(len(answers) == 1 and ".jpg" in next(iter(answers)), f"answers {answers}")
+        hits = world.origin.hits(during)
+        expect(1 <= hits <= NODES, f"{hits} origin fetches while the database was down (at most one per node)")
+        unavailable = sum(metric(world.metrics(i), "pushmedia_fleet_unavailable_total") for i in range(NODES))
+        expect(unavailable >= 1, "no node counted the database as unavailable")
+    finally:
+        world.postgres.start()
+    # Back within a couple of seconds: the listener connects again every second.
+    time.sleep(3)
+    results = at_once(90, lambda _: request(world.nginx.port, "POST", f"/v1/process?budget_ms={BUDGET_MS}",
+                                             payload(world.origin.url(after))))
+    expect({s for s, _ in results} == {200}, f"statuses after {[s for s, _ in results]}")
+    expect(world.origin.hits(after) == 1, f"{world.origin.hits(after)} origin fetches once the database was back")
+    for i in range(NODES):
+        expect(world.nodes[i].alive(), f"node{i} exited")
+        text = open(world.nodes[i].err_path, "rb").read().decode("utf-8", "replace")
+        expect("pushmedia-testing-secret" not in text, f"node{i} logged the password")
+
+
+@check("hostile")
+def hostile_fleet_db_stops_the_start(world):
+    password = open(world.password_file).read().strip()
+    env = {k: v for k, v in world.env.items() if not k.startswith("PUSHMEDIA_FLEET")}
+    db = world.db
+    port = int(re.search(r":(\d+)/", db).group(1))
+    cases = [
+        ("malformed", ["--fleet-db", "postgres://pushmedia:s3cret-word@/"], r"--fleet-db"),
+        ("no database", ["--fleet-db", "postgres://pushmedia:s3cret-word@127.0.0.1:5/"], r"a database"),
+        ("wrong password", ["--fleet-db", db.replace("pushmedia@", "pushmedia:s3cret-word@")],
+         r"refused.*28P01"),
+        ("an HTTP server that waits", ["--fleet-db", db.replace(f":{port}/", f":{world.origin.server.server_address[1]}/")],
+         r"does not answer as a PostgreSQL server"),
+        ("an HTTP server that answers", ["--fleet-db", db.replace(f":{port}/", f":{world.nginx.port}/")],
+         r"does not answer as a PostgreSQL server"),
+        ("no tables", ["--fleet-db", db.replace("/pushmedia?", "/postgres?"), "--fleet-db-password-file",
+                       world.password_file], r"no PushMedia tables: run `pushmedia fleet-db init`"),
+    ]
+    for name, flags, pattern in cases:
+        serve_port = free_port()
+        try:
+            ran = subprocess.run([world.bin, "serve", "--port", str(serve_port)] + flags + world.store_flags(),
+                                 env=env, capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired as timeout:
+            raise CheckFailed(f"{name}: still running after 30 s: {timeout.stdout} {timeout.stderr}")
+        output = ran.stdout + ran.stderr
+        expect(ran.returncode == 64, f"{name}: exit {ran.returncode}: {output[-500:]}")
+        expect(re.search(pattern, output), f"{name}: the error does not say /{pattern}/: {output[-500:]}")
+        expect("s3cret-word" not in output and password not in output, f"{name}: the password shows: {output}")
+        expect("listening" not in output, f"{name}: it listened before failing: {output[-300:]}")
+
+
+if __name__ == "__main__":
+    # media_url_test's own checks registered too when it was imported: only this file's run.
+    FLEET = [c for c in CHECKS if c[2].__module__ == "__main__"]
+    sys.exit(run_checks(FLEET, World, __doc__, "pushmedia-fleet-", 600, title="fleet_test"))
