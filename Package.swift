@@ -148,6 +148,11 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             path: "Tests/RelayStandin"),
+        // The floor of `GET /healthz` (bench/healthz.sh): a bare Hummingbird application.
+        .executableTarget(
+            name: "healthz-floor",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
+            path: "Sources/HealthzFloor"),
         // Shared by the test targets: a real HTTP origin on 127.0.0.1, samples, temp dirs.
         .target(
             name: "PushMediaTestSupport",
