@@ -26,6 +26,8 @@ public final class Fleet: JobCoordinator, Service {
     /// What a purge notification does here (drop the entry from memory).
     private let purged = Locked<(@Sendable (String) -> Void)?>(nil)
     private let metrics = Locked<FleetMetrics?>(nil)
+    /// Set once `run` is cancelled: statements failing then are the pool closing, not an outage.
+    private let stopping = Locked(false)
 
     /// The fleet on `database`, for jobs whose leases last `lease` (renewed every third of it).
     public init(database: FleetDatabase, lease: Duration, logger: Logger) throws(FleetError) {
@@ -49,13 +51,18 @@ public final class Fleet: JobCoordinator, Service {
 
     /// The pool and the listener, until the process stops.
     public func run() async throws {
-        await cancelWhenGracefulShutdown {
-            await withDiscardingTaskGroup { group in
-                group.addTask { await self.client.run() }
-                group.addTask { await self.listen() }
-                group.addTask { await self.sweep() }
+        await withTaskCancellationHandler {
+            await cancelWhenGracefulShutdown {
+                await withDiscardingTaskGroup { group in
+                    group.addTask { await self.client.run() }
+                    group.addTask { await self.listen() }
+                    group.addTask { await self.sweep() }
+                }
             }
+        } onCancel: {
+            stopping.withLock { $0 = true }
         }
+        stopping.withLock { $0 = true }
     }
 
     // MARK: Leases
@@ -295,6 +302,7 @@ public final class Fleet: JobCoordinator, Service {
     }
 
     private func unavailable(_ error: any Error) {
+        guard !stopping.withLock({ $0 }) else { return }
         let tell = outage.withLock { state in
             state.until = .now + .seconds(1)
             defer { state.told = true }

@@ -56,7 +56,7 @@ public enum FleetError: Error, CustomStringConvertible, Sendable {
 /// The fleet's database: its address, its tables, and the connections to it.
 public struct FleetDatabase: Sendable {
     /// The version of the tables this build reads and writes.
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
     /// The one channel of `NOTIFY`: jobs' ends and purges.
     static let channel = "pushmedia"
 
@@ -270,6 +270,35 @@ public struct FleetDatabase: Sendable {
                 """, logger: logger)
             try await connection.query(
                 "CREATE INDEX IF NOT EXISTS pushmedia_leases_expires ON pushmedia_leases (expires)", logger: logger)
+            // Version 2: batches shared by many workers (`FleetQueue`).
+            try await connection.query(
+                """
+                CREATE TABLE IF NOT EXISTS pushmedia_batches (
+                    name text PRIMARY KEY,
+                    input text NOT NULL,
+                    items integer NOT NULL,
+                    created timestamptz NOT NULL DEFAULT now()
+                )
+                """, logger: logger)
+            try await connection.query(
+                """
+                CREATE TABLE IF NOT EXISTS pushmedia_batch_items (
+                    batch text NOT NULL REFERENCES pushmedia_batches (name) ON DELETE CASCADE,
+                    item integer NOT NULL,
+                    file text NOT NULL,
+                    payload text NOT NULL,
+                    state text NOT NULL DEFAULT 'queued',
+                    holder text NOT NULL DEFAULT '',
+                    expires timestamptz,
+                    output text,
+                    outcome text,
+                    finished timestamptz,
+                    PRIMARY KEY (batch, item)
+                )
+                """, logger: logger)
+            try await connection.query(
+                "CREATE INDEX IF NOT EXISTS pushmedia_batch_items_state ON pushmedia_batch_items (batch, state)",
+                logger: logger)
             try await connection.query("DELETE FROM pushmedia_schema", logger: logger)
             try await connection.query(
                 "INSERT INTO pushmedia_schema (version) VALUES (\(Self.schemaVersion))", logger: logger)

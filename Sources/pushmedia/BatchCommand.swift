@@ -10,12 +10,21 @@ struct BatchCommand: AsyncParsableCommand {
             Rewritten payloads go under --out with the same relative paths, media into the store, \
             every outcome into <out>/report.json and <out>/report.html (previews from the store), and a \
             summary to stdout. Local media paths in the \
-            payloads resolve inside DIR (or --media-root). Re-running reuses the cache.
+            payloads resolve inside DIR (or --media-root). Re-running reuses the cache. \
+            With --fleet NAME (and --fleet-db), the payloads are put in the fleet's queue instead, for \
+            any number of `pushmedia work --fleet NAME` to process; `batch --fleet NAME --status` \
+            shows the progress and, once every item is done, writes the same outputs and report.
             """
     )
 
-    @Argument(help: "Directory of payload files (searched recursively for *.json).")
-    var directory: String
+    @Argument(help: "Directory of payload files (searched recursively for *.json); not with --status.")
+    var directory: String?
+    @Option(help: "Put the payloads in the fleet's queue as the batch NAME (needs --fleet-db).")
+    var fleet: String?
+    @Flag(help: "With --fleet: show the batch's progress; once done, write its outputs and report under --out.")
+    var status = false
+    @Flag(help: "With --status: wait until the batch is done.")
+    var wait = false
     @Option(help: "Directory for rewritten payloads, report.json and report.html.")
     var out: String = "out"
     @Option(help: "Media transcoded at once (default: one per core).")
@@ -31,9 +40,13 @@ struct BatchCommand: AsyncParsableCommand {
     @Flag(
         help: "Revalidate cached media with their origins even when fresh (a 304 or the same bytes cost no transcode).")
     var refresh = false
+    @OptionGroup var fleetOptions: FleetOptions
     @OptionGroup var options: SharedOptions
 
     func validate() throws {
+        if let fleet { try FleetBatch.validate(name: fleet) }
+        if status && fleet == nil { throw ValidationError("--status needs --fleet NAME") }
+        if wait && !status { throw ValidationError("--wait needs --status") }
         guard concurrency >= 1 && concurrency <= 1024 else {
             throw ValidationError("--concurrency must be between 1 and 1024")
         }
@@ -44,7 +57,13 @@ struct BatchCommand: AsyncParsableCommand {
 
     func run() async throws {
         var config = try options.config()
+        do { try config.apply(fleetOptions.given) } catch { throw ValidationError(error.description) }
         config.maxTranscodes = concurrency
+        if let fleet, status {
+            guard directory == nil else { throw ValidationError("--status takes no directory") }
+            return try await FleetBatch.status(name: fleet, config: config, out: out, wait: wait)
+        }
+        guard let directory else { throw ValidationError("give the directory of payload files") }
         // A linked folder is read where it points (the enumerator does not follow a link).
         let root = URL(fileURLWithPath: directory).standardizedFileURL.resolvingSymlinksInPath()
         let outRoot = URL(fileURLWithPath: out).standardizedFileURL
@@ -52,6 +71,9 @@ struct BatchCommand: AsyncParsableCommand {
         guard FileManager.default.fileExists(atPath: root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
             FileHandle.writeError("pushmedia: \(directory): not a directory")
             throw Exit.ioError
+        }
+        if let fleet {
+            return try await FleetBatch.enqueue(name: fleet, root: root, out: outRoot, config: config)
         }
         let pipeline = try await openPipeline(config)
         Self.removeInterruptedWrites(under: outRoot)
@@ -79,10 +101,22 @@ struct BatchCommand: AsyncParsableCommand {
         progress.finish()
 
         let finished = items.compactMap { $0 }
-        let summary = BatchSummary(items: finished, seconds: Date().timeIntervalSince(started))
+        try Self.writeReports(
+            finished, seconds: Date().timeIntervalSince(started), input: root.path, outRoot: outRoot,
+            pipeline: pipeline, mediaRoot: mediaRoot, out: out)
+        if failedWrites > 0 { throw Exit.ioError }
+    }
+
+    /// report.json and report.html under `outRoot`, and the summary on stdout: a local batch's,
+    /// and a fleet batch's once its items are done.
+    static func writeReports(
+        _ finished: [BatchItem], seconds: Double, input: String, outRoot: URL, pipeline: Pipeline, mediaRoot: String,
+        out: String
+    ) throws {
+        let summary = BatchSummary(items: finished, seconds: seconds)
         let report = BatchReport(
-            version: PushMediaVersion.string, input: root.path, out: outRoot.path, store: pipeline.store.location,
-            baseURL: config.baseURL, summary: summary, items: finished)
+            version: PushMediaVersion.string, input: input, out: outRoot.path, store: pipeline.store.location,
+            baseURL: pipeline.config.baseURL, summary: summary, items: finished)
         do { try writeAtomically(reportJSON(report), to: outRoot.appendingPathComponent("report.json").path) } catch {
             FileHandle.writeError("pushmedia: \(out)/report.json: cannot write: \(error.localizedDescription)")
             throw Exit.ioError
@@ -93,7 +127,7 @@ struct BatchCommand: AsyncParsableCommand {
             },
             summary: summary.forHTML, reportDirectory: outRoot.path, storeDirectory: pipeline.store.directory,
             storeLocation: pipeline.store.location,
-            mediaRoot: mediaRoot, input: root.path)
+            mediaRoot: mediaRoot, input: input)
         do {
             try writeAtomically(Data(html.render().utf8), to: outRoot.appendingPathComponent("report.html").path)
         } catch {
@@ -101,7 +135,6 @@ struct BatchCommand: AsyncParsableCommand {
             throw Exit.ioError
         }
         print(summary.table(out: outRoot.path))
-        if failedWrites > 0 { throw Exit.ioError }
     }
 
     /// Removes temporary files that an interrupted run (crash, kill -9) left beside its outputs:
@@ -150,31 +183,42 @@ struct BatchCommand: AsyncParsableCommand {
                 (ContinuousClock.now - clock).components.attoseconds / 1_000_000_000_000_000)
             return BatchItem(file: relative, output: nil, outcome: outcome, writeError: nil)
         }
+        let (bytes, outcome) = await processPayload(
+            data, relative: relative, pipeline: pipeline, mediaRoot: mediaRoot, refresh: refresh)
+        guard let bytes else {
+            // Not a payload: nothing to rewrite. A previous run's output for it would now be stale.
+            unlink(outputPath)
+            return BatchItem(file: relative, output: nil, outcome: outcome, writeError: nil)
+        }
+        do {
+            try writeAtomically(Data(bytes), to: outputPath)
+            return BatchItem(file: relative, output: relative, outcome: outcome, writeError: nil)
+        } catch {
+            return BatchItem(
+                file: relative, output: nil, outcome: outcome,
+                writeError: "\(outputPath): \(error.localizedDescription)")
+        }
+    }
+
+    /// One payload file's bytes through the pipeline: the rewritten payload to write (nil when
+    /// the bytes are not a payload) and its outcome. A local batch's items and a fleet batch's.
+    static func processPayload(
+        _ data: some Collection<UInt8>, relative: String, pipeline: Pipeline, mediaRoot: String, refresh: Bool
+    ) async -> (output: [UInt8]?, outcome: Outcome) {
         do {
             let result = try await pipeline.process(
                 data, context: PayloadContext(mediaRoot: mediaRoot, label: relative, refresh: refresh))
-            var bytes = result.bytes
-            bytes.append(0x0A)
-            do {
-                try writeAtomically(Data(bytes), to: outputPath)
-                return BatchItem(file: relative, output: relative, outcome: result.outcome, writeError: nil)
-            } catch {
-                return BatchItem(
-                    file: relative, output: nil, outcome: result.outcome,
-                    writeError: "\(outputPath): \(error.localizedDescription)")
-            }
+            return (result.bytes + [0x0A], result.outcome)
         } catch {
-            // Not a payload: nothing to rewrite. A previous run's output for it would now be stale.
-            unlink(outputPath)
             var outcome = Outcome(status: .rejected, reason: error.reason, message: "\(relative): \(error.description)")
             outcome.payloadBytes = 0
-            return BatchItem(file: relative, output: nil, outcome: outcome, writeError: nil)
+            return (nil, outcome)
         }
     }
 }
 
 /// One payload file's result in report.json.
-struct BatchItem: Encodable {
+struct BatchItem: Codable {
     var file: String
     /// Path of the rewritten payload under --out (nil when none was written).
     var output: String?

@@ -11,6 +11,8 @@ an HTTP origin on 127.0.0.1 that counts its GETs.
 - PostgreSQL stopped in the middle of a campaign and started again: no request fails, single
   flight per node meanwhile, single flight in the fleet once it is back;
 - `pushmedia purge` on one node: the other nodes answer from a fresh fetch within 1 s;
+- a fleet batch of 1,000 payloads across three `pushmedia work` processes, one killed half way:
+  every item once in the report, the same report and outputs as a local batch of the folder;
 - hostile `--fleet-db`: malformed, a wrong password, not a PostgreSQL server, no tables: a clear
   error at start (no listener), never the password.
 
@@ -127,8 +129,10 @@ class World:
                 "--base-url", "https://media.shop.example/push", "--allow-private-networks"]
 
     def pushmedia(self, args, env=None, timeout=60):
-        return subprocess.run([self.bin] + args + self.store_flags(), env=env or self.env, capture_output=True,
-                              text=True, timeout=timeout)
+        """`pushmedia ARGS` with the nodes' store flags (but for `fleet-db`, which takes none)."""
+        flags = [] if args[0] == "fleet-db" else self.store_flags()
+        return subprocess.run([self.bin] + args + flags, env=env or self.env, capture_output=True, text=True,
+                              timeout=timeout)
 
     def start_node(self, i):
         port = self.ports[i]
@@ -342,6 +346,77 @@ def postgres_down_mid_campaign(world):
         expect(world.nodes[i].alive(), f"node{i} exited")
         text = open(world.nodes[i].err_path, "rb").read().decode("utf-8", "replace")
         expect("pushmedia-testing-secret" not in text, f"node{i} logged the password")
+
+
+def report_items(folder):
+    with open(os.path.join(folder, "report.json")) as f:
+        report = json.load(f)
+    return report, {i["file"]: (i.get("output"), i["outcome"]["status"], i["outcome"].get("reason"))
+                    for i in report["items"]}
+
+
+@check("fleet")
+def a_fleet_batch_across_three_workers_one_killed(world):
+    name = "campaign-" + uuid.uuid4().hex[:8]
+    folder = os.path.join(world.work, name)
+    os.makedirs(os.path.join(folder, "segment"))
+    images = [f"/{name}/hero-{k}.webp" for k in range(40)]
+    for path in images:
+        world.origin.add(path, sample("banner.webp"), "image/webp", delay=0.05)
+    count = 1000
+    for i in range(count):
+        target = os.path.join(folder, "segment" if i % 2 else "", f"user-{i:04d}.json")
+        with open(target, "w") as f:
+            if i % 100 == 7:
+                f.write("{ not json")
+            else:
+                f.write(json.dumps({"aps": {"alert": {"title": f"Hi user {i}"}, "mutable-content": 1},
+                                    "image_url": world.origin.url(images[i % len(images)])}))
+    queued = world.pushmedia(["batch", "--fleet", name, folder])
+    expect(queued.returncode == 0 and f"queued {count} payloads" in queued.stdout, f"batch --fleet: {queued.stderr}")
+    not_yet = world.pushmedia(["batch", "--fleet", name, "--status", "--out", os.path.join(world.work, "early")])
+    expect(not_yet.returncode == 75, f"--status before any work: exit {not_yet.returncode} {not_yet.stderr}")
+    workers = [Proc(f"worker{i}", [world.bin, "work", "--fleet", name, "--concurrency", "2", "--fleet-lease", "2s",
+                                   "--work-dir", os.path.join(world.work, f"worker-work{i}")] + world.store_flags(),
+                    world.work, env=world.env) for i in range(3)]
+
+    def done():
+        return int(world.postgres.psql(
+            f"SELECT count(*) FROM pushmedia_batch_items WHERE batch = '{name}' AND state = 'done'"))
+
+    deadline = time.monotonic() + 300
+    while done() < count // 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    expect(workers[0].alive(), "the first worker ended before half the batch was done")
+    os.killpg(workers[0].p.pid, signal.SIGKILL)
+    for worker in workers[1:]:
+        try:
+            worker.p.wait(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"{worker.name} did not finish: {worker.stderr_tail()}")
+        expect(worker.p.returncode == 0, f"{worker.name} exited {worker.p.returncode}: {worker.stderr_tail()}")
+    fleet_out = os.path.join(world.work, name + "-fleet-out")
+    status = world.pushmedia(["batch", "--fleet", name, "--status", "--out", fleet_out])
+    expect(status.returncode == 0 and f"{count} payloads" in status.stdout, f"--status: {status.stdout}{status.stderr}")
+    local_out = os.path.join(world.work, name + "-local-out")
+    local = world.pushmedia(["batch", folder, "--out", local_out], timeout=300)
+    expect(local.returncode == 0, f"the local batch: {local.stderr[-500:]}")
+    fleet_report, fleet_items = report_items(fleet_out)
+    local_report, local_items = report_items(local_out)
+    expect(len(fleet_report["items"]) == count == len(fleet_items), f"{len(fleet_report['items'])} items in the report")
+    expect(fleet_items == local_items,
+           f"the reports differ: {[(k, fleet_items.get(k), local_items.get(k)) for k in local_items if fleet_items.get(k) != local_items.get(k)][:3]}")
+    expect(fleet_report["summary"]["by_status"] == local_report["summary"]["by_status"],
+           f"{fleet_report['summary']['by_status']} against {local_report['summary']['by_status']}")
+    for file, (output, _, _) in local_items.items():
+        if output:
+            a = open(os.path.join(fleet_out, output), "rb").read()
+            b = open(os.path.join(local_out, output), "rb").read()
+            expect(a == b, f"{output}: the fleet's rewritten payload differs from the local one")
+    # Each image once in the fleet, but for the jobs the killed worker had begun (at most its
+    # --concurrency): another worker makes those again once their leases lapse.
+    fetched = sum(world.origin.hits(path) for path in images)
+    expect(len(images) <= fetched <= len(images) + 2, f"{fetched} origin fetches for {len(images)} images")
 
 
 @check("hostile")

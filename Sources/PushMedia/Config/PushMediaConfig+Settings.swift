@@ -117,10 +117,11 @@ extension PushMediaConfig {
         },
     ]
 
-    /// A fleet's coordination through PostgreSQL (docs/fleet.md): `serve`, `purge` and `fleet-db`.
+    /// A fleet's coordination through PostgreSQL (docs/fleet.md): `serve`, `purge`, `batch`, `work`
+    /// and `fleet-db`.
     static let fleet: [Setting<PushMediaConfig>] = [
         Setting(
-            "fleet-db", "PUSHMEDIA_FLEET_DB", commands: [.serve, .purge, .fleetDB], default: "none",
+            "fleet-db", "PUSHMEDIA_FLEET_DB", commands: [.serve, .purge, .batch, .work, .fleetDB], default: "none",
             help: "PostgreSQL database through which the nodes on one store share jobs and purges: "
                 + "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require|verify-full]"
         ) {
@@ -136,7 +137,8 @@ extension PushMediaConfig {
             config.fleetDB = text
         },
         Setting(
-            "fleet-db-password-file", "PUSHMEDIA_FLEET_DB_PASSWORD_FILE", commands: [.serve, .purge, .fleetDB],
+            "fleet-db-password-file", "PUSHMEDIA_FLEET_DB_PASSWORD_FILE",
+            commands: [.serve, .purge, .batch, .work, .fleetDB],
             default: "none", help: "Read the fleet database's password from this file"
         ) {
             config, value throws(ConfigError) in
@@ -146,10 +148,11 @@ extension PushMediaConfig {
             config.fleetDBPasswordFile = value.text
         },
         .duration(
-            "fleet-lease", "PUSHMEDIA_FLEET_LEASE", \.fleetLease, commands: [.serve, .purge, .fleetDB],
+            "fleet-lease", "PUSHMEDIA_FLEET_LEASE", \.fleetLease, commands: [.serve, .purge, .batch, .work, .fleetDB],
             help: "A job's lease in the fleet, renewed while it runs: a dead node's job is taken over this much later"),
         .duration(
-            "fleet-db-timeout", "PUSHMEDIA_FLEET_DB_TIMEOUT", \.fleetDBTimeout, commands: [.serve, .purge, .fleetDB],
+            "fleet-db-timeout", "PUSHMEDIA_FLEET_DB_TIMEOUT", \.fleetDBTimeout,
+            commands: [.serve, .purge, .batch, .work, .fleetDB],
             help: "How long a node waits for the fleet database before it shares the job per node only"),
     ]
 

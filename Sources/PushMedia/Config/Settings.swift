@@ -2,7 +2,7 @@ import Foundation
 
 /// A command of `pushmedia` that can take a setting's flag.
 public enum SettingCommand: String, Sendable, CaseIterable {
-    case process, batch, serve, gc, purge
+    case process, batch, serve, gc, purge, work
     case fleetDB = "fleet-db"
 }
 
