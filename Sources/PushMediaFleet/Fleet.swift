@@ -116,7 +116,11 @@ public final class Fleet: JobCoordinator, Service {
         case "failed"?:
             forget(key, id)
             counters?.lease("ended")
-            return .ended(.failed(reason: row!.reason, message: row!.message))
+            return .ended(.failed(reason: row?.reason ?? "", message: row?.message ?? ""))
+        case "abandoned"?:
+            // Given up a moment ago (the next claim takes it): made here.
+            forget(key, id)
+            return .ended(.abandoned)
         default:
             // Running elsewhere (or taken by another node within this very statement).
             counters?.lease("waited")

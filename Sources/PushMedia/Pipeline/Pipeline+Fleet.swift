@@ -23,6 +23,8 @@ extension Pipeline {
                     await giveBack(ticket)
                     return result
                 }
+                // Made a moment ago, yet not in the store (removed since): made here, as alone.
+                return await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress, run)
             case let .elsewhere(wait):
                 await giveBack(ticket)
                 ticket = nil
