@@ -257,7 +257,9 @@ struct MediaBurstTests {
     }
 
     @Test func sigtermDuringABurstExitsWithinTheDrainLimit() async throws {
-        let setup = try await Self.setup(side: 3600, ["--drain-limit", "3s"])
+        // A 2 MB file streamed from the store (not kept in memory): the clients, reading 50 KB/s,
+        // are all mid-transfer when the signal comes.
+        let setup = try await Self.setup(side: 1750, ["--drain-limit", "3s", "--media-memory", "0"])
         let ready = setup.work.file("ready")
         async let burst = Self.burst(
             setup.node, ["/media/\(setup.name)"], count: Self.burstSize, rate: 50_000, hold: 60, timeout: 90,

@@ -220,17 +220,25 @@ struct SettingsTableTests {
     /// that takes them.
     @Test func flagsReachTheirEntries() async throws {
         let store = TemporaryDirectory()
-        for entry in Self.entries where entry.kind == .option || entry.kind == .list {
-            guard let invalid = ["x", ""].first(where: entry.refuses) else { continue }
-            let command = entry.commands == .every ? .process : entry.commands.sorted { $0.rawValue < $1.rawValue }[0]
-            let run = try await Self.pushmedia(
-                [command.rawValue] + (command == .fleetDB ? [] : ["--store", store.path]) + [
-                    "--\(entry.name)", invalid,
-                ],
-                arguments: command == .purge ? ["https://example.com/a.jpg"] : command == .fleetDB ? ["check"] : [])
-            let described = "pushmedia \(command.rawValue) --\(entry.name) \(invalid): \(run.stderr)"
-            #expect(run.status == 64, "\(described)")
-            #expect(run.stderr.contains("for --\(entry.name):"), "\(described)")
+        // About a hundred runs of the program: as many at once as the runner has threads.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for entry in Self.entries where entry.kind == .option || entry.kind == .list {
+                guard let invalid = ["x", ""].first(where: entry.refuses) else { continue }
+                let command =
+                    entry.commands == .every ? .process : entry.commands.sorted { $0.rawValue < $1.rawValue }[0]
+                let options =
+                    [command.rawValue] + (command == .fleetDB ? [] : ["--store", store.path])
+                    + ["--\(entry.name)", invalid]
+                let arguments =
+                    command == .purge ? ["https://example.com/a.jpg"] : command == .fleetDB ? ["check"] : []
+                group.addTask {
+                    let run = try await Self.pushmedia(options, arguments: arguments)
+                    let described = "pushmedia \(command.rawValue) --\(entry.name) \(invalid): \(run.stderr)"
+                    #expect(run.status == 64, "\(described)")
+                    #expect(run.stderr.contains("for --\(entry.name):"), "\(described)")
+                }
+            }
+            try await group.waitForAll()
         }
     }
 
@@ -280,7 +288,7 @@ struct SettingsTableTests {
     }
 
     /// Waiting for a child process blocks, so it happens on a thread of its own.
-    static let runner = BlockingExecutor(name: "test-settings-cli", maxThreads: 2)
+    static let runner = BlockingExecutor(name: "test-settings-cli", maxThreads: 4)
 
     /// Runs `pushmedia` with `options` then `arguments`, without the environment's `PUSHMEDIA_*`.
     static func pushmedia(_ options: [String], arguments: [String] = []) async throws -> Run {
