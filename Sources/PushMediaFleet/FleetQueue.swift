@@ -104,18 +104,21 @@ public final class FleetQueue: Sendable {
     }
 
     /// Takes up to `count` items of `name` that no worker holds (queued, or their lease
-    /// lapsed), for `holder`, for `lease`.
+    /// lapsed), for `holder`, for `lease`. The locking select is a materialized CTE: as a
+    /// subquery the planner may run it again per row, and with SKIP LOCKED each run finds
+    /// other rows (one worker would take them all).
     public func take(name: String, holder: String, count: Int, lease: Duration) async throws(FleetError) -> [Item] {
         let (logger, seconds) = (self.logger, Double(lease.nanoseconds) / 1e9)
         return try await run { connection in
             let rows = try await connection.query(
                 """
+                WITH s AS MATERIALIZED (
+                    SELECT item FROM pushmedia_batch_items
+                    WHERE batch = \(name) AND (state = 'queued' OR (state = 'taken' AND expires < now()))
+                    ORDER BY item LIMIT \(count) FOR UPDATE SKIP LOCKED)
                 UPDATE pushmedia_batch_items AS t
                 SET state = 'taken', holder = \(holder), expires = now() + make_interval(secs => \(seconds))
-                FROM (SELECT item FROM pushmedia_batch_items
-                      WHERE batch = \(name) AND (state = 'queued' OR (state = 'taken' AND expires < now()))
-                      ORDER BY item LIMIT \(count) FOR UPDATE SKIP LOCKED) AS s
-                WHERE t.batch = \(name) AND t.item = s.item
+                FROM s WHERE t.batch = \(name) AND t.item = s.item
                 RETURNING t.item, t.file, t.payload
                 """, logger: logger)
             var items: [Item] = []

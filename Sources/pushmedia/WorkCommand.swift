@@ -77,30 +77,40 @@ struct WorkCommand: AsyncParsableCommand {
             }
         }
         defer { renewal.cancel() }
+        // As `batch`: `concurrency` transcodes at once, as many more payloads read and fetched
+        // ahead; a slot that frees takes the next item at once (no round waits for its slowest).
+        let width = concurrency * 2
+        let process: @Sendable (FleetQueue.Item) async throws(FleetError) -> Void = { item in
+            let (output, outcome) = await BatchCommand.processPayload(
+                item.payload, relative: item.file, pipeline: pipeline, mediaRoot: mediaRoot, refresh: false)
+            let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
+            _ = try await queue.complete(
+                name: name, number: item.number, holder: holder, output: output, outcome: encoded)
+        }
         var worked = 0
         do {
             while true {
-                let items = try await queue.take(name: name, holder: holder, count: concurrency * 2, lease: lease)
-                if items.isEmpty {
-                    guard let progress = try await queue.progress(name: name), !progress.finished else { break }
-                    // Others hold the rest: wait for them to finish, or for a dead one's lease to lapse.
-                    try await Task.sleep(for: .milliseconds(500))
-                    continue
+                var taken: [FleetQueue.Item] = []
+                var running = 0
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    func next() async throws -> FleetQueue.Item? {
+                        if taken.isEmpty {
+                            taken = try await queue.take(name: name, holder: holder, count: width, lease: lease)
+                        }
+                        return taken.isEmpty ? nil : taken.removeFirst()
+                    }
+                    while running < width, let item = try await next() {
+                        group.addTask { try await process(item) }
+                        running += 1
+                    }
+                    while try await group.next() != nil {
+                        worked += 1
+                        if let item = try await next() { group.addTask { try await process(item) } }
+                    }
                 }
-                var failure: FleetError?
-                await items.forEachConcurrently(width: concurrency) { _, item -> FleetError? in
-                    let (output, outcome) = await BatchCommand.processPayload(
-                        item.payload, relative: item.file, pipeline: pipeline, mediaRoot: mediaRoot, refresh: false)
-                    let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
-                    do throws(FleetError) {
-                        _ = try await queue.complete(
-                            name: name, number: item.number, holder: holder, output: output, outcome: encoded)
-                        return nil
-                    } catch { return error }
-                } onResult: { (_, error: FleetError?) in
-                    if let error { failure = error } else { worked += 1 }
-                }
-                if let failure { throw failure }
+                guard let progress = try await queue.progress(name: name), !progress.finished else { break }
+                // Others hold the rest: wait for them to finish, or for a dead one's lease to lapse.
+                try await Task.sleep(for: .milliseconds(500))
             }
         } catch {
             FileHandle.writeError("pushmedia: work --fleet \(name): \(error)")

@@ -16,7 +16,8 @@ extension Pipeline {
                 return await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress, run)
             case let .held(lease):
                 let result = await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress, run)
-                await coordinator.finish(lease, result.kind.fleetEnd)
+                // The entry is in the store: the answer does not wait for the other nodes' word.
+                Task { await coordinator.finish(lease, result.kind.fleetEnd) }
                 return result
             case let .ended(end):
                 if let result = await endedElsewhere(end, key: key, remote: remote, deadline: deadline) {
