@@ -318,14 +318,19 @@ final class ProgressDisplay: @unchecked Sendable {
     func advance(_ item: BatchItem) {
         done += 1
         if tty {
-            let width = 30
-            let filled = total == 0 ? width : done * width / total
-            let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
+            let bar = Self.bar(done: done, total: total)
             let name = item.file.count > 40 ? "…" + item.file.suffix(39) : item.file
             FileHandle.standardError.write(Data("\r\u{1B}[2K[\(bar)] \(done)/\(total) \(name)".utf8))
         } else {
             FileHandle.writeError("[\(done)/\(total)] " + humanLine(item.outcome, label: item.file))
         }
+    }
+
+    /// The bar of `done` out of `total`, 30 characters wide: a local batch's and a fleet batch's.
+    static func bar(done: Int, total: Int) -> String {
+        let width = 30
+        let filled = total == 0 ? width : done * width / total
+        return String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
     }
 
     func finish() {

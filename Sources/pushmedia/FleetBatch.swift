@@ -134,9 +134,7 @@ enum FleetBatch {
     static func show(_ progress: FleetQueue.Progress) {
         let line = "\(progress.done)/\(progress.total) done, \(progress.working) being worked on"
         if isatty(STDERR_FILENO) == 1 {
-            let width = 30
-            let filled = progress.total == 0 ? width : progress.done * width / progress.total
-            let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
+            let bar = ProgressDisplay.bar(done: progress.done, total: progress.total)
             FileHandle.standardError.write(Data("\r\u{1B}[2K[\(bar)] \(line)".utf8))
         } else {
             FileHandle.writeError("fleet batch \(progress.name): \(line)")

@@ -40,7 +40,6 @@ struct WorkCommand: AsyncParsableCommand {
         defer { Task { await queue.close() } }
         let logger = Logger(label: "pushmedia")
         let name = fleet
-        let holder = "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UInt32.random(in: 0...UInt32.max) & 0xffff)"
         let lease = config.fleetLease
         let input: String
         do {
@@ -57,6 +56,8 @@ struct WorkCommand: AsyncParsableCommand {
         // notifications) for the jobs, as `serve` nodes share them.
         let database = try FleetDatabase(config: config)!
         let coordinator = try Fleet(database: database, lease: lease, logger: logger)
+        // The worker holds its items under its node's name, as it holds its jobs' leases.
+        let holder = coordinator.node
         let coordination = Task { try? await coordinator.run() }
         defer { coordination.cancel() }
         let pipeline: Pipeline
