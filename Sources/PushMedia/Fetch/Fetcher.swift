@@ -88,8 +88,8 @@ public final class Fetcher: Sendable {
         _ url: String, path: String, limits: FetchLimits, deadline: ContinuousClock.Instant,
         conditions: OriginValidators?, state: TransferState
     ) -> Result<FetchResponse, FetchError> {
-        let remaining = deadline - .now
-        guard remaining > .milliseconds(1) else { return .failure(.deadlineExceeded) }
+        let transfer = state.transfer
+        guard transfer.start(until: deadline) else { return .failure(.deadlineExceeded) }
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             return .failure(.localWrite("cannot create \(path): \(String(cString: strerror(errno)))"))
@@ -99,10 +99,9 @@ public final class Fetcher: Sendable {
             return .failure(.io("libcurl could not create a handle"))
         }
 
-        let t = state.pointer
+        let t = transfer.record
         t.pointee.fd = fd
         t.pointee.max_bytes = limits.maxBytes
-        t.pointee.deadline_ns = pm_monotonic_ns() + remaining.nanoseconds
         t.pointee.check_addresses = limits.allowPrivateNetworks ? 0 : 1
         t.pointee.address_context = Unmanaged.passUnretained(state).toOpaque()
         t.pointee.data_context = Unmanaged.passUnretained(state).toOpaque()
@@ -118,31 +117,6 @@ public final class Fetcher: Sendable {
                 UnsafeBufferPointer(start: bytes, count: length), port: Int(port), trusted: state.trusted) ? 1 : 0
         }
 
-        var setup = pm_curl_install_transfer(handle, t)
-        func set(_ option: CURLoption, _ value: Int) {
-            if setup == CURLE_OK { setup = pm_curl_setopt_long(handle, option, value) }
-        }
-        func set(_ option: CURLoption, _ value: String) {
-            if setup == CURLE_OK { setup = pm_curl_setopt_string(handle, option, value) }
-        }
-        set(CURLOPT_URL, url)
-        set(CURLOPT_PROTOCOLS_STR, "http,https")
-        set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        set(CURLOPT_FOLLOWLOCATION, 1)
-        set(CURLOPT_MAXREDIRS, limits.maxRedirects)
-        set(CURLOPT_FAILONERROR, 1)
-        set(CURLOPT_NOSIGNAL, 1)
-        set(CURLOPT_PROXY, "")  // never route through an environment proxy
-        set(CURLOPT_HTTP_CONTENT_DECODING, 0)  // bytes as served: no gzip bombs
-        set(CURLOPT_CONNECTTIMEOUT_MS, Int(limits.connectTimeout.milliseconds))
-        set(CURLOPT_TIMEOUT_MS, max(1, Int(remaining.milliseconds)))
-        set(CURLOPT_LOW_SPEED_LIMIT, limits.lowSpeedLimit)
-        set(CURLOPT_LOW_SPEED_TIME, max(1, Int(limits.lowSpeedTime.milliseconds / 1000)))
-        set(CURLOPT_USERAGENT, "PushMedia/\(PushMediaVersion.string) (+media for push notifications)")
-        set(CURLOPT_ACCEPT_ENCODING, "identity")
-        if setup == CURLE_OK {
-            setup = pm_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes))
-        }
         var headers: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(headers) }
         if let etag = OriginValidators.clean(conditions?.etag) {
@@ -151,59 +125,52 @@ public final class Fetcher: Sendable {
         if let modified = OriginValidators.clean(conditions?.lastModified) {
             headers = curl_slist_append(headers, "If-Modified-Since: \(modified)")
         }
-        if headers != nil, setup == CURLE_OK { setup = pm_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headers) }
-        guard setup == CURLE_OK else {
-            return .failure(.transfer(code: Int(setup.rawValue), message: String(cString: curl_easy_strerror(setup))))
+        let code = transfer.perform(on: handle) { options in
+            options.set(CURLOPT_URL, url)
+            options.set(CURLOPT_PROTOCOLS_STR, "http,https")
+            options.set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+            options.set(CURLOPT_FOLLOWLOCATION, 1)
+            options.set(CURLOPT_MAXREDIRS, limits.maxRedirects)
+            options.set(CURLOPT_FAILONERROR, 1)
+            options.set(CURLOPT_HTTP_CONTENT_DECODING, 0)  // bytes as served: no gzip bombs
+            options.set(CURLOPT_CONNECTTIMEOUT_MS, Int(limits.connectTimeout.milliseconds))
+            options.set(CURLOPT_LOW_SPEED_LIMIT, limits.lowSpeedLimit)
+            options.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(limits.lowSpeedTime.milliseconds / 1000)))
+            options.set(CURLOPT_USERAGENT, "PushMedia/\(PushMediaVersion.string) (+media for push notifications)")
+            options.set(CURLOPT_ACCEPT_ENCODING, "identity")
+            options.set(CURLOPT_MAXFILESIZE_LARGE, size: limits.maxBytes)
+            if headers != nil { options.set(CURLOPT_HTTPHEADER, list: headers) }
         }
 
-        let code = curl_easy_perform(handle)
-
-        var status = 0
-        var redirects = 0
-        var text: UnsafePointer<CChar>?
-        var value = 0
-        if pm_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &value) == CURLE_OK { status = value }
-        if pm_curl_getinfo_long(handle, CURLINFO_REDIRECT_COUNT, &value) == CURLE_OK { redirects = value }
-        let effectiveURL =
-            pm_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &text) == CURLE_OK
-            ? text.map { String(cString: $0) } ?? url : url
-        let contentType =
-            pm_curl_getinfo_string(handle, CURLINFO_CONTENT_TYPE, &text) == CURLE_OK
-            ? text.map { String(cString: $0) } : nil
-
-        if t.pointee.blocked != 0 {
-            let address = withUnsafeBytes(of: t.pointee.blocked_address) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            return .failure(.blockedAddress(address))
+        let info = CurlInfo(handle: handle)
+        let status = info.status
+        let effectiveURL = info.string(CURLINFO_EFFECTIVE_URL) ?? url
+        switch transfer.stop {
+        case let .blockedAddress(address): return .failure(.blockedAddress(address))
+        case .tooLarge: return .failure(.tooLarge(limit: limits.maxBytes))
+        case .cancelled: return .failure(.cancelled)
+        case .deadlinePassed: return .failure(.deadlineExceeded)
+        case let .writeFailed(reason): return .failure(.localWrite("writing \(path): \(reason)"))
+        case nil: break
         }
-        if t.pointee.cap_exceeded != 0 || code == CURLE_FILESIZE_EXCEEDED {
-            return .failure(.tooLarge(limit: limits.maxBytes))
-        }
-        if t.pointee.cancelled != 0 { return .failure(.cancelled) }
-        if t.pointee.deadline_passed != 0
-            || (code == CURLE_OPERATION_TIMEDOUT && pm_monotonic_ns() >= t.pointee.deadline_ns - 5_000_000)
-        {
+        if code == CURLE_FILESIZE_EXCEEDED { return .failure(.tooLarge(limit: limits.maxBytes)) }
+        if code == CURLE_OPERATION_TIMEDOUT && pm_monotonic_ns() >= t.pointee.deadline_ns - 5_000_000 {
             return .failure(.deadlineExceeded)
-        }
-        if t.pointee.write_failed != 0 {
-            return .failure(.localWrite("writing \(path): \(String(cString: strerror(t.pointee.write_failed)))"))
         }
         switch code {
         case CURLE_OK:
             guard (200..<300).contains(status) || (status == 304 && conditions != nil) else {
                 return .failure(.httpStatus(status))
             }
-            func header(_ name: String) -> String? {
-                OriginValidators.clean(pm_curl_response_header(handle, name).map { String(cString: $0) })
-            }
+            func header(_ name: String) -> String? { OriginValidators.clean(info.header(name)) }
             let validators = OriginValidators(
                 etag: header("ETag"), lastModified: header("Last-Modified"), cacheControl: header("Cache-Control"),
                 expires: header("Expires"), date: header("Date"), age: header("Age"))
             return .success(
                 FetchResponse(
-                    httpStatus: status, bytes: t.pointee.bytes_written, contentType: contentType,
-                    effectiveURL: effectiveURL, redirects: redirects, validators: validators,
+                    httpStatus: status, bytes: t.pointee.bytes_written,
+                    contentType: info.string(CURLINFO_CONTENT_TYPE), effectiveURL: effectiveURL,
+                    redirects: info.int(CURLINFO_REDIRECT_COUNT) ?? 0, validators: validators,
                     sha256: status == 304 ? nil : MediaStore.hex(state.hasher.finalize())))
         case CURLE_HTTP_RETURNED_ERROR: return .failure(.httpStatus(status))
         case CURLE_TOO_MANY_REDIRECTS: return .failure(.tooManyRedirects(limits.maxRedirects))
@@ -229,17 +196,14 @@ public final class Fetcher: Sendable {
     }
 }
 
-/// The callbacks' shared state, owned here so that another thread can cancel the transfer.
+/// What the callbacks share besides the transfer's record: the address rule's trusted peers and
+/// the body's hash, reached through the record's contexts. Made before the transfer is queued,
+/// so that another thread can cancel it.
 private final class TransferState: @unchecked Sendable {
-    let pointer: UnsafeMutablePointer<pm_transfer>
+    let transfer = CurlTransfer()
     let trusted: Set<String>
     /// The body's hash so far (updated on the transfer's thread only).
     var hasher = SHA256()
-    init(trusted: Set<String>) {
-        self.trusted = trusted
-        pointer = .allocate(capacity: 1)
-        pointer.initialize(to: pm_transfer())
-    }
-    func cancel() { pm_transfer_cancel(pointer) }
-    deinit { pointer.deallocate() }
+    init(trusted: Set<String>) { self.trusted = trusted }
+    func cancel() { transfer.cancel() }
 }

@@ -98,24 +98,20 @@ public final class S3Client: Sendable {
         body: Body = .none, sink: Sink = .memory(limit: 1 << 20), deadline: ContinuousClock.Instant? = nil
     ) throws(StoreError) -> Response {
         let limit = ContinuousClock.now + requestTimeout
-        let end = deadline.map { min($0, limit) } ?? limit
-        let remaining = end - .now
-        guard remaining > .milliseconds(1) else {
+        let transfer = CurlTransfer()
+        guard transfer.start(until: deadline.map { min($0, limit) } ?? limit) else {
             throw .unavailable(endpoint: settings.endpoint, reason: "no time left for the request")
         }
         guard let handle = pm_curl_store_handle() else {
             throw .unavailable(endpoint: settings.endpoint, reason: "libcurl could not create a handle")
         }
-
-        var transfer = pm_transfer()
-        transfer.max_bytes = Int64.max
-        transfer.deadline_ns = pm_monotonic_ns() + remaining.nanoseconds
+        let t = transfer.record
         switch sink {
         case let .memory(limit):
-            transfer.to_buffer = 1
-            transfer.max_bytes = Int64(limit)
+            t.pointee.to_buffer = 1
+            t.pointee.max_bytes = Int64(limit)
         case let .descriptor(fd):
-            transfer.fd = fd
+            t.pointee.fd = fd
         }
         var uploadFD: Int32 = -1
         defer { if uploadFD >= 0 { close(uploadFD) } }
@@ -138,61 +134,46 @@ public final class S3Client: Sendable {
 
         let url = self.url(key: key, query: query)
         let code: CURLcode = uploadBytes.withUnsafeBufferPointer { upload in
-            withUnsafeMutablePointer(to: &transfer) { t in
-                var setup = pm_curl_install_transfer(handle, t)
-                if setup == CURLE_OK {
-                    setup = prepare(
-                        handle, method: method, url: url, headers: list, connectTimeout: min(connectTimeout, remaining))
+            transfer.perform(on: handle) { options in
+                prepare(
+                    &options, method: method, url: url, headers: list,
+                    connectTimeout: min(connectTimeout, transfer.allowed))
+                options.set(CURLOPT_FILETIME, 1)
+                guard method == "PUT" else { return }
+                switch body {
+                case .none:
+                    break
+                case .bytes:
+                    t.pointee.upload_mode = 1
+                    t.pointee.upload_data = upload.baseAddress
+                    t.pointee.upload_length = Int64(upload.count)
+                    options.then { pm_curl_install_upload(handle, t, Int64(upload.count)) }
+                case let .file(_, bytes, _):
+                    t.pointee.upload_mode = 2
+                    t.pointee.upload_fd = uploadFD
+                    options.then { pm_curl_install_upload(handle, t, bytes) }
                 }
-                func set(_ option: CURLoption, _ value: Int) {
-                    if setup == CURLE_OK { setup = pm_curl_setopt_long(handle, option, value) }
-                }
-                set(CURLOPT_FILETIME, 1)
-                set(CURLOPT_TIMEOUT_MS, max(1, Int(remaining.milliseconds)))
-                if method == "PUT" {
-                    switch body {
-                    case .none:
-                        break
-                    case .bytes:
-                        t.pointee.upload_mode = 1
-                        t.pointee.upload_data = upload.baseAddress
-                        t.pointee.upload_length = Int64(upload.count)
-                        if setup == CURLE_OK { setup = pm_curl_install_upload(handle, t, Int64(upload.count)) }
-                    case let .file(_, bytes, _):
-                        t.pointee.upload_mode = 2
-                        t.pointee.upload_fd = uploadFD
-                        if setup == CURLE_OK { setup = pm_curl_install_upload(handle, t, bytes) }
-                    }
-                }
-                guard setup == CURLE_OK else { return setup }
-                return curl_easy_perform(handle)
             }
         }
-        defer { pm_transfer_buffer_free(&transfer) }
 
-        var status = 0
-        if pm_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK { status = 0 }
+        let info = CurlInfo(handle: handle)
+        let status = info.status
         if code != CURLE_OK || status == 0 {
-            if transfer.write_failed != 0 {
-                throw .io(path: "request body or answer", reason: String(cString: strerror(transfer.write_failed)))
+            let reason: String
+            switch transfer.stop {
+            case let .writeFailed(message):
+                throw .io(path: "request body or answer", reason: message)
+            case .tooLarge: reason = "answer larger than expected"
+            case .deadlinePassed: reason = "no answer within the time left"
+            case .blockedAddress, .cancelled, nil: reason = String(cString: curl_easy_strerror(code))
             }
-            if transfer.cap_exceeded != 0 {
-                throw .unavailable(endpoint: settings.endpoint, reason: "answer larger than expected")
-            }
-            let reason =
-                transfer.deadline_passed != 0
-                ? "no answer within the time left" : String(cString: curl_easy_strerror(code))
             throw .unavailable(endpoint: settings.endpoint, reason: reason)
         }
-        var filetime: curl_off_t = -1
-        pm_curl_getinfo_off(handle, CURLINFO_FILETIME_T, &filetime)
-        var length: curl_off_t = -1
-        pm_curl_getinfo_off(handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
-        let bytes = transfer.buffer.map { Array(UnsafeBufferPointer(start: $0, count: transfer.buffer_length)) } ?? []
+        let filetime = info.size(CURLINFO_FILETIME_T)
         return Response(
-            status: status, body: bytes,
-            modified: filetime >= 0 ? Date(timeIntervalSince1970: TimeInterval(filetime)) : nil,
-            contentLength: length >= 0 ? Int64(length) : nil)
+            status: status, body: transfer.body,
+            modified: filetime.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+            contentLength: info.size(CURLINFO_CONTENT_LENGTH_DOWNLOAD_T))
     }
 
     /// The headers of a request: `headers`, the payload's hash (SigV4 signs it; s3api requires
@@ -218,34 +199,26 @@ public final class S3Client: Sendable {
     /// no proxy, no signals, `headers` (owned by the caller until the transfer ends). The
     /// body's source or sink, and the timeouts past the connect, are the caller's.
     func prepare(
-        _ handle: UnsafeMutableRawPointer, method: String, url: String, headers: UnsafeMutablePointer<curl_slist>?,
+        _ options: inout CurlOptions, method: String, url: String, headers: UnsafeMutablePointer<curl_slist>?,
         connectTimeout: Duration
-    ) -> CURLcode {
-        var code = CURLE_OK
-        func set(_ option: CURLoption, _ value: Int) {
-            if code == CURLE_OK { code = pm_curl_setopt_long(handle, option, value) }
-        }
-        func set(_ option: CURLoption, _ value: String) {
-            if code == CURLE_OK { code = pm_curl_setopt_string(handle, option, value) }
-        }
-        set(CURLOPT_URL, url)
-        set(CURLOPT_PROTOCOLS_STR, "http,https")
-        set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
-        set(CURLOPT_NOSIGNAL, 1)
-        set(CURLOPT_PROXY, "")
-        set(CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(connectTimeout.milliseconds)))
-        set(CURLOPT_AWS_SIGV4, "aws:amz:\(settings.region):s3")
+    ) {
+        options.set(CURLOPT_URL, url)
+        options.set(CURLOPT_PROTOCOLS_STR, "http,https")
+        options.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
+        options.set(CURLOPT_NOSIGNAL, 1)
+        options.set(CURLOPT_PROXY, "")
+        options.set(CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(connectTimeout.milliseconds)))
+        options.set(CURLOPT_AWS_SIGV4, "aws:amz:\(settings.region):s3")
         // Separately: an access key may contain a colon (USERPWD would split it there).
-        set(CURLOPT_USERNAME, settings.accessKey)
-        set(CURLOPT_PASSWORD, settings.secretKey)
-        set(CURLOPT_USERAGENT, "PushMedia/\(PushMediaVersion.string)")
+        options.set(CURLOPT_USERNAME, settings.accessKey)
+        options.set(CURLOPT_PASSWORD, settings.secretKey)
+        options.set(CURLOPT_USERAGENT, "PushMedia/\(PushMediaVersion.string)")
         switch method {
-        case "HEAD": set(CURLOPT_NOBODY, 1)
+        case "HEAD": options.set(CURLOPT_NOBODY, 1)
         case "GET": break
-        default: set(CURLOPT_CUSTOMREQUEST, method)
+        default: options.set(CURLOPT_CUSTOMREQUEST, method)
         }
-        if code == CURLE_OK { code = pm_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headers) }
-        return code
+        options.set(CURLOPT_HTTPHEADER, list: headers)
     }
 
     /// `GET` (or `HEAD`, `bodyless`) of object `key`, `range` of it when given, read as it
@@ -260,13 +233,12 @@ public final class S3Client: Sendable {
         let headers = range.map { [("Range", "bytes=\($0.lowerBound)-\($0.upperBound)")] } ?? []
         let stream = ObjectStream(endpoint: settings.endpoint, loop: loop) { [self] handle in
             let list = headerList(headers, payloadHash: Self.emptySHA256, method: method, emptyBody: true)
-            var code = prepare(handle, method: method, url: url, headers: list, connectTimeout: connectTimeout)
-            if code == CURLE_OK { code = pm_curl_bound_receive_buffer(handle) }
-            if code == CURLE_OK { code = pm_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1) }
-            if code == CURLE_OK {
-                code = pm_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(lowSpeedTime.components.seconds)))
-            }
-            return (code, list)
+            var options = CurlOptions(handle: handle)
+            prepare(&options, method: method, url: url, headers: list, connectTimeout: connectTimeout)
+            options.then { pm_curl_bound_receive_buffer(handle) }
+            options.set(CURLOPT_LOW_SPEED_LIMIT, 1)
+            options.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(lowSpeedTime.components.seconds)))
+            return (options.code, list)
         }
         stream.start()
         return stream
