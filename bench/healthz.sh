@@ -44,7 +44,7 @@ LOG_PID=$!; PIDS+=("$LOG_PID")
 "$FLOOR" "$BARE_PORT" "$SERVER" > "$OUT/floor.out" 2> "$OUT/floor.log" &
 BARE_PID=$!; PIDS+=("$BARE_PID")
 for port in "$PM_PORT" "$LOG_PORT" "$BARE_PORT"; do wait_http "http://127.0.0.1:$port/healthz"; done
-for port in "$PM_PORT" "$LOG_PORT"; do
+for port in "$LOG_PORT" "$BARE_PORT"; do
   diff <(curl -fsS "http://127.0.0.1:$PM_PORT/healthz") <(curl -fsS "http://127.0.0.1:$port/healthz") >/dev/null ||
     die "the floor's answer differs from PushMedia's"
 done

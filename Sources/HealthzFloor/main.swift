@@ -19,7 +19,7 @@ if arguments.contains("--log") { router.add(middleware: LogRequestsMiddleware(.i
 router.get("healthz") { _, _ in
     Response(
         status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
-        body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"status":"ok"}"#)))
+        body: ResponseBody(byteBuffer: ByteBuffer(string: "{\"status\":\"ok\"}\n")))
 }
 let server = arguments.dropFirst().first { $0 != "--log" }
 let app = Application(
