@@ -16,6 +16,9 @@ public enum FleetError: Error, CustomStringConvertible, Sendable {
     case refused(String, why: String)
     /// What answered does not speak PostgreSQL's protocol (or not its TLS).
     case notPostgreSQL(String, why: String)
+    /// TLS was asked for (`sslmode`) and could not be set up: the roots file, or the server's
+    /// certificate or handshake.
+    case tls(String, why: String)
     /// The tables are not there: `pushmedia fleet-db init` makes them.
     case schemaMissing(String)
     /// The tables were made by another version of PushMedia.
@@ -33,6 +36,8 @@ public enum FleetError: Error, CustomStringConvertible, Sendable {
             "the fleet database \(address) refused the connection: \(why)"
         case let .notPostgreSQL(address, why):
             "\(address) does not answer as a PostgreSQL server: \(why)"
+        case let .tls(address, why):
+            "TLS to the fleet database \(address) failed: \(why)"
         case let .schemaMissing(address):
             "the fleet database \(address) has no PushMedia tables: run `pushmedia fleet-db init` with the same "
                 + "--fleet-db"
@@ -102,7 +107,8 @@ public struct FleetDatabase: Sendable {
             tls.certificateVerification = .fullVerification
             if let roots = address.rootCertificates {
                 do { tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(roots)) } catch {
-                    throw .refused(described, why: "sslrootcert \(roots) cannot be read (\(error))")
+                    throw .tls(
+                        described, why: "sslrootcert \(roots) is not a readable PEM file of certificates (\(error))")
                 }
             }
         }
@@ -201,6 +207,7 @@ public struct FleetDatabase: Sendable {
         case .server:
             return .statement(described, why: "\(message) (SQLSTATE \(state))")
         case .connectionError:
+            if let failure = error.underlying as? NIOSSLError { return tlsFailure(failure) }
             return .unreachable(described, why: error.underlying.map { "\($0)" } ?? "connection failed")
         case .serverClosedConnection, .uncleanShutdown, .clientClosedConnection, .poolClosed:
             return .unreachable(described, why: "the connection was closed")
@@ -213,6 +220,21 @@ public struct FleetDatabase: Sendable {
         default:
             return .notPostgreSQL(described, why: "\(error.code)")
         }
+    }
+
+    /// A failed TLS handshake as what to do about it: BoringSSL's reason (e.g.
+    /// `CERTIFICATE_VERIFY_FAILED`), and for a certificate that is not trusted, what `verify-full` checks.
+    func tlsFailure(_ failure: NIOSSLError) -> FleetError {
+        let text = "\(failure)"
+        let reason = text.firstMatch(of: /OPENSSL_internal:([A-Z0-9_]+)/).map { String($0.output.1) } ?? text
+        guard reason == "CERTIFICATE_VERIFY_FAILED" || text.contains("unableToValidateCertificate") else {
+            return .tls(described, why: "the handshake failed (\(reason))")
+        }
+        let roots = address.rootCertificates.map { "the roots in sslrootcert \($0)" } ?? "the system's roots"
+        return .tls(
+            described,
+            why: "the server's certificate is not trusted (\(reason)): sslmode=verify-full checks it against "
+                + "\(roots) and the host name \(address.host); give sslrootcert=FILE with the CA that signed it")
     }
 
     /// Checks that the database answers with this build's tables; `FleetError` says what is wrong.

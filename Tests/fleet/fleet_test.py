@@ -13,8 +13,10 @@ an HTTP origin on 127.0.0.1 that counts its GETs.
 - `pushmedia purge` on one node: the other nodes answer from a fresh fetch within 1 s;
 - a fleet batch of 1,000 payloads across three `pushmedia work` processes, one killed half way:
   every item once in the report, the same report and outputs as a local batch of the folder;
-- hostile `--fleet-db`: malformed, a wrong password, not a PostgreSQL server, no tables: a clear
-  error at start (no listener), never the password.
+- TLS to PostgreSQL: a node with `sslmode=verify-full` and the cluster's CA shares jobs with the
+  others over TLS connections (pg_stat_ssl); `sslmode=require` connects too;
+- hostile `--fleet-db`: malformed, a wrong password, not a PostgreSQL server, no tables, a server
+  certificate from another CA: a clear error at start (no listener), never the password.
 
     scripts/fleet.sh                   # all checks
     scripts/fleet.sh --only purge -v   # one check, verbose
@@ -103,6 +105,7 @@ class World:
         self.fleet_env = env_of("postgres.sh")
         self.db = self.fleet_env["PUSHMEDIA_TEST_FLEET_DB"]
         self.password_file = self.fleet_env["PUSHMEDIA_TEST_FLEET_DB_PASSWORD_FILE"]
+        self.ca = self.fleet_env["PUSHMEDIA_TEST_FLEET_DB_CA"]
         self.postgres = Postgres()
         self.bucket = "fleet-test"
         subprocess.run([os.path.join(ROOT, "scripts", "object-store.sh"), "make-bucket", self.bucket], check=True,
@@ -155,6 +158,14 @@ class World:
         made = subprocess.run([self.bin, "url", source, "--ext", ext, "--url-key", KEY, "--url-salt", SALT,
                                "--origin", "http://x"], capture_output=True, text=True, check=True)
         return made.stdout.strip()[len("http://x"):]
+
+    def other_ca(self):
+        """A CA's certificate that did not sign the cluster's."""
+        path = os.path.join(self.work, "other-ca.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-days", "1", "-subj", "/CN=another CA", "-keyout", path + ".key", "-out", path],
+                       check=True, capture_output=True)
+        return path
 
     def close(self):
         self.nginx.stop()
@@ -420,6 +431,47 @@ def a_fleet_batch_across_three_workers_one_killed(world):
     expect(len(images) <= fetched <= len(images) + 4, f"{fetched} origin fetches for {len(images)} images")
 
 
+def tls_db(db, query):
+    """The fleet's address with `query` in place of its sslmode."""
+    return db.split("?", 1)[0] + "?" + query
+
+
+@check("tls")
+def a_node_on_tls_shares_jobs_with_the_others(world):
+    env = dict(world.env)
+    env["PUSHMEDIA_FLEET_DB"] = tls_db(world.db, f"sslmode=verify-full&sslrootcert={world.ca}")
+    port = free_port()
+    node = Proc("node-tls", [
+        world.bin, "serve", "--port", str(port), "--work-dir", os.path.join(world.work, "work-tls"),
+        "--fleet-lease", "2s",
+    ] + world.store_flags(), world.work, env=env)
+    try:
+        node.wait_for([r"PushMedia listening on"])
+        ssl = world.postgres.psql(
+            "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) "
+            "WHERE a.usename = 'pushmedia' AND s.ssl")
+        expect(int(ssl) >= 1, f"{ssl} TLS connections of pushmedia to PostgreSQL")
+        path = f"/tls-{uuid.uuid4().hex[:8]}.webp"
+        world.origin.add(path, sample("banner.webp"), "image/webp", delay=0.5)
+        body = payload(world.origin.url(path))
+        before = sum(world.jobs())
+        targets = [port] + world.ports
+        results = at_once(40, lambda i: request(targets[i % len(targets)], "POST",
+                                                f"/v1/process?budget_ms={BUDGET_MS}", body))
+        expect({status for status, _ in results} == {200}, f"statuses {[status for status, _ in results]}")
+        answers = {json.dumps(answered_payload(b), sort_keys=True) for _, b in results}
+        expect(len(answers) == 1, f"{len(answers)} different payloads")
+        expect(world.origin.hits(path) == 1, f"{world.origin.hits(path)} origin fetches across the TLS node and three")
+        status, text = request(port, "GET", "/metrics")
+        jobs = metric(text.decode(), "pushmedia_jobs_total") + sum(world.jobs()) - before
+        expect(jobs == 1, f"{jobs} jobs in the fleet")
+        expect(metric(text.decode(), "pushmedia_fleet_unavailable_total") == 0, "the TLS node lost its database")
+    finally:
+        node.stop()
+    required = world.pushmedia(["fleet-db", "check"], env={**world.env, "PUSHMEDIA_FLEET_DB": tls_db(world.db, "sslmode=require")})
+    expect(required.returncode == 0, f"sslmode=require: {required.stdout}{required.stderr}")
+
+
 @check("hostile")
 def hostile_fleet_db_stops_the_start(world):
     password = open(world.password_file).read().strip()
@@ -435,6 +487,9 @@ def hostile_fleet_db_stops_the_start(world):
          r"does not answer as a PostgreSQL server"),
         ("an HTTP server that answers", ["--fleet-db", db.replace(f":{port}/", f":{world.nginx.port}/")],
          r"does not answer as a PostgreSQL server"),
+        ("a certificate from another CA",
+         ["--fleet-db", tls_db(db, f"sslmode=verify-full&sslrootcert={world.other_ca()}")],
+         r"TLS to the fleet database .* the server's certificate is not trusted \(CERTIFICATE_VERIFY_FAILED\)"),
         ("no tables", ["--fleet-db", db.replace("/pushmedia?", "/postgres?"), "--fleet-db-password-file",
                        world.password_file], r"no PushMedia tables: run `pushmedia fleet-db init`"),
     ]
