@@ -281,6 +281,46 @@ public final class Fleet: JobCoordinator, Service {
         }
     }
 
+    // MARK: The batch queue's depth
+
+    /// Counts the fleet batches' items waiting and being worked on, for the metrics
+    /// (`pushmedia_fleet_queue_items{state="queued|working"}`), in the background: called as
+    /// `/metrics` is read, at most once every `queueDepthInterval`, so the numbers are at most one
+    /// scrape old and a node that nobody scrapes asks nothing. Skipped while the database is out.
+    public func refreshQueueDepth() {
+        guard let metrics = metrics.withLock({ $0 }), available() else { return }
+        let due = queueDepthAsked.withLock { last in
+            let now = ContinuousClock.now
+            guard last.map({ now - $0 >= Self.queueDepthInterval }) ?? true else { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        Task {
+            let logger = self.logger
+            guard
+                let (queued, working) = try? await statement(
+                    timeout: max(database.timeout, .seconds(5)),
+                    { client in
+                        let rows = try await client.query(
+                            """
+                            SELECT count(*) FILTER (WHERE state = 'queued' OR expires < now())::int8,
+                                count(*) FILTER (WHERE state = 'taken' AND expires >= now())::int8
+                            FROM pushmedia_batch_items WHERE state <> 'done'
+                            """, logger: logger)
+                        var counts = (0, 0)
+                        for try await row in rows.decode((Int, Int).self) { counts = row }
+                        return counts
+                    })
+            else { return }
+            metrics.queue(queued: queued, working: working)
+        }
+    }
+
+    /// The least time between two counts of the queue.
+    static let queueDepthInterval: Duration = .seconds(5)
+    private let queueDepthAsked = Locked<ContinuousClock.Instant?>(nil)
+
     // MARK: Availability
 
     /// Runs `work` on the pool within the timeout; a failure opens a second without the database.
@@ -351,6 +391,14 @@ struct FleetMetrics: Sendable {
     func lease(_ result: String) {
         CoreMetrics.Counter(label: "pushmedia_fleet_leases_total", dimensions: [("result", result)], factory: factory)
             .increment()
+    }
+
+    /// The fleet batches' items waiting for a worker and being worked on.
+    func queue(queued: Int, working: Int) {
+        for (state, count) in [("queued", queued), ("working", working)] {
+            CoreMetrics.Gauge(label: "pushmedia_fleet_queue_items", dimensions: [("state", state)], factory: factory)
+                .record(count)
+        }
     }
 
     /// A notification heard: `end` or `purge`.

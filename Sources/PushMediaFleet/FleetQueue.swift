@@ -43,7 +43,7 @@ public final class FleetQueue: Sendable {
     /// Items written in one statement.
     static let chunk = 500
 
-    let database: FleetDatabase
+    public let database: FleetDatabase
     let connection: PostgresConnection
     let logger: Logger
 
@@ -184,6 +184,20 @@ public final class FleetQueue: Sendable {
                     name: name, input: input, total: total, done: done, working: working, seconds: seconds)
             }
             return found
+        }
+    }
+
+    /// Deletes the batch `name` and its items, done or not: the number of items it had, nil when
+    /// there was no such batch. A worker still on it finds nothing more to take and stops; a
+    /// result it records after this is dropped (it holds no item).
+    public func delete(name: String) async throws(FleetError) -> Int? {
+        let logger = self.logger
+        return try await run { connection in
+            let rows = try await connection.query(
+                "DELETE FROM pushmedia_batches WHERE name = \(name) RETURNING items", logger: logger)
+            var items: Int?
+            for try await (count) in rows.decode(Int.self) { items = count }
+            return items
         }
     }
 

@@ -179,6 +179,7 @@ public func buildApplication(
     var services: [any Service] = retention.map { [$0] } ?? []
     if let fleet {
         fleet.attach(metrics: parts.metrics.factory) { [store = parts.pipeline.store] key in store.forget(key: key) }
+        parts.metrics.onRead.withLock { $0.append { fleet.refreshQueueDepth() } }
         services.append(fleet)
     }
     // What SIGHUP reloads: add a `Reloadable` here to make another part reloadable.

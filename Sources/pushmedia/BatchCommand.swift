@@ -25,6 +25,8 @@ struct BatchCommand: AsyncParsableCommand {
     var status = false
     @Flag(help: "With --status: wait until the batch is done.")
     var wait = false
+    @Flag(help: "With --fleet NAME: delete the batch and its items from the queue (outputs written under --out stay).")
+    var delete = false
     @Option(help: "Directory for rewritten payloads, report.json and report.html.")
     var out: String = "out"
     @Option(help: "Media transcoded at once (default: one per core).")
@@ -47,6 +49,9 @@ struct BatchCommand: AsyncParsableCommand {
         if let fleet { try FleetBatch.validate(name: fleet) }
         if status && fleet == nil { throw ValidationError("--status needs --fleet NAME") }
         if wait && !status { throw ValidationError("--wait needs --status") }
+        if delete && (fleet == nil || status || directory != nil) {
+            throw ValidationError("--delete needs --fleet NAME, and takes no directory and no --status")
+        }
         guard concurrency >= 1 && concurrency <= 1024 else {
             throw ValidationError("--concurrency must be between 1 and 1024")
         }
@@ -59,6 +64,7 @@ struct BatchCommand: AsyncParsableCommand {
         var config = try options.config()
         do { try config.apply(fleetOptions.given) } catch { throw ValidationError(error.description) }
         config.maxTranscodes = concurrency
+        if let fleet, delete { return try await FleetBatch.delete(name: fleet, config: config) }
         if let fleet, status {
             guard directory == nil else { throw ValidationError("--status takes no directory") }
             return try await FleetBatch.status(name: fleet, config: config, out: out, wait: wait)

@@ -16,14 +16,25 @@ enum FleetBatch {
         }
     }
 
-    /// The queue of `config`'s fleet database; a usage error without one.
-    static func openQueue(_ config: PushMediaConfig) async throws -> FleetQueue {
+    /// `config`'s fleet database; a usage error without one.
+    static func database(_ config: PushMediaConfig) throws -> FleetDatabase {
         do {
             guard let database = try FleetDatabase(config: config) else {
                 throw ValidationError("--fleet needs the fleet's database: --fleet-db (or PUSHMEDIA_FLEET_DB)")
             }
-            return try await FleetQueue.open(database, logger: Logger(label: "pushmedia"))
+            return database
         } catch let error as FleetError {
+            FileHandle.writeError("pushmedia: \(error)")
+            throw Exit.usage
+        }
+    }
+
+    /// The queue of `config`'s fleet database; a usage error without one.
+    static func openQueue(_ config: PushMediaConfig) async throws -> FleetQueue {
+        let database = try database(config)
+        do {
+            return try await FleetQueue.open(database, logger: Logger(label: "pushmedia"))
+        } catch {
             FileHandle.writeError("pushmedia: \(error)")
             throw error.isOutage ? Exit.ioError : Exit.usage
         }
@@ -128,6 +139,22 @@ enum FleetBatch {
             items, seconds: progress.seconds, input: progress.input, outRoot: outRoot, pipeline: pipeline,
             mediaRoot: config.mediaRoot ?? progress.input, out: out)
         if failedWrites > 0 { throw Exit.ioError }
+    }
+
+    /// `batch --fleet NAME --delete`: the batch and its items out of the queue.
+    static func delete(name: String, config: PushMediaConfig) async throws {
+        let queue = try await openQueue(config)
+        defer { Task { await queue.close() } }
+        let items: Int?
+        do { items = try await queue.delete(name: name) } catch {
+            FileHandle.writeError("pushmedia: batch --fleet \(name) --delete: \(error)")
+            throw Exit.ioError
+        }
+        guard let items else {
+            FileHandle.writeError("pushmedia: there is no fleet batch \(name)")
+            throw Exit.usage
+        }
+        print("deleted the fleet batch \(name) and its \(items) items")
     }
 
     /// A progress bar on a terminal, a line otherwise.

@@ -54,8 +54,7 @@ struct WorkCommand: AsyncParsableCommand {
         }
         // The same media in several workers' items is made once: the fleet's leases (and its
         // notifications) for the jobs, as `serve` nodes share them.
-        let database = try FleetDatabase(config: config)!
-        let coordinator = try Fleet(database: database, lease: lease, logger: logger)
+        let coordinator = try Fleet(database: queue.database, lease: lease, logger: logger)
         // The worker holds its items under its node's name, as it holds its jobs' leases.
         let holder = coordinator.node
         let coordination = Task { try? await coordinator.run() }
@@ -81,19 +80,23 @@ struct WorkCommand: AsyncParsableCommand {
         // As `batch`: `concurrency` transcodes at once, as many more payloads read and fetched
         // ahead; a slot that frees takes the next item at once (no round waits for its slowest).
         let width = concurrency * 2
-        let process: @Sendable (FleetQueue.Item) async throws(FleetError) -> Void = { item in
+        // True when the result was recorded: false when the item's lease lapsed meanwhile (another
+        // worker took it and records it) or the batch was deleted.
+        let process: @Sendable (FleetQueue.Item) async throws(FleetError) -> Bool = { item in
             let (output, outcome) = await BatchCommand.processPayload(
                 item.payload, relative: item.file, pipeline: pipeline, mediaRoot: mediaRoot, refresh: false)
             let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
-            _ = try await queue.complete(
+            return try await queue.complete(
                 name: name, number: item.number, holder: holder, output: output, outcome: encoded)
         }
         var worked = 0
+        var lost = 0
+        var deleted = false
         do {
             while true {
                 var taken: [FleetQueue.Item] = []
                 var running = 0
-                try await withThrowingTaskGroup(of: Void.self) { group in
+                try await withThrowingTaskGroup(of: Bool.self) { group in
                     func next() async throws -> FleetQueue.Item? {
                         if taken.isEmpty {
                             taken = try await queue.take(name: name, holder: holder, count: width, lease: lease)
@@ -104,12 +107,16 @@ struct WorkCommand: AsyncParsableCommand {
                         group.addTask { try await process(item) }
                         running += 1
                     }
-                    while try await group.next() != nil {
-                        worked += 1
+                    while let recorded = try await group.next() {
+                        if recorded { worked += 1 } else { lost += 1 }
                         if let item = try await next() { group.addTask { try await process(item) } }
                     }
                 }
-                guard let progress = try await queue.progress(name: name), !progress.finished else { break }
+                guard let progress = try await queue.progress(name: name) else {
+                    deleted = true
+                    break
+                }
+                if progress.finished { break }
                 // Others hold the rest: wait for them to finish, or for a dead one's lease to lapse.
                 try await Task.sleep(for: .milliseconds(500))
             }
@@ -117,6 +124,14 @@ struct WorkCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: work --fleet \(name): \(error)")
             throw Exit.ioError
         }
-        print("fleet batch \(name): this worker processed \(worked) payloads; the batch is done")
+        let others =
+            lost == 0
+            ? ""
+            : deleted
+                ? " (\(lost) more not recorded)"
+                : " (\(lost) more whose lease lapsed first: another worker recorded those)"
+        print(
+            "fleet batch \(name): this worker recorded \(worked) payloads\(others); "
+                + (deleted ? "the batch was deleted" : "the batch is done"))
     }
 }

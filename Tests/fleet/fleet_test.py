@@ -12,7 +12,10 @@ an HTTP origin on 127.0.0.1 that counts its GETs.
   flight per node meanwhile, single flight in the fleet once it is back;
 - `pushmedia purge` on one node: the other nodes answer from a fresh fetch within 1 s;
 - a fleet batch of 1,000 payloads across three `pushmedia work` processes, one killed half way:
-  every item once in the report, the same report and outputs as a local batch of the folder;
+  every item once in the report, the same report and outputs as a local batch of the folder; the
+  nodes' queue depth metric reads what the queue holds;
+- a batch deleted while a worker is on it (`batch --fleet NAME --delete`): its items are gone and
+  the worker stops;
 - TLS to PostgreSQL: a node with `sslmode=verify-full` and the cluster's CA shares jobs with the
   others over TLS connections (pg_stat_ssl); `sslmode=require` connects too;
 - hostile `--fleet-db`: malformed, a wrong password, not a PostgreSQL server, no tables, a server
@@ -387,6 +390,13 @@ def a_fleet_batch_across_three_workers_one_killed(world):
     expect(queued.returncode == 0 and f"queued {count} payloads" in queued.stdout, f"batch --fleet: {queued.stderr}")
     not_yet = world.pushmedia(["batch", "--fleet", name, "--status", "--out", os.path.join(world.work, "early")])
     expect(not_yet.returncode == 75, f"--status before any work: exit {not_yet.returncode} {not_yet.stderr}")
+    waiting = int(world.postgres.psql("SELECT count(*) FROM pushmedia_batch_items WHERE state <> 'done'"))
+    expect(waiting >= count, f"{waiting} items waiting in the queue")
+    shown, deadline = None, time.monotonic() + 15
+    while shown != waiting and time.monotonic() < deadline:
+        shown = metric(world.metrics(0), 'pushmedia_fleet_queue_items{state="queued"}')
+        time.sleep(0.5)
+    expect(shown == waiting, f"the queue depth metric reads {shown}, the queue holds {waiting}")
     workers = [Proc(f"worker{i}", [world.bin, "work", "--fleet", name, "--concurrency", "2", "--fleet-lease", "2s",
                                    "--work-dir", os.path.join(world.work, f"worker-work{i}")] + world.store_flags(),
                     world.work, env=world.env) for i in range(3)]
@@ -429,6 +439,47 @@ def a_fleet_batch_across_three_workers_one_killed(world):
     # their leases lapse.
     fetched = sum(world.origin.hits(path) for path in images)
     expect(len(images) <= fetched <= len(images) + 4, f"{fetched} origin fetches for {len(images)} images")
+
+
+@check("fleet")
+def a_deleted_batch_stops_its_worker(world):
+    name = "deleted-" + uuid.uuid4().hex[:8]
+    folder = os.path.join(world.work, name)
+    os.makedirs(folder)
+    for i in range(30):
+        path = f"/{name}/slow-{i}.webp"
+        world.origin.add(path, sample("banner.webp"), "image/webp", delay=0.3)
+        with open(os.path.join(folder, f"user-{i:02d}.json"), "w") as f:
+            f.write(json.dumps({"aps": {"alert": "Hi", "mutable-content": 1}, "image_url": world.origin.url(path)}))
+    queued = world.pushmedia(["batch", "--fleet", name, folder])
+    expect(queued.returncode == 0, f"batch --fleet: {queued.stderr}")
+    worker = Proc("worker-deleted", [world.bin, "work", "--fleet", name, "--concurrency", "1",
+                                     "--work-dir", os.path.join(world.work, "worker-deleted")] + world.store_flags(),
+                  world.work, env=world.env)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and world.postgres.psql(
+                f"SELECT count(*) FROM pushmedia_batch_items WHERE batch = '{name}' AND state = 'done'") == "0":
+            time.sleep(0.1)
+        deleted = world.pushmedia(["batch", "--fleet", name, "--delete"])
+        expect(deleted.returncode == 0 and f"deleted the fleet batch {name} and its 30 items" in deleted.stdout,
+               f"--delete: exit {deleted.returncode} {deleted.stdout}{deleted.stderr}")
+        try:
+            worker.p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"the worker goes on after its batch was deleted: {worker.stderr_tail()}")
+        expect(worker.p.returncode == 0, f"the worker exited {worker.p.returncode}: {worker.stderr_tail()}")
+        time.sleep(0.2)
+        expect(any("the batch was deleted" in line for line in worker.out), f"the worker said {worker.out}")
+    finally:
+        worker.stop()
+    left = world.postgres.psql(f"SELECT count(*) FROM pushmedia_batch_items WHERE batch = '{name}'")
+    expect(left == "0", f"{left} items of the deleted batch are left")
+    again = world.pushmedia(["batch", "--fleet", name, "--delete"])
+    expect(again.returncode == 64 and f"there is no fleet batch {name}" in again.stderr,
+           f"--delete again: exit {again.returncode} {again.stderr}")
+    status = world.pushmedia(["batch", "--fleet", name, "--status", "--out", os.path.join(world.work, name + "-out")])
+    expect(status.returncode == 64, f"--status of a deleted batch: exit {status.returncode} {status.stderr}")
 
 
 def tls_db(db, query):

@@ -200,8 +200,13 @@ public final class ServerMetrics: Sendable {
     public let logDrops = Locked<(@Sendable () -> Int)?>(nil)
     private let loggedDrops = Locked(0)
 
+    /// Called as `/metrics` is read, before it is rendered: a part that counts in the background
+    /// (the fleet's queue) starts its next count, to be shown by a later read.
+    public let onRead = Locked<[@Sendable () -> Void]>([])
+
     /// Prometheus text exposition.
     public func render() -> [UInt8] {
+        for read in onRead.withLock({ $0 }) { read() }
         if let drops = logDrops.withLock({ $0 }) {
             let total = drops()
             let new = loggedDrops.withLock { seen in
