@@ -6,8 +6,9 @@ an HTTP origin on 127.0.0.1 that counts its GETs.
 - 300 concurrent first requests of one `/v1/process` payload, and of one media URL: one origin
   fetch and one job in the whole fleet (the origin's count, each node's pushmedia_jobs_total),
   300 identical answers;
-- the lease holder killed (SIGKILL) mid-job: another node takes the lease over and answers every
-  waiting request within its budget; the next request is a cache hit;
+- the lease holder killed (SIGKILL) mid-fetch, and mid-transcode (its ffmpeg making H.264 of a
+  clip): another node takes the lease over and answers every waiting request within its budget
+  with the made media; the next request is a cache hit;
 - PostgreSQL stopped in the middle of a campaign and started again: no request fails, single
   flight per node meanwhile, single flight in the fleet once it is back;
 - `pushmedia purge` on one node: the other nodes answer from a fresh fetch within 1 s;
@@ -293,31 +294,53 @@ def purge_reaches_every_node_within_a_second(world):
     expect(world.origin.hits(path) == 2, f"{world.origin.hits(path)} origin fetches (2 expected)")
 
 
-@check("fleet")
-def a_killed_lease_holder_is_replaced(world):
-    path = f"/slow-{uuid.uuid4().hex[:8]}.webp"
-    world.origin.add(path, sample("banner.webp"), "image/webp", delay=3)
+def children(pid):
+    """The command lines of the processes whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if parent == pid:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    found.append(f.read().replace(b"\0", b" ").decode(errors="replace"))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def kill_the_lease_holder(world, path, mid_job, extension, budget_ms):
+    """Node 0 takes the lease of `path`'s job; once `mid_job()` says it is where it should be
+    killed, 40 requests wait on the other nodes and node 0 is SIGKILLed. Every waiting request
+    gets the made media within its budget, one more fetch in all, one lease taken over, and the
+    restarted node's next request is a cache hit."""
     body = payload(world.origin.url(path))
     holder = 0
+    expired = 'pushmedia_fleet_leases_total{result="expired"}'
+    expired_before = sum(metric(world.metrics(i), expired) for i in (1, 2))
     first = concurrent.futures.ThreadPoolExecutor(max_workers=1).submit(
-        request, world.ports[holder], "POST", f"/v1/process?budget_ms={BUDGET_MS}", body)
-    deadline = time.monotonic() + 5
-    while world.origin.hits(path) == 0 and time.monotonic() < deadline:
+        request, world.ports[holder], "POST", f"/v1/process?budget_ms={budget_ms}", body)
+    deadline = time.monotonic() + 10
+    while not mid_job(world.nodes[holder].p.pid) and time.monotonic() < deadline:
         time.sleep(0.02)
+    expect(mid_job(world.nodes[holder].p.pid), "the first node did not get there")
     expect(world.origin.hits(path) == 1, "the first node did not fetch")
     started = time.monotonic()
     waiting = concurrent.futures.ThreadPoolExecutor(max_workers=40)
-    futures = [waiting.submit(request, world.ports[1 + i % 2], "POST", f"/v1/process?budget_ms={BUDGET_MS}", body)
+    futures = [waiting.submit(request, world.ports[1 + i % 2], "POST", f"/v1/process?budget_ms={budget_ms}", body)
                for i in range(40)]
     time.sleep(0.5)
+    expect(mid_job(world.nodes[holder].p.pid), "the first node is past the point where it should be killed")
     os.killpg(world.nodes[holder].p.pid, signal.SIGKILL)
     world.nodes[holder].p.wait()
     results = [f.result() for f in futures]
     took = time.monotonic() - started
     expect({s for s, _ in results} == {200}, f"statuses {[s for s, _ in results]}")
     answers = {json.dumps(answered_payload(b), sort_keys=True) for _, b in results}
-    expect(len(answers) == 1 and ".jpg" in next(iter(answers)), f"answers {answers}")
-    expect(took < BUDGET_MS / 1000 + 1, f"the waiting requests took {took:.1f}s")
+    expect(len(answers) == 1 and extension in next(iter(answers)), f"answers {answers}")
+    expect(took < budget_ms / 1000 + 1, f"the waiting requests took {took:.1f}s")
     expect(world.origin.hits(path) == 2, f"{world.origin.hits(path)} origin fetches (the holder's, then one more)")
     try:
         first.result()
@@ -327,8 +350,32 @@ def a_killed_lease_holder_is_replaced(world):
     status, again = request(world.ports[holder], "POST", "/v1/process", body)
     expect(status == 200 and json.loads(again)["outcome"].get("cache_hit") is True, f"not a cache hit: {again[:300]}")
     expect(world.origin.hits(path) == 2, "the next request fetched again")
-    expired = sum(metric(world.metrics(i), 'pushmedia_fleet_leases_total{result="expired"}') for i in (1, 2))
-    expect(expired == 1, f"{expired} leases taken over")
+    taken_over = sum(metric(world.metrics(i), expired) for i in (1, 2)) - expired_before
+    expect(taken_over == 1, f"{taken_over} leases taken over")
+
+
+@check("fleet")
+def a_killed_lease_holder_is_replaced(world):
+    """Killed mid-fetch: the origin is slow."""
+    path = f"/slow-{uuid.uuid4().hex[:8]}.webp"
+    world.origin.add(path, sample("banner.webp"), "image/webp", delay=3)
+    kill_the_lease_holder(world, path, lambda pid: world.origin.hits(path) == 1, ".jpg", BUDGET_MS)
+
+
+@check("fleet")
+def a_lease_holder_killed_mid_transcode_is_replaced(world):
+    """Killed mid-transcode: an MPEG-4 Part 2 clip that iPhones do not play, made into H.264 by the
+    holder's ffmpeg (a child of the node, killed with it); the kill comes while it runs."""
+    clip = os.path.join(world.work, "clip.mkv")
+    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
+                    "testsrc2=size=1280x720:rate=30", "-t", "8", "-c:v", "mpeg4", "-q:v", "4", "-y", clip], check=True)
+    path = f"/clip-{uuid.uuid4().hex[:8]}.mkv"
+    world.origin.add(path, open(clip, "rb").read(), "video/x-matroska")
+
+    def transcoding(pid):
+        return any("libx264" in command for command in children(pid))
+
+    kill_the_lease_holder(world, path, transcoding, ".mp4", 20_000)
 
 
 @check("fleet")
