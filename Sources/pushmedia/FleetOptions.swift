@@ -3,7 +3,7 @@ import PushMedia
 
 /// The fleet's settings (`PushMediaConfig.fleet`): the commands that take part in a fleet
 /// (`serve`, `purge`, `fleet-db`).
-struct FleetOptions: ParsableArguments {
+struct FleetOptions: ParsableArguments, SettingFlags {
     @Option(name: .customLong("fleet-db"), help: .setting("fleet-db"))
     var fleetDB: String?
     @Option(name: .customLong("fleet-db-password-file"), help: .setting("fleet-db-password-file"))
@@ -12,12 +12,4 @@ struct FleetOptions: ParsableArguments {
     var fleetLease: String?
     @Option(name: .customLong("fleet-db-timeout"), help: .setting("fleet-db-timeout"))
     var fleetDBTimeout: String?
-
-    /// The flags given, as (setting name, text) pairs.
-    var given: [(String, String?)] {
-        [
-            ("fleet-db", fleetDB), ("fleet-db-password-file", fleetDBPasswordFile), ("fleet-lease", fleetLease),
-            ("fleet-db-timeout", fleetDBTimeout),
-        ]
-    }
 }

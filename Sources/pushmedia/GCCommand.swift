@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import PushMedia
 
-struct GCCommand: AsyncParsableCommand {
+struct GCCommand: AsyncParsableCommand, SettingFlags {
     static let configuration = CommandConfiguration(
         commandName: "gc",
         abstract: "Remove cache entries not used for a while and the media no entry references.",
@@ -35,7 +35,7 @@ struct GCCommand: AsyncParsableCommand {
 
     func run() async throws {
         var config = try options.config()
-        do { try config.apply([("older-than", olderThan), ("max-bytes", maxBytes)]) } catch {
+        do { try config.apply(given) } catch {
             throw ValidationError(error.description)
         }
         let policy = RetentionPolicy(olderThan: config.gcOlderThan, maxBytes: config.gcMaxBytes, dryRun: dryRun)

@@ -6,7 +6,7 @@ import PushMediaFleet
 import PushMediaServer
 import ServiceLifecycle
 
-struct ServeCommand: AsyncParsableCommand {
+struct ServeCommand: AsyncParsableCommand, SettingFlags {
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract:
@@ -30,7 +30,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("metrics-host"), help: .setting("metrics-host"))
     var metricsHost: String?
     @Option(name: .customLong("token"), help: .setting("token"))
-    var tokens: [String] = []
+    var token: [String] = []
     @Option(name: .customLong("hmac-secret"), help: .setting("hmac-secret"))
     var hmacSecret: String?
     @Flag(name: .customLong("insecure-no-auth"), help: .setting("insecure-no-auth"))
@@ -64,11 +64,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("min-free-space"), help: .setting("min-free-space"))
     var minFreeSpace: String?
     @Option(name: .customLong("url-key"), help: .setting("url-key"))
-    var urlKeys: [String] = []
+    var urlKey: [String] = []
     @Option(name: .customLong("url-salt"), help: .setting("url-salt"))
-    var urlSalts: [String] = []
+    var urlSalt: [String] = []
     @Option(name: .customLong("url-allow-source"), help: .setting("url-allow-source"))
-    var urlAllowSources: [String] = []
+    var urlAllowSource: [String] = []
     @Option(name: .customLong("url-budget"), help: .setting("url-budget"))
     var urlBudget: String?
     @Option(name: .customLong("apns-port"), help: .setting("apns-port"))
@@ -82,7 +82,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("apns-client-ca"), help: .setting("apns-client-ca"))
     var apnsClientCA: String?
     @Option(name: .customLong("apns-allow-team"), help: .setting("apns-allow-team"))
-    var apnsAllowTeams: [String] = []
+    var apnsAllowTeam: [String] = []
     @Option(name: .customLong("apns-upstream"), help: .setting("apns-upstream"))
     var apnsUpstream: String?
     @Option(name: .customLong("apns-upstream-ca"), help: .setting("apns-upstream-ca"))
@@ -108,7 +108,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("fcm-client-ca"), help: .setting("fcm-client-ca"))
     var fcmClientCA: String?
     @Option(name: .customLong("fcm-allow-project"), help: .setting("fcm-allow-project"))
-    var fcmAllowProjects: [String] = []
+    var fcmAllowProject: [String] = []
     @Option(name: .customLong("fcm-upstream"), help: .setting("fcm-upstream"))
     var fcmUpstream: String?
     @Option(name: .customLong("fcm-upstream-ca"), help: .setting("fcm-upstream-ca"))
@@ -158,54 +158,6 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var fleet: FleetOptions
     @OptionGroup var options: SharedOptions
 
-    /// The flags of `serve`'s library settings (`PushMediaConfig.settings` scoped to `serve`).
-    var givenLibrarySettings: [(String, String?)] {
-        [
-            ("max-jobs", maxJobs), ("max-queue", maxQueue), ("background-limit", backgroundLimit),
-            ("older-than", olderThan), ("max-bytes", maxBytes),
-        ]
-    }
-
-    /// The flags of the server's settings (`ServerConfig.settings`); a flag without a value gives `true`.
-    var givenServerSettings: [(String, String?)] {
-        [
-            ("host", host), ("port", port), ("metrics-host", metricsHost), ("metrics-port", metricsPort),
-            ("hmac-secret", hmacSecret), ("insecure-no-auth", insecureNoAuth ? "true" : nil),
-            ("preview", preview ? "true" : nil), ("log-format", logFormat), ("log-level", logLevel),
-            ("gc-every", gcEvery), ("url-budget", urlBudget),
-            ("media-memory", mediaMemory), ("memo-bytes", memoBytes), ("min-free-space", minFreeSpace),
-            ("media-wait", mediaWait), ("drain-limit", drainLimit),
-            ("apns-port", apnsPort), ("apns-host", apnsHost), ("apns-tls-cert", apnsTLSCert),
-            ("apns-tls-key", apnsTLSKey), ("apns-client-ca", apnsClientCA), ("apns-upstream", apnsUpstream),
-            ("apns-upstream-ca", apnsUpstreamCA), ("apns-key", apnsKey), ("apns-key-id", apnsKeyID),
-            ("apns-team-id", apnsTeamID), ("apns-budget", apnsBudget), ("apns-upstream-timeout", apnsUpstreamTimeout),
-            ("fcm-port", fcmPort), ("fcm-host", fcmHost), ("fcm-tls-cert", fcmTLSCert), ("fcm-tls-key", fcmTLSKey),
-            ("fcm-client-ca", fcmClientCA), ("fcm-upstream", fcmUpstream), ("fcm-upstream-ca", fcmUpstreamCA),
-            ("fcm-budget", fcmBudget), ("fcm-upstream-timeout", fcmUpstreamTimeout),
-            ("relay-max-connections", relayMaxConnections), ("relay-max-streams", relayMaxStreams),
-            ("relay-max-buffered", relayMaxBuffered), ("relay-connection-streams", relayConnectionStreams),
-            ("relay-connection-bytes", relayConnectionBytes), ("relay-unread-timeout", relayUnreadTimeout),
-            ("relay-max-body", relayMaxBody),
-            ("relay-max-header-list", relayMaxHeaderList),
-            ("relay-stream-window", relayStreamWindow),
-            ("relay-connection-window", relayConnectionWindow),
-            ("relay-max-empty-data", relayMaxEmptyData),
-            ("relay-handshake-timeout", relayHandshakeTimeout),
-            ("relay-request-timeout", relayRequestTimeout),
-            ("relay-idle-timeout", relayIdleTimeout),
-            ("relay-drain-timeout", relayDrainTimeout),
-            ("relay-upstream-window", relayUpstreamWindow),
-            ("relay-upstream-ping", relayUpstreamPing),
-        ] + tokens.map { ("token", $0) } + urlKeys.map { ("url-key", $0) } + urlSalts.map { ("url-salt", $0) }
-            + urlAllowSources.map { ("url-allow-source", $0) } + apnsAllowTeams.map { ("apns-allow-team", $0) }
-            + fcmAllowProjects.map { ("fcm-allow-project", $0) } + givenCredentialSettings
-    }
-
-    /// The flags of the relays' held credentials.
-    var givenCredentialSettings: [(String, String?)] {
-        [("relay-credentials", relayCredentials), ("relay-pass-through", relayPassThrough ? "true" : nil)]
-    }
-
     /// As many open files as the system lets this process have: every client connection and every
     /// object-store transfer holds a descriptor, and a campaign's burst can hold thousands.
     static func raiseOpenFileLimit() {
@@ -248,10 +200,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         Self.raiseOpenFileLimit()
         let environment = ProcessInfo.processInfo.environment
-        let flags = (options.given + fleet.given + givenLibrarySettings + givenServerSettings).compactMap {
-            name, text in
-            text.map { (name, $0) }
-        }
+        let flags = (options.given + fleet.given + given).compactMap { name, text in text.map { (name, $0) } }
         let configFile = options.configFile ?? environment["PUSHMEDIA_CONFIG"]
         let start: SettingsSnapshot
         do { start = try Self.snapshot(flags: flags, configFile: configFile, environment: environment) } catch {

@@ -5,7 +5,7 @@ import PushMediaServer
 
 /// Flags shared by every command: the settings of `PushMediaConfig.settings` that every command
 /// takes. Each falls back to its `PUSHMEDIA_*` variable, then to the table's default.
-struct SharedOptions: ParsableArguments {
+struct SharedOptions: ParsableArguments, SettingFlags {
     @Option(name: .customLong("config"), help: .setting("config"))
     var configFile: String?
     @Option(help: .setting("store"))
@@ -31,9 +31,9 @@ struct SharedOptions: ParsableArguments {
     @Flag(name: .customLong("allow-private-networks"), help: .setting("allow-private-networks"))
     var allowPrivateNetworks = false
     @Option(name: .customLong("media-key"), help: .setting("media-key"))
-    var mediaKeys: [String] = []
+    var mediaKey: [String] = []
     @Option(name: .customLong("trust-peer"), help: .setting("trust-peer"))
-    var trustedPeers: [String] = []
+    var trustPeer: [String] = []
     @Option(name: .customLong("on-reject"), help: .setting("on-reject"))
     var onReject: String?
     @Option(name: .customLong("media-root"), help: .setting("media-root"))
@@ -73,21 +73,7 @@ struct SharedOptions: ParsableArguments {
     @Flag(name: .customLong("thumb-hidden"), help: .setting("thumb-hidden"))
     var thumbHidden = false
 
-    /// The flags given, as (setting name, text) pairs; a flag without a value gives `true`.
-    var given: [(String, String?)] {
-        [
-            ("config", configFile), ("store", store), ("s3-endpoint", s3Endpoint), ("s3-region", s3Region),
-            ("work-dir", workDir),
-            ("index-cache", indexCache), ("index-cache-ttl", indexCacheTTL), ("min-ttl", minTTL), ("max-ttl", maxTTL),
-            ("base-url", baseURL), ("budget", budget), ("allow-private-networks", allowPrivateNetworks ? "true" : nil),
-            ("on-reject", onReject), ("media-root", mediaRoot), ("long-edge", longEdge), ("thumb-edge", thumbEdge),
-            ("max-pixels", maxPixels), ("max-frames", maxFrames), ("max-source-bytes", maxSourceBytes),
-            ("video-edge", videoEdge), ("clip-seconds", clipSeconds), ("decode-memory", decodeMemory),
-            ("jpeg-quality", jpegQuality), ("connect-timeout", connectTimeout), ("low-speed-time", lowSpeedTime),
-            ("max-redirects", maxRedirects), ("profile", profile), ("vendor", vendor), ("crop", crop),
-            ("thumb-aspect", thumbAspect), ("thumb-hidden", thumbHidden ? "true" : nil),
-        ] + mediaKeys.map { ("media-key", $0) } + trustedPeers.map { ("trust-peer", $0) }
-    }
+    static var settingNames: [String: String] { ["configFile": "config"] }
 
     /// Defaults, then the settings file (`--config`, else `PUSHMEDIA_CONFIG`), then the
     /// environment, then the flags.

@@ -26,9 +26,9 @@ struct URLCommand: ParsableCommand {
     @Option(help: "Where `pushmedia serve` is reached, e.g. https://media.shop.example.")
     var origin = "http://127.0.0.1:8080"
     @Option(name: .customLong("url-key"), help: .setting("url-key"))
-    var urlKeys: [String] = []
+    var urlKey: [String] = []
     @Option(name: .customLong("url-salt"), help: .setting("url-salt"))
-    var urlSalts: [String] = []
+    var urlSalt: [String] = []
 
     func run() throws {
         let keys: [MediaURLKey]
@@ -36,7 +36,7 @@ struct URLCommand: ParsableCommand {
             let environment = ProcessInfo.processInfo.environment
             let file = try environment["PUSHMEDIA_CONFIG"].map(SettingsFile.read)
             var server = try ServerConfig.fromSources(file: file, environment: environment)
-            try server.apply(urlKeys.map { ("url-key", $0) } + urlSalts.map { ("url-salt", $0) })
+            try server.apply(urlKey.map { ("url-key", $0) } + urlSalt.map { ("url-salt", $0) })
             keys = try server.urls.signingKeys()
         } catch { throw ValidationError("\(error)") }
         guard PlatformProfile.profiles[profile] != nil else {

@@ -115,7 +115,7 @@ struct MediaBurstTests {
                 "python3", TestObjectStore.repository + "/Tests/burst/burst.py", "--port", String(node.port),
                 "--count", String(count), "--rate", String(rate), "--hold", String(hold), "--timeout", String(timeout),
             ] + paths.flatMap { ["--path", $0] } + (ready.map { ["--ready-file", $0] } ?? [])
-        FileManager.default.createFile(atPath: output.file("out.json"), contents: nil)
+        _ = FileManager.default.createFile(atPath: output.file("out.json"), contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output.file("out.json")))
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
             process.terminationHandler = { _ in done.resume() }

@@ -179,7 +179,7 @@ struct SettingsTableTests {
     /// `pushmedia`'s own options that are not settings.
     static let commandOptions: Set<String> = [
         "help", "version", "report", "pretty", "refresh", "out", "concurrency", "prefetch", "verify", "dry-run", "json",
-        "fleet", "status", "wait",
+        "fleet", "status", "wait", "delete",
     ]
 
     /// Every command declares exactly the entries scoped to it, each as its kind of flag, with
