@@ -5,19 +5,25 @@ import PushMedia
 struct BatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "batch",
-        abstract: "Rewrite every *.json payload under a directory.",
+        abstract: "Rewrite every *.json payload under a directory, or make the media of a manifest's URLs.",
         discussion: """
             Rewritten payloads go under --out with the same relative paths, media into the store, \
             every outcome into <out>/report.json and <out>/report.html (previews from the store), and a \
             summary to stdout. Local media paths in the \
-            payloads resolve inside DIR (or --media-root). Re-running reuses the cache. \
+            payloads resolve inside DIR (or --media-root). Re-running reuses the cache. A manifest \
+            (a text file of media URLs, one a line; # comments) makes each line the payload \
+            {"aps":{"alert":"media","mutable-content":1},"media_url":URL}, named line-<number>.json. \
             With --fleet NAME (and --fleet-db), the payloads are put in the fleet's queue instead, for \
             any number of `pushmedia work --fleet NAME` to process; `batch --fleet NAME --status` \
             shows the progress and, once every item is done, writes the same outputs and report.
             """
     )
 
-    @Argument(help: "Directory of payload files (searched recursively for *.json); not with --status.")
+    @Argument(
+        help:
+            ArgumentHelp(
+                "Folder of payload files (searched recursively for *.json), or a manifest: a text file of media "
+                    + "URLs, one a line, each made into a payload of its own; not with --status."))
     var directory: String?
     @Option(help: "Put the payloads in the fleet's queue as the batch NAME (needs --fleet-db).")
     var fleet: String?
@@ -69,35 +75,35 @@ struct BatchCommand: AsyncParsableCommand {
             guard directory == nil else { throw ValidationError("--status takes no directory") }
             return try await FleetBatch.status(name: fleet, config: config, out: out, wait: wait)
         }
-        guard let directory else { throw ValidationError("give the directory of payload files") }
-        // A linked folder is read where it points (the enumerator does not follow a link).
-        let root = URL(fileURLWithPath: directory).standardizedFileURL.resolvingSymlinksInPath()
+        guard let directory else { throw ValidationError("give the folder of payload files, or a manifest of URLs") }
         let outRoot = URL(fileURLWithPath: out).standardizedFileURL
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            FileHandle.writeError("pushmedia: \(directory): not a directory")
+        // A local store's folder is not read as payloads (an s3:// location names no folder here).
+        let store = URL(fileURLWithPath: config.storeLocation).standardizedFileURL.path
+        let input: BatchInput
+        do {
+            input = try BatchInput.open(
+                directory, excluding: [outRoot.path] + (config.storeLocation.hasPrefix("s3://") ? [] : [store]))
+        } catch {
+            FileHandle.writeError("pushmedia: \(error)")
             throw Exit.ioError
         }
         if let fleet {
-            return try await FleetBatch.enqueue(name: fleet, root: root, out: outRoot, config: config)
+            return try await FleetBatch.enqueue(name: fleet, input: input, config: config)
         }
         let pipeline = try await openPipeline(config)
         Self.removeInterruptedWrites(under: outRoot)
-        let excluded =
-            [outRoot.path]
-            + [pipeline.store.directory].compactMap { $0 }.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
-        let files = Self.payloadFiles(under: root, excluding: excluded)
-        if files.isEmpty { FileHandle.writeError("pushmedia: \(directory): no *.json payloads under it") }
-        let mediaRoot = config.mediaRoot ?? root.path
+        let names = input.names
+        if names.isEmpty { FileHandle.writeError("pushmedia: \(input.empty)") }
+        let mediaRoot = config.mediaRoot ?? input.mediaRoot
         let started = Date()
-        let progress = ProgressDisplay(total: files.count)
+        let progress = ProgressDisplay(total: names.count)
 
-        var items = [BatchItem?](repeating: nil, count: files.count)
+        var items = [BatchItem?](repeating: nil, count: names.count)
         var failedWrites = 0
         let refresh = self.refresh
-        await files.forEachConcurrently(width: concurrency + (prefetch ?? concurrency)) { _, relative in
-            await Self.processFile(
-                relative, root: root, outRoot: outRoot, pipeline: pipeline, mediaRoot: mediaRoot,
+        await names.forEachConcurrently(width: concurrency + (prefetch ?? concurrency)) { index, relative in
+            await Self.processItem(
+                relative, payload: input.payload(index), outRoot: outRoot, pipeline: pipeline, mediaRoot: mediaRoot,
                 refresh: refresh)
         } onResult: { index, item in
             items[index] = item
@@ -108,7 +114,7 @@ struct BatchCommand: AsyncParsableCommand {
 
         let finished = items.compactMap { $0 }
         try Self.writeReports(
-            finished, seconds: Date().timeIntervalSince(started), input: root.path, outRoot: outRoot,
+            finished, seconds: Date().timeIntervalSince(started), input: input.location, outRoot: outRoot,
             pipeline: pipeline, mediaRoot: mediaRoot, out: out)
         if failedWrites > 0 { throw Exit.ioError }
     }
@@ -177,13 +183,15 @@ struct BatchCommand: AsyncParsableCommand {
         return found.sorted()
     }
 
-    static func processFile(
-        _ relative: String, root: URL, outRoot: URL, pipeline: Pipeline, mediaRoot: String, refresh: Bool = false
+    /// One item: its payload (nil: its file could not be read) through the pipeline, and the
+    /// rewritten payload written under `outRoot` by the item's name.
+    static func processItem(
+        _ relative: String, payload data: Data?, outRoot: URL, pipeline: Pipeline, mediaRoot: String,
+        refresh: Bool = false
     ) async -> BatchItem {
-        let inputPath = root.appendingPathComponent(relative).path
         let outputPath = outRoot.appendingPathComponent(relative).path
         let clock = ContinuousClock.now
-        guard let data = FileManager.default.contents(atPath: inputPath) else {
+        guard let data else {
             var outcome = Outcome(status: .rejected, reason: "io_error", message: "\(relative): cannot read the file")
             outcome.timingsMs.total = Double(
                 (ContinuousClock.now - clock).components.attoseconds / 1_000_000_000_000_000)

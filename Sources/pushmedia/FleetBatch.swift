@@ -40,34 +40,30 @@ enum FleetBatch {
         }
     }
 
-    /// `batch --fleet NAME DIR`: every payload file under `root` into the queue.
-    static func enqueue(name: String, root: URL, out: URL, config: PushMediaConfig) async throws {
-        // A local store's folder is not read as payloads (an s3:// location names no folder here).
-        let store = URL(fileURLWithPath: config.storeLocation).standardizedFileURL.path
-        let excluded = [out.path] + (config.storeLocation.hasPrefix("s3://") ? [] : [store])
-        let files = BatchCommand.payloadFiles(under: root, excluding: excluded)
-        guard !files.isEmpty else {
-            FileHandle.writeError("pushmedia: \(root.path): no *.json payloads under it")
+    /// `batch --fleet NAME DIR|MANIFEST`: every item of `input` into the queue.
+    static func enqueue(name: String, input: BatchInput, config: PushMediaConfig) async throws {
+        let names = input.names
+        guard !names.isEmpty else {
+            FileHandle.writeError("pushmedia: \(input.empty)")
             throw Exit.ioError
         }
         var items: [(file: String, payload: [UInt8])] = []
-        for file in files {
-            let path = root.appendingPathComponent(file).path
-            guard let data = FileManager.default.contents(atPath: path) else {
-                FileHandle.writeError("pushmedia: \(path): cannot read the file")
+        for (index, file) in names.enumerated() {
+            guard let data = input.payload(index) else {
+                FileHandle.writeError("pushmedia: \(input.location)/\(file): cannot read the file")
                 throw Exit.ioError
             }
             guard data.count <= FleetQueue.payloadLimit else {
                 FileHandle.writeError(
-                    "pushmedia: \(path): \(data.count) bytes, over the fleet queue's \(FleetQueue.payloadLimit) per payload"
-                )
+                    "pushmedia: \(input.location)/\(file): \(data.count) bytes, over the fleet queue's "
+                        + "\(FleetQueue.payloadLimit) per payload")
                 throw Exit.dataError
             }
             items.append((file, Array(data)))
         }
         let queue = try await openQueue(config)
         defer { Task { await queue.close() } }
-        do { try await queue.enqueue(name: name, input: root.path, items: items) } catch {
+        do { try await queue.enqueue(name: name, input: input.location, items: items) } catch {
             FileHandle.writeError("pushmedia: batch --fleet \(name): \(error)")
             throw Exit.ioError
         }
@@ -137,7 +133,7 @@ enum FleetBatch {
         }
         try BatchCommand.writeReports(
             items, seconds: progress.seconds, input: progress.input, outRoot: outRoot, pipeline: pipeline,
-            mediaRoot: config.mediaRoot ?? progress.input, out: out)
+            mediaRoot: config.mediaRoot ?? BatchInput.mediaRoot(ofLocation: progress.input), out: out)
         if failedWrites > 0 { throw Exit.ioError }
     }
 

@@ -68,7 +68,7 @@ struct WorkCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: \(config.storeLocation): \(error)")
             throw Exit.ioError
         }
-        let mediaRoot = config.mediaRoot ?? input
+        let mediaRoot = config.mediaRoot ?? BatchInput.mediaRoot(ofLocation: input)
         // Renews the lease of every item this worker holds, every third of the lease.
         let renewal = Task {
             while !Task.isCancelled {

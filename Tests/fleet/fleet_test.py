@@ -15,6 +15,7 @@ an HTTP origin on 127.0.0.1 that counts its GETs.
 - a fleet batch of 1,000 payloads across three `pushmedia work` processes, one killed half way:
   every item once in the report, the same report and outputs as a local batch of the folder; the
   nodes' queue depth metric reads what the queue holds;
+- a manifest of URLs (one a line) as a fleet batch: the same report as a local batch of it;
 - a batch deleted while a worker is on it (`batch --fleet NAME --delete`): its items are gone and
   the worker stops;
 - TLS to PostgreSQL: a node with `sslmode=verify-full` and the cluster's CA shares jobs with the
@@ -486,6 +487,46 @@ def a_fleet_batch_across_three_workers_one_killed(world):
     # their leases lapse.
     fetched = sum(world.origin.hits(path) for path in images)
     expect(len(images) <= fetched <= len(images) + 4, f"{fetched} origin fetches for {len(images)} images")
+
+
+@check("fleet")
+def a_manifest_of_urls_as_a_fleet_batch(world):
+    """A text file of media URLs, one a line (blank lines and # comments skipped): each line an
+    item named by its line number, in a fleet batch as in a local one, the same report."""
+    name = "manifest-" + uuid.uuid4().hex[:8]
+    folder = os.path.join(world.work, name)
+    os.makedirs(folder)
+    lines = ["# the spring campaign's heroes", ""]
+    for k in range(12):
+        path = f"/{name}/hero-{k}.webp"
+        world.origin.add(path, sample("banner.webp"), "image/webp")
+        lines.append(world.origin.url(path) + ("   " if k == 3 else ""))
+    lines += [world.origin.url(f"/{name}/missing.jpg"), "", "not-a-url"]
+    manifest = os.path.join(folder, "urls.txt")
+    with open(manifest, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    queued = world.pushmedia(["batch", "--fleet", name, manifest])
+    expect(queued.returncode == 0 and "queued 14 payloads" in queued.stdout, f"batch --fleet: {queued.stdout}{queued.stderr}")
+    worker = world.pushmedia(["work", "--fleet", name, "--concurrency", "2", "--work-dir",
+                              os.path.join(world.work, "manifest-work")], timeout=120)
+    expect(worker.returncode == 0, f"work: {worker.stderr[-500:]}")
+    fleet_out = os.path.join(world.work, name + "-fleet-out")
+    status = world.pushmedia(["batch", "--fleet", name, "--status", "--out", fleet_out])
+    expect(status.returncode == 0, f"--status: {status.stdout}{status.stderr}")
+    local_out = os.path.join(world.work, name + "-local-out")
+    local = world.pushmedia(["batch", manifest, "--out", local_out], timeout=120)
+    expect(local.returncode == 0, f"the local batch: {local.stderr[-500:]}")
+    fleet_report, fleet_items = report_items(fleet_out)
+    local_report, local_items = report_items(local_out)
+    expect(fleet_items == local_items, f"the reports differ: {fleet_items} against {local_items}")
+    expect(fleet_report["input"] == local_report["input"] == manifest, f"inputs {fleet_report['input']}")
+    expect(sorted(local_items)[0] == "line-000003.json" and "line-000017.json" in local_items
+           and "line-000016.json" not in local_items and len(local_items) == 14, f"items named {sorted(local_items)}")
+    statuses = sorted(status for _, status, _ in local_items.values())
+    expect(statuses == ["processed"] * 12 + ["rejected"] * 2, f"statuses {statuses}")
+    hero = json.load(open(os.path.join(local_out, "line-000003.json")))
+    expect(hero["aps"]["mutable-content"] == 1 and ".jpg" in json.dumps(hero), f"line 3's payload: {hero}")
+    expect(sum(world.origin.hits(f"/{name}/hero-{k}.webp") for k in range(12)) == 12, "a URL was fetched twice")
 
 
 @check("fleet")
