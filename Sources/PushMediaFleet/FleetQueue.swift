@@ -129,6 +129,25 @@ public final class FleetQueue: Sendable {
         }
     }
 
+    /// The oldest batch with an item no worker holds (queued, or its lease lapsed): its name and
+    /// where it was read from; nil when every batch is done or held.
+    public func batchWithWork() async throws(FleetError) -> (name: String, input: String)? {
+        let logger = self.logger
+        return try await run { connection in
+            let rows = try await connection.query(
+                """
+                SELECT b.name, b.input FROM pushmedia_batches b
+                WHERE EXISTS (
+                    SELECT 1 FROM pushmedia_batch_items i
+                    WHERE i.batch = b.name AND (i.state = 'queued' OR (i.state = 'taken' AND i.expires < now())))
+                ORDER BY b.created, b.name LIMIT 1
+                """, logger: logger)
+            var found: (name: String, input: String)?
+            for try await (name, input) in rows.decode((String, String).self) { found = (name, input) }
+            return found
+        }
+    }
+
     /// Moves the lease of `holder`'s items on.
     public func renew(name: String, holder: String, lease: Duration) async throws(FleetError) {
         let (logger, seconds) = (self.logger, Double(lease.nanoseconds) / 1e9)

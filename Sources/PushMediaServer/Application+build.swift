@@ -13,6 +13,8 @@ public enum ServerError: Error, CustomStringConvertible {
     case openMediaURLs(String)
     /// The media URL keys and salts do not pair up.
     case mediaURLKeys(String)
+    /// `--fleet-worker` without `--fleet-db`.
+    case fleetWorkerWithoutFleet
 
     public var description: String {
         switch self {
@@ -24,6 +26,8 @@ public enum ServerError: Error, CustomStringConvertible {
                 + "make it fetch anything; list your CDN's prefixes, sign URLs with --url-key, or give "
                 + "--insecure-no-auth"
         case let .mediaURLKeys(why): why
+        case .fleetWorkerWithoutFleet:
+            "--fleet-worker works the fleet's batches: it needs the fleet's database, --fleet-db (or PUSHMEDIA_FLEET_DB)"
         }
     }
 }
@@ -157,6 +161,7 @@ public func buildApplication(
     // its tables stops the start; a database that is only down does not (the node shares its
     // jobs per node until it is back).
     let fleet = try await openFleet(config: config, logger: logger)
+    if server.fleetWorker > 0 && fleet == nil { throw ServerError.fleetWorkerWithoutFleet }
     let parts = try {
         var parts = try ServerParts(config: config, server: server, upstreams: .http2, coordinator: fleet)
         parts.lines = RequestLines(logger: logger, sink: logSink)
@@ -181,6 +186,12 @@ public func buildApplication(
         fleet.attach(metrics: parts.metrics.factory) { [store = parts.pipeline.store] key in store.forget(key: key) }
         parts.metrics.onRead.withLock { $0.append { fleet.refreshQueueDepth() } }
         services.append(fleet)
+        if server.fleetWorker > 0 {
+            services.append(
+                FleetWorkerService(
+                    database: fleet.database, pipeline: parts.pipeline, holder: fleet.node, lease: config.fleetLease,
+                    concurrency: server.fleetWorker, logger: logger))
+        }
     }
     // What SIGHUP reloads: add a `Reloadable` here to make another part reloadable.
     var reloadable: [any Reloadable] = server.credentials.path != nil ? [parts.credentials] : []

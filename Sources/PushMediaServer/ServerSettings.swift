@@ -49,6 +49,10 @@ public struct ServerConfig: Configurable, Equatable {
     /// `--memo-bytes`, `PUSHMEDIA_MEMO_BYTES`: bytes of ready answers to repeated `/v1/process`
     /// bodies and relayed pushes kept in memory (`ResponseMemo`): 32 MiB; 0 keeps none.
     public var memoBytes = 32 * 1024 * 1024
+    /// `--fleet-worker`, `PUSHMEDIA_FLEET_WORKER`: items of the fleet's batches (`batch --fleet`)
+    /// this node works at once in the background, as `pushmedia work` does, oldest batch first,
+    /// starting one only while no request waits for a job: 0 (none). Needs `--fleet-db`.
+    public var fleetWorker = 0
     /// `--media-wait`, `PUSHMEDIA_MEDIA_WAIT`: how long `/media` and media URLs wait for an object
     /// store to start sending a stored file: 5 s. Then the answer is a redirect to the file at
     /// `--base-url` when that is the bucket itself, else 503.
@@ -174,6 +178,10 @@ public struct ServerConfig: Configurable, Equatable {
             help:
                 "On SIGTERM or SIGINT, how long requests in flight may go on before they are cut and the process exits"
         ),
+        .integer(
+            "fleet-worker", "PUSHMEDIA_FLEET_WORKER", \.fleetWorker, in: 0...1024, commands: [.serve],
+            help: "Items of the fleet's batches (batch --fleet) this node works at once in the background, oldest "
+                + "batch first, starting one only while no request waits for a job; 0 = none (needs --fleet-db)"),
         .integer(
             "min-free-space", "PUSHMEDIA_MIN_FREE_SPACE", \.minFreeSpace, in: 0...1_000_000_000_000_000,
             commands: [.serve],

@@ -197,8 +197,8 @@ struct BatchCommand: AsyncParsableCommand {
                 (ContinuousClock.now - clock).components.attoseconds / 1_000_000_000_000_000)
             return BatchItem(file: relative, output: nil, outcome: outcome, writeError: nil)
         }
-        let (bytes, outcome) = await processPayload(
-            data, relative: relative, pipeline: pipeline, mediaRoot: mediaRoot, refresh: refresh)
+        let (bytes, outcome) = await pipeline.processItem(
+            data, context: PayloadContext(mediaRoot: mediaRoot, label: relative, refresh: refresh))
         guard let bytes else {
             // Not a payload: nothing to rewrite. A previous run's output for it would now be stale.
             unlink(outputPath)
@@ -211,22 +211,6 @@ struct BatchCommand: AsyncParsableCommand {
             return BatchItem(
                 file: relative, output: nil, outcome: outcome,
                 writeError: "\(outputPath): \(error.localizedDescription)")
-        }
-    }
-
-    /// One payload file's bytes through the pipeline: the rewritten payload to write (nil when
-    /// the bytes are not a payload) and its outcome. A local batch's items and a fleet batch's.
-    static func processPayload(
-        _ data: some Collection<UInt8>, relative: String, pipeline: Pipeline, mediaRoot: String, refresh: Bool
-    ) async -> (output: [UInt8]?, outcome: Outcome) {
-        do {
-            let result = try await pipeline.process(
-                data, context: PayloadContext(mediaRoot: mediaRoot, label: relative, refresh: refresh))
-            return (result.bytes + [0x0A], result.outcome)
-        } catch {
-            var outcome = Outcome(status: .rejected, reason: error.reason, message: "\(relative): \(error.description)")
-            outcome.payloadBytes = 0
-            return (nil, outcome)
         }
     }
 }

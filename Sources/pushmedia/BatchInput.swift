@@ -80,15 +80,6 @@ enum BatchInput {
         }
     }
 
-    /// `mediaRoot` of a batch recorded at `location` (a fleet batch's): the folder, or a manifest's folder.
-    static func mediaRoot(ofLocation location: String) -> String {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: location, isDirectory: &isDirectory), !isDirectory.boolValue else {
-            return location
-        }
-        return URL(fileURLWithPath: location).deletingLastPathComponent().path
-    }
-
     /// The payload of item `index`: a file's bytes (nil when it cannot be read), or the payload
     /// made of a manifest's URL.
     func payload(_ index: Int) -> Data? {

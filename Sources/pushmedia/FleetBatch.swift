@@ -133,7 +133,7 @@ enum FleetBatch {
         }
         try BatchCommand.writeReports(
             items, seconds: progress.seconds, input: progress.input, outRoot: outRoot, pipeline: pipeline,
-            mediaRoot: config.mediaRoot ?? BatchInput.mediaRoot(ofLocation: progress.input), out: out)
+            mediaRoot: config.mediaRoot ?? FleetWorker.mediaRoot(ofLocation: progress.input), out: out)
         if failedWrites > 0 { throw Exit.ioError }
     }
 

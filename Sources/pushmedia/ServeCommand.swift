@@ -63,6 +63,8 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
     var drainLimit: String?
     @Option(name: .customLong("min-free-space"), help: .setting("min-free-space"))
     var minFreeSpace: String?
+    @Option(name: .customLong("fleet-worker"), help: .setting("fleet-worker"))
+    var fleetWorker: String?
     @Option(name: .customLong("url-key"), help: .setting("url-key"))
     var urlKey: [String] = []
     @Option(name: .customLong("url-salt"), help: .setting("url-salt"))

@@ -55,8 +55,6 @@ struct WorkCommand: AsyncParsableCommand {
         // The same media in several workers' items is made once: the fleet's leases (and its
         // notifications) for the jobs, as `serve` nodes share them.
         let coordinator = try Fleet(database: queue.database, lease: lease, logger: logger)
-        // The worker holds its items under its node's name, as it holds its jobs' leases.
-        let holder = coordinator.node
         let coordination = Task { try? await coordinator.run() }
         defer { coordination.cancel() }
         let pipeline: Pipeline
@@ -68,50 +66,14 @@ struct WorkCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: \(config.storeLocation): \(error)")
             throw Exit.ioError
         }
-        let mediaRoot = config.mediaRoot ?? BatchInput.mediaRoot(ofLocation: input)
-        // Renews the lease of every item this worker holds, every third of the lease.
-        let renewal = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: lease / 3)
-                try? await queue.renew(name: name, holder: holder, lease: lease)
-            }
-        }
-        defer { renewal.cancel() }
-        // As `batch`: `concurrency` transcodes at once, as many more payloads read and fetched
-        // ahead; a slot that frees takes the next item at once (no round waits for its slowest).
-        let width = concurrency * 2
-        // True when the result was recorded: false when the item's lease lapsed meanwhile (another
-        // worker took it and records it) or the batch was deleted.
-        let process: @Sendable (FleetQueue.Item) async throws(FleetError) -> Bool = { item in
-            let (output, outcome) = await BatchCommand.processPayload(
-                item.payload, relative: item.file, pipeline: pipeline, mediaRoot: mediaRoot, refresh: false)
-            let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
-            return try await queue.complete(
-                name: name, number: item.number, holder: holder, output: output, outcome: encoded)
-        }
-        var worked = 0
-        var lost = 0
+        let mediaRoot = config.mediaRoot ?? FleetWorker.mediaRoot(ofLocation: input)
+        let worker = FleetWorker(
+            queue: queue, pipeline: pipeline, holder: coordinator.node, lease: lease, concurrency: concurrency)
+        var tally = FleetWorker.Tally()
         var deleted = false
         do {
             while true {
-                var taken: [FleetQueue.Item] = []
-                var running = 0
-                try await withThrowingTaskGroup(of: Bool.self) { group in
-                    func next() async throws -> FleetQueue.Item? {
-                        if taken.isEmpty {
-                            taken = try await queue.take(name: name, holder: holder, count: width, lease: lease)
-                        }
-                        return taken.isEmpty ? nil : taken.removeFirst()
-                    }
-                    while running < width, let item = try await next() {
-                        group.addTask { try await process(item) }
-                        running += 1
-                    }
-                    while let recorded = try await group.next() {
-                        if recorded { worked += 1 } else { lost += 1 }
-                        if let item = try await next() { group.addTask { try await process(item) } }
-                    }
-                }
+                tally += try await worker.work(batch: name, mediaRoot: mediaRoot)
                 guard let progress = try await queue.progress(name: name) else {
                     deleted = true
                     break
@@ -124,6 +86,7 @@ struct WorkCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: work --fleet \(name): \(error)")
             throw Exit.ioError
         }
+        let (worked, lost) = (tally.recorded, tally.lost)
         let others =
             lost == 0
             ? ""

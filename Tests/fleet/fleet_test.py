@@ -15,6 +15,7 @@ an HTTP origin on 127.0.0.1 that counts its GETs.
 - a fleet batch of 1,000 payloads across three `pushmedia work` processes, one killed half way:
   every item once in the report, the same report and outputs as a local batch of the folder; the
   nodes' queue depth metric reads what the queue holds;
+- a `serve` node with `--fleet-worker` works a fleet batch in the background and answers meanwhile;
 - a manifest of URLs (one a line) as a fleet batch: the same report as a local batch of it;
 - a batch deleted while a worker is on it (`batch --fleet NAME --delete`): its items are gone and
   the worker stops;
@@ -527,6 +528,60 @@ def a_manifest_of_urls_as_a_fleet_batch(world):
     hero = json.load(open(os.path.join(local_out, "line-000003.json")))
     expect(hero["aps"]["mutable-content"] == 1 and ".jpg" in json.dumps(hero), f"line 3's payload: {hero}")
     expect(sum(world.origin.hits(f"/{name}/hero-{k}.webp") for k in range(12)) == 12, "a URL was fetched twice")
+
+
+@check("fleet")
+def a_serve_node_works_batches_with_fleet_worker(world):
+    """`serve --fleet-worker 2` takes a fleet batch in the background and still answers requests;
+    without --fleet-db the flag is refused at start."""
+    name = "served-" + uuid.uuid4().hex[:8]
+    folder = os.path.join(world.work, name)
+    os.makedirs(folder)
+    count = 40
+    for i in range(count):
+        path = f"/{name}/img-{i}.webp"
+        world.origin.add(path, sample("banner.webp"), "image/webp", delay=0.05)
+        with open(os.path.join(folder, f"user-{i:02d}.json"), "w") as f:
+            f.write(json.dumps({"aps": {"alert": f"Hi {i}", "mutable-content": 1}, "image_url": world.origin.url(path)}))
+    queued = world.pushmedia(["batch", "--fleet", name, folder])
+    expect(queued.returncode == 0, f"batch --fleet: {queued.stderr}")
+    port = free_port()
+    node = Proc("node-worker", [
+        world.bin, "serve", "--port", str(port), "--work-dir", os.path.join(world.work, "work-worker"),
+        "--fleet-worker", "2",
+    ] + world.store_flags(), world.work, env=world.env)
+    try:
+        node.wait_for([r"PushMedia listening on"])
+
+        def done():
+            return int(world.postgres.psql(
+                f"SELECT count(*) FROM pushmedia_batch_items WHERE batch = '{name}' AND state = 'done'"))
+
+        deadline = time.monotonic() + 120
+        answered = []
+        while done() < count and time.monotonic() < deadline:
+            started = time.monotonic()
+            status, _ = request(port, "GET", "/healthz")
+            answered.append((status, time.monotonic() - started))
+            time.sleep(0.2)
+        expect(done() == count, f"{done()} of {count} items done by the serve node: {node.stderr_tail()}")
+        expect(answered and all(s == 200 for s, _ in answered), f"/healthz meanwhile: {answered}")
+        holders = world.postgres.psql(
+            f"SELECT count(DISTINCT holder) FROM pushmedia_batch_items WHERE batch = '{name}'")
+        expect(holders == "1", f"{holders} holders: only the serve node works here")
+        out = os.path.join(world.work, name + "-out")
+        status = world.pushmedia(["batch", "--fleet", name, "--status", "--out", out])
+        expect(status.returncode == 0, f"--status: {status.stdout}{status.stderr}")
+        report, items = report_items(out)
+        statuses = {status for _, status, _ in items.values()}
+        expect(len(items) == count and statuses == {"processed"}, f"{len(items)} items, statuses {statuses}")
+    finally:
+        node.stop()
+    env = {k: v for k, v in world.env.items() if not k.startswith("PUSHMEDIA_FLEET")}
+    refused = subprocess.run([world.bin, "serve", "--port", str(free_port()), "--fleet-worker", "1"]
+                             + world.store_flags(), env=env, capture_output=True, text=True, timeout=30)
+    expect(refused.returncode == 64 and "--fleet-worker works the fleet's batches: it needs the fleet's database"
+           in refused.stderr, f"--fleet-worker without --fleet-db: exit {refused.returncode} {refused.stderr[-300:]}")
 
 
 @check("fleet")

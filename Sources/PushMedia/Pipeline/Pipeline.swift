@@ -121,4 +121,21 @@ public final class Pipeline: Sendable {
     public func process(_ payload: JSONObject, context: PayloadContext = PayloadContext()) async -> PipelineResult {
         await processPayload(payload, context: context, sizeAtMost: nil)
     }
+
+    /// One batch item's bytes, as `batch` and the fleet's workers process them: the rewritten
+    /// payload to write (with a final newline), nil when the bytes are not a payload, and the
+    /// outcome (`label`, the item's name, begins its message).
+    public func processItem(_ data: some Collection<UInt8>, context: PayloadContext) async -> (
+        output: [UInt8]?, outcome: Outcome
+    ) {
+        do {
+            let result = try await process(data, context: context)
+            return (result.bytes + [0x0A], result.outcome)
+        } catch {
+            let label = context.label.map { "\($0): " } ?? ""
+            var outcome = Outcome(status: .rejected, reason: error.reason, message: "\(label)\(error.description)")
+            outcome.payloadBytes = 0
+            return (nil, outcome)
+        }
+    }
 }

@@ -1,0 +1,96 @@
+import Foundation
+import PushMedia
+
+/// Works fleet batches' items with a pipeline, for `pushmedia work` and `serve --fleet-worker`:
+/// takes them from the queue a few at a time under the node's name, renews their leases while it
+/// works, processes each as `batch` does and records its result. `concurrency` items are
+/// processed at once and as many more are taken ahead; a slot that frees takes the next item at
+/// once (no round waits for its slowest item).
+public struct FleetWorker: Sendable {
+    public let queue: FleetQueue
+    public let pipeline: Pipeline
+    /// The name the items are held under (the node's, as its jobs' leases).
+    public let holder: String
+    public let lease: Duration
+    public let concurrency: Int
+
+    public init(queue: FleetQueue, pipeline: Pipeline, holder: String, lease: Duration, concurrency: Int) {
+        self.queue = queue
+        self.pipeline = pipeline
+        self.holder = holder
+        self.lease = lease
+        self.concurrency = concurrency
+    }
+
+    /// What a worker did on a batch.
+    public struct Tally: Sendable {
+        /// Items whose results it recorded.
+        public var recorded = 0
+        /// Items it processed but did not record: their lease lapsed first (another worker
+        /// records them) or the batch was deleted.
+        public var lost = 0
+
+        public init() {}
+
+        public static func += (lhs: inout Tally, rhs: Tally) {
+            lhs.recorded += rhs.recorded
+            lhs.lost += rhs.lost
+        }
+    }
+
+    /// Works the batch `name` until it has no item left to take (other workers may still hold
+    /// some); local media paths resolve under `mediaRoot` (nil: none is read). `mayStart` is awaited before each item is started: a node that also answers
+    /// requests puts them first there. Throws when the database fails.
+    public func work(
+        batch name: String, mediaRoot: String?, mayStart: @escaping @Sendable () async -> Void = {}
+    ) async throws -> Tally {
+        let (queue, holder, lease, pipeline) = (self.queue, self.holder, self.lease, self.pipeline)
+        // Renews the lease of every item held here, every third of the lease.
+        let renewal = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: lease / 3)
+                try? await queue.renew(name: name, holder: holder, lease: lease)
+            }
+        }
+        defer { renewal.cancel() }
+        let process: @Sendable (FleetQueue.Item) async throws -> Bool = { item in
+            let (output, outcome) = await pipeline.processItem(
+                item.payload, context: PayloadContext(mediaRoot: mediaRoot, label: item.file, refresh: false))
+            let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
+            return try await queue.complete(
+                name: name, number: item.number, holder: holder, output: output, outcome: encoded)
+        }
+        let width = concurrency * 2
+        var tally = Tally()
+        var taken: [FleetQueue.Item] = []
+        var running = 0
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            func next() async throws -> FleetQueue.Item? {
+                await mayStart()
+                if taken.isEmpty {
+                    taken = try await queue.take(name: name, holder: holder, count: width, lease: lease)
+                }
+                return taken.isEmpty ? nil : taken.removeFirst()
+            }
+            while running < width, let item = try await next() {
+                group.addTask { try await process(item) }
+                running += 1
+            }
+            while let recorded = try await group.next() {
+                if recorded { tally.recorded += 1 } else { tally.lost += 1 }
+                if let item = try await next() { group.addTask { try await process(item) } }
+            }
+        }
+        return tally
+    }
+
+    /// Where a batch recorded at `location` resolves its local media paths: the folder, or a
+    /// manifest's folder.
+    public static func mediaRoot(ofLocation location: String) -> String {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: location, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            return location
+        }
+        return URL(fileURLWithPath: location).deletingLastPathComponent().path
+    }
+}
