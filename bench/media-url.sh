@@ -70,7 +70,7 @@ wait_http "$HOOK/healthz"
 log "warm one media URL"
 URL="$HOOK/insecure/pr:ios/plain/$ORIGIN/banner.webp@jpg"
 curl -fsS -o "$OUT/warm.jpg" "$URL"
-MEDIA=$(ls "$OUT/store" | grep '\.jpg$' | while read -r f; do cmp -s "$OUT/store/$f" "$OUT/warm.jpg" && echo "$f"; done | head -1)
+MEDIA=$(ls "$OUT/store" | grep '\.jpg$' | while read -r f; do cmp -s "$OUT/store/$f" "$OUT/warm.jpg" && echo "$f"; done | head -1 || true)
 [[ -n $MEDIA ]] || die "the warmed file is not in the store"
 MEDIA_BYTES=$(stat -c %s "$OUT/store/$MEDIA")
 LARGE_URL="$HOOK/insecure/pr:ios/plain/$ORIGIN/photo-12mp.jpg@jpg"
@@ -82,7 +82,10 @@ NGINX_PORT=$(free_port)
 PIDS+=("$(start_nginx "$OUT/nginx" "$OUT/store" "$NGINX_PORT")")
 # The same work as the hook: one access-log line per request, written to a file.
 sed -i "s|access_log off;|access_log $OUT/nginx/access.log;|" "$OUT/nginx/nginx.conf"
-kill -HUP "$(cat "$OUT/nginx/nginx.pid" 2>/dev/null || echo 0)" 2>/dev/null || true
+# Its pid file, before the signal: `kill 0` would signal this script's own process group.
+for _ in $(seq 100); do [[ -s $OUT/nginx/nginx.pid ]] && break; sleep 0.05; done
+[[ -s $OUT/nginx/nginx.pid ]] || die "nginx wrote no pid file"
+kill -HUP "$(cat "$OUT/nginx/nginx.pid")"
 wait_http "http://127.0.0.1:$NGINX_PORT/$MEDIA"
 
 pass() { # NAME PID URL: one wrk pass; the server's CPU per request
