@@ -39,8 +39,10 @@ public struct FleetWorker: Sendable {
     }
 
     /// Works the batch `name` until it has no item left to take (other workers may still hold
-    /// some); local media paths resolve under `mediaRoot` (nil: none is read). `mayStart` is awaited before each item is started: a node that also answers
-    /// requests puts them first there. Throws when the database fails.
+    /// some); local media paths resolve under `mediaRoot` (nil: none is read). `mayStart` is
+    /// awaited before each item is started: a node that also answers requests puts them first
+    /// there. An item whose work was cancelled (the process stopping) is not recorded: its lease
+    /// lapses and another worker makes it. Throws when the database fails.
     public func work(
         batch name: String, mediaRoot: String?, mayStart: @escaping @Sendable () async -> Void = {}
     ) async throws -> Tally {
@@ -56,6 +58,7 @@ public struct FleetWorker: Sendable {
         let process: @Sendable (FleetQueue.Item) async throws -> Bool = { item in
             let (output, outcome) = await pipeline.processItem(
                 item.payload, context: PayloadContext(mediaRoot: mediaRoot, label: item.file, refresh: false))
+            if Task.isCancelled { return false }
             let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
             return try await queue.complete(
                 name: name, number: item.number, holder: holder, output: output, outcome: encoded)
