@@ -4,10 +4,13 @@
 Apple's and Google's place, release builds, h2load as the senders.
 
 Each check sends a light flow (one push every 50 ms for 6 s, on its own connection) alone, then
-beside a heavy one, and asks that the p99 of the light pushes sent while the heavy flow ran be at
-most twice the light flow's p99 alone plus one upstream hold (20 ms): with every upstream stream
-busy, the light push's fair turn still waits for one stream to free. In a single queue it would
-wait behind the whole flood (seconds: 1,000 in flight, 20 ms each, 100 streams a connection):
+beside a heavy one, and asks that the p95 of the light pushes sent while the heavy flow ran be at
+most twice the light flow's p95 alone plus one upstream hold (20 ms): with every upstream stream
+busy, the light push's fair turn still waits for one stream to free. In a single queue every
+light push would wait behind the whole flood (1,000 in flight, 20 ms each, 100 streams a
+connection: 200 ms and more). The p95, not the p99: of the 70 to 120 pushes sent beside the
+flood, the p99 is the single slowest, which one scheduling hiccup of this 2-core machine
+decides (a run saw one push at 113 ms among pushes of 25 to 50); a shared queue moves them all.
 
   apns_apps          app B beside app A's flood (30,000 pushes, 1,000 in flight), one team's
                      tokens, so both share each upstream connection
@@ -148,12 +151,13 @@ def compare(world, kind, port, name, heavy, light_headers=(), h1=False, light_pr
     flood_start, flood_end = wait()
     during = [end - start for start, end in beside if start < flood_end and end > flood_start]
     expect(len(during) >= 20, f"{name}: only {len(during)} light pushes went while the heavy flow ran")
-    p99_alone, p99_during = 1000 * percentile(alone, 0.99), 1000 * percentile(during, 0.99)
-    print(f"     {name}: light p99 {p99_alone:.1f} ms alone, {p99_during:.1f} ms over {len(during)} pushes beside "
-          f"the heavy flow ({flood_end - flood_start:.1f} s)", flush=True)
-    bound = 2 * p99_alone + HOLD_MS
-    expect(p99_during <= bound,
-           f"{name}: the light flow's p99 went from {p99_alone:.1f} ms alone to {p99_during:.1f} ms beside the "
+    p95_alone, p95_during = 1000 * percentile(alone, 0.95), 1000 * percentile(during, 0.95)
+    slowest = 1000 * max(during)
+    print(f"     {name}: light p95 {p95_alone:.1f} ms alone, {p95_during:.1f} ms over {len(during)} pushes beside "
+          f"the heavy flow ({flood_end - flood_start:.1f} s; slowest {slowest:.1f} ms)", flush=True)
+    bound = 2 * p95_alone + HOLD_MS
+    expect(p95_during <= bound,
+           f"{name}: the light flow's p95 went from {p95_alone:.1f} ms alone to {p95_during:.1f} ms beside the "
            f"heavy one (more than twice plus one upstream hold: {bound:.1f} ms)")
 
 
