@@ -16,25 +16,14 @@ enum FleetBatch {
         }
     }
 
-    /// `config`'s fleet database; a usage error without one.
-    static func database(_ config: PushMediaConfig) throws -> FleetDatabase {
+    /// The queue of `config`'s fleet database; a usage error without one.
+    static func openQueue(_ config: PushMediaConfig) async throws -> FleetQueue {
         do {
             guard let database = try FleetDatabase(config: config) else {
                 throw ValidationError("--fleet needs the fleet's database: --fleet-db (or PUSHMEDIA_FLEET_DB)")
             }
-            return database
-        } catch let error as FleetError {
-            FileHandle.writeError("pushmedia: \(error)")
-            throw Exit.usage
-        }
-    }
-
-    /// The queue of `config`'s fleet database; a usage error without one.
-    static func openQueue(_ config: PushMediaConfig) async throws -> FleetQueue {
-        let database = try database(config)
-        do {
             return try await FleetQueue.open(database, logger: Logger(label: "pushmedia"))
-        } catch {
+        } catch let error as FleetError {
             FileHandle.writeError("pushmedia: \(error)")
             throw error.isOutage ? Exit.ioError : Exit.usage
         }
