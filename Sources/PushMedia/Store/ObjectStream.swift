@@ -22,7 +22,7 @@ public final class ObjectStream: @unchecked Sendable {
     let endpoint: String
     private let loop: TransferLoop
     /// Sets the easy handle's options and returns its header list (called once, on the loop's thread).
-    private let setup: (UnsafeMutableRawPointer) -> (CURLcode, UnsafeMutablePointer<curl_slist>?)
+    private let setup: (inout CurlOptions) -> UnsafeMutablePointer<curl_slist>?
     private let lock = NSLock()
     private var state = State()
 
@@ -42,7 +42,7 @@ public final class ObjectStream: @unchecked Sendable {
 
     init(
         endpoint: String, loop: TransferLoop,
-        setup: @escaping (UnsafeMutableRawPointer) -> (CURLcode, UnsafeMutablePointer<curl_slist>?)
+        setup: @escaping (inout CurlOptions) -> UnsafeMutablePointer<curl_slist>?
     ) {
         self.endpoint = endpoint
         self.loop = loop
@@ -144,18 +144,16 @@ public final class ObjectStream: @unchecked Sendable {
 
     /// The easy handle's options: the request's, then the callbacks that feed this stream.
     func prepare(_ handle: UnsafeMutableRawPointer) -> (CURLcode, UnsafeMutablePointer<curl_slist>?) {
-        let (code, headers) = setup(handle)
-        guard code == CURLE_OK else { return (code, headers) }
+        var options = CurlOptions(handle: handle)
+        let headers = setup(&options)
         let context = Unmanaged.passUnretained(self).toOpaque()
         for (option, value) in [(CURLOPT_WRITEFUNCTION, Self.onBody), (CURLOPT_HEADERFUNCTION, Self.onHeader)] {
-            let code = pm_curl_setopt_callback(handle, option, value)
-            guard code == CURLE_OK else { return (code, headers) }
+            options.then { pm_curl_setopt_callback(handle, option, value) }
         }
         for option in [CURLOPT_WRITEDATA, CURLOPT_HEADERDATA] {
-            let code = pm_curl_setopt_pointer(handle, option, context)
-            guard code == CURLE_OK else { return (code, headers) }
+            options.then { pm_curl_setopt_pointer(handle, option, context) }
         }
-        return (CURLE_OK, headers)
+        return (options.code, headers)
     }
 
     /// The transfer ended with `code` (the loop has removed and freed its handle).

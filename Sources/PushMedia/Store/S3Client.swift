@@ -231,14 +231,13 @@ public final class S3Client: Sendable {
         let method = bodyless ? "HEAD" : "GET"
         let url = self.url(key: key, query: [])
         let headers = range.map { [("Range", "bytes=\($0.lowerBound)-\($0.upperBound)")] } ?? []
-        let stream = ObjectStream(endpoint: settings.endpoint, loop: loop) { [self] handle in
+        let stream = ObjectStream(endpoint: settings.endpoint, loop: loop) { [self] options in
             let list = headerList(headers, payloadHash: Self.emptySHA256, method: method, emptyBody: true)
-            var options = CurlOptions(handle: handle)
             prepare(&options, method: method, url: url, headers: list, connectTimeout: connectTimeout)
-            options.then { pm_curl_bound_receive_buffer(handle) }
+            options.then { [handle = options.handle] in pm_curl_bound_receive_buffer(handle) }
             options.set(CURLOPT_LOW_SPEED_LIMIT, 1)
             options.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(lowSpeedTime.components.seconds)))
-            return (options.code, list)
+            return list
         }
         stream.start()
         return stream
