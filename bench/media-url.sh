@@ -3,18 +3,19 @@
 #   url_cached    wrk on one media URL whose file is made (every request answered from the store)
 #   nginx_file    nginx (one worker, sendfile, its access log written to a file) serving the same
 #                 file from the store's directory: the floor of a cached media URL
-#   media, healthz  the same file through GET /media/<name> (the floor of the media URL's own
-#                 work: the same stack, the same file), and GET /healthz (a route that does
-#                 nothing: what one request costs the HTTP stack)
-#   url_large, media_large  the same two for a large file: the 12 MP JPEG made for iOS
-#                 (2048 px, hundreds of KB)
+#   media_N, url_N  PAIRS pairs (their order alternating): the same file through GET /media/<name>
+#                 (the floor of the media URL's own work: the same stack, the same file) and the
+#                 media URL; the ratio is the median of the pairs' ratios
+#   media_large_N, url_large_N  the same for a large file: the 12 MP JPEG made for iOS (2048 px,
+#                 hundreds of KB)
+#   healthz       GET /healthz (a route that does nothing: what one request costs the HTTP stack)
 #   cold          COLD_ITEMS distinct 12 MP JPEG sources, one at a time, each asked once as a media
 #                 URL (GET .jpg: fetch, make, store, send) and, in turn, once through
 #                 POST /v1/process followed by the phone's GET of the stored file (the same work
 #                 and bytes through the hook); best of ROUNDS per item
 # PushMedia runs as shipped: default settings, info logs written to a file.
 #
-#   bench/media-url.sh          SECONDS_EACH=15 CONNECTIONS=64 COLD_ITEMS=8 ROUNDS=2
+#   bench/media-url.sh          SECONDS_EACH=15 CONNECTIONS=64 COLD_ITEMS=8 ROUNDS=2 PAIRS=3
 #
 # wrk runs on the same 2 cores as the servers. Writes bench/out/media-url/results.json and prints
 # a table.
@@ -27,6 +28,7 @@ SECONDS_EACH=${SECONDS_EACH:-15}
 CONNECTIONS=${CONNECTIONS:-64}
 COLD_ITEMS=${COLD_ITEMS:-8}
 ROUNDS=${ROUNDS:-2}
+PAIRS=${PAIRS:-3}
 BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
 source "$BENCH/lib.sh"
 PIDS=()
@@ -116,12 +118,21 @@ pass url_cached "$HOOK_PID" "$URL"
 pass nginx_file "$(cat "$OUT/nginx/nginx.pid")" "http://127.0.0.1:$NGINX_PORT/$MEDIA"
 pass url_cached_again "$HOOK_PID" "$URL"
 pass nginx_file_again "$(cat "$OUT/nginx/nginx.pid")" "http://127.0.0.1:$NGINX_PORT/$MEDIA"
-# For reference: the same file through /media/<name>, and the hook's floor (a route that does nothing).
-pass media "$HOOK_PID" "$HOOK/media/$MEDIA"
+# The media URL beside its floor, the same file through /media/<name>, in PAIRS pairs whose order
+# alternates (the server warmed by the passes above), for the small and the large file; each pair
+# gives a ratio, and the median of them is the result.
+for ((i = 1; i <= PAIRS; i++)); do
+  log "pair $i of $PAIRS: the small file ($MEDIA_BYTES bytes), then the large one ($LARGE_BYTES bytes)"
+  if ((i % 2)); then
+    pass "media_$i" "$HOOK_PID" "$HOOK/media/$MEDIA"; pass "url_$i" "$HOOK_PID" "$URL"
+    pass "media_large_$i" "$HOOK_PID" "$HOOK/media/$LARGE"; pass "url_large_$i" "$HOOK_PID" "$LARGE_URL"
+  else
+    pass "url_$i" "$HOOK_PID" "$URL"; pass "media_$i" "$HOOK_PID" "$HOOK/media/$MEDIA"
+    pass "url_large_$i" "$HOOK_PID" "$LARGE_URL"; pass "media_large_$i" "$HOOK_PID" "$HOOK/media/$LARGE"
+  fi
+done
+# For reference: the hook's floor (a route that does nothing).
 pass healthz "$HOOK_PID" "$HOOK/healthz"
-log "wrk: the large file ($LARGE_BYTES bytes)"
-pass url_large "$HOOK_PID" "$LARGE_URL"
-pass media_large "$HOOK_PID" "$HOOK/media/$LARGE"
 
 log "cold: $COLD_ITEMS items × $ROUNDS rounds, a media URL and /v1/process in turn"
 python3 - "$OUT" "$HOOK" "$ORIGIN" "$COLD_ITEMS" "$ROUNDS" <<'PY'
@@ -166,23 +177,30 @@ print(f"  cold medians: media URL {summary['url']} ms, /v1/process + download {s
       f"(/v1/process alone {summary['process_only']} ms)", file=sys.stderr)
 PY
 
-python3 - "$OUT" "$MEDIA_BYTES" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$LARGE_BYTES" <<'PY'
-import json, sys
-out, media_bytes, commit, large_bytes = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-r = {n: json.load(open(f"{out}/{n}.json"))
-     for n in ["url_cached", "nginx_file", "url_cached_again", "nginx_file_again", "media", "healthz", "url_large",
-               "media_large"]}
+python3 - "$OUT" "$MEDIA_BYTES" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$LARGE_BYTES" \
+  "$PAIRS" <<'PY'
+import json, statistics, sys
+out, media_bytes, commit, large_bytes, pairs = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+names = ["url_cached", "nginx_file", "url_cached_again", "nginx_file_again"]
+for i in range(1, pairs + 1):
+    names += [f"media_{i}", f"url_{i}", f"media_large_{i}", f"url_large_{i}"] if i % 2 else \
+        [f"url_{i}", f"media_{i}", f"url_large_{i}", f"media_large_{i}"]
+names.append("healthz")
+r = {n: json.load(open(f"{out}/{n}.json")) for n in names}
 cpu = {n: p["server_cpu_us_per_request"] for n, p in r.items()}
-small = (cpu["url_cached"] + cpu["url_cached_again"]) / 2 / cpu["media"]
-large = cpu["url_large"] / cpu["media_large"]
+small_pairs = [round(cpu[f"url_{i}"] / cpu[f"media_{i}"], 3) for i in range(1, pairs + 1)]
+large_pairs = [round(cpu[f"url_large_{i}"] / cpu[f"media_large_{i}"], 3) for i in range(1, pairs + 1)]
+small, large = statistics.median(small_pairs), statistics.median(large_pairs)
 cold = json.load(open(f"{out}/cold.json"))["cold_median_ms"]
 first = r["url_cached"]["req_per_s"] / r["nginx_file"]["req_per_s"]
 second = r["url_cached_again"]["req_per_s"] / r["nginx_file_again"]["req_per_s"]
 summary = {"commit": commit, "media_bytes": media_bytes, "passes": r, "cold_median_ms": cold,
            "ratios": {"cached media URL / nginx (req/s), two rounds": [round(first, 3), round(second, 3)],
                       "cold media URL / (/v1/process + download)": round(cold["url"] / cold["process"], 3),
-                      "cached media URL / /media (CPU per request), small and large file": [round(small, 3),
-                                                                                             round(large, 3)]}}
+                      "cached media URL / /media (CPU per request), small file, each pair": small_pairs,
+                      "cached media URL / /media (CPU per request), large file, each pair": large_pairs,
+                      "cached media URL / /media (CPU per request), small and large file, median of pairs":
+                          [small, large]}}
 json.dump(summary, open(f"{out}/results.json", "w"), indent=1)
 print("\n| pass | req/s | p50 ms | p99 ms | server CPU-µs/request | errors |\n|---|---:|---:|---:|---:|---:|")
 for n, p in r.items():
@@ -190,7 +208,7 @@ for n, p in r.items():
 print(f"\n- cached media URL / nginx serving the file: {first:.2f}, {second:.2f}")
 print(f"- cold 12 MP JPEG, median of best-of-rounds: media URL {cold['url']} ms, /v1/process + download "
       f"{cold['process']} ms (alone {cold['process_only']} ms): ratio {cold['url'] / cold['process']:.2f}")
-print(f"- cached media URL / GET /media of the same file, server CPU per request: {small:.2f} "
-      f"({media_bytes:,} bytes; the mean of the two URL passes), {large:.2f} ({large_bytes:,} bytes)")
+print(f"- cached media URL / GET /media of the same file, server CPU per request, median of {pairs} pairs: "
+      f"{small:.2f} ({media_bytes:,} bytes; pairs {small_pairs}), {large:.2f} ({large_bytes:,} bytes; pairs {large_pairs})")
 print(f"- commit {commit}, files {media_bytes:,} and {large_bytes:,} bytes")
 PY

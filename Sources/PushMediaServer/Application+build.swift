@@ -107,8 +107,10 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
         store: parts.pipeline.store, memoryLimit: server.mediaMemory, resources: parts.pipeline.resources,
         wait: server.mediaWait, publicBase: parts.publicMediaBase)
     MediaRoutes<AppRequestContext>(media: media).add(to: router)
-    MediaURLRoutes<AppRequestContext>(pipeline: parts.pipeline, live: parts.live, metrics: parts.metrics, media: media)
-        .add(to: router)
+    MediaURLRoutes<AppRequestContext>(
+        pipeline: parts.pipeline, live: parts.live, metrics: parts.metrics, media: media,
+        memo: MediaURLMemo(keepsAnswers: server.memoBytes > 0)
+    ).add(to: router)
     PreviewRoutes<AppRequestContext>(
         pipeline: parts.pipeline, server: server, metrics: parts.metrics,
         baseURL: { baseURL.withLock { $0 } }

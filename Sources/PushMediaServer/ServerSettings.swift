@@ -47,7 +47,8 @@ public struct ServerConfig: Configurable, Equatable {
     /// and `gcMaxBytes` say what it removes.
     public var gcEvery: Duration?
     /// `--memo-bytes`, `PUSHMEDIA_MEMO_BYTES`: bytes of ready answers to repeated `/v1/process`
-    /// bodies and relayed pushes kept in memory (`ResponseMemo`): 32 MiB; 0 keeps none.
+    /// bodies and relayed pushes kept in memory (`ResponseMemo`): 32 MiB; 0 keeps none, nor a
+    /// media URL's answer for a second (`MediaURLMemo`).
     public var memoBytes = 32 * 1024 * 1024
     /// `--fleet-worker`, `PUSHMEDIA_FLEET_WORKER`: items of the fleet's batches (`batch --fleet`)
     /// this node works at once in the background, as `pushmedia work` does, oldest batch first,
@@ -168,7 +169,9 @@ public struct ServerConfig: Configurable, Equatable {
             help: "Bytes of recently served media /media keeps in memory, local store; 0 = off"),
         .integer(
             "memo-bytes", "PUSHMEDIA_MEMO_BYTES", \.memoBytes, in: 0...64_000_000_000, commands: [.serve],
-            help: "Bytes of ready answers to repeated bodies (/v1/process, relayed pushes) kept in memory; 0 = none"),
+            help:
+                "Bytes of ready answers to repeated bodies (/v1/process, relayed pushes) kept in memory; 0 = none, "
+                + "nor media URLs' answers (kept a second)"),
         .duration(
             "media-wait", "PUSHMEDIA_MEDIA_WAIT", \.mediaWait, commands: [.serve],
             help: "How long /media and media URLs wait for an object store to start sending a file; then a redirect "

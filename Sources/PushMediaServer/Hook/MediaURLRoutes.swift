@@ -14,9 +14,8 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
     let live: LiveSettings
     let metrics: ServerMetrics
     let media: StoredMedia
-    /// Paths parsed before: a campaign's URL is asked by every phone, and parsing it (the
-    /// options, the source, its checks, the file name) is most of what its cached answer costs.
-    let parsed = ParsedMediaURLs()
+    /// Paths parsed before, and the answers last given for them.
+    let memo: MediaURLMemo
 
     func add(to router: Router<Context>) {
         router.get("**", use: serve)
@@ -25,63 +24,40 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
 
     @Sendable func serve(_ request: Request, context: Context) async throws -> Response {
         let current = live.current
-        let (config, keys) = (current.urls, current.urlKeys)
-        guard config.enabled else { throw APIError(.notFound, code: "not_found", message: "no such route") }
-        let url: MediaURL
-        let names: ParsedMediaURLs.Names
-        let signedBy: MediaURLKey?
-        do {
-            // The signature is checked on every request, against the keys in force.
-            if let known = parsed[request.uri.path] {
-                (url, names) = known
-                signedBy = try verify(url.signature, url.signedPath, keys: keys)
-            } else {
-                let (signature, signedPath) = try MediaURL.split(request.uri.path)
-                signedBy = try verify(signature, signedPath, keys: keys)
-                url = try MediaURL.parse(request.uri.path)
-                names = ParsedMediaURLs.Names(
-                    asked: url.format.map { Self.fileName(url.sourceParts, format: $0) },
-                    preview: Self.fileName(url.sourceParts, format: .jpeg))
-                parsed.remember(request.uri.path, url: url, names: names)
-            }
-        } catch let error as MediaURLError {
-            throw refused(error)
+        guard current.urls.enabled else { throw APIError(.notFound, code: "not_found", message: "no such route") }
+        let path = request.uri.path
+        let now = ContinuousClock.now
+        // The answer given for this path within the last second, under the same settings: what
+        // the rest of this function decided then and would decide again.
+        if let answer = memo.answer(path, generation: current.generation, now: now) {
+            return try await send(answer, request: request, context: context)
         }
-        let profileName = url.preset ?? PlatformProfile.ios.id
-        guard let profile = PlatformProfile.profiles[profileName] else {
-            throw answer(
-                .badRequest, code: "invalid_option",
-                message: "option \"pr\": unknown profile \"\(profileName)\"; use "
-                    + PlatformProfile.profiles.keys.sorted().joined(separator: ", "),
-                profile: "unknown")
-        }
-        if url.isUnsigned,
-            !config.allowedSources.contains(where: { prefix in url.sourceParts.map(prefix.matches) ?? false })
-        {
-            throw answer(
-                .forbidden, code: "source_not_allowed",
-                message: "unsigned media URLs are served only for sources under --url-allow-source; sign the URL "
-                    + "(HMAC-SHA256 with --url-key and --url-salt) or allow the source's prefix",
-                profile: profile.id)
-        }
+        let (url, names, signedBy, profile) = try admit(path, current: current)
         let delivery = await pipeline.deliver(
             DeliveryRequest(
                 source: url.source, profile: profile, format: url.format, cacheBuster: url.cacheBuster,
-                budget: config.budget(for: profile)))
+                budget: current.urls.budget(for: profile)))
         switch delivery {
         case let .ready(entry, cacheHit):
             guard let format = url.format else {
                 return redirect(url, to: entry, signedBy: signedBy, query: request.uri.query, profile: profile.id)
             }
-            var headers: HTTPFields = [
-                .cacheControl: "public, max-age=\(Self.lifetime(entry))",
-                .contentDisposition:
-                    "inline; filename=\"\(names.asked ?? Self.fileName(url.sourceParts, format: format))\"",
-                .pushMediaOutcome: cacheHit ? "\(entry.status.rawValue)/cache" : entry.status.rawValue,
-            ]
-            if let reason = entry.reason { headers[.pushMediaOutcome] = "\(entry.status.rawValue)/\(reason)" }
-            metrics.mediaURL(profile: profile.id, outcome: cacheHit ? "cache" : entry.status.rawValue)
-            return try await media.respond(entry.attachment.name, request: request, context: context, headers: headers)
+            let outcome = entry.reason.map { "/" + $0 } ?? (cacheHit ? "/cache" : "")
+            let answer = MediaURLMemo.Answer(
+                file: entry.attachment.name,
+                headers: [
+                    .contentDisposition:
+                        "inline; filename=\"\(names.asked ?? Self.fileName(url.sourceParts, format: format))\"",
+                    .pushMediaOutcome: entry.status.rawValue + outcome,
+                ],
+                freshUntil: entry.freshUntil,
+                counted: metrics.mediaURLCounter(
+                    profile: profile.id, outcome: cacheHit ? "cache" : entry.status.rawValue))
+            // A fresh entry's answer from the cache is given again for a second (not a stale one's).
+            if cacheHit, Self.lifetime(entry) > 0 {
+                memo.keep(path, answer: answer, generation: current.generation, now: now)
+            }
+            return try await send(answer, request: request, context: context)
         case let .notReady(reason, message, preview):
             if let preview, url.format == .jpeg {
                 // The thumbnail, for this phone only: a cache in front must ask again for the attachment.
@@ -100,6 +76,59 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
             error.headers[.cacheControl] = cacheable ? "public, max-age=60" : "no-store"
             throw error
         }
+    }
+
+    /// A stored file's answer, counted, with a cache's lifetime for it.
+    private func send(_ answer: MediaURLMemo.Answer, request: Request, context: Context) async throws -> Response {
+        answer.counted.increment()
+        var headers = answer.headers
+        headers[.cacheControl] = "public, max-age=\(Self.lifetime(answer.freshUntil))"
+        return try await media.respond(answer.file, request: request, context: context, headers: headers)
+    }
+
+    /// `path` as a media URL this server answers under the settings in force (parsed once; the
+    /// signature checked against the keys), with the key that signed it and its profile; the
+    /// error answer otherwise, before anything is fetched.
+    private func admit(_ path: String, current: LiveSettings.Values) throws
+        -> (MediaURL, MediaURLMemo.Names, signedBy: MediaURLKey?, PlatformProfile)
+    {
+        let url: MediaURL
+        let names: MediaURLMemo.Names
+        let signedBy: MediaURLKey?
+        do {
+            if let known = memo.parsed(path) {
+                (url, names) = known
+                signedBy = try verify(url.signature, url.signedPath, keys: current.urlKeys)
+            } else {
+                let (signature, signedPath) = try MediaURL.split(path)
+                signedBy = try verify(signature, signedPath, keys: current.urlKeys)
+                url = try MediaURL.parse(path)
+                names = MediaURLMemo.Names(
+                    asked: url.format.map { Self.fileName(url.sourceParts, format: $0) },
+                    preview: Self.fileName(url.sourceParts, format: .jpeg))
+                memo.remember(path, url: url, names: names)
+            }
+        } catch let error as MediaURLError {
+            throw refused(error)
+        }
+        let profileName = url.preset ?? PlatformProfile.ios.id
+        guard let profile = PlatformProfile.profiles[profileName] else {
+            throw answer(
+                .badRequest, code: "invalid_option",
+                message: "option \"pr\": unknown profile \"\(profileName)\"; use "
+                    + PlatformProfile.profiles.keys.sorted().joined(separator: ", "),
+                profile: "unknown")
+        }
+        if url.isUnsigned,
+            !current.urls.allowedSources.contains(where: { prefix in url.sourceParts.map(prefix.matches) ?? false })
+        {
+            throw answer(
+                .forbidden, code: "source_not_allowed",
+                message: "unsigned media URLs are served only for sources under --url-allow-source; sign the URL "
+                    + "(HMAC-SHA256 with --url-key and --url-salt) or allow the source's prefix",
+                profile: profile.id)
+        }
+        return (url, names, signedBy, profile)
     }
 
     /// The key whose signature `signature` is, or nil for an unsigned word (checked against the
@@ -195,7 +224,12 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
     /// Seconds a cache may keep the answer: the entry's freshness left (the store's rules: the
     /// origin's, within --min-ttl and --max-ttl).
     static func lifetime(_ entry: CacheEntry, now: Date = Date()) -> Int64 {
-        guard let freshUntil = entry.freshUntil else { return 86_400 }
+        lifetime(entry.freshUntil, now: now)
+    }
+
+    /// The same, for an entry's `freshUntil`.
+    static func lifetime(_ freshUntil: Int64?, now: Date = Date()) -> Int64 {
+        guard let freshUntil else { return 86_400 }
         return max(0, freshUntil - Int64(now.timeIntervalSince1970))
     }
 
@@ -223,26 +257,6 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
             $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0))
         }
         return (base.isEmpty ? "media" : String(base.prefix(64))) + "." + format.fileExtension
-    }
-}
-
-/// Media URL paths already parsed, with their file names: the most recent, within 4 MiB of paths.
-final class ParsedMediaURLs: Sendable {
-    struct Names: Sendable {
-        /// `Content-Disposition`'s name for the format asked, if the URL asks one.
-        var asked: String?
-        /// The name of the thumbnail answered in its place (a JPEG).
-        var preview: String
-    }
-
-    private let urls = Locked(LRUCache<String, (MediaURL, Names)>(budget: 4 << 20))
-
-    subscript(path: String) -> (MediaURL, Names)? { urls.withLock { $0.value(forKey: path) } }
-
-    func remember(_ path: String, url: MediaURL, names: Names) {
-        // A path's cost: its bytes, the source's (held twice: as written and in its parts), and the rest.
-        let cost = path.utf8.count + 2 * url.source.utf8.count + 256
-        urls.withLock { _ = $0.setValue((url, names), forKey: path, cost: cost) }
     }
 }
 

@@ -12,6 +12,8 @@ public final class LiveSettings: Sendable {
         var secret: [UInt8]?
         var urls: MediaURLConfig
         var urlKeys: [MediaURLKey]
+        /// Counts the updates: what was checked against these values holds while it is the same.
+        var generation = 0
     }
 
     /// The settings SIGHUP applies (their rows say so: `Setting.reloads`): these, and the log level.
@@ -29,8 +31,11 @@ public final class LiveSettings: Sendable {
     /// some auth, and its media URLs are not open to every source, unless `--insecure-no-auth`.
     func update(_ server: ServerConfig) throws(ServerError) {
         try Self.check(server)
-        let new = try Self.values(server)
-        values.withLock { $0 = new }
+        var new = try Self.values(server)
+        values.withLock {
+            new.generation = $0.generation + 1
+            $0 = new
+        }
     }
 
     /// The checks of a configuration's live settings that refuse to start (or reload) it.

@@ -123,11 +123,13 @@ public final class ServerMetrics: Sendable {
     /// Counts one media URL request: its profile and how it was answered (`cache`, `processed`,
     /// `passthrough`, `best_attempt`, `preview`, `source_redirect`, `extension_redirect`,
     /// `refused`, `failed`).
-    func mediaURL(profile: String, outcome: String) {
+    func mediaURL(profile: String, outcome: String) { mediaURLCounter(profile: profile, outcome: outcome).increment() }
+
+    /// The counter `mediaURL` counts in, for an answer kept to be given again.
+    func mediaURLCounter(profile: String, outcome: String) -> CoreMetrics.Counter {
         counter(
             MetricKey("pushmedia_media_url_requests_total", profile, outcome),
-            [("profile", profile), ("outcome", outcome)]
-        ).increment()
+            [("profile", profile), ("outcome", outcome)])
     }
 
     /// Jobs the pipeline has run (`Pipeline.jobsRun`): `pushmedia_jobs_total`, one per media
