@@ -18,13 +18,15 @@ struct APNsRelayTests {
         let key = P256.Signing.PrivateKey()
         let path = directory.path + "/AuthKey_ABC123DEFG.p8"
         try key.pemRepresentation.write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
         return (path, key, directory)
     }
 
     @Test func ownTokensVerifyWithTheKeyAndAreReused() throws {
         let (path, key, directory) = try Self.keyFile()
         _ = directory
-        let signer = try ProviderTokenSigner(keyFile: path, keyID: "ABC123DEFG", teamID: "TEAM123456")
+        let signer = ProviderTokenSigner(
+            key: try CredentialFiles.providerKey(path).get(), keyID: "ABC123DEFG", teamID: "TEAM123456")
         let start = ContinuousClock.now
         let first = signer.authorization(now: start)
         #expect(signer.authorization(now: start + .seconds(39 * 60)) == first)
@@ -60,8 +62,9 @@ struct APNsRelayTests {
         let path = directory.path + "/AuthKey.p8"
         try "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n".write(
             toFile: path, atomically: true, encoding: .utf8)
-        #expect { try ProviderTokenSigner(keyFile: path, keyID: "K", teamID: "T") } throws: {
-            "\($0)".contains("--apns-key \(path)") && "\($0)".contains("P-256")
+        chmod(path, 0o600)
+        #expect { try CredentialFiles.providerKey(path).get() } throws: {
+            "\($0)".contains(path) && "\($0)".contains("P-256")
         }
     }
 

@@ -31,24 +31,7 @@ final class ProviderTokenSigner: Sendable {
     private let key: Data
     private let current = Locked<(token: String, issued: ContinuousClock.Instant)?>(nil)
 
-    /// Reads the `.p8` key Apple issues (PKCS #8 PEM, `-----BEGIN PRIVATE KEY-----`).
-    convenience init(keyFile: String, keyID: String, teamID: String, lifetime: Duration = .seconds(40 * 60))
-        throws(RelaySetupError)
-    {
-        let pem: String
-        do { pem = try String(contentsOfFile: keyFile, encoding: .utf8) } catch {
-            throw .unreadable(what: "--apns-key", path: keyFile, why: "\(error.localizedDescription)")
-        }
-        let raw: Data
-        do { raw = try P256.Signing.PrivateKey(pemRepresentation: pem).rawRepresentation } catch {
-            throw .unreadable(
-                what: "--apns-key", path: keyFile, why: "not a P-256 private key in PEM (an AuthKey_<id>.p8 from Apple)"
-            )
-        }
-        self.init(key: raw, keyID: keyID, teamID: teamID, lifetime: lifetime)
-    }
-
-    /// A key already read: its raw P-256 scalar.
+    /// A key read by `CredentialFiles.providerKey`: its raw P-256 scalar.
     init(key: Data, keyID: String, teamID: String, lifetime: Duration = .seconds(40 * 60)) {
         self.key = key
         self.keyID = keyID
