@@ -142,4 +142,40 @@ struct DeadlineSemaphoreTests {
         gate.release()
         #expect(gate.inFlight == 0)
     }
+
+    /// `idle` returns at once when nobody is queued and a unit is free; otherwise once the
+    /// queue has emptied and a unit is free again (not while the head still waits), or when
+    /// its task is cancelled.
+    @Test(.timeLimit(.minutes(1))) func idleWaitsForAnEmptyQueueAndAFreeUnit() async throws {
+        let semaphore = DeadlineSemaphore(limit: 2)
+        await semaphore.idle()
+        let held = try #require(await semaphore.acquire(2, until: Self.far))
+        let woke = Locked(false)
+        let watcher = Task {
+            await semaphore.idle()
+            woke.withLock { $0 = true }
+        }
+        let order = Locked<[String]>([])
+        let queued = try await waiter(semaphore, 1, "queued", order: order)
+        semaphore.release(1)  // the queued one takes the unit freed: still no unit free
+        #expect(await queued.value == 1)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(!woke.withLock { $0 }, "idle while every unit is held")
+        semaphore.release(1)
+        await watcher.value
+        #expect(woke.withLock { $0 })
+        // A queue that empties by a deadline wakes it too; cancelling ends the wait.
+        semaphore.release(1)
+        let one = try #require(await semaphore.acquire(1, until: Self.far))
+        let expiring = try await waiter(semaphore, 2, "expiring", order: order, until: .now + .milliseconds(300))
+        let cancelled = Task { await semaphore.idle() }
+        try await Task.sleep(for: .milliseconds(50))
+        cancelled.cancel()
+        await cancelled.value
+        let afterExpiry = Task { await semaphore.idle() }
+        #expect(await expiring.value == nil)
+        await afterExpiry.value
+        #expect(semaphore.queued == 0 && semaphore.used == 1)
+        semaphore.release(one)
+    }
 }

@@ -34,6 +34,17 @@ public final class DeadlineSemaphore: Sendable {
         /// The queued requests already waiting, oldest first.
         var waiters: [Waiter] = []
         var nextID: UInt64 = 0
+        /// Those waiting in `idle` for a moment when nobody is queued and a unit is free.
+        var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+
+        func isIdle(limit: Int64) -> Bool { queued == 0 && used < limit }
+
+        /// The idle waiters to resume (after unlocking) when the semaphore is idle now.
+        mutating func wakeIdle(limit: Int64) -> [CheckedContinuation<Void, Never>] {
+            guard isIdle(limit: limit), !idleWaiters.isEmpty else { return [] }
+            defer { idleWaiters = [:] }
+            return Array(idleWaiters.values)
+        }
 
         /// Admits the waiters that now fit, in order, and returns them to resume (after unlocking).
         mutating func admitWaiters(limit: Int64) -> [Continuation] {
@@ -99,19 +110,20 @@ public final class DeadlineSemaphore: Sendable {
         }
         defer { timer.cancel() }
         return await withCheckedContinuation { continuation in
-            let admitted: Bool? = state.withLock { state in
+            let (admitted, idle) = state.withLock { state -> (Bool?, [CheckedContinuation<Void, Never>]) in
                 if state.waiters.isEmpty && state.used + weight <= limit {
                     state.used += weight
                     state.queued -= 1
-                    return true
+                    return (true, state.wakeIdle(limit: limit))
                 }
                 if ContinuousClock.now >= deadline {
                     state.queued -= 1
-                    return false
+                    return (false, state.wakeIdle(limit: limit))
                 }
                 state.waiters.append(Waiter(id: id, weight: weight, continuation: continuation))
-                return nil
+                return (nil, [])
             }
+            for waiter in idle { waiter.resume() }
             if let admitted { continuation.resume(returning: admitted) }
         }
     }
@@ -132,22 +144,47 @@ public final class DeadlineSemaphore: Sendable {
     /// now fit, in order.
     public func release(_ weight: Int64 = 1) {
         let weight = clamped(weight)
-        let admitted = state.withLock { state in
+        let (admitted, idle) = state.withLock { state in
             state.used -= weight
-            return state.admitWaiters(limit: limit)
+            return (state.admitWaiters(limit: limit), state.wakeIdle(limit: limit))
         }
         for continuation in admitted { continuation.resume(returning: true) }
+        for continuation in idle { continuation.resume() }
+    }
+
+    /// Returns once nobody is queued and a unit is free (at once when that is so now), or when
+    /// the task is cancelled: for work that should run only when no request waits (it does not
+    /// take the unit: `reserve` still decides).
+    public func idle() async {
+        let id: UInt64 = state.withLock {
+            $0.nextID += 1
+            return $0.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state in
+                    if state.isIdle(limit: limit) || Task.isCancelled { return true }
+                    state.idleWaiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.idleWaiters.removeValue(forKey: id) }?.resume()
+        }
     }
 
     private func expire(_ id: UInt64) {
-        let (expired, admitted) = state.withLock { state -> (Continuation?, [Continuation]) in
-            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return (nil, []) }
+        let (expired, admitted, idle) = state.withLock {
+            state -> (Continuation?, [Continuation], [CheckedContinuation<Void, Never>]) in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return (nil, [], []) }
             let waiter = state.waiters.remove(at: index)
             state.queued -= 1
             // The head leaving may let the next ones in.
-            return (waiter.continuation, state.admitWaiters(limit: limit))
+            return (waiter.continuation, state.admitWaiters(limit: limit), state.wakeIdle(limit: limit))
         }
         expired?.resume(returning: false)
         for continuation in admitted { continuation.resume(returning: true) }
+        for continuation in idle { continuation.resume() }
     }
 }

@@ -43,6 +43,10 @@ public final class JobGate: Sendable {
         await slots.wait(until: deadline)
     }
 
+    /// Returns once no job waits for a slot and one is free, or when the task is cancelled: for
+    /// background work that yields to requests (it takes no slot: `reserve` still decides).
+    public func idle() async { await slots.idle() }
+
     /// Gives a slot back and wakes the longest waiter.
     public func release() {
         slots.release()

@@ -39,8 +39,9 @@ struct FleetWorkerService: Service {
                     }
                     let worker = FleetWorker(
                         queue: open, pipeline: pipeline, holder: holder, lease: lease, concurrency: concurrency)
+                    // Each item waits until no request waits for a job slot and one is free.
                     let tally = try await worker.work(batch: batch.name, mediaRoot: nil) { [gate = pipeline.gate] in
-                        await Self.waitForIdle(gate)
+                        await gate?.idle()
                     }
                     if tally.recorded + tally.lost > 0 {
                         logger.info(
@@ -63,14 +64,6 @@ struct FleetWorkerService: Service {
                 }
             }
             await queue?.close()
-        }
-    }
-
-    /// Returns once no request waits for a job slot and one is free (at once without a gate).
-    static func waitForIdle(_ gate: JobGate?) async {
-        guard let gate else { return }
-        while !Task.isCancelled && (gate.queued > 0 || gate.inFlight >= gate.limit) {
-            try? await Task.sleep(for: .milliseconds(50))
         }
     }
 }
