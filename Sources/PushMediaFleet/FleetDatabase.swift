@@ -321,6 +321,13 @@ public struct FleetDatabase: Sendable {
             try await connection.query(
                 "CREATE INDEX IF NOT EXISTS pushmedia_batch_items_state ON pushmedia_batch_items (batch, state)",
                 logger: logger)
+            // The items not done, for the queue's depth (`Fleet.refreshQueueDepth`): counted from this
+            // index alone, however many items done the batches keep. Added to version 2 by `init`.
+            try await connection.query(
+                """
+                CREATE INDEX IF NOT EXISTS pushmedia_batch_items_unfinished
+                    ON pushmedia_batch_items (state, expires) WHERE state <> 'done'
+                """, logger: logger)
             try await connection.query("DELETE FROM pushmedia_schema", logger: logger)
             try await connection.query(
                 "INSERT INTO pushmedia_schema (version) VALUES (\(Self.schemaVersion))", logger: logger)
