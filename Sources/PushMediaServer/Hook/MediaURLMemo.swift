@@ -9,8 +9,8 @@ import PushMedia
 /// the allow-list SIGHUP may change), the route gives it again without checking the signature or
 /// asking the pipeline, whose every step would decide the same. After it, the next request takes
 /// the whole way again (the signature against the keys in force, the pipeline's lookup and its
-/// one freshness rule) and keeps what it answers: a purge, a stale entry or a reload is seen
-/// within a second. Thread-safe.
+/// one freshness rule) and keeps what it answers: a purge or a stale entry is seen within a
+/// second, a reload at once. Thread-safe.
 final class MediaURLMemo: Sendable {
     struct Names: Sendable {
         /// `Content-Disposition`'s name for the format asked, if the URL asks one.
