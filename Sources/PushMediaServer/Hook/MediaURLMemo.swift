@@ -53,11 +53,12 @@ final class MediaURLMemo: Sendable {
     /// The answer kept for `path`, if it was kept under the settings of `generation` less than
     /// `recheck` ago.
     func answer(_ path: String, generation: Int, now: ContinuousClock.Instant) -> Answer? {
+        // Read in place: copying the slot out would copy its parsed URL too.
         slots.withLock { slots in
-            guard let kept = slots.value(forKey: path)?.kept, kept.generation == generation, now < kept.until else {
-                return nil
-            }
-            return kept.answer
+            slots.update(path) { slot in
+                guard let kept = slot.kept, kept.generation == generation, now < kept.until else { return nil }
+                return kept.answer
+            } ?? nil
         }
     }
 
