@@ -47,13 +47,7 @@ extension RouterTests {
         let server = try TestServer()
         let url = origin.url("/banner")
         try await server.test { client in
-            let name = try await client.execute(
-                uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))
-            ) { response in
-                try #require(
-                    response.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last
-                        .map(String.init))
-            }
+            let name = try await Self.storedName(of: url, client: client)
             let stored = try Data(contentsOf: URL(fileURLWithPath: server.store.path + "/" + name))
             let etag = "\"\(name.prefix(64))\""
             try await client.execute(uri: "/media/\(name)", method: .get) { response in
@@ -103,13 +97,7 @@ extension RouterTests {
         let server = try TestServer(server: { $0.mediaMemory = memory })
         let url = origin.url("/banner")
         try await server.test { client in
-            let name = try await client.execute(
-                uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))
-            ) { response in
-                try #require(
-                    response.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last
-                        .map(String.init))
-            }
+            let name = try await Self.storedName(of: url, client: client)
             let path = server.store.path + "/" + name
             let stored = try Data(contentsOf: URL(fileURLWithPath: path))
             for _ in 0..<2 {  // the second answer comes from memory
@@ -184,5 +172,15 @@ extension RouterTests {
         #expect(Routes.parseRange("bytes=0-1,3-4", size: 10) == .ignored)
         #expect(Routes.parseRange("items=0-1", size: 10) == .ignored)
         #expect(Routes.parseRange("bytes=4-2", size: 10) == .ignored)
+    }
+
+    /// The stored file's name `/v1/process` gives the media of `url`.
+    static func storedName(of url: String, client: any TestClientProtocol) async throws -> String {
+        try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: payloadJSON(url))) {
+            response in
+            try #require(
+                response.body.object?["payload"]?.objectValue?["media_url"]?.stringValue?.split(separator: "/").last
+                    .map(String.init))
+        }
     }
 }
