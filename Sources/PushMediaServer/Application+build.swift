@@ -8,9 +8,6 @@ import ServiceLifecycle
 
 /// Why the server refuses to start.
 public enum ServerError: Error, CustomStringConvertible {
-    case unauthenticatedPublicListener(String)
-    /// Media URLs open to any source (`--url-allow-source '*'`) on a public listener.
-    case openMediaURLs(String)
     /// The media URL keys and salts do not pair up.
     case mediaURLKeys(String)
     /// `--fleet-worker` without `--fleet-db`.
@@ -18,13 +15,6 @@ public enum ServerError: Error, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case let .unauthenticatedPublicListener(host):
-            "refusing to listen on \(host) without auth: give --token or --hmac-secret, or --insecure-no-auth to "
-                + "accept anyone"
-        case let .openMediaURLs(host):
-            "refusing to serve unsigned media URLs for any source (--url-allow-source '*') on \(host): anyone could "
-                + "make it fetch anything; list your CDN's prefixes, sign URLs with --url-key, or give "
-                + "--insecure-no-auth"
         case let .mediaURLKeys(why): why
         case .fleetWorkerWithoutFleet:
             "--fleet-worker works the fleet's batches: it needs the fleet's database, --fleet-db (or PUSHMEDIA_FLEET_DB)"
@@ -153,7 +143,23 @@ public func buildApplication(
     onFCMRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void = { _, _ in },
     onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
-    try LiveSettings.check(server)
+    try await buildApplication(
+        config: config, server: server, baseURLGiven: baseURLGiven, logger: logger, logSink: logSink,
+        settings: settings, upstreams: .http2, onMetricsRunning: onMetricsRunning, onAPNsRunning: onAPNsRunning,
+        onFCMRunning: onFCMRunning, onRunning: onRunning)
+}
+
+/// The same, with the relays' upstreams `upstreams` makes.
+func buildApplication(
+    config: PushMediaConfig, server: ServerConfig, baseURLGiven: Bool, logger: Logger, logSink: LogSink?,
+    settings: (start: SettingsSnapshot, read: @Sendable () throws -> SettingsSnapshot)?, upstreams: UpstreamMaker,
+    onMetricsRunning: @escaping @Sendable (Int) async -> Void,
+    onAPNsRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void,
+    onFCMRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void,
+    onRunning: @escaping @Sendable (Int) async -> Void
+) async throws -> some ApplicationProtocol {
+    // Every rule of the settings, before anything is opened: `check-config` runs the same.
+    try StartChecks(config: config, server: server, environment: ProcessInfo.processInfo.environment).log(to: logger)
     let config = {
         var served = config
         served.mediaRoot = nil
@@ -163,9 +169,8 @@ public func buildApplication(
     // its tables stops the start; a database that is only down does not (the node shares its
     // jobs per node until it is back).
     let fleet = try await openFleet(config: config, logger: logger)
-    if server.fleetWorker > 0 && fleet == nil { throw ServerError.fleetWorkerWithoutFleet }
     let parts = try {
-        var parts = try ServerParts(config: config, server: server, upstreams: .http2, coordinator: fleet)
+        var parts = try ServerParts(config: config, server: server, upstreams: upstreams, coordinator: fleet)
         parts.lines = RequestLines(logger: logger, sink: logSink)
         if baseURLGiven, config.baseURLIsTheBucket {
             parts.publicMediaBase = config.baseURL.hasSuffix("/") ? String(config.baseURL.dropLast()) : config.baseURL
@@ -206,34 +211,24 @@ public func buildApplication(
         services.append(
             ReloadService(items: reloadable, executor: parts.pipeline.resources.housekeeping, logger: logger))
     }
+    if server.apns.port != nil || server.fcm.port != nil {
+        // First of the services, so the last to stop: after the relays that use them.
+        services.insert(CredentialsService(credentials: parts.credentials), at: 0)
+    }
     if server.fcm.port != nil {
         // FCM's HTTP v1 API on its own listener (its Authorization belongs to Google).
-        let fcmHost = server.fcm.host
         services.append(
-            try RelayService.fcm(parts: parts, logger: logger) { port, tls in
-                logger.info(
-                    "fcm relay listening",
-                    metadata: [
-                        "address": "\(fcmHost):\(port)", "tls": "\(tls)",
-                        "upstream": "\(server.fcm.upstreamEndpoint.authority)",
-                    ])
-                await onFCMRunning(port, tls)
-            })
+            try RelayService.fcm(
+                parts: parts, logger: logger,
+                onRunning: relayRunning("fcm", server.fcm, logger: logger, then: onFCMRunning)))
     }
     if server.apns.port != nil {
         // Apple's provider API on its own listener, over the same pipeline, memo and metrics.
-        let apnsHost = server.apns.host
+        let auth = parts.credentials.holdsAPNs ? "held credentials" : "pass-through"
         services.append(
-            try RelayService.apns(parts: parts, logger: logger) { port, tls in
-                logger.info(
-                    "apns relay listening",
-                    metadata: [
-                        "address": "\(apnsHost):\(port)", "tls": "\(tls)",
-                        "upstream": "\(server.apns.upstreamEndpoint.authority)",
-                        "auth": "\(parts.credentials.holdsAPNs ? "held credentials" : "pass-through")",
-                    ])
-                await onAPNsRunning(port, tls)
-            })
+            try RelayService.apns(
+                parts: parts, logger: logger,
+                onRunning: relayRunning("apns", server.apns, ["auth": "\(auth)"], logger: logger, then: onAPNsRunning)))
     }
     if let metricsPort = server.metricsPort {
         // /metrics alone, without auth, on its own address (as image proxies do): for a
@@ -278,4 +273,19 @@ public func buildApplication(
         },
         logger: logger
     )
+}
+
+/// What a relay does once it listens: says so in the log (its address, TLS, upstream and
+/// `extra`), then `then`.
+private func relayRunning(
+    _ name: String, _ config: some RelayListenerConfig, _ extra: Logger.Metadata = [:], logger: Logger,
+    then: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void
+) -> @Sendable (_ port: Int, _ tls: Bool) async -> Void {
+    let (host, upstream) = (config.host, config.upstreamEndpoint.authority)
+    return { port, tls in
+        logger.info(
+            "\(name) relay listening",
+            metadata: ["address": "\(host):\(port)", "tls": "\(tls)", "upstream": "\(upstream)"].merging(extra) { $1 })
+        await then(port, tls)
+    }
 }

@@ -9,9 +9,11 @@ struct CheckConfigCommand: ParsableCommand {
         abstract: "Check a settings file (--config): every name a setting's, every value one the setting takes.",
         discussion: """
             Reads FILE as `--config FILE` does (YAML, or JSON), without the environment or flags, and \
-            checks each setting with the same rules and messages as its flag, then the settings that \
-            go together (--url-key with --url-salt, the relays' TLS files). Exit status: 0 valid, 65 \
-            not (each problem is printed).
+            checks each setting with the same rules and messages as its flag, then every rule `serve` \
+            checks before it opens a listener, with the same messages: the settings that go together \
+            (--url-key with --url-salt, the relays' TLS files, --apns-key with its ID and team, \
+            --fleet-worker with --fleet-db), the relays' credentials file, and who may reach each \
+            listener (a public address needs auth). Exit status: 0 valid, 65 not (each problem is printed).
             """
     )
 
@@ -22,14 +24,14 @@ struct CheckConfigCommand: ParsableCommand {
         let entries: Int
         do {
             let parsed = try SettingsFile.read(file)
-            _ = try PushMediaConfig.fromSources(file: parsed, environment: [:])
+            let config = try PushMediaConfig.fromSources(file: parsed, environment: [:])
             let server = try ServerConfig.fromSources(file: parsed, environment: [:])
-            _ = try server.urls.signingKeys()
-            if server.apns.port != nil { try server.apns.validate() }
-            if server.fcm.port != nil { try server.fcm.validate() }
+            let checks = try StartChecks(
+                config: config, server: server, environment: ProcessInfo.processInfo.environment)
+            for warning in checks.warnings { FileHandle.writeError("pushmedia: warning: \(warning.message)") }
             entries = parsed.entries.count
         } catch {
-            FileHandle.writeError("pushmedia: \(error)")
+            for line in StartChecks.lines(of: error) { FileHandle.writeError("pushmedia: \(line)") }
             throw Exit.dataError
         }
         print("\(file): \(entries) \(entries == 1 ? "setting" : "settings"), valid")

@@ -199,6 +199,12 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
         return SettingsSnapshot(library: library, server: server, texts: texts)
     }
 
+    /// A start the settings refuse: each problem, as `check-config` says it, and exit 64.
+    static func refused(_ error: any Error) -> ExitCode {
+        for line in StartChecks.lines(of: error) { FileHandle.writeError("pushmedia: \(line)") }
+        return Exit.usage
+    }
+
     func run() async throws {
         Self.raiseOpenFileLimit()
         let environment = ProcessInfo.processInfo.environment
@@ -243,17 +249,15 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
                     }
                 ) as any Service
         } catch let error as ServerError {
-            FileHandle.writeError("pushmedia: \(error)")
-            throw Exit.usage
+            throw Self.refused(error)
+        } catch let error as ExposureError {
+            throw Self.refused(error)
         } catch let error as RelaySetupError {
-            FileHandle.writeError("pushmedia: \(error)")
-            throw Exit.usage
+            throw Self.refused(error)
         } catch let error as FleetError {
-            FileHandle.writeError("pushmedia: \(error)")
-            throw Exit.usage
+            throw Self.refused(error)
         } catch let error as CredentialsError {
-            for problem in error.all { FileHandle.writeError("pushmedia: \(problem)") }
-            throw Exit.usage
+            throw Self.refused(error)
         } catch {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.ioError

@@ -127,17 +127,13 @@ struct APNsRelayTests {
 
     /// A relay on a public address refuses to start unless pushes are restricted.
     @Test func publicRelayNeedsRestriction() throws {
-        let store = TemporaryDirectory()
         var server = ServerConfig()
         server.apns.port = 0
         server.apns.host = "0.0.0.0"
-        let parts = try ServerParts(config: testConfig(store: store), server: server)
-        #expect { try RelayService.apns(parts: parts, logger: .init(label: "test")) { _, _ in } } throws: {
+        #expect { try StartChecks(config: PushMediaConfig(), server: server, environment: [:]) } throws: {
             "\($0)".contains("--apns-allow-team")
         }
         server.apns.allowedTeams = ["TEAM123456"]
-        _ = try RelayService.apns(
-            parts: try ServerParts(config: testConfig(store: store), server: server), logger: .init(label: "test")
-        ) { _, _ in }
+        #expect(try StartChecks(config: PushMediaConfig(), server: server, environment: [:]).warnings.isEmpty)
     }
 }

@@ -100,17 +100,13 @@ struct FCMRelayTests {
 
     /// A relay on a public address refuses to start unless senders are restricted.
     @Test func publicRelayNeedsRestriction() throws {
-        let store = TemporaryDirectory()
         var server = ServerConfig()
         server.fcm.port = 0
         server.fcm.host = "0.0.0.0"
-        let parts = try ServerParts(config: testConfig(store: store), server: server)
-        #expect { try RelayService.fcm(parts: parts, logger: .init(label: "test")) { _, _ in } } throws: {
+        #expect { try StartChecks(config: PushMediaConfig(), server: server, environment: [:]) } throws: {
             "\($0)".contains("--fcm-allow-project")
         }
         server.fcm.allowedProjects = ["my-app-1"]
-        _ = try RelayService.fcm(
-            parts: try ServerParts(config: testConfig(store: store), server: server), logger: .init(label: "test")
-        ) { _, _ in }
+        #expect(try StartChecks(config: PushMediaConfig(), server: server, environment: [:]).warnings.isEmpty)
     }
 }

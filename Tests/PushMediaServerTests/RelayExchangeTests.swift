@@ -138,7 +138,7 @@ struct RelayExchangeTests {
 
     @Test func apnsRequests() async throws {
         let upstream = upstreams.upstream("apns.test")
-        let policy = APNsPolicy(config: parts.server.apns, parts: parts, upstream: upstream, logger: Logger(label: "t"))
+        let policy = try APNsPolicy(config: parts.server.apns, parts: parts, logger: Logger(label: "t"))
         let relay = Relay(policy: policy, limits: parts.server.relay)
         let connection = ObjectIdentifier(upstream)
         let plain = #"{"aps":{"content-available":1}}"#

@@ -49,7 +49,7 @@ extension RelayHTTP2Tests {
     @Test func requestsPastTheConnectionsBytesAreRefusedAndTheRestGoOn() throws {
         var limits = RelayLimits()
         limits.connectionBytes = 1000
-        let reasons = Locked<[String]>([])
+        let reasons = Locked<[ShedReason]>([])
         let budget = RelayBudget(limits: limits) { reason in reasons.withLock { $0.append(reason) } }
         let pair = try Pair(budget: budget)
         let first = pair.send(path: "/hold/first", body: String(repeating: "a", count: 600))
@@ -62,7 +62,7 @@ extension RelayHTTP2Tests {
         } else {
             Issue.record("the second request was not refused: \(refused)")
         }
-        #expect(reasons.withLock { $0 } == ["connection_bytes"])
+        #expect(reasons.withLock { $0 } == [.connectionBytes])
         pair.endpoint.held.removeFirst().succeed(RelayAnswer(status: 200, headers: [:], body: nil))
         try pair.shuttle()
         #expect(try first.withLock { $0 }?.get().status == 200)
@@ -75,7 +75,7 @@ extension RelayHTTP2Tests {
     @Test func pastTheRelaysTotalTheConnectionHoldingMostIsShedAndTheOthersGoOn() throws {
         var limits = RelayLimits()
         limits.maxStreams = 10
-        let reasons = Locked<[String]>([])
+        let reasons = Locked<[ShedReason]>([])
         let budget = RelayBudget(limits: limits) { reason in reasons.withLock { $0.append(reason) } }
         let greedy = try Pair(budget: budget)
         let modest = try Pair(budget: budget)
@@ -86,7 +86,7 @@ extension RelayHTTP2Tests {
         let push = modest.send(path: "/hold/modest", body: "{}")
         try modest.shuttle()
         try greedy.shuttle()
-        #expect(reasons.withLock { $0 } == ["streams"])
+        #expect(reasons.withLock { $0 } == [.streams])
         #expect(greedy.wentAway.withLock { $0 })
         #expect(!greedy.server.isActive)
         for result in held { #expect(throws: UpstreamFailure.self) { try result.withLock { $0 }?.get() } }
@@ -100,7 +100,7 @@ extension RelayHTTP2Tests {
     @Test func connectionsHoldingLittleAreNeverShed() throws {
         var limits = RelayLimits()
         limits.maxStreams = 2
-        let reasons = Locked<[String]>([])
+        let reasons = Locked<[ShedReason]>([])
         let budget = RelayBudget(limits: limits) { reason in reasons.withLock { $0.append(reason) } }
         let pairs = try (0..<3).map { _ in try Pair(budget: budget) }
         let pushes = pairs.map { $0.send(path: "/hold/light", body: "{}") }
@@ -132,7 +132,7 @@ extension RelayHTTP2Tests {
     @Test func emptyDataFramesPastTheBoundEndTheConnection() throws {
         for (count, shed) in [(64, false), (65, true)] {  // PM_H2_MAX_EMPTY_DATA: 64
             let loop = EmbeddedEventLoop()
-            let reasons = Locked<[String]>([])
+            let reasons = Locked<[ShedReason]>([])
             let budget = RelayBudget(limits: RelayLimits()) { reason in reasons.withLock { $0.append(reason) } }
             let server = EmbeddedChannel(
                 handler: RelayHTTP2Handler(endpoint: try EchoEndpoint(), budget: budget), loop: loop)
@@ -148,7 +148,7 @@ extension RelayHTTP2Tests {
             while let out = try server.readOutbound(as: ByteBuffer.self) { written += Array(out.readableBytesView) }
             #expect(Self.goAwayCodes(in: written) == (shed ? [0xb] : []), "\(count) empty DATA frames")
             #expect(server.isActive == !shed)
-            #expect(reasons.withLock { $0 } == (shed ? ["empty_data"] : []))
+            #expect(reasons.withLock { $0 } == (shed ? [.emptyData] : []))
             _ = try? server.finish()
         }
     }

@@ -270,7 +270,7 @@ struct RelayHTTP2Tests {
     /// HTTP/1.1 (the FCM relay's): a request must arrive whole within 10 s of its first byte; a
     /// connection idle between requests is not timed by that.
     @Test func anHTTP1RequestDribbledPastItsTimeIsClosedAndAnIdleOneIsNot() throws {
-        let reasons = Locked<[String]>([])
+        let reasons = Locked<[ShedReason]>([])
         let budget = RelayBudget(limits: RelayLimits()) { reason in reasons.withLock { $0.append(reason) } }
         func connection() throws -> (EmbeddedChannel, EmbeddedEventLoop) {
             let loop = EmbeddedEventLoop()
@@ -298,7 +298,7 @@ struct RelayHTTP2Tests {
         #expect(slow.isActive)
         slowLoop.advanceTime(by: .seconds(2))
         #expect(!slow.isActive)
-        #expect(reasons.withLock { $0 } == ["request_head"])
+        #expect(reasons.withLock { $0 } == [.requestHead])
         _ = try? idle.finish()
     }
 
@@ -337,4 +337,9 @@ struct RelayHTTP2Tests {
         }
         return block
     }
+}
+
+extension UpstreamReply {
+    /// Completes `promise`.
+    init(_ promise: EventLoopPromise<UpstreamAnswer>) { self.init { promise.completeWith($0) } }
 }

@@ -90,27 +90,16 @@ public struct Setting<Config>: Sendable {
 }
 
 extension Setting {
-    /// An integer in `range` (underscores allowed: `50_000_000`).
-    public static func integer<Value: FixedWidthInteger & SendableMetatype>(
+    /// An integer in `range` (underscores allowed: `50_000_000`), for a setting with a default
+    /// or one that is nil until given.
+    public static func integer<Value: SettingInteger>(
         _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Value> & Sendable,
         in range: ClosedRange<Int64>, commands: Set<SettingCommand> = .every, default documentedDefault: String,
         help summary: String
     ) -> Setting {
         Setting(name, environment, commands: commands, default: documentedDefault, help: summary) {
             config, value throws(ConfigError) in
-            config[keyPath: keyPath] = Value(try value.integer(in: range))
-        }
-    }
-
-    /// An integer in `range` for a setting that is nil until given.
-    public static func integer<Value: FixedWidthInteger & SendableMetatype>(
-        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Value?> & Sendable,
-        in range: ClosedRange<Int64>, commands: Set<SettingCommand> = .every, default documentedDefault: String,
-        help summary: String
-    ) -> Setting {
-        Setting(name, environment, commands: commands, default: documentedDefault, help: summary) {
-            config, value throws(ConfigError) in
-            config[keyPath: keyPath] = Value(try value.integer(in: range))
+            config[keyPath: keyPath] = Value(settingValue: try value.integer(in: range))
         }
     }
 
@@ -151,7 +140,7 @@ extension Setting {
 
 extension Setting where Config: Configurable {
     /// An integer in `range`, documented with the default configuration's value (`Config()`).
-    public static func integer<Value: FixedWidthInteger & SendableMetatype>(
+    public static func integer<Value: FixedWidthInteger & SettingInteger>(
         _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, Value> & Sendable,
         in range: ClosedRange<Int64>, commands: Set<SettingCommand> = .every, help summary: String
     ) -> Setting {
@@ -319,4 +308,19 @@ extension Configurable {
         }
         return config
     }
+}
+
+/// What an integer setting stores: a fixed-width integer, or one that is nil until given.
+public protocol SettingInteger: SendableMetatype {
+    /// `value`, already checked to be in the setting's range.
+    init(settingValue value: Int64)
+}
+
+extension Int: SettingInteger { public init(settingValue value: Int64) { self.init(value) } }
+extension Int64: SettingInteger { public init(settingValue value: Int64) { self = value } }
+extension Int32: SettingInteger { public init(settingValue value: Int64) { self.init(value) } }
+extension UInt32: SettingInteger { public init(settingValue value: Int64) { self.init(value) } }
+
+extension Optional: SettingInteger where Wrapped: SettingInteger {
+    public init(settingValue value: Int64) { self = Wrapped(settingValue: value) }
 }

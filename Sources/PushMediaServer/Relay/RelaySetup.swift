@@ -3,8 +3,7 @@ import NIOSSL
 import PushMedia
 
 // What the listeners share besides the relays' HTTP/2 client: settings naming addresses and
-// files, the loopback rule, the headers a relay does not pass on, the relays' server TLS and the
-// reasons they do not start.
+// files, the headers a relay does not pass on and the reasons they do not start.
 
 extension Setting where Config == ServerConfig {
     /// A listener's address.
@@ -49,58 +48,15 @@ func isConnectionHeader(_ name: String) -> Bool {
     }
 }
 
-/// Whether `host` is a loopback address (a relay there may take pushes without restriction).
-func isLoopback(_ host: String) -> Bool {
-    ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host) || host.hasPrefix("127.")
-}
-
-/// A relay listener's TLS: the certificate chain and key (PEM), ALPN `protocols`, and with
-/// `clientCA` only clients holding a certificate it signed; nil without a certificate (cleartext).
-/// `what` names the settings in errors.
-func serverTLS(certificate: String?, key: String?, clientCA: String?, protocols: [String], what: String)
-    throws(RelaySetupError) -> NIOSSLContext?
-{
-    guard let certificate, let key else { return nil }
-    var tls: TLSConfiguration
-    do {
-        tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-    } catch {
-        throw .unreadable(what: what, path: certificate, why: "\(error)")
-    }
-    tls.applicationProtocols = protocols
-    tls.minimumTLSVersion = .tlsv12
-    if let clientCA {
-        tls.trustRoots = .file(clientCA)
-        tls.certificateVerification = .noHostnameVerification
-    }
-    do { return try NIOSSLContext(configuration: tls) } catch {
-        throw .unreadable(what: what, path: certificate, why: "\(error)")
-    }
-}
-
 /// Why the relay cannot start.
 public enum RelaySetupError: Error, CustomStringConvertible {
     case incomplete(String)
     case unreadable(what: String, path: String, why: String)
-    case unrestricted(host: String, ownKey: Bool)
-    case unrestrictedFCM(host: String)
 
     public var description: String {
         switch self {
         case let .incomplete(message): message
         case let .unreadable(what, path, why): "\(what) \(path): \(why)"
-        case let .unrestricted(host, ownKey):
-            ownKey
-                ? "refusing to run the APNs relay on \(host) with held credentials (--apns-key or "
-                    + "--relay-credentials) without --apns-client-ca: anyone could push as your apps; listen on "
-                    + "loopback or require client certificates"
-                : "refusing to run the APNs relay on \(host) without --apns-allow-team or --apns-client-ca: anyone "
-                    + "could relay through it; restrict it, or give --insecure-no-auth"
-        case let .unrestrictedFCM(host):
-            "refusing to run the FCM relay on \(host) without --fcm-allow-project or --fcm-client-ca: anyone could "
-                + "relay through it; restrict it, or give --insecure-no-auth"
         }
     }
 }

@@ -27,24 +27,15 @@ public final class LiveSettings: Sendable {
 
     var current: Values { values.withLock { $0 } }
 
-    /// Takes `server`'s values, after the checks `serve` makes at start: a public listener keeps
-    /// some auth, and its media URLs are not open to every source, unless `--insecure-no-auth`.
-    func update(_ server: ServerConfig) throws(ServerError) {
-        try Self.check(server)
+    /// Takes `server`'s values, after the checks `serve` makes at start of the settings a reload
+    /// changes (`ServerConfig.checkHookExposure`): a public listener keeps some auth, and its media
+    /// URLs are not open to every source, unless `--insecure-no-auth`.
+    func update(_ server: ServerConfig) throws {
+        try server.checkHookExposure()
         var new = try Self.values(server)
         values.withLock {
             new.generation = $0.generation + 1
             $0 = new
-        }
-    }
-
-    /// The checks of a configuration's live settings that refuse to start (or reload) it.
-    static func check(_ server: ServerConfig) throws(ServerError) {
-        if !isLoopback(server.host) && server.tokens.isEmpty && server.hmacSecret == nil && !server.insecureNoAuth {
-            throw .unauthenticatedPublicListener(server.host)
-        }
-        if !isLoopback(server.host) && server.urls.openToEverything && !server.insecureNoAuth {
-            throw .openMediaURLs(server.host)
         }
     }
 

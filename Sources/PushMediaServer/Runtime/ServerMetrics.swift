@@ -191,11 +191,13 @@ public final class ServerMetrics: Sendable {
     }
 
     /// Counts one connection or stream a relay shed to stay within its bounds (`RelayLimits`):
-    /// `relay` is `apns` or `fcm`; `reason` says which bound (`connections`, `connection_streams`,
-    /// `connection_bytes`, `streams`, `buffered`, `unread`, `handshake`, `request_head`, `empty_data`).
-    func relayShed(relay: String, reason: String) {
-        counter(MetricKey("pushmedia_relay_shed_total", relay, reason), [("relay", relay), ("reason", reason)])
-            .increment()
+    /// `relay` is `apns` or `fcm`; `reason` says which bound.
+    func relayShed(relay: String, reason: ShedReason) {
+        counter(
+            MetricKey("pushmedia_relay_shed_total", relay, reason.rawValue),
+            [("relay", relay), ("reason", reason.rawValue)]
+        )
+        .increment()
     }
 
     /// The log's dropped lines so far (`LogSink.droppedLines`), when the server logs through one.

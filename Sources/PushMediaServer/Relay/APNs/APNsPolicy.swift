@@ -60,13 +60,15 @@ final class APNsPolicy: RelayPolicy {
         var credential: String? { held?.credential.name }
     }
 
-    init(config: APNsRelayConfig, parts: ServerParts, upstream: any RelayUpstream, logger: Logger) {
+    init(config: APNsRelayConfig, parts: ServerParts, logger: Logger) throws(RelaySetupError) {
         self.config = config
         media = RelayMedia(parts: parts)
-        self.upstream = upstream
         credentials = parts.credentials
         self.logger = logger
         lines = parts.lines
+        upstream = try parts.upstreams(
+            config.upstreamEndpoint, timeout: config.upstreamTimeout, limits: parts.server.relay,
+            extraCA: config.upstreamCA, caSetting: "--apns-upstream-ca", logger: logger)
     }
 
     /// The largest body Apple takes: 4096 bytes, 5120 for VoIP.
@@ -175,7 +177,6 @@ final class APNsPolicy: RelayPolicy {
 
     func shutdown() async {
         try? await upstream.shutdown().get()
-        await credentials.shutdown()
     }
 
     /// Refusals the relay answers itself, before anything is forwarded.

@@ -49,61 +49,41 @@ public struct APNsRelayConfig: Sendable, Equatable {
     public var ownKey: Bool { key != nil }
 
     /// The relay's settings, appended to `ServerConfig.settings`.
-    static let settings: [Setting<ServerConfig>] = [
-        .integer(
-            "apns-port", "PUSHMEDIA_APNS_PORT", \.apns.port, in: 0...65535, commands: [.serve], default: "none",
-            help: "Open the APNs relay (Apple's provider API, HTTP/2) on this port; 0 for any free one"),
-        .address("apns-host", "PUSHMEDIA_APNS_HOST", \.apns.host, help: "Address of the APNs relay"),
-        .readableFile("apns-tls-cert", "PUSHMEDIA_APNS_TLS_CERT", \.apns.tlsCertificate, "a PEM certificate chain") {
-            "The relay's TLS certificate chain (PEM); without it and --apns-tls-key: cleartext HTTP/2 (h2c)"
-        },
-        .readableFile("apns-tls-key", "PUSHMEDIA_APNS_TLS_KEY", \.apns.tlsKey, "a PEM private key") {
-            "The relay's TLS private key (PEM)"
-        },
-        .readableFile("apns-client-ca", "PUSHMEDIA_APNS_CLIENT_CA", \.apns.clientCA, "a PEM CA certificate") {
-            "Require client certificates signed by this CA (mutual TLS)"
-        },
-        Setting(
-            "apns-allow-team", "PUSHMEDIA_APNS_ALLOW_TEAMS", .list, commands: [.serve], default: "none",
-            help: "A team ID (the provider token's iss) that may push through the relay; repeatable"
-        ) {
-            config, value throws(ConfigError) in
-            for team in value.items {
-                guard team.utf8.count <= 64, team.allSatisfy({ $0.isLetter || $0.isNumber }) else {
-                    throw value.invalid(expected: "a team ID such as ABCDE12345")
+    static let settings: [Setting<ServerConfig>] =
+        listenerSettings(\.apns) + [
+            Setting(
+                "apns-allow-team", "PUSHMEDIA_APNS_ALLOW_TEAMS", .list, commands: [.serve], default: "none",
+                help: "A team ID (the provider token's iss) that may push through the relay; repeatable"
+            ) {
+                config, value throws(ConfigError) in
+                for team in value.items {
+                    guard team.utf8.count <= 64, team.allSatisfy({ $0.isLetter || $0.isNumber }) else {
+                        throw value.invalid(expected: "a team ID such as ABCDE12345")
+                    }
+                    config.apns.allowedTeams.append(team)
                 }
-                config.apns.allowedTeams.append(team)
-            }
-        },
-        Setting(
-            "apns-upstream", "PUSHMEDIA_APNS_UPSTREAM", commands: [.serve], default: "`production`",
-            help: "Where pushes go: production, development or https://host[:port]"
-        ) {
-            config, value throws(ConfigError) in
-            guard ["production", "development"].contains(value.text) || UpstreamEndpoint(url: value.text) != nil else {
-                throw value.invalid(expected: "production, development or https://host[:port]")
-            }
-            config.apns.upstream = value.text
-        },
-        .readableFile("apns-upstream-ca", "PUSHMEDIA_APNS_UPSTREAM_CA", \.apns.upstreamCA, "a PEM CA certificate") {
-            "Also trust this CA (PEM) for the upstream"
-        },
-        .readableFile("apns-key", "PUSHMEDIA_APNS_KEY", \.apns.key, "an AuthKey_<id>.p8 file") {
-            "Sign provider tokens with this .p8 key instead of passing the client's through"
-        },
-        identifier("apns-key-id", "PUSHMEDIA_APNS_KEY_ID", \.apns.keyID, "ABC123DEFG") {
-            "The key ID (kid) of --apns-key"
-        },
-        identifier("apns-team-id", "PUSHMEDIA_APNS_TEAM_ID", \.apns.teamID, "ABCDE12345") {
-            "The team ID (iss) of --apns-key"
-        },
-        .duration(
-            "apns-budget", "PUSHMEDIA_APNS_BUDGET", \.apns.budget, commands: [.serve],
-            help: "Time a rich push may wait for its media; past it the best attempt goes to Apple"),
-        .duration(
-            "apns-upstream-timeout", "PUSHMEDIA_APNS_UPSTREAM_TIMEOUT", \.apns.upstreamTimeout, commands: [.serve],
-            help: "Answer 503 when the upstream has not connected or answered in this time"),
-    ]
+            },
+            Setting(
+                "apns-upstream", "PUSHMEDIA_APNS_UPSTREAM", commands: [.serve], default: "`production`",
+                help: "Where pushes go: production, development or https://host[:port]"
+            ) {
+                config, value throws(ConfigError) in
+                guard ["production", "development"].contains(value.text) || UpstreamEndpoint(url: value.text) != nil
+                else {
+                    throw value.invalid(expected: "production, development or https://host[:port]")
+                }
+                config.apns.upstream = value.text
+            },
+            .readableFile("apns-key", "PUSHMEDIA_APNS_KEY", \.apns.key, "an AuthKey_<id>.p8 file") {
+                "Sign provider tokens with this .p8 key instead of passing the client's through"
+            },
+            identifier("apns-key-id", "PUSHMEDIA_APNS_KEY_ID", \.apns.keyID, "ABC123DEFG") {
+                "The key ID (kid) of --apns-key"
+            },
+            identifier("apns-team-id", "PUSHMEDIA_APNS_TEAM_ID", \.apns.teamID, "ABCDE12345") {
+                "The team ID (iss) of --apns-key"
+            },
+        ]
 
     /// An Apple identifier: letters and digits, at most 64.
     private static func identifier(
@@ -119,20 +99,12 @@ public struct APNsRelayConfig: Sendable, Equatable {
         }
     }
 
-    /// Settings that only make sense together, and the access rule of a non-loopback relay.
+    /// Settings that only make sense together: the listener's, and the key with its ID and team.
     public func validate() throws(RelaySetupError) {
         guard port != nil else { return }
-        if (tlsCertificate == nil) != (tlsKey == nil) {
-            throw .incomplete("--apns-tls-cert and --apns-tls-key go together")
-        }
-        if clientCA != nil && tlsCertificate == nil {
-            throw .incomplete("--apns-client-ca needs --apns-tls-cert and --apns-tls-key")
-        }
+        try checkListenerPairs()
         if key != nil || keyID != nil || teamID != nil, key == nil || keyID == nil || teamID == nil {
             throw .incomplete("--apns-key, --apns-key-id and --apns-team-id go together")
         }
     }
-
-    /// Whether the relay listens on loopback only.
-    var loopback: Bool { isLoopback(host) }
 }

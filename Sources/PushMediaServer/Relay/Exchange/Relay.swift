@@ -102,31 +102,3 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
         done(answer)
     }
 }
-
-/// A relay's listener as a service of `serve`: it stops on graceful shutdown, lets the requests
-/// in flight finish within the drain limit, then closes the relay's upstream connections.
-struct RelayService<Policy: RelayPolicy>: Service {
-    let relay: Relay<Policy>
-    let host: String
-    let port: Int?
-    let tls: NIOSSLContext?
-    /// Whether HTTP/1.1 is served beside HTTP/2 (FCM's clients speak both; Apple's only HTTP/2).
-    let http1: Bool
-    /// How long the requests in flight may take once shutdown began.
-    let drainLimit: Duration
-    /// The process's executor for housekeeping (giving memory back after a burst).
-    let housekeeping: BlockingExecutor
-    let onRunning: @Sendable (_ port: Int, _ tls: Bool) async -> Void
-
-    func run() async throws {
-        let metrics = relay.policy.media.metrics
-        let name = relay.policy.name
-        let tls = tls
-        try await RelayListener(
-            endpoint: relay, host: host, port: port, tls: tls, http1: http1, drainLimit: drainLimit,
-            budget: RelayBudget(limits: relay.limits) { metrics.relayShed(relay: name, reason: $0) },
-            housekeeping: housekeeping
-        ).run { port in await onRunning(port, tls != nil) }
-        await relay.shutdown()
-    }
-}

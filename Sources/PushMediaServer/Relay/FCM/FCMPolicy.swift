@@ -241,35 +241,6 @@ final class FCMPolicy: RelayPolicy {
 
 }
 
-extension RelayService where Policy == FCMPolicy {
-    /// The FCM relay: HTTP/1.1 and h2c (prior knowledge) on one cleartext port, or with a
-    /// certificate TLS with ALPN `h2` and `http/1.1`. Checks the settings and the access rule,
-    /// reads the certificate and prepares the upstream.
-    static func fcm(
-        parts: ServerParts, logger: Logger, onRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void
-    ) throws(RelaySetupError) -> Self {
-        let config = parts.server.fcm
-        try config.validate()
-        // Held service accounts make the relay a signing service: loopback or client certificates only.
-        if !isLoopback(config.host) && config.clientCA == nil
-            && (config.allowedProjects.isEmpty || parts.credentials.holdsFCM)
-        {
-            guard parts.server.insecureNoAuth else { throw .unrestrictedFCM(host: config.host) }
-            logger.warning(
-                "the FCM relay takes messages from anyone (--insecure-no-auth)", metadata: ["address": "\(config.host)"]
-            )
-        }
-        let policy = try FCMPolicy(config: config, parts: parts, logger: logger)
-        let tls = try serverTLS(
-            certificate: config.tlsCertificate, key: config.tlsKey, clientCA: config.clientCA,
-            protocols: ["h2", "http/1.1"], what: "--fcm-tls-cert/--fcm-tls-key")
-        return RelayService(
-            relay: Relay(policy: policy, limits: parts.server.relay), host: config.host, port: config.port, tls: tls,
-            http1: true, drainLimit: config.budget + config.upstreamTimeout + .seconds(1),
-            housekeeping: parts.pipeline.resources.housekeeping, onRunning: onRunning)
-    }
-}
-
 extension FCMPolicy {
     /// Why the relay cannot send for `project`, if it cannot: an entry holds its service account
     /// (`account`) and this client may not use it (its `clients`), or none does and pass-through

@@ -34,59 +34,36 @@ public struct FCMRelayConfig: Sendable, Equatable {
     }
 
     /// The relay's settings, appended to `ServerConfig.settings`.
-    static let settings: [Setting<ServerConfig>] = [
-        .integer(
-            "fcm-port", "PUSHMEDIA_FCM_PORT", \.fcm.port, in: 0...65535, commands: [.serve], default: "none",
-            help: "Open the FCM relay (FCM HTTP v1 messages:send) on this port; 0 for any free one"),
-        .address("fcm-host", "PUSHMEDIA_FCM_HOST", \.fcm.host, help: "Address of the FCM relay"),
-        .readableFile("fcm-tls-cert", "PUSHMEDIA_FCM_TLS_CERT", \.fcm.tlsCertificate, "a PEM certificate chain") {
-            "The FCM relay's TLS certificate chain (PEM); without it and --fcm-tls-key: cleartext HTTP/1.1 and h2c"
-        },
-        .readableFile("fcm-tls-key", "PUSHMEDIA_FCM_TLS_KEY", \.fcm.tlsKey, "a PEM private key") {
-            "The FCM relay's TLS private key (PEM)"
-        },
-        .readableFile("fcm-client-ca", "PUSHMEDIA_FCM_CLIENT_CA", \.fcm.clientCA, "a PEM CA certificate") {
-            "Require FCM relay clients to hold certificates signed by this CA (mutual TLS)"
-        },
-        Setting(
-            "fcm-allow-project", "PUSHMEDIA_FCM_ALLOW_PROJECTS", .list, commands: [.serve], default: "none",
-            help: "A Firebase project ID that may send through the FCM relay; repeatable"
-        ) {
-            config, value throws(ConfigError) in
-            for project in value.items {
-                guard project.utf8.count <= 128, project.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else {
-                    throw value.invalid(expected: "a project ID such as my-app-1234")
+    static let settings: [Setting<ServerConfig>] =
+        listenerSettings(\.fcm) + [
+            Setting(
+                "fcm-allow-project", "PUSHMEDIA_FCM_ALLOW_PROJECTS", .list, commands: [.serve], default: "none",
+                help: "A Firebase project ID that may send through the FCM relay; repeatable"
+            ) {
+                config, value throws(ConfigError) in
+                for project in value.items {
+                    guard project.utf8.count <= 128, project.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" })
+                    else {
+                        throw value.invalid(expected: "a project ID such as my-app-1234")
+                    }
+                    config.fcm.allowedProjects.append(project)
                 }
-                config.fcm.allowedProjects.append(project)
-            }
-        },
-        Setting(
-            "fcm-upstream", "PUSHMEDIA_FCM_UPSTREAM", commands: [.serve], default: "`https://fcm.googleapis.com`",
-            help: "Where messages go: https://host[:port]"
-        ) {
-            config, value throws(ConfigError) in
-            guard UpstreamEndpoint(url: value.text) != nil else { throw value.invalid(expected: "https://host[:port]") }
-            config.fcm.upstream = value.text
-        },
-        .readableFile("fcm-upstream-ca", "PUSHMEDIA_FCM_UPSTREAM_CA", \.fcm.upstreamCA, "a PEM CA certificate") {
-            "Also trust this CA (PEM) for the FCM upstream"
-        },
-        .duration(
-            "fcm-budget", "PUSHMEDIA_FCM_BUDGET", \.fcm.budget, commands: [.serve],
-            help: "Time a message may wait for its media; past it the best attempt goes to FCM"),
-        .duration(
-            "fcm-upstream-timeout", "PUSHMEDIA_FCM_UPSTREAM_TIMEOUT", \.fcm.upstreamTimeout, commands: [.serve],
-            help: "Answer 503 UNAVAILABLE when the FCM upstream has not connected or answered in this time"),
-    ]
+            },
+            Setting(
+                "fcm-upstream", "PUSHMEDIA_FCM_UPSTREAM", commands: [.serve], default: "`https://fcm.googleapis.com`",
+                help: "Where messages go: https://host[:port]"
+            ) {
+                config, value throws(ConfigError) in
+                guard UpstreamEndpoint(url: value.text) != nil else {
+                    throw value.invalid(expected: "https://host[:port]")
+                }
+                config.fcm.upstream = value.text
+            },
+        ]
 
     /// Settings that only make sense together.
     public func validate() throws(RelaySetupError) {
         guard port != nil else { return }
-        if (tlsCertificate == nil) != (tlsKey == nil) {
-            throw .incomplete("--fcm-tls-cert and --fcm-tls-key go together")
-        }
-        if clientCA != nil && tlsCertificate == nil {
-            throw .incomplete("--fcm-client-ca needs --fcm-tls-cert and --fcm-tls-key")
-        }
+        try checkListenerPairs()
     }
 }

@@ -80,9 +80,9 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
             switch event.kind {
             case PM_H2_REQUEST:
                 if answering >= limits.connectionStreams {
-                    refuse(event.streamID, "connection_streams")
+                    refuse(event.streamID, .connectionStreams)
                 } else if held(plus: event.bodyLength) > limits.connectionBytes {
-                    refuse(event.streamID, "connection_bytes")
+                    refuse(event.streamID, .connectionBytes)
                 } else if let channelID, let reason = budget?.admit(channelID, bytes: event.bodyLength) {
                     refuse(event.streamID, reason)
                 } else {
@@ -94,7 +94,7 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
                 respond(endpoint.refused(.headersTooLarge, headers: session.message(event).headers), on: event.streamID)
             case PM_H2_EMPTY_DATA:
                 // CVE-2019-9518: a stream past `maxEmptyData` empty DATA frames ends the connection.
-                budget?.count("empty_data")
+                budget?.count(.emptyData)
                 session.terminate(.enhanceYourCalm)
             default:
                 break
@@ -160,14 +160,14 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
     }
 
     /// Refuses stream `id` unprocessed (the client may send it again), counted under `reason`.
-    private func refuse(_ id: Int32, _ reason: String) {
+    private func refuse(_ id: Int32, _ reason: ShedReason) {
         session.reset(id, .refusedStream)
         budget?.count(reason)
     }
 
     /// Sheds this connection: `GOAWAY ENHANCE_YOUR_CALM`, written even if the client reads
     /// nothing, then closed (at once if what was written before does not go out within a second).
-    private func calmDown(_ context: ChannelHandlerContext, _ reason: String) {
+    private func calmDown(_ context: ChannelHandlerContext, _ reason: ShedReason) {
         guard !closing else { return }
         closing = true
         session.terminate(.enhanceYourCalm)
@@ -195,8 +195,8 @@ final class RelayHTTP2Handler<Endpoint: RelayEndpoint>: ChannelInboundHandler, H
             return
         }
         if let since = stuckSince, now - since >= TimeAmount(limits.unreadTimeout) {
-            budget?.count("unread")
-            calmDown(context, "unread")
+            budget?.count(.unread)
+            calmDown(context, .unread)
         }
     }
 

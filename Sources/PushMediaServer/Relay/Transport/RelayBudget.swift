@@ -14,7 +14,7 @@ final class RelayBudget: Sendable {
     /// A connection holding less than this is served even past the totals.
     static let lightStreams = 8
     static let lightBytes = 256 * 1024
-    private let onShed: @Sendable (_ reason: String) -> Void
+    private let onShed: @Sendable (_ reason: ShedReason) -> Void
     private struct Usage {
         /// Requests in the endpoint's hands, and bytes held (theirs and the session's).
         var streams = 0
@@ -22,7 +22,7 @@ final class RelayBudget: Sendable {
         /// Bytes the session holds (requests being read, answers waiting, frames queued).
         var sessionBytes = 0
         var shed = false
-        let shedNow: @Sendable (_ reason: String) -> Void
+        let shedNow: @Sendable (_ reason: ShedReason) -> Void
     }
     private struct State {
         var connections: [ObjectIdentifier: Usage] = [:]
@@ -55,13 +55,13 @@ final class RelayBudget: Sendable {
         usage.streams < lightStreams && usage.bytes < lightBytes
     }
 
-    init(limits: RelayLimits, onShed: @escaping @Sendable (_ reason: String) -> Void) {
+    init(limits: RelayLimits, onShed: @escaping @Sendable (_ reason: ShedReason) -> Void) {
         self.limits = limits
         self.onShed = onShed
     }
 
     /// Admits a new connection, false when the relay holds `maxConnections` already.
-    func open(_ id: ObjectIdentifier, shed: @escaping @Sendable (_ reason: String) -> Void) -> Bool {
+    func open(_ id: ObjectIdentifier, shed: @escaping @Sendable (_ reason: ShedReason) -> Void) -> Bool {
         state.withLock { state in
             guard state.connections.count < limits.maxConnections else { return false }
             state.connections[id] = Usage(shedNow: shed)
@@ -79,19 +79,19 @@ final class RelayBudget: Sendable {
     }
 
     /// Counts one thing shed, by the bound that shed it.
-    func count(_ reason: String) { onShed(reason) }
+    func count(_ reason: ShedReason) { onShed(reason) }
 
     /// A request of `bytes` on connection `id` is to be handed to the endpoint: nil when it may
     /// (then `finished` must follow once it is answered), or why not. Past a total, the
     /// connection holding most is shed, and this request is refused unless its connection holds
     /// only a little and is not the one shed.
-    func admit(_ id: ObjectIdentifier, bytes: Int) -> String? {
-        let (refusal, victim): (String?, (@Sendable (String) -> Void, String)?) = state.withLock { state in
+    func admit(_ id: ObjectIdentifier, bytes: Int) -> ShedReason? {
+        let (refusal, victim): (ShedReason?, (@Sendable (ShedReason) -> Void, ShedReason)?) = state.withLock { state in
             let overStreams = state.streams + 1 > limits.maxStreams
             let overBytes = state.bytes + bytes > limits.maxBuffered
-            var victim: (@Sendable (String) -> Void, String)?
+            var victim: (@Sendable (ShedReason) -> Void, ShedReason)?
             if overStreams || overBytes {
-                let reason = overBytes ? "buffered" : "streams"
+                let reason: ShedReason = overBytes ? .buffered : .streams
                 let heaviest = state.heaviest(byBytes: overBytes)
                 victim = heaviest.map { ($0.1.shedNow, reason) }
                 let light = state.connections[id].map(Self.light) ?? true
@@ -121,7 +121,7 @@ final class RelayBudget: Sendable {
     /// all, and of those what its session holds. Past the bytes total (sessions grow too:
     /// requests being read, answers waiting), the connection holding most is shed.
     func update(_ id: ObjectIdentifier, streams: Int, bytes: Int, sessionBytes: Int) {
-        let victim: (@Sendable (String) -> Void)? = state.withLock { state in
+        let victim: (@Sendable (ShedReason) -> Void)? = state.withLock { state in
             guard var usage = state.connections[id] else { return nil }
             state.bytes += sessionBytes - usage.sessionBytes
             state.peakBytes = max(state.peakBytes, state.bytes)
@@ -133,8 +133,8 @@ final class RelayBudget: Sendable {
             return state.heaviest(byBytes: true)?.1.shedNow
         }
         if let victim {
-            onShed("buffered")
-            victim("buffered")
+            onShed(.buffered)
+            victim(.buffered)
         }
     }
 
@@ -163,4 +163,25 @@ final class RelayBudget: Sendable {
             if trim { executor.execute { pm_trim_memory() } }
         }
     }
+}
+
+/// Which bound of `RelayLimits` shed a connection or refused a stream: the `reason` label of
+/// `pushmedia_relay_shed_total`.
+enum ShedReason: String, Sendable, CaseIterable {
+    /// `--relay-max-connections`: a connection refused at once.
+    case connections
+    /// `--relay-connection-streams`, `--relay-connection-bytes`: a stream refused on its connection.
+    case connectionStreams = "connection_streams"
+    case connectionBytes = "connection_bytes"
+    /// `--relay-max-streams`, `--relay-max-buffered`: the relay's totals.
+    case streams
+    case buffered
+    /// `--relay-unread-timeout`: a client that reads none of its answers.
+    case unread
+    /// `--relay-handshake-timeout`: a TLS handshake or preface not finished in time.
+    case handshake
+    /// `--relay-request-timeout`: a request head not finished in time.
+    case requestHead = "request_head"
+    /// `--relay-max-empty-data`: a flood of empty DATA frames.
+    case emptyData = "empty_data"
 }

@@ -17,7 +17,7 @@ final class RelayHandshakeGuard: ChannelInboundHandler, RemovableChannelHandler 
         let channel = context.channel
         let budget = budget
         deadline = context.eventLoop.scheduleTask(in: TimeAmount(budget.limits.handshakeTimeout)) {
-            budget.count("handshake")
+            budget.count(.handshake)
             channel.close(promise: nil)
         }
     }
@@ -123,7 +123,7 @@ final class RelayRequestGuard: ChannelInboundHandler {
             let channel = context.channel
             let budget = budget
             deadline = context.eventLoop.scheduleTask(in: timeout) {
-                budget?.count("request_head")
+                budget?.count(.requestHead)
                 channel.close(promise: nil)
             }
         }

@@ -53,7 +53,7 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
                         channel.pipeline.fireUserInboundEventTriggered(RelayShed(reason: reason))
                     }
                     guard admitted else {
-                        budget.count("connections")
+                        budget.count(.connections)
                         channel.close(promise: nil)
                         return
                     }
@@ -109,7 +109,7 @@ struct RelayListener<Endpoint: RelayEndpoint>: Sendable {
 
 /// Asks a connection to go at once: it holds more than the relay can give it (see `RelayBudget`).
 struct RelayShed {
-    var reason: String
+    var reason: ShedReason
 }
 
 /// Asks a connection to close once the requests in flight on it are answered.

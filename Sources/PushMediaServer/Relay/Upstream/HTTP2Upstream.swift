@@ -7,62 +7,6 @@ import NIOPosix
 import NIOSSL
 import PushMedia
 
-/// A push on its way to Apple: the path, the headers to send (no pseudo-headers) and the body.
-struct UpstreamPush: Sendable {
-    var path: String
-    var headers: HPACKHeaders
-    var body: ByteBuffer
-}
-
-/// Apple's answer: status, headers (no pseudo-headers) and body.
-struct UpstreamAnswer: Sendable {
-    var status: Int
-    var headers: HPACKHeaders
-    var body: ByteBuffer?
-}
-
-/// Why a push got no answer from the upstream.
-enum UpstreamFailure: Error, CustomStringConvertible {
-    /// Connecting or TLS failed.
-    case unreachable(String)
-    /// No answer within the timeout.
-    case timedOut
-    /// Refused unprocessed (`GOAWAY` below its stream, or `REFUSED_STREAM`): safe to send again.
-    case notProcessed
-    /// The stream or connection ended without an answer.
-    case reset(String)
-
-    var description: String {
-        switch self {
-        case let .unreachable(why): "upstream unreachable: \(why)"
-        case .timedOut: "no answer from the upstream in time"
-        case .notProcessed: "the upstream did not process the push"
-        case let .reset(why): "the upstream ended the stream: \(why)"
-        }
-    }
-}
-
-/// Where a relay sends: host and port of an HTTPS server speaking HTTP/2.
-public struct UpstreamEndpoint: Sendable, Equatable {
-    public var host: String
-    public var port: Int
-    /// The `:authority` sent.
-    public var authority: String { port == 443 ? host : "\(host):\(port)" }
-
-    public init(host: String, port: Int) {
-        self.host = host
-        self.port = port
-    }
-
-    /// An `https://host[:port]` URL's endpoint (port 443 when none is given).
-    public init?(url text: String) {
-        guard let url = URL(string: text), url.scheme == "https", let host = url.host, !host.isEmpty,
-            url.path.isEmpty || url.path == "/", url.query == nil
-        else { return nil }
-        self.init(host: host, port: url.port ?? 443)
-    }
-}
-
 /// The HTTP/2 client of the relays, to Apple (`--apns-upstream`) or Google (`--fcm-upstream`):
 /// per pool (a provider team for APNs, which accepts one team's tokens per connection) one
 /// connection on each event loop, so that a push goes out on the thread its client's
@@ -172,18 +116,4 @@ extension String {
         var v6 = in6_addr()
         return inet_pton(AF_INET, self, &v4) == 1 || inet_pton(AF_INET6, self, &v6) == 1
     }
-}
-
-/// Where a push's answer goes: called once, on the event loop of the connection it went out on.
-/// A closure rather than a future: two fewer allocations and callback lists per push.
-struct UpstreamReply: Sendable {
-    let deliver: @Sendable (Result<UpstreamAnswer, any Error>) -> Void
-
-    init(_ deliver: @escaping @Sendable (Result<UpstreamAnswer, any Error>) -> Void) { self.deliver = deliver }
-
-    /// Completes `promise`.
-    init(_ promise: EventLoopPromise<UpstreamAnswer>) { deliver = { promise.completeWith($0) } }
-
-    func succeed(_ answer: UpstreamAnswer) { deliver(.success(answer)) }
-    func fail(_ error: any Error) { deliver(.failure(error)) }
 }

@@ -1,0 +1,166 @@
+import Foundation
+import Logging
+import PushMedia
+import PushMediaFleet
+
+/// Every rule `serve` checks before it binds a socket, in one place. `serve` runs it first (and
+/// logs its warnings), `check-config` runs it alone, with the same messages; SIGHUP's reload runs
+/// the part its settings can change (`ServerConfig.checkHookExposure`). Reads the files the
+/// settings name (the relays' credentials, TLS certificates and keys, the fleet's password
+/// file) and connects to nothing.
+public struct StartChecks: Sendable {
+    /// Listeners that take anyone's requests because `--insecure-no-auth` says so: logged at start.
+    public let warnings: [ExposureWarning]
+
+    /// Throws the first rule `config` and `server` break: `ServerError`, `ExposureError`,
+    /// `RelaySetupError`, `CredentialsError` or `FleetError`, each with its message.
+    /// `environment` is what a credentials file's entries may name (passwords by variable).
+    public init(config: PushMediaConfig, server: ServerConfig, environment: [String: String]) throws {
+        var exposures = [server.hookExposure, server.mediaURLExposure]
+        let insecure = server.insecureNoAuth
+        var warnings = try exposures.map { exposure throws(ExposureError) in
+            try exposure.check(insecureNoAuth: insecure)
+        }
+        // Settings that go together.
+        _ = try server.urls.signingKeys()
+        if server.fleetWorker > 0 && config.fleetDB == nil { throw ServerError.fleetWorkerWithoutFleet }
+        _ = try FleetDatabase(config: config)
+        try server.apns.validate()
+        try server.fcm.validate()
+        // What the relays hold decides who may reach them.
+        let held = try RelayCredentials.read(server: server, environment: environment)
+        exposures = []
+        if server.apns.port != nil { exposures.append(server.apnsExposure(holds: !held.apns.isEmpty)) }
+        if server.fcm.port != nil { exposures.append(server.fcmExposure(holds: !held.fcm.isEmpty)) }
+        for exposure in exposures { warnings.append(try exposure.check(insecureNoAuth: insecure)) }
+        if server.apns.port != nil { _ = try server.apns.serverTLS() }
+        if server.fcm.port != nil { _ = try server.fcm.serverTLS() }
+        self.warnings = warnings.compactMap { $0 }
+    }
+
+    /// Each problem of an error `init` threw, one a line (a credentials file may have several).
+    public static func lines(of error: any Error) -> [String] {
+        if let credentials = error as? CredentialsError { return credentials.all.map(\.description) }
+        return ["\(error)"]
+    }
+
+    /// Logs the warnings.
+    public func log(to logger: Logger) {
+        for warning in warnings { logger.warning("\(warning.message)", metadata: warning.metadata) }
+    }
+}
+
+/// Who may reach one listener: its address, and whether anyone who reaches it could use it (no
+/// token, client certificate or allow-list in the way). The one rule for the hook, its media
+/// URLs and both relays: off loopback, a listener open to anyone opens only with
+/// `--insecure-no-auth`, and then says so.
+struct ListenerExposure: Sendable {
+    enum Listener: Sendable {
+        case hook
+        case mediaURLs
+        /// `signs`: it holds credentials, so anyone could push as those apps.
+        case apns(signs: Bool)
+        case fcm(signs: Bool)
+    }
+
+    let listener: Listener
+    let host: String
+    let openToAnyone: Bool
+
+    /// Nil when the listener may open as configured; a warning when only `insecureNoAuth` lets
+    /// it; throws when it may not.
+    func check(insecureNoAuth: Bool) throws(ExposureError) -> ExposureWarning? {
+        guard openToAnyone, !isLoopback(host) else { return nil }
+        guard insecureNoAuth else { throw ExposureError(listener: listener, host: host) }
+        switch listener {
+        case .hook:
+            return ExposureWarning(
+                message: "the hook takes requests from anyone (--insecure-no-auth)", metadata: ["address": "\(host)"])
+        case .mediaURLs:
+            return ExposureWarning(
+                message: "media URLs are made for any source unsigned (--insecure-no-auth)",
+                metadata: ["address": "\(host)"])
+        case let .apns(signs):
+            return ExposureWarning(
+                message: "the APNs relay takes pushes from anyone (--insecure-no-auth)",
+                metadata: ["address": "\(host)", "signs": "\(signs)"])
+        case let .fcm(signs):
+            return ExposureWarning(
+                message: "the FCM relay takes messages from anyone (--insecure-no-auth)",
+                metadata: ["address": "\(host)", "signs": "\(signs)"])
+        }
+    }
+}
+
+/// A listener that takes anyone's requests, as `--insecure-no-auth` allows: said at start.
+public struct ExposureWarning: Sendable {
+    public let message: String
+    public let metadata: Logger.Metadata
+}
+
+/// Why a listener may not open where it listens: anyone who reaches it could use it.
+public struct ExposureError: Error, CustomStringConvertible {
+    let listener: ListenerExposure.Listener
+    let host: String
+
+    public var description: String {
+        switch listener {
+        case .hook:
+            "refusing to listen on \(host) without auth: give --token or --hmac-secret, or --insecure-no-auth to "
+                + "accept anyone"
+        case .mediaURLs:
+            "refusing to serve unsigned media URLs for any source (--url-allow-source '*') on \(host): anyone could "
+                + "make it fetch anything; list your CDN's prefixes, sign URLs with --url-key, or give "
+                + "--insecure-no-auth"
+        case .apns(signs: true):
+            "refusing to run the APNs relay on \(host) with held credentials (--apns-key or --relay-credentials) "
+                + "without --apns-client-ca: anyone could push as your apps; listen on loopback or require client "
+                + "certificates"
+        case .apns(signs: false):
+            "refusing to run the APNs relay on \(host) without --apns-allow-team or --apns-client-ca: anyone could "
+                + "relay through it; restrict it, or give --insecure-no-auth"
+        case .fcm:
+            "refusing to run the FCM relay on \(host) without --fcm-allow-project or --fcm-client-ca: anyone could "
+                + "relay through it; restrict it, or give --insecure-no-auth"
+        }
+    }
+}
+
+/// Whether `host` is a loopback address (a listener there is reached only from this machine).
+func isLoopback(_ host: String) -> Bool {
+    ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host) || host.hasPrefix("127.")
+}
+
+extension ServerConfig {
+    /// The hook: open to anyone without a token or an HMAC secret.
+    var hookExposure: ListenerExposure {
+        ListenerExposure(listener: .hook, host: host, openToAnyone: tokens.isEmpty && hmacSecret == nil)
+    }
+
+    /// Its media URLs: open to anyone when any source may be made unsigned.
+    var mediaURLExposure: ListenerExposure {
+        ListenerExposure(listener: .mediaURLs, host: host, openToAnyone: urls.openToEverything)
+    }
+
+    /// The APNs relay: open without client certificates when it signs with held credentials, or
+    /// passes any team's own tokens through.
+    func apnsExposure(holds: Bool) -> ListenerExposure {
+        ListenerExposure(
+            listener: .apns(signs: holds), host: apns.host,
+            openToAnyone: apns.clientCA == nil
+                && (holds || (credentials.passesThrough && apns.allowedTeams.isEmpty)))
+    }
+
+    /// The FCM relay: open without client certificates when it holds service accounts, or takes
+    /// any project's messages.
+    func fcmExposure(holds: Bool) -> ListenerExposure {
+        ListenerExposure(
+            listener: .fcm(signs: holds), host: fcm.host,
+            openToAnyone: fcm.clientCA == nil && (fcm.allowedProjects.isEmpty || holds))
+    }
+
+    /// The rules of the settings a reload changes: the hook's auth and its media URLs' sources.
+    func checkHookExposure() throws(ExposureError) {
+        for exposure in [hookExposure, mediaURLExposure] { _ = try exposure.check(insecureNoAuth: insecureNoAuth) }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import PushMedia
+import PushMediaTestSupport
+import ServiceLifecycle
+import Testing
+import _CryptoExtras
+
+@testable import PushMediaServer
+
+/// The relays' held credentials belong to the server: made once, closed once on a graceful
+/// shutdown, whichever relays run.
+@Suite("Relay credentials' lifecycle")
+struct CredentialsLifecycleTests {
+    /// An upstream that counts its shutdowns and sends nothing.
+    final class ClosingUpstream: RelayUpstream, @unchecked Sendable {
+        let authority: String
+        let closed = Locked(0)
+        var connectionCount: Int { 0 }
+
+        init(authority: String) { self.authority = authority }
+
+        func send(
+            _ push: UpstreamPush, pool: String, queue: QueueKey, on eventLoop: any EventLoop, reply: UpstreamReply
+        ) {
+            eventLoop.execute { reply.fail(ChannelError.ioOnClosedChannel) }
+        }
+
+        func shutdown() -> EventLoopFuture<Void> {
+            closed.withLock { $0 += 1 }
+            return MultiThreadedEventLoopGroup.singleton.any().makeSucceededVoidFuture()
+        }
+    }
+
+    /// A server with the FCM relay only, holding a service account: on graceful shutdown the
+    /// token endpoint's connections are closed, once, after the relay's own upstream.
+    @Test func anFCMOnlyServerClosesItsTokenConnections() async throws {
+        let directory = TemporaryDirectory()
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let account = directory.file("sa.json")
+        let json = JSONValue.object(
+            JSONObject([
+                ("type", .string("service_account")), ("project_id", .string("shop-1234")),
+                ("private_key", .string(key.pemRepresentation)),
+                ("client_email", .string("sa@shop-1234.iam.gserviceaccount.com")),
+                ("token_uri", .string("https://oauth.test/token")),
+            ])
+        ).serialized()
+        try Data(json).write(to: URL(fileURLWithPath: account))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: account)
+        let credentials = directory.file("credentials.yaml")
+        try "fcm:\n  - {name: shop, project_id: shop-1234, service_account: \(account)}\n".write(
+            toFile: credentials, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: credentials)
+        var server = ServerConfig()
+        server.port = 0
+        try server.set("fcm-port", to: "0")
+        try server.set("fcm-upstream", to: "https://fcm.test")
+        try server.set("relay-credentials", to: credentials)
+
+        let made = Locked<[String: ClosingUpstream]>([:])
+        let upstreams = UpstreamMaker { endpoint, _, _, _, _, _, _ throws(RelaySetupError) in
+            made.withLock { made in
+                let upstream = ClosingUpstream(authority: endpoint.authority)
+                made[endpoint.authority] = upstream
+                return upstream
+            }
+        }
+        let running = AsyncStream<Void>.makeStream()
+        let logger = Logger(label: "test")
+        let app = try await buildApplication(
+            config: testConfig(store: directory), server: server, baseURLGiven: false, logger: logger, logSink: nil,
+            settings: nil, upstreams: upstreams, onMetricsRunning: { _ in }, onAPNsRunning: { _, _ in },
+            onFCMRunning: { _, _ in running.continuation.yield() }, onRunning: { _ in })
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var iterator = running.stream.makeAsyncIterator()
+            await iterator.next()
+            let token = try #require(made.withLock { $0["oauth.test"] })
+            #expect(token.closed.withLock { $0 } == 0)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+            #expect(token.closed.withLock { $0 } == 1, "the token endpoint's connections are closed once")
+            #expect(made.withLock { $0["fcm.test"] }?.closed.withLock { $0 } == 1, "and the relay's own")
+        }
+    }
+}
