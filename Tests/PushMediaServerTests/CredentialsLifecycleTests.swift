@@ -34,10 +34,9 @@ struct CredentialsLifecycleTests {
         }
     }
 
-    /// A server with the FCM relay only, holding a service account: on graceful shutdown the
-    /// token endpoint's connections are closed, once, after the relay's own upstream.
-    @Test func anFCMOnlyServerClosesItsTokenConnections() async throws {
-        let directory = TemporaryDirectory()
+    /// A credentials file holding `entries` (YAML), owner-only, in `directory`; and a service
+    /// account for project `shop-1234` beside it, which an entry may name as `sa.json`.
+    static func credentials(_ entries: String, in directory: TemporaryDirectory) throws -> String {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let account = directory.file("sa.json")
         let json = JSONValue.object(
@@ -51,9 +50,19 @@ struct CredentialsLifecycleTests {
         try Data(json).write(to: URL(fileURLWithPath: account))
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: account)
         let credentials = directory.file("credentials.yaml")
-        try "fcm:\n  - {name: shop, project_id: shop-1234, service_account: \(account)}\n".write(
+        try entries.replacingOccurrences(of: "sa.json", with: account).write(
             toFile: credentials, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: credentials)
+        return credentials
+    }
+
+    static let fcmEntry = "fcm:\n  - {name: shop, project_id: shop-1234, service_account: sa.json}\n"
+
+    /// A server with the FCM relay only, holding a service account: on graceful shutdown the
+    /// token endpoint's connections are closed, once, after the relay's own upstream.
+    @Test func anFCMOnlyServerClosesItsTokenConnections() async throws {
+        let directory = TemporaryDirectory()
+        let credentials = try Self.credentials(Self.fcmEntry, in: directory)
         var server = ServerConfig()
         server.port = 0
         try server.set("fcm-port", to: "0")
@@ -86,5 +95,30 @@ struct CredentialsLifecycleTests {
             #expect(token.closed.withLock { $0 } == 1, "the token endpoint's connections are closed once")
             #expect(made.withLock { $0["fcm.test"] }?.closed.withLock { $0 } == 1, "and the relay's own")
         }
+    }
+
+    /// The exposure rule holds on a reload of the credentials file too: a public FCM relay that
+    /// takes its allowed projects' own tokens may not start holding a service account, so a
+    /// file that adds one is refused and the set in force stays.
+    @Test func aReloadThatWouldExposeHeldCredentialsIsRefused() throws {
+        let directory = TemporaryDirectory()
+        let credentials = try Self.credentials("apns: []\nfcm: []\n", in: directory)
+        var server = ServerConfig()
+        try server.set("fcm-port", to: "0")
+        try server.set("fcm-host", to: "0.0.0.0")
+        try server.set("fcm-allow-project", to: "shop-1234")
+        try server.set("fcm-upstream", to: "https://fcm.test")
+        try server.set("relay-credentials", to: credentials)
+        let upstreams = UpstreamMaker { endpoint, _, _, _, _, _, _ throws(RelaySetupError) in
+            ClosingUpstream(authority: endpoint.authority)
+        }
+        let parts = try ServerParts(config: testConfig(store: directory), server: server, upstreams: upstreams)
+        #expect(!parts.credentials.holdsFCM)
+        _ = try Self.credentials(Self.fcmEntry, in: directory)
+        #expect { try parts.credentials.reload() } throws: {
+            "\($0)".contains("refusing to run the FCM relay on 0.0.0.0")
+        }
+        #expect(!parts.credentials.holdsFCM, "the set in force stays")
+        #expect(parts.credentials.fcmToken(forProject: "shop-1234") == nil)
     }
 }

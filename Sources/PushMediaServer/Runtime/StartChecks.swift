@@ -4,8 +4,9 @@ import PushMedia
 import PushMediaFleet
 
 /// Every rule `serve` checks before it binds a socket, in one place. `serve` runs it first (and
-/// logs its warnings), `check-config` runs it alone, with the same messages; SIGHUP's reload runs
-/// the part its settings can change (`ServerConfig.checkHookExposure`). Reads the files the
+/// logs its warnings), `check-config` runs it alone, with the same messages; SIGHUP's reloads run
+/// the parts they can change (`ServerConfig.checkHookExposure` for the settings,
+/// `checkRelayExposure` for the relays' credentials). Reads the files the
 /// settings name (the relays' credentials, TLS certificates and keys, the fleet's password
 /// file) and connects to nothing.
 public struct StartChecks: Sendable {
@@ -16,11 +17,7 @@ public struct StartChecks: Sendable {
     /// `RelaySetupError`, `CredentialsError` or `FleetError`, each with its message.
     /// `environment` is what a credentials file's entries may name (passwords by variable).
     public init(config: PushMediaConfig, server: ServerConfig, environment: [String: String]) throws {
-        var exposures = [server.hookExposure, server.mediaURLExposure]
-        let insecure = server.insecureNoAuth
-        var warnings = try exposures.map { exposure throws(ExposureError) in
-            try exposure.check(insecureNoAuth: insecure)
-        }
+        var warnings = try server.checkHookExposure()
         // Settings that go together.
         _ = try server.urls.signingKeys()
         if server.fleetWorker > 0 && config.fleetDB == nil { throw ServerError.fleetWorkerWithoutFleet }
@@ -29,13 +26,10 @@ public struct StartChecks: Sendable {
         try server.fcm.validate()
         // What the relays hold decides who may reach them.
         let held = try RelayCredentials.read(server: server, environment: environment)
-        exposures = []
-        if server.apns.port != nil { exposures.append(server.apnsExposure(holds: !held.apns.isEmpty)) }
-        if server.fcm.port != nil { exposures.append(server.fcmExposure(holds: !held.fcm.isEmpty)) }
-        for exposure in exposures { warnings.append(try exposure.check(insecureNoAuth: insecure)) }
+        warnings += try server.checkRelayExposure(held: held)
         if server.apns.port != nil { _ = try server.apns.serverTLS() }
         if server.fcm.port != nil { _ = try server.fcm.serverTLS() }
-        self.warnings = warnings.compactMap { $0 }
+        self.warnings = warnings
     }
 
     /// Each problem of an error `init` threw, one a line (a credentials file may have several).
@@ -159,8 +153,29 @@ extension ServerConfig {
             openToAnyone: fcm.clientCA == nil && (fcm.allowedProjects.isEmpty || holds))
     }
 
-    /// The rules of the settings a reload changes: the hook's auth and its media URLs' sources.
-    func checkHookExposure() throws(ExposureError) {
-        for exposure in [hookExposure, mediaURLExposure] { _ = try exposure.check(insecureNoAuth: insecureNoAuth) }
+    /// The rule for the hook: its auth and its media URLs' sources (what a settings reload
+    /// changes, checked again then).
+    @discardableResult
+    func checkHookExposure() throws(ExposureError) -> [ExposureWarning] {
+        try Self.check([hookExposure, mediaURLExposure], insecureNoAuth: insecureNoAuth)
+    }
+
+    /// The rule for the relays that run, holding `held` (checked again when the credentials
+    /// file is reloaded).
+    func checkRelayExposure(held: CredentialSet) throws(ExposureError) -> [ExposureWarning] {
+        var exposures: [ListenerExposure] = []
+        if apns.port != nil { exposures.append(apnsExposure(holds: !held.apns.isEmpty)) }
+        if fcm.port != nil { exposures.append(fcmExposure(holds: !held.fcm.isEmpty)) }
+        return try Self.check(exposures, insecureNoAuth: insecureNoAuth)
+    }
+
+    private static func check(_ exposures: [ListenerExposure], insecureNoAuth: Bool) throws(ExposureError)
+        -> [ExposureWarning]
+    {
+        var warnings: [ExposureWarning] = []
+        for exposure in exposures {
+            if let warning = try exposure.check(insecureNoAuth: insecureNoAuth) { warnings.append(warning) }
+        }
+        return warnings
     }
 }

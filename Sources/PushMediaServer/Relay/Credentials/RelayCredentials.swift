@@ -22,6 +22,9 @@ public final class RelayCredentials: Reloadable {
     /// `--apns-key` as a catch-all entry.
     private let shorthand: APNsCredential?
     private let environment: [String: String]
+    /// Who may reach the relays with a set held (`ServerConfig.checkRelayExposure`): a reload
+    /// whose set breaks it is refused as one that does not read.
+    private let exposure: @Sendable (CredentialSet) throws -> Void
     private let metrics: ServerMetrics
     private let logger: Logger
 
@@ -54,6 +57,7 @@ public final class RelayCredentials: Reloadable {
         self.environment = environment
         self.metrics = metrics
         self.logger = logger
+        exposure = { set in _ = try server.checkRelayExposure(held: set) }
         shorthand = try Self.apnsKeyEntry(server.apns)
         let set = try Self.read(path: path, shorthand: shorthand, environment: environment)
         try install(set)
@@ -132,10 +136,13 @@ public final class RelayCredentials: Reloadable {
     }
 
     /// Reads the file again (blocking: `ReloadService` runs it off the cooperative pool); on
-    /// failure the set in force stays.
+    /// failure, or when the new set would let anyone reach a relay that now signs (the rule
+    /// checked at start), the set in force stays.
     public func reload() throws {
-        let loaded = Result { () throws(CredentialsError) in
-            try Self.read(path: path, shorthand: shorthand, environment: environment)
+        let loaded = Result { () throws -> CredentialSet in
+            let set = try Self.read(path: path, shorthand: shorthand, environment: environment)
+            try exposure(set)
+            return set
         }
         let failed = metrics.gauge(.reloadFailed)
         switch loaded {
