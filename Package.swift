@@ -86,19 +86,18 @@ let package = Package(
         .target(
             name: "PushMediaNSE",
             path: "Sources/PushMediaNSE"),
-        // The HTTP hook: thin Hummingbird routes over the library; the APNs relay (`APNs/`) and
-        // the FCM relay (`FCM/`) on one listener and one upstream client (`Relay/`): SwiftNIO
-        // for sockets and TLS, libnghttp2 for HTTP/2 (swift-nio-http2 only for its HPACK types).
+        // The relays: the APNs relay (`APNs/`) and the FCM relay (`FCM/`) on one listener
+        // (`Transport/`), one exchange (`Exchange/`) and one upstream client (`Upstream/`), with
+        // many apps' credentials (`Credentials/`): SwiftNIO for sockets and TLS, libnghttp2 for
+        // HTTP/2 (swift-nio-http2 only for its HPACK types). A product within the product: it
+        // depends on the library and on what the server hands it (`RelayParts`), never on the
+        // hook.
         .target(
-            name: "PushMediaServer",
+            name: "PushMediaRelay",
             dependencies: [
                 "PushMedia",
-                "PushMediaFleet",
                 "CHTTP2Shim",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -109,10 +108,31 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                // The relays' held credentials: certificates' topics, RS256 for Google.
+                // The held credentials: certificates' topics, RS256 for Google.
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            path: "Sources/PushMediaRelay"),
+        // The HTTP hook: thin Hummingbird routes over the library, and `serve`'s wiring of the
+        // hook, the relays and the fleet.
+        .target(
+            name: "PushMediaServer",
+            dependencies: [
+                "PushMedia",
+                "PushMediaFleet",
+                "PushMediaRelay",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             path: "Sources/PushMediaServer",
             resources: [.copy("openapi.yaml")]),
@@ -121,6 +141,7 @@ let package = Package(
             dependencies: [
                 "PushMedia",
                 "PushMediaFleet",
+                "PushMediaRelay",
                 "PushMediaServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -170,6 +191,7 @@ let package = Package(
             name: "PushMediaServerTests",
             dependencies: [
                 "PushMediaServer",
+                "PushMediaRelay",
                 "PushMediaFleet",
                 "PushMediaTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import PushMedia
 import PushMediaFleet
+import PushMediaRelay
 import ServiceLifecycle
 
 /// Why the server refuses to start.
@@ -30,44 +31,54 @@ public struct ServerParts: Sendable {
     public let baseURL: Locked<String>
     /// The server's own settings.
     public let server: ServerConfig
-    /// Ready answers to repeated `/v1/process` bodies.
-    let memo: ResponseMemo
+    /// Ready answers to repeated `/v1/process` bodies (and relayed pushes').
+    let answers: RepeatAnswers
     /// The settings a reload changes: tokens, the media URLs' keys and allow-list.
     public let live: LiveSettings
-    /// The relays' per-request lines (`buildApplication` gives them the log's sink).
-    var lines = RequestLines(logger: Logger(label: "pushmedia"), sink: nil)
     /// The relays' held credentials (`--relay-credentials`, `--apns-key`); reloaded on SIGHUP.
     public let credentials: RelayCredentials
+    /// What the relays are handed: the pipeline, the answers, the metrics, the log's lines, the
+    /// credentials and what makes their upstreams.
+    let relay: RelayParts
     /// `--base-url` when it is the bucket itself (`PushMediaConfig.baseURLIsTheBucket`): where
     /// `/media` sends a phone when the object store does not answer in time.
-    var publicMediaBase: String?
-
-    /// What the relays' upstreams are: HTTP/2 over TLS to Apple and Google, as shipped.
-    let upstreams: UpstreamMaker
+    let publicMediaBase: String?
 
     /// The pipeline runs with `serve`'s defaults (`ServerConfig.served`) for the settings not given.
     public init(config: PushMediaConfig, server: ServerConfig = ServerConfig()) throws {
         try self.init(config: config, server: server, upstreams: .http2)
     }
 
-    /// The same, with the relays' upstreams `upstreams` makes, and the fleet's coordination.
+    /// The same, with the relays' upstreams `upstreams` makes (HTTP/2 over TLS to Apple and
+    /// Google, as shipped), the fleet's coordination, the relays' lines written to `logSink`,
+    /// and `publicMediaBase`.
     init(
         config: PushMediaConfig, server: ServerConfig, upstreams: UpstreamMaker,
-        coordinator: (any JobCoordinator)? = nil
+        coordinator: (any JobCoordinator)? = nil, logger: Logger = Logger(label: "pushmedia"), logSink: LogSink? = nil,
+        publicMediaBase: String? = nil
     ) throws {
-        self.upstreams = upstreams
         let config = ServerConfig.served(config)
         self.server = server
+        self.publicMediaBase = publicMediaBase
         live = try LiveSettings(server)
         // The process's threads, gates and budgets, built once.
-        pipeline = try Pipeline(
+        let pipeline = try Pipeline(
             config: config, resources: ProcessResources(config: config), coordinator: coordinator)
-        memo = ResponseMemo(byteLimit: server.memoBytes)
-        metrics = ServerMetrics(gate: pipeline.gate)
-        baseURL = Locked(config.baseURL)
+        self.pipeline = pipeline
+        answers = RepeatAnswers(byteLimit: server.memoBytes)
+        var logDrops: (@Sendable () -> Int)?
+        if let logSink { logDrops = { logSink.droppedLines } }
+        metrics = ServerMetrics(gate: pipeline.gate, jobsRun: { pipeline.jobsRun }, logDrops: logDrops)
+        let baseURL = Locked(config.baseURL)
+        self.baseURL = baseURL
         credentials = try RelayCredentials(
-            server: server, metrics: metrics, logger: Logger(label: "pushmedia"),
-            environment: ProcessInfo.processInfo.environment, upstreams: upstreams)
+            config: server.relays, metrics: metrics, logger: logger,
+            environment: ProcessInfo.processInfo.environment, upstreams: upstreams,
+            exposure: { [server] set in _ = try server.checkRelayExposure(held: set) })
+        relay = RelayParts(
+            pipeline: pipeline, answers: answers, baseURL: { baseURL.withLock { $0 } }, metrics: metrics,
+            lines: RequestLines(logger: logger, sink: logSink), credentials: credentials, upstreams: upstreams,
+            limits: server.relay)
     }
 }
 
@@ -91,7 +102,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     let baseURL = parts.baseURL
     ProcessRoutes(
         pipeline: parts.pipeline, server: server, metrics: parts.metrics, baseURL: { baseURL.withLock { $0 } },
-        memo: parts.memo
+        answers: parts.answers
     ).add(to: v1)
     let media = StoredMedia(
         store: parts.pipeline.store, memoryLimit: server.mediaMemory, resources: parts.pipeline.resources,
@@ -99,7 +110,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     MediaRoutes<AppRequestContext>(media: media).add(to: router)
     MediaURLRoutes<AppRequestContext>(
         pipeline: parts.pipeline, live: parts.live, metrics: parts.metrics, media: media,
-        memo: MediaURLMemo(keepsAnswers: server.memoBytes > 0)
+        paths: MediaURLPaths(keepsAnswers: server.memoBytes > 0)
     ).add(to: router)
     PreviewRoutes<AppRequestContext>(
         pipeline: parts.pipeline, server: server, metrics: parts.metrics,
@@ -169,16 +180,12 @@ func buildApplication(
     // its tables stops the start; a database that is only down does not (the node shares its
     // jobs per node until it is back).
     let fleet = try await openFleet(config: config, logger: logger)
-    let parts = try {
-        var parts = try ServerParts(config: config, server: server, upstreams: upstreams, coordinator: fleet)
-        parts.lines = RequestLines(logger: logger, sink: logSink)
-        if baseURLGiven, config.baseURLIsTheBucket {
-            parts.publicMediaBase = config.baseURL.hasSuffix("/") ? String(config.baseURL.dropLast()) : config.baseURL
-        }
-        return parts
-    }()
-    parts.metrics.jobsRun.withLock { $0 = { [pipeline = parts.pipeline] in pipeline.jobsRun } }
-    if let logSink { parts.metrics.logDrops.withLock { $0 = { logSink.droppedLines } } }
+    let publicMediaBase =
+        baseURLGiven && config.baseURLIsTheBucket
+        ? (config.baseURL.hasSuffix("/") ? String(config.baseURL.dropLast()) : config.baseURL) : nil
+    let parts = try ServerParts(
+        config: config, server: server, upstreams: upstreams, coordinator: fleet, logger: logger, logSink: logSink,
+        publicMediaBase: publicMediaBase)
     try await parts.pipeline.verifyStore()
     let router = buildRouter(parts)
     let host = server.host
@@ -218,17 +225,22 @@ func buildApplication(
     if server.fcm.port != nil {
         // FCM's HTTP v1 API on its own listener (its Authorization belongs to Google).
         services.append(
-            try RelayService.fcm(
-                parts: parts, logger: logger,
-                onRunning: relayRunning("fcm", server.fcm, logger: logger, then: onFCMRunning)))
+            try server.relays.service(
+                .fcm, parts: parts.relay, logger: logger,
+                onRunning: relayRunning(
+                    .fcm, server.fcm.host, server.fcm.upstreamEndpoint, logger: logger, then: onFCMRunning)))
     }
     if server.apns.port != nil {
         // Apple's provider API on its own listener, over the same pipeline, memo and metrics.
         let auth = parts.credentials.holdsAPNs ? "held credentials" : "pass-through"
-        services.append(
-            try RelayService.apns(
-                parts: parts, logger: logger,
-                onRunning: relayRunning("apns", server.apns, ["auth": "\(auth)"], logger: logger, then: onAPNsRunning)))
+        let apns = try server.relays.service(
+            .apns, parts: parts.relay, logger: logger,
+            onRunning: relayRunning(
+                .apns, server.apns.host, server.apns.upstreamEndpoint, ["auth": "\(auth)"], logger: logger,
+                then: onAPNsRunning))
+        let credentials = parts.credentials
+        parts.metrics.apnsConnections.withLock { $0 = { apns.upstreamConnections + credentials.connectionCount } }
+        services.append(apns)
     }
     if let metricsPort = server.metricsPort {
         // /metrics alone, without auth, on its own address (as image proxies do): for a
@@ -278,14 +290,15 @@ func buildApplication(
 /// What a relay does once it listens: says so in the log (its address, TLS, upstream and
 /// `extra`), then `then`.
 private func relayRunning(
-    _ name: String, _ config: some RelayListenerConfig, _ extra: Logger.Metadata = [:], logger: Logger,
+    _ name: RelayName, _ host: String, _ upstream: UpstreamEndpoint, _ extra: Logger.Metadata = [:], logger: Logger,
     then: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void
 ) -> @Sendable (_ port: Int, _ tls: Bool) async -> Void {
-    let (host, upstream) = (config.host, config.upstreamEndpoint.authority)
+    let authority = upstream.authority
     return { port, tls in
         logger.info(
-            "\(name) relay listening",
-            metadata: ["address": "\(host):\(port)", "tls": "\(tls)", "upstream": "\(upstream)"].merging(extra) { $1 })
+            "\(name.rawValue) relay listening",
+            metadata: ["address": "\(host):\(port)", "tls": "\(tls)", "upstream": "\(authority)"].merging(extra) { $1 }
+        )
         await then(port, tls)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushMedia
+import PushMediaRelay
 
 /// The settings of `pushmedia serve` that the library does not read: listeners, auth, logs, the
 /// media memory, the readiness check, retention's schedule and the request limits. `settings`
@@ -47,8 +48,8 @@ public struct ServerConfig: Configurable, Equatable {
     /// and `gcMaxBytes` say what it removes.
     public var gcEvery: Duration?
     /// `--memo-bytes`, `PUSHMEDIA_MEMO_BYTES`: bytes of ready answers to repeated `/v1/process`
-    /// bodies and relayed pushes kept in memory (`ResponseMemo`): 32 MiB; 0 keeps none, nor a
-    /// media URL's answer for a second (`MediaURLMemo`).
+    /// bodies and relayed pushes kept in memory (`RepeatAnswers`): 32 MiB; 0 keeps none, nor a
+    /// media URL's answer for a second (`MediaURLPaths`).
     public var memoBytes = 32 * 1024 * 1024
     /// `--fleet-worker`, `PUSHMEDIA_FLEET_WORKER`: items of the fleet's batches (`batch --fleet`)
     /// this node works at once in the background, as `pushmedia work` does, oldest batch first,
@@ -69,16 +70,31 @@ public struct ServerConfig: Configurable, Equatable {
     public var maxBatchPayloads = 500
     /// Media URLs (`--url-*`); off unless a key or an allow-listed source is given.
     public var urls = MediaURLConfig()
-    /// The APNs relay (`--apns-*`); off unless `apns.port` is set.
-    public var apns = APNsRelayConfig()
-    /// The FCM relay (`--fcm-*`); off unless `fcm.port` is set.
-    public var fcm = FCMRelayConfig()
-    /// The relays' held credentials (`--relay-credentials`, `--relay-pass-through`).
-    public var credentials = RelayCredentialsConfig()
-    /// The relays' listeners' bounds (`--relay-*`).
-    public var relay = RelayLimits()
+    /// The relays (`--apns-*`, `--fcm-*`, `--relay-*`), each off unless its port is set.
+    public var relays = RelaysConfig()
 
     public init() {}
+
+    /// The APNs relay's settings, of `relays`.
+    public var apns: APNsRelayConfig {
+        get { relays.apns }
+        set { relays.apns = newValue }
+    }
+    /// The FCM relay's settings, of `relays`.
+    public var fcm: FCMRelayConfig {
+        get { relays.fcm }
+        set { relays.fcm = newValue }
+    }
+    /// The relays' held credentials, of `relays`.
+    public var credentials: RelayCredentialsConfig {
+        get { relays.credentials }
+        set { relays.credentials = newValue }
+    }
+    /// The relays' bounds, of `relays`.
+    public var relay: RelayLimits {
+        get { relays.limits }
+        set { relays.limits = newValue }
+    }
 
     /// Whether `/preview` is answered: when no auth is configured, or with `--preview`.
     public var previewEnabled: Bool { preview || (tokens.isEmpty && hmacSecret == nil) }
@@ -99,8 +115,7 @@ public struct ServerConfig: Configurable, Equatable {
 
     /// Every server setting (all taken by `serve` only), media URLs' and the relays' last; see `Setting`.
     public static let settings: [Setting<ServerConfig>] =
-        hook + MediaURLConfig.settings + APNsRelayConfig.settings + FCMRelayConfig.settings
-        + RelayCredentialsConfig.settings + RelayLimits.settings
+        hook + MediaURLConfig.settings + RelaysConfig.settings.map { $0.lifted(to: \.relays) }
 
     /// The hook's own settings.
     static let hook: [Setting<ServerConfig>] = [

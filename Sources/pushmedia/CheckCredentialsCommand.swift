@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PushMediaRelay
 import PushMediaServer
 
 struct CheckCredentialsCommand: ParsableCommand {

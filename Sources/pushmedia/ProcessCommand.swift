@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PushMedia
+import PushMediaRelay
 
 struct ProcessCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

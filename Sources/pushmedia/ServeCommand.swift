@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PushMedia
 import PushMediaFleet
+import PushMediaRelay
 import PushMediaServer
 import ServiceLifecycle
 
@@ -157,6 +158,8 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
     var relayUpstreamWindow: String?
     @Option(name: .customLong("relay-upstream-ping"), help: .setting("relay-upstream-ping"))
     var relayUpstreamPing: String?
+    @Option(name: .customLong("relay-fair-quantum"), help: .setting("relay-fair-quantum"))
+    var relayFairQuantum: String?
     @OptionGroup var fleet: FleetOptions
     @OptionGroup var options: SharedOptions
 

@@ -5,6 +5,7 @@ import PushMedia
 import PushMediaTestSupport
 import Testing
 
+@testable import PushMediaRelay
 @testable import PushMediaServer
 
 /// The relay's parts that need no network: provider tokens, the settings' rules, what counts as

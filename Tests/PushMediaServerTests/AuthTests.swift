@@ -85,7 +85,7 @@ extension RouterTests {
         let config = testConfig(store: store)
         var server = ServerConfig()
         server.host = "0.0.0.0"
-        await #expect(throws: ServerError.self) {
+        await #expect(throws: ExposureError.self) {
             _ = try await buildApplication(
                 config: config, server: server, baseURLGiven: true, logger: .init(label: "test"))
         }

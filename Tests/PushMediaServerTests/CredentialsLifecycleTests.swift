@@ -8,6 +8,7 @@ import ServiceLifecycle
 import Testing
 import _CryptoExtras
 
+@testable import PushMediaRelay
 @testable import PushMediaServer
 
 /// The relays' held credentials belong to the server: made once, closed once on a graceful

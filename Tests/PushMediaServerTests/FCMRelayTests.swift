@@ -4,6 +4,7 @@ import PushMedia
 import PushMediaTestSupport
 import Testing
 
+@testable import PushMediaRelay
 @testable import PushMediaServer
 
 /// The FCM relay's parts that need no network; the relay runs end to end, with real FCM

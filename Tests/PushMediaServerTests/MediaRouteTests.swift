@@ -141,11 +141,11 @@ extension RouterTests {
     }
 
     @Test func mediaMemoryEvictsTheLeastRecentlyUsed() throws {
-        let memory = MediaMemory(limit: 1000)
+        let memory = ServedFiles(limit: 1000)
         var info = stat()
-        func identity(_ size: Int) -> MediaMemory.Identity {
+        func identity(_ size: Int) -> ServedFiles.Identity {
             info.st_size = size
-            return MediaMemory.Identity(info)
+            return ServedFiles.Identity(info)
         }
         let bytes = ByteBuffer(repeating: 7, count: 400)
         memory.keep("a", identity: identity(400), bytes: bytes)
@@ -157,7 +157,7 @@ extension RouterTests {
         #expect(memory.bytes("a", identity: identity(400)) != nil && memory.bytes("c", identity: identity(400)) != nil)
         #expect(memory.bytes("a", identity: identity(401)) == nil)  // another version of the file drops the copy
         #expect(memory.bytes("a", identity: identity(400)) == nil)
-        #expect(!MediaMemory(limit: 0).keeps(size: 1))
+        #expect(!ServedFiles(limit: 0).keeps(size: 1))
         #expect(!memory.keeps(size: 1001))
     }
 

@@ -424,7 +424,7 @@ struct MediaURLRouteTests {
         server.tokens = ["t"]
         server.urls.allowedSources = [SourcePrefix("*")!]
         let store = TemporaryDirectory()
-        await #expect(throws: ServerError.self) {
+        await #expect(throws: ExposureError.self) {
             _ = try await buildApplication(
                 config: testConfig(store: store), server: server, baseURLGiven: false, logger: .init(label: "test"))
         }

@@ -9,6 +9,7 @@ import Testing
 import X509
 import _CryptoExtras
 
+@testable import PushMediaRelay
 @testable import PushMediaServer
 
 /// The credentials file and what it names: parsing, the checks that refuse an entry, topics read

@@ -5,6 +5,7 @@ import NIOHPACK
 import PushMedia
 import Testing
 
+@testable import PushMediaRelay
 @testable import PushMediaServer
 
 /// The listener's bounds on what clients hold: unread answers, bytes per connection and in all,

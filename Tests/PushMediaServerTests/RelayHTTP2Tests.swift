@@ -5,6 +5,7 @@ import NIOHPACK
 import PushMedia
 import Testing
 
+@testable import PushMediaRelay
 @testable import PushMediaServer
 
 /// The relays' two HTTP/2 ends (libnghttp2 through the shim) talking to each other: the

@@ -7,6 +7,7 @@ import PushMedia
 import PushMediaTestSupport
 import Testing
 
+@testable import PushMediaRelay
 @testable import PushMediaServer
 
 @Suite("HTTP hook routes")
@@ -145,7 +146,7 @@ struct RouterTests {
             }
             // The first fetched and transcoded; the second and third came from the cache (the third
             // is kept, its body being seen again); the fourth from the memo.
-            #expect(server.parts.memo.answers == 1)
+            #expect(server.parts.answers.given == 1)
             #expect(answers[0]["outcome"]?.objectValue?["cache_hit"] == .bool(false))
             for answer in answers.dropFirst() {
                 let outcome = try #require(answer["outcome"]?.objectValue)
@@ -170,7 +171,7 @@ struct RouterTests {
                     #expect(response.status == .ok)
                 }
             }
-            #expect(server.parts.memo.answers == 1)
+            #expect(server.parts.answers.given == 1)
             // A stored file gone: once the store checks the entry's files again (at most every
             // quarter second, the one check the memo's answers go through), its answer is not
             // given; the media is made again.
@@ -182,7 +183,7 @@ struct RouterTests {
                 let outcome = try #require(response.body.object?["outcome"]?.objectValue)
                 #expect(outcome["status"] == .string("processed") && outcome["cache_hit"] == .bool(false))
             }
-            #expect(server.parts.memo.answers == 1)
+            #expect(server.parts.answers.given == 1)
             #expect(FileManager.default.fileExists(atPath: server.store.file(name)))
         }
     }

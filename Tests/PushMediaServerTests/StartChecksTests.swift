@@ -6,6 +6,7 @@ import Testing
 import X509
 import _CryptoExtras
 
+@testable import PushMediaRelay
 @testable import PushMediaServer
 
 /// `pushmedia check-config FILE` and `pushmedia serve --config FILE` on the same settings files:

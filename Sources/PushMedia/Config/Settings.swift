@@ -71,6 +71,17 @@ public struct Setting<Config>: Sendable {
         return setting
     }
 
+    /// This setting of a part of a larger configuration (`ServerConfig.relays` of `serve`'s),
+    /// read into that part: the part's table declares it once, the whole's lists it.
+    public func lifted<Whole>(to part: WritableKeyPath<Whole, Config> & Sendable) -> Setting<Whole> {
+        var lifted = Setting<Whole>(
+            name, environment, fallback: fallbackEnvironment, kind, commands: commands, default: documentedDefault,
+            help: summary
+        ) { whole, text throws(ConfigError) in try read(&whole[keyPath: part], text) }
+        lifted.reloads = reloads
+        return lifted
+    }
+
     /// `--name`, or nil for an environment-only setting.
     public var flag: String? { kind == .environmentOnly ? nil : "--" + name }
 
@@ -100,6 +111,34 @@ extension Setting {
         Setting(name, environment, commands: commands, default: documentedDefault, help: summary) {
             config, value throws(ConfigError) in
             config[keyPath: keyPath] = Value(settingValue: try value.integer(in: range))
+        }
+    }
+
+    /// A listener's address (`serve`'s).
+    public static func address(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, String> & Sendable,
+        default documentedDefault: String = "`127.0.0.1`", example: String = "0.0.0.0", help: String
+    ) -> Setting {
+        Setting(name, environment, commands: [.serve], default: documentedDefault, help: help) {
+            config, value throws(ConfigError) in
+            guard !value.text.isEmpty else {
+                throw value.invalid(expected: "an address such as 127.0.0.1 or \(example)")
+            }
+            config[keyPath: keyPath] = value.text
+        }
+    }
+
+    /// A setting of `serve`'s naming a readable file (`expected` says what it holds).
+    public static func readableFile(
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<Config, String?> & Sendable,
+        _ expected: String, help: () -> String
+    ) -> Setting {
+        Setting(name, environment, commands: [.serve], default: "none", help: help()) {
+            config, value throws(ConfigError) in
+            guard FileManager.default.isReadableFile(atPath: value.text) else {
+                throw value.invalid(expected: "a readable file: \(expected)")
+            }
+            config[keyPath: keyPath] = value.text
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import PushMedia
+import PushMediaRelay
 
 /// `/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`.
 struct HealthRoutes<Context: RequestContext>: Sendable {

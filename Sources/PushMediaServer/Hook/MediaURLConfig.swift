@@ -1,5 +1,6 @@
 import Foundation
 import PushMedia
+import PushMediaRelay
 
 /// The media URLs' settings (`--url-*`), part of `ServerConfig` as `urls`. The endpoint is on when
 /// a key or an allow-listed source is given (`enabled`).

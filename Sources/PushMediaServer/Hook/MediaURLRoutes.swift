@@ -15,7 +15,7 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
     let metrics: ServerMetrics
     let media: StoredMedia
     /// Paths parsed before, and the answers last given for them.
-    let memo: MediaURLMemo
+    let paths: MediaURLPaths
 
     func add(to router: Router<Context>) {
         router.get("**", use: serve)
@@ -29,7 +29,7 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
         let now = ContinuousClock.now
         // The answer given for this path within the last second, under the same settings: what
         // the rest of this function decided then and would decide again.
-        if let answer = memo.answer(path, generation: current.generation, now: now) {
+        if let answer = paths.answer(path, generation: current.generation, now: now) {
             return try await send(answer, request: request, context: context)
         }
         let (url, names, signedBy, profile) = try admit(path, current: current)
@@ -43,7 +43,7 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
                 return redirect(url, to: entry, signedBy: signedBy, query: request.uri.query, profile: profile.id)
             }
             let outcome = entry.reason.map { "/" + $0 } ?? (cacheHit ? "/cache" : "")
-            let answer = MediaURLMemo.Answer(
+            let answer = MediaURLPaths.Answer(
                 file: entry.attachment.name,
                 headers: [
                     .contentDisposition:
@@ -55,7 +55,7 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
                     profile: profile.id, outcome: cacheHit ? "cache" : entry.status.rawValue))
             // A fresh entry's answer from the cache is given again for a second (not a stale one's).
             if cacheHit, Self.lifetime(entry) > 0 {
-                memo.keep(path, answer: answer, generation: current.generation, now: now)
+                paths.keep(path, answer: answer, generation: current.generation, now: now)
             }
             return try await send(answer, request: request, context: context)
         case let .notReady(reason, message, preview):
@@ -79,7 +79,7 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
     }
 
     /// A stored file's answer, counted, with a cache's lifetime for it.
-    private func send(_ answer: MediaURLMemo.Answer, request: Request, context: Context) async throws -> Response {
+    private func send(_ answer: MediaURLPaths.Answer, request: Request, context: Context) async throws -> Response {
         answer.counted.increment()
         var headers = answer.headers
         headers[.cacheControl] = "public, max-age=\(Self.lifetime(answer.freshUntil))"
@@ -90,23 +90,23 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
     /// signature checked against the keys), with the key that signed it and its profile; the
     /// error answer otherwise, before anything is fetched.
     private func admit(_ path: String, current: LiveSettings.Values) throws
-        -> (MediaURL, MediaURLMemo.Names, signedBy: MediaURLKey?, PlatformProfile)
+        -> (MediaURL, MediaURLPaths.Names, signedBy: MediaURLKey?, PlatformProfile)
     {
         let url: MediaURL
-        let names: MediaURLMemo.Names
+        let names: MediaURLPaths.Names
         let signedBy: MediaURLKey?
         do {
-            if let known = memo.parsed(path) {
+            if let known = paths.parsed(path) {
                 (url, names) = known
                 signedBy = try verify(url.signature, url.signedPath, keys: current.urlKeys)
             } else {
                 let (signature, signedPath) = try MediaURL.split(path)
                 signedBy = try verify(signature, signedPath, keys: current.urlKeys)
                 url = try MediaURL.parse(path)
-                names = MediaURLMemo.Names(
+                names = MediaURLPaths.Names(
                     asked: url.format.map { Self.fileName(url.sourceParts, format: $0) },
                     preview: Self.fileName(url.sourceParts, format: .jpeg))
-                memo.remember(path, url: url, names: names)
+                paths.remember(path, url: url, names: names)
             }
         } catch let error as MediaURLError {
             throw refused(error)

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import PushMedia
+import PushMediaRelay
 
 /// `POST /v1/process` and `POST /v1/batch`.
 struct ProcessRoutes<Context: RequestContext>: Sendable {
@@ -11,7 +12,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
     let metrics: ServerMetrics
     let baseURL: @Sendable () -> String
     /// Ready answers to repeated bodies whose media came from the cache.
-    let memo: ResponseMemo
+    let answers: RepeatAnswers
 
     func add(to group: RouterGroup<Context>) {
         group.post("process", use: process)
@@ -23,11 +24,11 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
         let options = try Self.options(request, default: pipeline.config)
         let body = try await Self.collect(request, limit: server.maxPayloadBodyBytes)
         let base = baseURL()
-        let key = ResponseMemo.key(
+        let key = RepeatAnswers.key(
             .process(
                 onReject: options.onReject?.rawValue, vendor: options.vendor?.rawValue, profile: options.profile?.id),
             baseURL: base, body: body)
-        if !options.refresh, let ready = memo.answer(key, total: start.millisecondsElapsed, pipeline: pipeline) {
+        if !options.refresh, let ready = answers.answer(key, total: start.millisecondsElapsed, pipeline: pipeline) {
             metrics.record(ready.outcome)
             var response = Response.json(bytes: ready.bytes)
             response.headers[.pushMediaOutcome] = ready.outcome.label
@@ -45,7 +46,7 @@ struct ProcessRoutes<Context: RequestContext>: Sendable {
             throw APIError(.badRequest, code: error.reason, message: error.description)
         }
         metrics.record(result.outcome)
-        var response = Response.json(bytes: memo.keep(key, result: result) ?? resultJSON(result) + [0x0A])
+        var response = Response.json(bytes: answers.keep(key, result: result) ?? resultJSON(result) + [0x0A])
         response.headers[.pushMediaOutcome] = result.outcome.label
         return response
     }

@@ -1,3 +1,4 @@
+import PushMediaRelay
 import ServiceLifecycle
 
 /// The relays' held credentials as a service of `serve`: made once with the server's parts,

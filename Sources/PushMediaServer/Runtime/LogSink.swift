@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushMedia
+import PushMediaRelay
 
 /// Where `pushmedia serve` writes its log: lines are formatted into a buffer in memory and a
 /// thread of its own writes them to a file descriptor (standard error) in batches, when
@@ -303,7 +304,7 @@ public struct SinkLogHandler: LogHandler {
 /// The per-request lines of the relays (a push's, a message's): written straight into the log
 /// sink, in the format of every other line, without building a `Logger.Metadata` dictionary
 /// for each; through `logger` when the process logs without a sink (the library under test).
-public struct RequestLines: Sendable {
+public struct RequestLines: RelayLines {
     let logger: Logger
     let sink: LogSink?
 
@@ -313,7 +314,7 @@ public struct RequestLines: Sendable {
     }
 
     /// One `info` line with `fields`, which the caller gives sorted by key (as lines are written).
-    func info(_ message: String, _ fields: [(String, String)]) {
+    package func info(_ message: String, _ fields: [(String, String)]) {
         guard logger.logLevel <= .info else { return }
         guard let sink else {
             var metadata = Logger.Metadata()

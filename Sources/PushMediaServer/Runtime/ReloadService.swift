@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 import PushMedia
+import PushMediaRelay
 import ServiceLifecycle
 
 /// Something `serve` reads again on SIGHUP, without a restart. A failed reload keeps what was in
@@ -82,3 +83,7 @@ public struct ReloadService: Service {
         init(_ source: any DispatchSourceSignal) { self.source = source }
     }
 }
+
+/// The relays' held credentials: the credentials file read again on SIGHUP, and their
+/// certificates' days left refreshed hourly.
+extension RelayCredentials: Reloadable {}

@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import Prometheus
 import PushMedia
+import PushMediaRelay
 
 /// The hook's metrics, through swift-metrics into a Prometheus registry of its own.
 public final class ServerMetrics: Sendable {
@@ -27,7 +28,11 @@ public final class ServerMetrics: Sendable {
     private let cacheMisses: CoreMetrics.Counter
     private let outcomeCounters = Locked<[OutcomeStatus: CoreMetrics.Counter]>([:])
 
-    public init(gate: JobGate?) {
+    /// `jobsRun`: the jobs the pipeline has run so far (`Pipeline.jobsRun`); `logDrops`: the
+    /// log's dropped lines so far (`LogSink.droppedLines`), when the server logs through one.
+    public init(gate: JobGate?, jobsRun: (@Sendable () -> Int)? = nil, logDrops: (@Sendable () -> Int)? = nil) {
+        self.jobsRun = jobsRun
+        self.logDrops = logDrops
         registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
         let buckets: [Duration] = [
@@ -134,7 +139,7 @@ public final class ServerMetrics: Sendable {
 
     /// Jobs the pipeline has run (`Pipeline.jobsRun`): `pushmedia_jobs_total`, one per media
     /// fetched and made here, however many requests waited for it.
-    let jobsRun = Locked<(@Sendable () -> Int)?>(nil)
+    private let jobsRun: (@Sendable () -> Int)?
     private let countedJobs = Locked(0)
 
     /// Open connections to the APNs upstream, when the relay runs.
@@ -144,7 +149,7 @@ public final class ServerMetrics: Sendable {
     /// Counts one push through the APNs relay: Apple's status and reason (or the relay's own
     /// refusal), how it was handled (`processed`, `memo`, `passthrough`, `refused`) and the
     /// time the relay added to the upstream's.
-    func apnsPush(status: Int, reason: String?, handling: RelayHandling, added: Duration) {
+    package func apnsPush(status: Int, reason: String?, handling: RelayHandling, added: Duration) {
         if let reason {
             let code = String(status)
             counter(
@@ -159,7 +164,7 @@ public final class ServerMetrics: Sendable {
 
     /// Counts one message through the FCM relay: the upstream's status (or the relay's own
     /// refusal), how it was handled, and the time the relay added to the upstream's.
-    func fcmMessage(status: Int, handling: RelayHandling, added: Duration) {
+    package func fcmMessage(status: Int, handling: RelayHandling, added: Duration) {
         relayCounter(fcm: true, status: status, handling: handling).increment()
         fcmAdded.recordNanoseconds(added.nanoseconds)
     }
@@ -192,7 +197,7 @@ public final class ServerMetrics: Sendable {
 
     /// Counts one connection or stream a relay shed to stay within its bounds (`RelayLimits`):
     /// `relay` is `apns` or `fcm`; `reason` says which bound.
-    func relayShed(relay: String, reason: ShedReason) {
+    package func relayShed(relay: String, reason: ShedReason) {
         counter(
             MetricKey("pushmedia_relay_shed_total", relay, reason.rawValue),
             [("relay", relay), ("reason", reason.rawValue)]
@@ -200,8 +205,8 @@ public final class ServerMetrics: Sendable {
         .increment()
     }
 
-    /// The log's dropped lines so far (`LogSink.droppedLines`), when the server logs through one.
-    public let logDrops = Locked<(@Sendable () -> Int)?>(nil)
+    /// The log's dropped lines so far: `pushmedia_log_lines_dropped_total`.
+    private let logDrops: (@Sendable () -> Int)?
     private let loggedDrops = Locked(0)
 
     /// Called as `/metrics` is read, before it is rendered: a part that counts in the background
@@ -211,7 +216,7 @@ public final class ServerMetrics: Sendable {
     /// Prometheus text exposition.
     public func render() -> [UInt8] {
         for read in onRead.withLock({ $0 }) { read() }
-        if let drops = logDrops.withLock({ $0 }) {
+        if let drops = logDrops {
             let total = drops()
             let new = loggedDrops.withLock { seen in
                 defer { seen = max(seen, total) }
@@ -220,7 +225,7 @@ public final class ServerMetrics: Sendable {
             let counter = counter(MetricKey("pushmedia_log_lines_dropped_total"))
             if new > 0 { counter.increment(by: new) }
         }
-        if let jobs = jobsRun.withLock({ $0 }) {
+        if let jobs = jobsRun {
             let total = jobs()
             let new = countedJobs.withLock { seen in
                 defer { seen = max(seen, total) }
@@ -235,3 +240,6 @@ public final class ServerMetrics: Sendable {
         return registry.emitToBuffer()
     }
 }
+
+/// The relays count in the server's metrics.
+extension ServerMetrics: RelayMetrics {}

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PushMedia
 import PushMediaFleet
+import PushMediaRelay
 
 /// Every rule `serve` checks before it binds a socket, in one place. `serve` runs it first (and
 /// logs its warnings), `check-config` runs it alone, with the same messages; SIGHUP's reloads run
@@ -25,10 +26,9 @@ public struct StartChecks: Sendable {
         try server.apns.validate()
         try server.fcm.validate()
         // What the relays hold decides who may reach them.
-        let held = try RelayCredentials.read(server: server, environment: environment)
+        let held = try RelayCredentials.held(config: server.relays, environment: environment)
         warnings += try server.checkRelayExposure(held: held)
-        if server.apns.port != nil { _ = try server.apns.serverTLS() }
-        if server.fcm.port != nil { _ = try server.fcm.serverTLS() }
+        try server.relays.checkTLS()
         self.warnings = warnings
     }
 
@@ -162,10 +162,10 @@ extension ServerConfig {
 
     /// The rule for the relays that run, holding `held` (checked again when the credentials
     /// file is reloaded).
-    func checkRelayExposure(held: CredentialSet) throws(ExposureError) -> [ExposureWarning] {
+    func checkRelayExposure(held: HeldCredentials) throws(ExposureError) -> [ExposureWarning] {
         var exposures: [ListenerExposure] = []
-        if apns.port != nil { exposures.append(apnsExposure(holds: !held.apns.isEmpty)) }
-        if fcm.port != nil { exposures.append(fcmExposure(holds: !held.fcm.isEmpty)) }
+        if apns.port != nil { exposures.append(apnsExposure(holds: held.apns)) }
+        if fcm.port != nil { exposures.append(fcmExposure(holds: held.fcm)) }
         return try Self.check(exposures, insecureNoAuth: insecureNoAuth)
     }
 

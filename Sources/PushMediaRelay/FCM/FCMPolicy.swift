@@ -20,7 +20,7 @@ final class FCMPolicy: RelayPolicy {
     /// The service accounts held for projects (`--relay-credentials`).
     let credentials: RelayCredentials
     /// The message's line.
-    let lines: RequestLines
+    let lines: any RelayLines
     let logger: Logger
 
     var name: String { "fcm" }
@@ -37,14 +37,14 @@ final class FCMPolicy: RelayPolicy {
         var credential: String? { account?.credential.name }
     }
 
-    init(config: FCMRelayConfig, parts: ServerParts, logger: Logger) throws(RelaySetupError) {
+    init(config: FCMRelayConfig, parts: RelayParts, logger: Logger) throws(RelaySetupError) {
         self.config = config
         media = RelayMedia(parts: parts)
         credentials = parts.credentials
         lines = parts.lines
         self.logger = logger
         upstream = try parts.upstreams(
-            config.upstreamEndpoint, timeout: config.upstreamTimeout, limits: parts.server.relay,
+            config.upstreamEndpoint, timeout: config.upstreamTimeout, limits: parts.limits,
             extraCA: config.upstreamCA, caSetting: "--fcm-upstream-ca", logger: logger)
     }
 
@@ -170,7 +170,7 @@ final class FCMPolicy: RelayPolicy {
         let baseURL = media.baseURL()
         let scanned = FCMTarget(scanning: bytes)
         if let scanned {
-            let key = ResponseMemo.key(.fcm, baseURL: baseURL, body: scanned.rest)
+            let key = RepeatAnswers.key(.fcm, baseURL: baseURL, body: scanned.rest)
             if let ready = media.fromMemo(key, finish: { Self.withTarget($0, scanned.member) }) { return .ready(ready) }
         }
         guard let document = try? JSONValue.parse(bytes).objectValue, case var .object(message)? = document["message"]
@@ -184,8 +184,8 @@ final class FCMPolicy: RelayPolicy {
             }
         }
         let memoKey =
-            scanned.map { ResponseMemo.key(.fcm, baseURL: baseURL, body: $0.rest) }
-            ?? ResponseMemo.key(.fcmParsed, baseURL: baseURL, body: JSONValue.object(message).serialized())
+            scanned.map { RepeatAnswers.key(.fcm, baseURL: baseURL, body: $0.rest) }
+            ?? RepeatAnswers.key(.fcmParsed, baseURL: baseURL, body: JSONValue.object(message).serialized())
         let finish: @Sendable ([UInt8]) -> ByteBuffer = { [target] in Self.withTarget($0, target) }
         if scanned == nil, let ready = media.fromMemo(memoKey, finish: finish) { return .ready(ready) }
         return media.rewrite(

@@ -157,7 +157,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
         idlePing = TimeAmount(limits.upstreamPing)
         self.goingAway = goingAway
         session = HTTP2Session(client: limits.client)
-        waiting = FairQueue(quantum: 4)
+        waiting = FairQueue(quantum: limits.fairQuantum)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -194,7 +194,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
             if open(stream) { pumpSoon(context) }
             return
         }
-        // A push costs 1 and 1 more per KiB: a turn's quantum of 4 sends about 4 ordinary pushes.
+        // A push costs 1 and 1 more per KiB: a turn's quantum (`--relay-fair-quantum`, 4) sends about 4
+        // ordinary pushes.
         waiting.push(stream, key: queue, cost: 1 + push.body.readableBytes / 1024)
         dispatch()
     }

@@ -7,7 +7,7 @@ import Testing
 
 @testable import PushMediaServer
 
-/// The answer memo of media URLs (`MediaURLMemo`): an answer given again for a second, and what
+/// The answer memo of media URLs (`MediaURLPaths`): an answer given again for a second, and what
 /// ends it sooner.
 extension MediaURLRouteTests {
     /// A cached answer is given again for a second without the signature's check or the
@@ -43,7 +43,7 @@ extension MediaURLRouteTests {
             // Purged: once the kept answer's second is over, the next request makes the file again.
             let purged = try await server.parts.pipeline.purge(urls: [source])
             #expect(purged.first?.entries ?? 0 > 0)
-            try await Task.sleep(for: MediaURLMemo.recheck + .milliseconds(50))
+            try await Task.sleep(for: MediaURLPaths.recheck + .milliseconds(50))
             try await client.execute(uri: good, method: .get) { response in
                 #expect(response.status == .ok)
                 #expect(Self.header(response, "X-PushMedia-Outcome") == "processed")
@@ -58,20 +58,20 @@ extension MediaURLRouteTests {
         let server = try server()
         let path = "/insecure/pr:ios/plain/https://cdn.example/a.jpg@jpg"
         let url = try MediaURL.parse(path)
-        let answer = MediaURLMemo.Answer(
+        let answer = MediaURLPaths.Answer(
             file: "f.jpg", headers: [.pushMediaOutcome: "processed/cache"], freshUntil: nil,
             counted: server.parts.metrics.mediaURLCounter(profile: "ios", outcome: "cache"))
-        let names = MediaURLMemo.Names(asked: "a.jpg", preview: "a.jpg")
+        let names = MediaURLPaths.Names(asked: "a.jpg", preview: "a.jpg")
         let now = ContinuousClock.now
         for keeps in [true, false] {
-            let memo = MediaURLMemo(keepsAnswers: keeps)
+            let memo = MediaURLPaths(keepsAnswers: keeps)
             memo.keep(path, answer: answer, generation: 3, now: now)
             #expect(memo.answer(path, generation: 3, now: now) == nil, "a path not parsed is not kept")
             memo.remember(path, url: url, names: names)
             #expect(memo.parsed(path)?.1.asked == "a.jpg")
             memo.keep(path, answer: answer, generation: 3, now: now)
             #expect((memo.answer(path, generation: 3, now: now + .milliseconds(999))?.file == "f.jpg") == keeps)
-            #expect(memo.answer(path, generation: 3, now: now + MediaURLMemo.recheck) == nil)
+            #expect(memo.answer(path, generation: 3, now: now + MediaURLPaths.recheck) == nil)
             #expect(memo.answer(path, generation: 4, now: now) == nil)
             #expect(memo.answer(path + "x", generation: 3, now: now) == nil)
         }

@@ -29,6 +29,8 @@ protocol RelayListenerConfig: Sendable {
     var upstreamTimeout: Duration { get set }
     /// Where pushes go.
     var upstreamEndpoint: UpstreamEndpoint { get }
+    /// Throws when settings that only make sense together are not given together.
+    func validate() throws(RelaySetupError)
 }
 
 extension RelayListenerConfig {
@@ -77,7 +79,7 @@ extension RelayListenerConfig {
     /// The settings every relay's listener has (`--<relay>-port`, `-host`, `-tls-cert`,
     /// `-tls-key`, `-client-ca`, `-upstream-ca`, `-budget`, `-upstream-timeout`, and their
     /// `PUSHMEDIA_<RELAY>_*` variables), for the relay at `relay`: one set of rows for both.
-    static func listenerSettings(_ relay: WritableKeyPath<ServerConfig, Self> & Sendable) -> [Setting<ServerConfig>] {
+    static func listenerSettings(_ relay: WritableKeyPath<RelaysConfig, Self> & Sendable) -> [Setting<RelaysConfig>] {
         let (flag, variable) = (flagPrefix, "PUSHMEDIA_\(flagPrefix.uppercased())_")
         return [
             .integer(
@@ -112,9 +114,9 @@ extension RelayListenerConfig {
     /// `relay` then `field`. Both are sendable, so the path they make is too; the compiler
     /// cannot tell that of an appended path.
     private static func field<Value>(
-        _ relay: WritableKeyPath<ServerConfig, Self> & Sendable, _ field: WritableKeyPath<Self, Value> & Sendable
-    ) -> WritableKeyPath<ServerConfig, Value> & Sendable {
-        unsafeBitCast(relay.appending(path: field), to: (WritableKeyPath<ServerConfig, Value> & Sendable).self)
+        _ relay: WritableKeyPath<RelaysConfig, Self> & Sendable, _ field: WritableKeyPath<Self, Value> & Sendable
+    ) -> WritableKeyPath<RelaysConfig, Value> & Sendable {
+        unsafeBitCast(relay.appending(path: field), to: (WritableKeyPath<RelaysConfig, Value> & Sendable).self)
     }
 }
 

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHPACK
 import PushMedia
@@ -21,11 +22,16 @@ protocol RelayRoute: Sendable {
 /// runs the steps common to both.
 protocol RelayPolicy: Sendable {
     associatedtype Route: RelayRoute
+    associatedtype Config: RelayListenerConfig
 
+    /// The policy of a relay with these settings, on the server's parts.
+    init(config: Config, parts: RelayParts, logger: Logger) throws(RelaySetupError)
     /// `apns` or `fcm`: the relay's name in metrics and logs.
     var name: String { get }
     /// What a request's media goes through (the pipeline, the memo), and the metrics.
     var media: RelayMedia { get }
+    /// The relay's own upstream (pass-through pushes, and every FCM message).
+    var upstream: any RelayUpstream { get }
 
     /// The request's route, or the upstream's own refusal of it (Apple's or Google's checks,
     /// the credential rules).
@@ -48,7 +54,7 @@ protocol RelayPolicy: Sendable {
 }
 
 /// How a relay handled a request's body.
-enum RelayHandling: String, Sendable {
+package enum RelayHandling: String, Sendable {
     /// The pipeline ran.
     case processed
     /// A kept rewrite answered.
@@ -59,7 +65,7 @@ enum RelayHandling: String, Sendable {
     case refused
 
     /// A small number of its own (metrics' keys).
-    var index: Int {
+    package var index: Int {
         switch self {
         case .processed: 0
         case .memo: 1

@@ -167,7 +167,7 @@ final class RelayBudget: Sendable {
 
 /// Which bound of `RelayLimits` shed a connection or refused a stream: the `reason` label of
 /// `pushmedia_relay_shed_total`.
-enum ShedReason: String, Sendable, CaseIterable {
+package enum ShedReason: String, Sendable, CaseIterable {
     /// `--relay-max-connections`: a connection refused at once.
     case connections
     /// `--relay-connection-streams`, `--relay-connection-bytes`: a stream refused on its connection.

@@ -1,7 +1,7 @@
 import Foundation
 import PushMedia
 
-/// The FCM relay's settings (`serve --fcm-port …`), part of `ServerConfig` as `fcm`. The relay is
+/// The FCM relay's settings (`serve --fcm-port …`), part of `RelaysConfig` as `fcm`. The relay is
 /// off unless `port` is set.
 public struct FCMRelayConfig: Sendable, Equatable {
     /// `--fcm-port`, `PUSHMEDIA_FCM_PORT`: port of the relay's listener (0 picks a free one); nil
@@ -33,8 +33,8 @@ public struct FCMRelayConfig: Sendable, Equatable {
         UpstreamEndpoint(url: upstream) ?? UpstreamEndpoint(host: "fcm.googleapis.com", port: 443)
     }
 
-    /// The relay's settings, appended to `ServerConfig.settings`.
-    static let settings: [Setting<ServerConfig>] =
+    /// The relay's settings, part of `RelaysConfig.settings`.
+    static let settings: [Setting<RelaysConfig>] =
         listenerSettings(\.fcm) + [
             Setting(
                 "fcm-allow-project", "PUSHMEDIA_FCM_ALLOW_PROJECTS", .list, commands: [.serve], default: "none",

@@ -10,7 +10,7 @@ import PushMedia
 /// again: new pushes use the new set, pushes in flight finish on their connections, and the
 /// pools of removed or changed entries close once idle; a file that does not load keeps the old
 /// set and says why (log line, `pushmedia_relay_credentials_reload_failed`).
-public final class RelayCredentials: Reloadable {
+public final class RelayCredentials: Sendable {
     public var reloadName: String { "relay credentials" }
     let path: String?
     let passThrough: Bool
@@ -22,10 +22,10 @@ public final class RelayCredentials: Reloadable {
     /// `--apns-key` as a catch-all entry.
     private let shorthand: APNsCredential?
     private let environment: [String: String]
-    /// Who may reach the relays with a set held (`ServerConfig.checkRelayExposure`): a reload
-    /// whose set breaks it is refused as one that does not read.
-    private let exposure: @Sendable (CredentialSet) throws -> Void
-    private let metrics: ServerMetrics
+    /// Who may reach the relays with a set held (the server's exposure rule, as at start): a
+    /// reload whose set breaks it is refused as one that does not read.
+    private let exposure: @Sendable (HeldCredentials) throws -> Void
+    private let metrics: any RelayMetrics
     private let logger: Logger
 
     private struct State {
@@ -35,30 +35,23 @@ public final class RelayCredentials: Reloadable {
     }
     private let state = Locked(State())
 
-    /// Loads the file (when given) and the `--apns-key` shorthand. Blocking.
-    public convenience init(
-        server: ServerConfig, metrics: ServerMetrics, logger: Logger,
-        environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws {
-        try self.init(server: server, metrics: metrics, logger: logger, environment: environment, upstreams: .http2)
-    }
-
-    /// The same, with the upstreams `upstreams` makes.
-    init(
-        server: ServerConfig, metrics: ServerMetrics, logger: Logger, environment: [String: String],
-        upstreams: UpstreamMaker
+    /// Loads the file (when given) and the `--apns-key` shorthand of `config`, blocking; its
+    /// upstreams are made by `upstreams`, and a reload must keep to `exposure`.
+    package init(
+        config: RelaysConfig, metrics: any RelayMetrics, logger: Logger, environment: [String: String],
+        upstreams: UpstreamMaker, exposure: @escaping @Sendable (HeldCredentials) throws -> Void
     ) throws {
         self.upstreams = upstreams
-        path = server.credentials.path
-        passThrough = server.credentials.passesThrough
-        apnsConfig = server.apns
-        fcmConfig = server.fcm
-        limits = server.relay
+        path = config.credentials.path
+        passThrough = config.credentials.passesThrough
+        apnsConfig = config.apns
+        fcmConfig = config.fcm
+        limits = config.limits
         self.environment = environment
         self.metrics = metrics
         self.logger = logger
-        exposure = { set in _ = try server.checkRelayExposure(held: set) }
-        shorthand = try Self.apnsKeyEntry(server.apns)
+        self.exposure = exposure
+        shorthand = try Self.apnsKeyEntry(config.apns)
         let set = try Self.read(path: path, shorthand: shorthand, environment: environment)
         try install(set)
         if !set.isEmpty {
@@ -72,10 +65,11 @@ public final class RelayCredentials: Reloadable {
         }
     }
 
-    /// The credentials `server` holds: the file's entries plus `--apns-key`'s, read and checked
-    /// (what `StartChecks` and the relays read).
-    static func read(server: ServerConfig, environment: [String: String]) throws -> CredentialSet {
-        try read(path: server.credentials.path, shorthand: apnsKeyEntry(server.apns), environment: environment)
+    /// What `config` holds: the file's entries plus `--apns-key`'s, read and checked as the
+    /// relays read them (the server's start checks ask it).
+    package static func held(config: RelaysConfig, environment: [String: String]) throws -> HeldCredentials {
+        HeldCredentials(
+            try read(path: config.credentials.path, shorthand: apnsKeyEntry(config.apns), environment: environment))
     }
 
     /// `--apns-key` with its ID and team as a catch-all entry; nil without it.
@@ -141,7 +135,7 @@ public final class RelayCredentials: Reloadable {
     public func reload() throws {
         let loaded = Result { () throws -> CredentialSet in
             let set = try Self.read(path: path, shorthand: shorthand, environment: environment)
-            try exposure(set)
+            try exposure(HeldCredentials(set))
             return set
         }
         let failed = metrics.gauge(.reloadFailed)
@@ -191,8 +185,8 @@ public final class RelayCredentials: Reloadable {
 
     // MARK: what the relays ask
 
-    var holdsAPNs: Bool { state.withLock { !$0.set.apns.isEmpty } }
-    var holdsFCM: Bool { state.withLock { !$0.set.fcm.isEmpty } }
+    package var holdsAPNs: Bool { state.withLock { !$0.set.apns.isEmpty } }
+    package var holdsFCM: Bool { state.withLock { !$0.set.fcm.isEmpty } }
 
     /// The pool for `topic`, with a use taken (give it back with `release`).
     func apnsPool(forTopic topic: String) -> APNsPool? {
@@ -218,7 +212,7 @@ public final class RelayCredentials: Reloadable {
 
     /// `/readyz`'s `certificates`: each certificate entry's `days_left`, `not_after` and `status`
     /// (`ok`, `expires_soon` within `expiresSoonDays`, `expired`: its pushes are refused); nil without any.
-    var readiness: JSONValue? {
+    package var readiness: JSONValue? {
         let certificates = self.certificates
         guard !certificates.isEmpty else { return nil }
         let format = ISO8601DateFormatter()
@@ -240,15 +234,29 @@ public final class RelayCredentials: Reloadable {
     }
 
     /// Open upstream connections of the held credentials.
-    var connectionCount: Int {
+    package var connectionCount: Int {
         state.withLock { Array($0.pools.values) }.reduce(0) { $0 + $1.upstream.connectionCount }
     }
 
     /// Closes every connection: the server's last step once its relays have stopped
     /// (`CredentialsService`), whichever relays ran.
-    func shutdown() async {
+    package func shutdown() async {
         let (pools, tokens) = state.withLock { ($0.pools.values, $0.tokens.values) }
         for pool in pools { try? await pool.upstream.shutdown().get() }
         for token in tokens { try? await token.shutdown().get() }
+    }
+}
+
+/// Which relays hold credentials of their own, which decides who may reach them (the server's
+/// exposure rule).
+package struct HeldCredentials: Sendable {
+    /// An APNs key or certificate: the APNs relay signs.
+    package let apns: Bool
+    /// A service account: the FCM relay signs.
+    package let fcm: Bool
+
+    init(_ set: CredentialSet) {
+        apns = !set.apns.isEmpty
+        fcm = !set.fcm.isEmpty
     }
 }

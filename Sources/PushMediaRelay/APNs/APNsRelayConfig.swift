@@ -1,7 +1,7 @@
 import Foundation
 import PushMedia
 
-/// The APNs relay's settings (`serve --apns-port …`), part of `ServerConfig` as `apns`. The relay
+/// The APNs relay's settings (`serve --apns-port …`), part of `RelaysConfig` as `apns`. The relay
 /// is off unless `port` is set.
 public struct APNsRelayConfig: Sendable, Equatable {
     /// `--apns-port`, `PUSHMEDIA_APNS_PORT`: port of the relay's HTTP/2 listener (0 picks a free
@@ -48,8 +48,8 @@ public struct APNsRelayConfig: Sendable, Equatable {
     /// Whether the relay signs its own tokens.
     public var ownKey: Bool { key != nil }
 
-    /// The relay's settings, appended to `ServerConfig.settings`.
-    static let settings: [Setting<ServerConfig>] =
+    /// The relay's settings, part of `RelaysConfig.settings`.
+    static let settings: [Setting<RelaysConfig>] =
         listenerSettings(\.apns) + [
             Setting(
                 "apns-allow-team", "PUSHMEDIA_APNS_ALLOW_TEAMS", .list, commands: [.serve], default: "none",
@@ -87,9 +87,9 @@ public struct APNsRelayConfig: Sendable, Equatable {
 
     /// An Apple identifier: letters and digits, at most 64.
     private static func identifier(
-        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<ServerConfig, String?> & Sendable,
+        _ name: String, _ environment: String, _ keyPath: WritableKeyPath<RelaysConfig, String?> & Sendable,
         _ example: String, help: () -> String
-    ) -> Setting<ServerConfig> {
+    ) -> Setting<RelaysConfig> {
         Setting(name, environment, commands: [.serve], default: "none", help: help()) {
             config, value throws(ConfigError) in
             guard !value.text.isEmpty, value.text.utf8.count <= 64,

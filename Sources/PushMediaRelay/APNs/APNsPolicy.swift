@@ -17,7 +17,7 @@ final class APNsPolicy: RelayPolicy {
     let credentials: RelayCredentials
     let logger: Logger
     /// The push's line.
-    let lines: RequestLines
+    let lines: any RelayLines
     /// Teams of recent pass-through tokens, and the last one.
     private let teams = Locked<[String: String]>([:])
     private let lastTeam = Locked<(String, String)?>(nil)
@@ -60,14 +60,14 @@ final class APNsPolicy: RelayPolicy {
         var credential: String? { held?.credential.name }
     }
 
-    init(config: APNsRelayConfig, parts: ServerParts, logger: Logger) throws(RelaySetupError) {
+    init(config: APNsRelayConfig, parts: RelayParts, logger: Logger) throws(RelaySetupError) {
         self.config = config
         media = RelayMedia(parts: parts)
         credentials = parts.credentials
         self.logger = logger
         lines = parts.lines
         upstream = try parts.upstreams(
-            config.upstreamEndpoint, timeout: config.upstreamTimeout, limits: parts.server.relay,
+            config.upstreamEndpoint, timeout: config.upstreamTimeout, limits: parts.limits,
             extraCA: config.upstreamCA, caSetting: "--apns-upstream-ca", logger: logger)
     }
 
@@ -101,7 +101,7 @@ final class APNsPolicy: RelayPolicy {
         let pushType = route.fields.pushType
         guard pushType == nil || pushType == "alert" else { return .ready(.untouched(exchange.body, "push_type")) }
         let baseURL = media.baseURL()
-        let key = ResponseMemo.key(.apns, baseURL: baseURL, body: exchange.body)
+        let key = RepeatAnswers.key(.apns, baseURL: baseURL, body: exchange.body)
         if let ready = media.fromMemo(key) { return .ready(ready) }
         let bytes = Array(exchange.body.readableBytesView)
         guard let payload = Self.richAlert(bytes, pushType: pushType) else {

@@ -22,7 +22,7 @@ extension HTTP2Upstream: RelayUpstream {
 
 /// Makes the relays' upstreams: every relay, held credential and token endpoint asks it, so one
 /// place decides what they talk to.
-struct UpstreamMaker: Sendable {
+package struct UpstreamMaker: Sendable {
     /// An upstream for `endpoint`: answers within `timeout`, the connections within `limits`,
     /// `extraCA` trusted too (`caSetting` names its flag in errors), `certificate` presented as
     /// the TLS client certificate (an APNs certificate credential).
@@ -34,7 +34,7 @@ struct UpstreamMaker: Sendable {
         ) throws(RelaySetupError) -> any RelayUpstream
 
     /// HTTP/2 over TLS, as shipped.
-    static let http2 = UpstreamMaker {
+    package static let http2 = UpstreamMaker {
         endpoint, timeout, limits, extraCA, caSetting, certificate, logger throws(RelaySetupError) in
         try HTTP2Upstream(
             endpoint: endpoint, timeout: timeout, limits: limits, extraCA: extraCA, caSetting: caSetting,

@@ -24,22 +24,21 @@ enum RelayPreparation {
 /// `/v1/process`, and the same metrics.
 struct RelayMedia: Sendable {
     let pipeline: Pipeline
-    let memo: ResponseMemo
-    let metrics: ServerMetrics
+    let answers: RepeatAnswers
+    let metrics: any RelayMetrics
     /// The public base URL of the stored media, known once the hook listens.
     let baseURL: @Sendable () -> String
 
-    init(parts: ServerParts) {
+    init(parts: RelayParts) {
         pipeline = parts.pipeline
-        memo = parts.memo
+        answers = parts.answers
         metrics = parts.metrics
-        let baseURL = parts.baseURL
-        self.baseURL = { baseURL.withLock { $0 } }
+        baseURL = parts.baseURL
     }
 
     /// The rewrite kept for `key`, as it is or with `finish` applied to its bytes.
-    func fromMemo(_ key: ResponseMemo.Key, finish: (([UInt8]) -> ByteBuffer)? = nil) -> RelayPrepared? {
-        guard let ready = memo.payload(key, pipeline: pipeline) else { return nil }
+    func fromMemo(_ key: RepeatAnswers.Key, finish: (([UInt8]) -> ByteBuffer)? = nil) -> RelayPrepared? {
+        guard let ready = answers.payload(key, pipeline: pipeline) else { return nil }
         metrics.record(ready.outcome)
         let body = finish.map { $0(ready.bytes) } ?? ready.buffer
         return RelayPrepared(body: body, label: ready.outcome.label, handling: .memo)
@@ -51,7 +50,7 @@ struct RelayMedia: Sendable {
     /// memo under `key` and forwarded with `finish` applied; a payload the pipeline skipped goes
     /// as `body` came.
     func rewrite(
-        _ payload: JSONObject, context: PayloadContext, sizeAtMost: Int, key: ResponseMemo.Key, body: ByteBuffer,
+        _ payload: JSONObject, context: PayloadContext, sizeAtMost: Int, key: RepeatAnswers.Key, body: ByteBuffer,
         on eventLoop: any EventLoop, finish: (@Sendable ([UInt8]) -> ByteBuffer)? = nil
     ) -> RelayPreparation {
         switch pipeline.begin(payload, context: context, sizeAtMost: sizeAtMost) {
@@ -67,14 +66,14 @@ struct RelayMedia: Sendable {
     }
 
     private func prepared(
-        _ result: PipelineResult, key: ResponseMemo.Key, body: ByteBuffer, finish: (([UInt8]) -> ByteBuffer)?
+        _ result: PipelineResult, key: RepeatAnswers.Key, body: ByteBuffer, finish: (([UInt8]) -> ByteBuffer)?
     ) -> RelayPrepared {
         metrics.record(result.outcome)
         let label = result.outcome.label
         guard result.outcome.status != .skipped else {
             return RelayPrepared(body: body, label: label, handling: .passthrough)
         }
-        let rewritten = memo.keepPayload(key, result: result) ?? result.bytes
+        let rewritten = answers.keepPayload(key, result: result) ?? result.bytes
         return RelayPrepared(
             body: finish.map { $0(rewritten) } ?? ByteBuffer(bytes: rewritten), label: label, handling: .processed)
     }

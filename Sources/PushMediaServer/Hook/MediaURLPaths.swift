@@ -11,7 +11,7 @@ import PushMedia
 /// the whole way again (the signature against the keys in force, the pipeline's lookup and its
 /// one freshness rule) and keeps what it answers: a purge or a stale entry is seen within a
 /// second, a reload at once. Thread-safe.
-final class MediaURLMemo: Sendable {
+final class MediaURLPaths: Sendable {
     struct Names: Sendable {
         /// `Content-Disposition`'s name for the format asked, if the URL asks one.
         var asked: String?

@@ -18,7 +18,7 @@ final class APNsPool: Sendable {
     private let lastExpiryLog = Locked<ContinuousClock.Instant?>(nil)
 
     init(
-        _ credential: APNsCredential, config: APNsRelayConfig, limits: RelayLimits, metrics: ServerMetrics,
+        _ credential: APNsCredential, config: APNsRelayConfig, limits: RelayLimits, metrics: any RelayMetrics,
         logger: Logger, upstreams: UpstreamMaker
     ) throws(RelaySetupError) {
         self.credential = credential

@@ -2,7 +2,8 @@ import Foundation
 import NIOCore
 import PushMedia
 
-/// Answers to repeated `/v1/process` requests and rewritten payloads of repeated relayed pushes.
+/// Answers to repeated `/v1/process` requests and rewritten payloads of repeated relayed pushes
+/// (kept here, beside the relays, and used by the hook too).
 /// A campaign tool sends the same payload for every device; once its media came from the
 /// cache, the answer to the same body under the same options is the same bytes except for the
 /// time taken (a relayed push's payload: the same bytes). Those answers are kept ready, the
@@ -13,8 +14,8 @@ import PushMedia
 /// once a second per kept answer (`recheck`). Only answers
 /// whose every media reference was a cache hit (`processed` or `passthrough`) are kept, and only
 /// for a body seen before: a stream of distinct payloads costs one hash each.
-final class ResponseMemo: Sendable {
-    struct Key: Hashable, Sendable {
+package final class RepeatAnswers: Sendable {
+    package struct Key: Hashable, Sendable {
         let options: String
         let body: ByteBuffer
         /// The options and the body hashed once, as one run of bytes (an array's own hashing feeds
@@ -31,15 +32,15 @@ final class ResponseMemo: Sendable {
             fingerprint = hasher.finalize()
         }
 
-        func hash(into hasher: inout Hasher) { hasher.combine(fingerprint) }
+        package func hash(into hasher: inout Hasher) { hasher.combine(fingerprint) }
 
-        static func == (lhs: Key, rhs: Key) -> Bool {
+        package static func == (lhs: Key, rhs: Key) -> Bool {
             lhs.fingerprint == rhs.fingerprint && lhs.options == rhs.options && lhs.body == rhs.body
         }
     }
 
     /// Which door an answer is for, and what it depends on besides the body.
-    enum Door: Sendable {
+    package enum Door: Sendable {
         /// `/v1/process` with its options.
         case process(onReject: String?, vendor: String?, profile: String?)
         /// A relayed APNs push.
@@ -51,12 +52,12 @@ final class ResponseMemo: Sendable {
     }
 
     /// The one place a key is made: `body` as answered through `door` with the media's `baseURL`.
-    static func key(_ door: Door, baseURL: String, body: [UInt8]) -> Key {
+    package static func key(_ door: Door, baseURL: String, body: [UInt8]) -> Key {
         key(door, baseURL: baseURL, body: ByteBuffer(bytes: body))
     }
 
     /// The same, for a body already in a buffer (a relayed request's: not copied).
-    static func key(_ door: Door, baseURL: String, body: ByteBuffer) -> Key {
+    package static func key(_ door: Door, baseURL: String, body: ByteBuffer) -> Key {
         let options =
             switch door {
             case let .process(onReject, vendor, profile): "\(onReject ?? "-")|\(vendor ?? "-")|\(profile ?? "-")|"
@@ -99,15 +100,15 @@ final class ResponseMemo: Sendable {
     private let seen = Locked([Int](repeating: 0, count: 1 << 16))
 
     /// Answers given from the memo so far.
-    var answers: Int { state.withLock { $0.answered } }
+    package var given: Int { state.withLock { $0.answered } }
 
-    init(byteLimit: Int = 32 * 1024 * 1024) {
+    package init(byteLimit: Int = 32 * 1024 * 1024) {
         self.byteLimit = byteLimit
         state = Locked(State(entries: LRUCache(budget: byteLimit)))
     }
 
     /// The kept answer for `key` with `total` milliseconds, if it still holds.
-    func answer(_ key: Key, total: Double, pipeline: Pipeline) -> (bytes: [UInt8], outcome: Outcome)? {
+    package func answer(_ key: Key, total: Double, pipeline: Pipeline) -> (bytes: [UInt8], outcome: Outcome)? {
         guard let entry = entry(key, pipeline: pipeline), entry.timed else { return nil }
         var outcome = entry.outcome
         outcome.timingsMs.total = total
@@ -147,7 +148,7 @@ final class ResponseMemo: Sendable {
     /// The encoded answer for `result` (with its total) when every media reference came from
     /// the cache, kept for the next identical request if this body was seen before; nil when
     /// the answer is not one to keep (encode it as usual).
-    func keep(_ key: Key, result: PipelineResult) -> [UInt8]? {
+    package func keep(_ key: Key, result: PipelineResult) -> [UInt8]? {
         guard keepable(key, result: result) else { return nil }
         var template = result.outcome
         let total = template.timingsMs.total

@@ -1,6 +1,6 @@
 import PushMedia
 
-/// Every bound and timeout of the relays (`--relay-*`), part of `ServerConfig` as `relay`: what
+/// Every bound and timeout of the relays (`--relay-*`), part of `RelaysConfig` as `limits`: what
 /// one client connection may hold, what all of a relay's connections may hold together, the
 /// HTTP/2 settings both ends advertise, and how long each phase of a connection may take. Past
 /// a bound the offender is shed, not the others: a stream past its connection's bounds is refused
@@ -55,6 +55,10 @@ public struct RelayLimits: Sendable, Equatable {
     /// `--relay-upstream-ping`: an upstream connection silent this long is sent a `PING`: 1 hour
     /// (Apple's advice).
     public var upstreamPing: Duration = .seconds(3600)
+    /// `--relay-fair-quantum`: what an app may send per turn of an upstream connection's fair
+    /// queue (`FairQueue`), where a push costs 1 and 1 more per KiB: 4, about 4 ordinary pushes.
+    /// Smaller keeps turns short, so a light app waits less behind a campaign's flood.
+    public var fairQuantum = 4
 
     public init() {}
 
@@ -74,66 +78,71 @@ public struct RelayLimits: Sendable, Equatable {
             peerMaxStreamsInitial: 1)
     }
 
-    /// The listeners' bounds, appended to `ServerConfig.settings`.
-    static let settings: [Setting<ServerConfig>] = [
+    /// The listeners' bounds, part of `RelaysConfig.settings`.
+    static let settings: [Setting<RelaysConfig>] = [
         .integer(
-            "relay-max-connections", "PUSHMEDIA_RELAY_MAX_CONNECTIONS", \.relay.maxConnections, in: 1...1_000_000,
+            "relay-max-connections", "PUSHMEDIA_RELAY_MAX_CONNECTIONS", \.limits.maxConnections, in: 1...1_000_000,
             commands: [.serve], help: "Client connections each relay holds at once; more are closed as they open"),
         .integer(
-            "relay-max-streams", "PUSHMEDIA_RELAY_MAX_STREAMS", \.relay.maxStreams, in: 1...10_000_000,
+            "relay-max-streams", "PUSHMEDIA_RELAY_MAX_STREAMS", \.limits.maxStreams, in: 1...10_000_000,
             commands: [.serve],
             help: "Requests in flight across a relay's connections; past it the connection holding most is shed"),
         .integer(
-            "relay-max-buffered", "PUSHMEDIA_RELAY_MAX_BUFFERED", \.relay.maxBuffered, in: 1_048_576...1 << 40,
+            "relay-max-buffered", "PUSHMEDIA_RELAY_MAX_BUFFERED", \.limits.maxBuffered, in: 1_048_576...1 << 40,
             commands: [.serve],
             help: "Bytes a relay holds for clients across its connections; past it the connection holding most is shed"),
         .integer(
-            "relay-connection-streams", "PUSHMEDIA_RELAY_CONNECTION_STREAMS", \.relay.connectionStreams,
+            "relay-connection-streams", "PUSHMEDIA_RELAY_CONNECTION_STREAMS", \.limits.connectionStreams,
             in: 1...100_000, commands: [.serve],
             help: "Requests in flight on one connection (reset ones included); more are refused (REFUSED_STREAM)"),
         .integer(
-            "relay-connection-bytes", "PUSHMEDIA_RELAY_CONNECTION_BYTES", \.relay.connectionBytes,
+            "relay-connection-bytes", "PUSHMEDIA_RELAY_CONNECTION_BYTES", \.limits.connectionBytes,
             in: 65_536...1 << 36, commands: [.serve],
             help: "Bytes one connection may hold; past it new requests on it are refused (REFUSED_STREAM)"),
         .integer(
-            "relay-max-body", "PUSHMEDIA_RELAY_MAX_BODY", \.relay.maxBody, in: 5_120...16_777_216,
+            "relay-max-body", "PUSHMEDIA_RELAY_MAX_BODY", \.limits.maxBody, in: 5_120...16_777_216,
             commands: [.serve], help: "The largest request body read; a longer one is answered 413"),
         .integer(
-            "relay-max-header-list", "PUSHMEDIA_RELAY_MAX_HEADER_LIST", \.relay.maxHeaderList, in: 4_096...1_048_576,
+            "relay-max-header-list", "PUSHMEDIA_RELAY_MAX_HEADER_LIST", \.limits.maxHeaderList, in: 4_096...1_048_576,
             commands: [.serve],
             help: "SETTINGS_MAX_HEADER_LIST_SIZE of both ends; a request with more header bytes is answered 431"),
         .integer(
-            "relay-stream-window", "PUSHMEDIA_RELAY_STREAM_WINDOW", \.relay.streamWindow, in: 65_535...2_147_483_647,
+            "relay-stream-window", "PUSHMEDIA_RELAY_STREAM_WINDOW", \.limits.streamWindow, in: 65_535...2_147_483_647,
             commands: [.serve], help: "The flow-control window of a client's stream"),
         .integer(
-            "relay-connection-window", "PUSHMEDIA_RELAY_CONNECTION_WINDOW", \.relay.connectionWindow,
+            "relay-connection-window", "PUSHMEDIA_RELAY_CONNECTION_WINDOW", \.limits.connectionWindow,
             in: 65_535...2_147_483_647, commands: [.serve], help: "The flow-control window of a client connection"),
         .integer(
-            "relay-max-empty-data", "PUSHMEDIA_RELAY_MAX_EMPTY_DATA", \.relay.maxEmptyData, in: 1...1_000_000,
+            "relay-max-empty-data", "PUSHMEDIA_RELAY_MAX_EMPTY_DATA", \.limits.maxEmptyData, in: 1...1_000_000,
             commands: [.serve],
             help: "Empty DATA frames without END_STREAM one stream may carry before GOAWAY ENHANCE_YOUR_CALM"),
         .duration(
-            "relay-unread-timeout", "PUSHMEDIA_RELAY_UNREAD_TIMEOUT", \.relay.unreadTimeout, commands: [.serve],
+            "relay-unread-timeout", "PUSHMEDIA_RELAY_UNREAD_TIMEOUT", \.limits.unreadTimeout, commands: [.serve],
             help: "How long answers may wait for a client that reads nothing before it is shed (GOAWAY)"),
         .duration(
-            "relay-handshake-timeout", "PUSHMEDIA_RELAY_HANDSHAKE_TIMEOUT", \.relay.handshakeTimeout,
+            "relay-handshake-timeout", "PUSHMEDIA_RELAY_HANDSHAKE_TIMEOUT", \.limits.handshakeTimeout,
             commands: [.serve],
             help: "How long a new connection may take to deliver its first bytes (through TLS) before it is closed"),
         .duration(
-            "relay-request-timeout", "PUSHMEDIA_RELAY_REQUEST_TIMEOUT", \.relay.requestTimeout, commands: [.serve],
+            "relay-request-timeout", "PUSHMEDIA_RELAY_REQUEST_TIMEOUT", \.limits.requestTimeout, commands: [.serve],
             help: "How long an HTTP/1.1 request may take to arrive whole, from its first byte"),
         .duration(
-            "relay-idle-timeout", "PUSHMEDIA_RELAY_IDLE_TIMEOUT", \.relay.idleTimeout, commands: [.serve],
+            "relay-idle-timeout", "PUSHMEDIA_RELAY_IDLE_TIMEOUT", \.limits.idleTimeout, commands: [.serve],
             help: "A client connection silent this long is drained (answered, then closed)"),
         .duration(
-            "relay-drain-timeout", "PUSHMEDIA_RELAY_DRAIN_TIMEOUT", \.relay.drainTimeout, commands: [.serve],
+            "relay-drain-timeout", "PUSHMEDIA_RELAY_DRAIN_TIMEOUT", \.limits.drainTimeout, commands: [.serve],
             help: "A connection asked to drain is closed this long after, whatever it still does"),
         .integer(
-            "relay-upstream-window", "PUSHMEDIA_RELAY_UPSTREAM_WINDOW", \.relay.upstreamWindow,
+            "relay-upstream-window", "PUSHMEDIA_RELAY_UPSTREAM_WINDOW", \.limits.upstreamWindow,
             in: 65_535...2_147_483_647, commands: [.serve],
             help: "The flow-control window of each stream to Apple or Google"),
         .duration(
-            "relay-upstream-ping", "PUSHMEDIA_RELAY_UPSTREAM_PING", \.relay.upstreamPing, commands: [.serve],
+            "relay-upstream-ping", "PUSHMEDIA_RELAY_UPSTREAM_PING", \.limits.upstreamPing, commands: [.serve],
             help: "An upstream connection silent this long is sent a PING"),
+        .integer(
+            "relay-fair-quantum", "PUSHMEDIA_RELAY_FAIR_QUANTUM", \.limits.fairQuantum, in: 1...1024,
+            commands: [.serve],
+            help: "What an app may send per turn of an upstream connection's fair queue (a push costs 1, and 1 per KiB)"
+        ),
     ]
 }

@@ -1,7 +1,7 @@
 import Foundation
 import PushMedia
 
-/// The relays' held credentials (`serve --relay-credentials …`), part of `ServerConfig` as
+/// The relays' held credentials (`serve --relay-credentials …`), part of `RelaysConfig` as
 /// `credentials`.
 public struct RelayCredentialsConfig: Sendable, Equatable {
     /// `--relay-credentials`, `PUSHMEDIA_RELAY_CREDENTIALS`: the credentials file (YAML or JSON);
@@ -16,8 +16,8 @@ public struct RelayCredentialsConfig: Sendable, Equatable {
     /// Whether pass-through is on.
     public var passesThrough: Bool { passThrough ?? (path == nil) }
 
-    /// The settings, appended to `ServerConfig.settings`.
-    static let settings: [Setting<ServerConfig>] = [
+    /// The settings, part of `RelaysConfig.settings`.
+    static let settings: [Setting<RelaysConfig>] = [
         .readableFile(
             "relay-credentials", "PUSHMEDIA_RELAY_CREDENTIALS", \.credentials.path, "a credentials file (YAML or JSON)"
         ) {

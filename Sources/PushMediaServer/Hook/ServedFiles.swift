@@ -11,7 +11,7 @@ import PushMedia
 /// retention or a purge, is served at most that long). Each version of a file is hashed once
 /// before it is first served (kept files when they are read, larger local ones apart), so bytes
 /// that are not what the name says are never served. Thread-safe.
-final class MediaMemory: Sendable {
+final class ServedFiles: Sendable {
     /// What identifies one version of a file on disk.
     struct Identity: Equatable {
         var device: UInt64
@@ -40,9 +40,9 @@ final class MediaMemory: Sendable {
         /// Kept files by name, their sizes counted against `limit`.
         var files: LRUCache<String, Slot>
         /// Files too large to keep whose content was found to match their name, by version.
-        var verified = LRUCache<String, Identity>(budget: MediaMemory.maxVerified)
+        var verified = LRUCache<String, Identity>(budget: ServedFiles.maxVerified)
         /// An object store's files found too large to keep, so that they are streamed at once.
-        var large = LRUCache<String, Bool>(budget: MediaMemory.maxVerified)
+        var large = LRUCache<String, Bool>(budget: ServedFiles.maxVerified)
     }
 
     /// Files larger than this are always read from disk in chunks.

@@ -1,0 +1,41 @@
+import Prometheus
+
+/// The held credentials' metrics, straight in the Prometheus registry (made once per name and labels).
+package enum CredentialMetric {
+    case pushes, daysLeft, reloads, reloadFailed
+
+    var descriptor: MetricNameDescriptor {
+        switch self {
+        case .pushes:
+            MetricNameDescriptor(
+                metricName: "pushmedia_relay_credential_pushes", unitName: "total",
+                helpText: "Pushes and messages sent with a held credential, by relay and entry name")
+        case .daysLeft:
+            MetricNameDescriptor(
+                metricName: "pushmedia_relay_certificate_days_left", unitName: "",
+                helpText: "Whole days until a held APNs certificate expires (negative: expired)")
+        case .reloads:
+            MetricNameDescriptor(
+                metricName: "pushmedia_relay_credentials_reloads", unitName: "total",
+                helpText: "Reloads of the credentials file on SIGHUP, by result")
+        case .reloadFailed:
+            MetricNameDescriptor(
+                metricName: "pushmedia_relay_credentials_reload_failed", unitName: "",
+                helpText: "1 while the last reload of the credentials file failed (the old set is in force)")
+        }
+    }
+}
+
+extension RelayMetrics {
+    /// The counter of a held credential's metric with `labels`.
+    func counter(_ metric: CredentialMetric, _ labels: [(String, String)]) -> Prometheus.Counter {
+        registry.makeCounter(descriptor: metric.descriptor, labels: labels)
+    }
+
+    /// The gauge of a held credential's metric with `labels`.
+    func gauge(_ metric: CredentialMetric, _ labels: [(String, String)] = []) -> Prometheus.Gauge {
+        labels.isEmpty
+            ? registry.makeGauge(descriptor: metric.descriptor)
+            : registry.makeGauge(descriptor: metric.descriptor, labels: labels)
+    }
+}

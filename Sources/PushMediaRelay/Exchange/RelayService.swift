@@ -1,0 +1,74 @@
+import Logging
+import PushMedia
+import ServiceLifecycle
+
+/// A relay's listener as a service of `serve`: it stops on graceful shutdown, lets the requests
+/// in flight finish within the drain limit, then closes the relay's upstream connections.
+struct RelayService<Policy: RelayPolicy>: RelayServing {
+    let relay: Relay<Policy>
+    let listener: RelayListener<Relay<Policy>>
+    let onRunning: @Sendable (_ port: Int, _ tls: Bool) async -> Void
+
+    func run() async throws {
+        let tls = listener.tls != nil
+        try await listener.run { port in await onRunning(port, tls) }
+        await relay.shutdown()
+    }
+}
+
+extension RelayService {
+    /// The relay `config` describes, its policy on the server's `parts`: the settings that go
+    /// together checked, TLS with the relay's ALPN protocols (HTTP/1.1 served beside HTTP/2 when
+    /// it offers it), the drain limit. The one way either relay is made; who may reach it was
+    /// checked before (the server's start checks).
+    init(
+        _ config: Policy.Config, parts: RelayParts, logger: Logger,
+        onRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void
+    ) throws(RelaySetupError) {
+        try config.validate()
+        let policy = try Policy(config: config, parts: parts, logger: logger)
+        let (metrics, name) = (parts.metrics, policy.name)
+        let relay = Relay(policy: policy, limits: parts.limits)
+        self.relay = relay
+        listener = RelayListener(
+            endpoint: relay, host: config.host, port: config.port, tls: try config.serverTLS(),
+            http1: Policy.Config.protocols.contains("http/1.1"), drainLimit: config.drainLimit,
+            budget: RelayBudget(limits: parts.limits) { metrics.relayShed(relay: name, reason: $0) },
+            housekeeping: parts.pipeline.resources.housekeeping)
+        self.onRunning = onRunning
+    }
+
+    /// Open connections to the relay's own upstream.
+    var upstreamConnections: Int { relay.policy.upstream.connectionCount }
+}
+
+/// A relay as a service of `serve`.
+package protocol RelayServing: Service {
+    /// Open connections to the relay's own upstream.
+    var upstreamConnections: Int { get }
+}
+
+/// Which relay.
+package enum RelayName: String, Sendable {
+    case apns, fcm
+}
+
+extension RelaysConfig {
+    /// The relay `name`, as these settings say, on the server's `parts`: the one way either
+    /// relay is made (`RelayService.init`); `onRunning` gets its port and whether it speaks TLS.
+    package func service(
+        _ name: RelayName, parts: RelayParts, logger: Logger,
+        onRunning: @escaping @Sendable (_ port: Int, _ tls: Bool) async -> Void
+    ) throws(RelaySetupError) -> any RelayServing {
+        switch name {
+        case .apns: try RelayService<APNsPolicy>(apns, parts: parts, logger: logger, onRunning: onRunning)
+        case .fcm: try RelayService<FCMPolicy>(fcm, parts: parts, logger: logger, onRunning: onRunning)
+        }
+    }
+
+    /// Reads each running relay's TLS certificate and key, as its listener will.
+    package func checkTLS() throws(RelaySetupError) {
+        if apns.port != nil { _ = try apns.serverTLS() }
+        if fcm.port != nil { _ = try fcm.serverTLS() }
+    }
+}
