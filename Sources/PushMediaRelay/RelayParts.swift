@@ -21,14 +21,8 @@ package struct RelayParts: Sendable {
         metrics: any RelayMetrics, lines: any RelayLines, credentials: RelayCredentials, upstreams: UpstreamMaker,
         limits: RelayLimits
     ) {
-        self.pipeline = pipeline
-        self.answers = answers
-        self.baseURL = baseURL
-        self.metrics = metrics
-        self.lines = lines
-        self.credentials = credentials
-        self.upstreams = upstreams
-        self.limits = limits
+        (self.pipeline, self.answers, self.baseURL, self.metrics) = (pipeline, answers, baseURL, metrics)
+        (self.lines, self.credentials, self.upstreams, self.limits) = (lines, credentials, upstreams, limits)
     }
 }
 

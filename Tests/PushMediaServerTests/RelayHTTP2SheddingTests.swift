@@ -154,3 +154,8 @@ extension RelayHTTP2Tests {
         }
     }
 }
+
+extension RelayBudget {
+    /// What all connections hold: requests in flight, and bytes.
+    var totals: (streams: Int, bytes: Int) { state.withLock { ($0.streams, $0.bytes) } }
+}

@@ -5,24 +5,27 @@ package enum CredentialMetric {
     case pushes, daysLeft, reloads, reloadFailed
 
     var descriptor: MetricNameDescriptor {
-        switch self {
-        case .pushes:
-            MetricNameDescriptor(
-                metricName: "pushmedia_relay_credential_pushes", unitName: "total",
-                helpText: "Pushes and messages sent with a held credential, by relay and entry name")
-        case .daysLeft:
-            MetricNameDescriptor(
-                metricName: "pushmedia_relay_certificate_days_left", unitName: "",
-                helpText: "Whole days until a held APNs certificate expires (negative: expired)")
-        case .reloads:
-            MetricNameDescriptor(
-                metricName: "pushmedia_relay_credentials_reloads", unitName: "total",
-                helpText: "Reloads of the credentials file on SIGHUP, by result")
-        case .reloadFailed:
-            MetricNameDescriptor(
-                metricName: "pushmedia_relay_credentials_reload_failed", unitName: "",
-                helpText: "1 while the last reload of the credentials file failed (the old set is in force)")
-        }
+        let (name, unit, help) =
+            switch self {
+            case .pushes:
+                (
+                    "pushmedia_relay_credential_pushes", "total",
+                    "Pushes and messages sent with a held credential, by relay and entry name"
+                )
+            case .daysLeft:
+                (
+                    "pushmedia_relay_certificate_days_left", "",
+                    "Whole days until a held APNs certificate expires (negative: expired)"
+                )
+            case .reloads:
+                ("pushmedia_relay_credentials_reloads", "total", "Reloads of the credentials file on SIGHUP, by result")
+            case .reloadFailed:
+                (
+                    "pushmedia_relay_credentials_reload_failed", "",
+                    "1 while the last reload of the credentials file failed (the old set is in force)"
+                )
+            }
+        return MetricNameDescriptor(metricName: name, unitName: unit, helpText: help)
     }
 }
 

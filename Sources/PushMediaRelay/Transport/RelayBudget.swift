@@ -15,7 +15,7 @@ final class RelayBudget: Sendable {
     static let lightStreams = 8
     static let lightBytes = 256 * 1024
     private let onShed: @Sendable (_ reason: ShedReason) -> Void
-    private struct Usage {
+    struct Usage {
         /// Requests in the endpoint's hands, and bytes held (theirs and the session's).
         var streams = 0
         var bytes = 0
@@ -24,7 +24,7 @@ final class RelayBudget: Sendable {
         var shed = false
         let shedNow: @Sendable (_ reason: ShedReason) -> Void
     }
-    private struct State {
+    struct State {
         var connections: [ObjectIdentifier: Usage] = [:]
         /// Requests in the endpoints' hands, and their bytes plus what the open sessions hold.
         var streams = 0
@@ -49,7 +49,8 @@ final class RelayBudget: Sendable {
             return best
         }
     }
-    private let state = Locked(State())
+    /// Readable by the tests (`totals`).
+    let state = Locked(State())
 
     private static func light(_ usage: Usage) -> Bool {
         usage.streams < lightStreams && usage.bytes < lightBytes
@@ -137,9 +138,6 @@ final class RelayBudget: Sendable {
             victim(.buffered)
         }
     }
-
-    /// What all connections hold: requests in flight, and bytes.
-    var totals: (streams: Int, bytes: Int) { state.withLock { ($0.streams, $0.bytes) } }
 
     /// Every 2 s, gives the allocator's free memory back to the system (`pm_trim_memory`, on
     /// `executor`: it may take a while) once what held much of it is gone: many connections
