@@ -190,15 +190,19 @@ static pm_h2 *session_new(int server, const pm_h2_limits *limits) {
     return h2;
 }
 
-pm_h2 *pm_h2_server_new(const pm_h2_limits *limits) {
-    pm_h2 *h2 = session_new(1, limits);
+/* A session of either side, with its SETTINGS queued and the connection's receive window set:
+ * the server advertises its bounds, the client also refuses server push. */
+static pm_h2 *session_open(int server, const pm_h2_limits *limits) {
+    pm_h2 *h2 = session_new(server, limits);
     if (!h2) return NULL;
     nghttp2_settings_entry settings[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits->max_streams},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, limits->max_header_list},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits->stream_window},
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
     };
-    if (nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, settings, 3) != 0 ||
+    size_t count = server ? 3 : 4;
+    if (nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, settings, count) != 0 ||
         nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0, (int32_t)limits->connection_window) !=
             0) {
         pm_h2_free(h2);
@@ -207,23 +211,9 @@ pm_h2 *pm_h2_server_new(const pm_h2_limits *limits) {
     return h2;
 }
 
-pm_h2 *pm_h2_client_new(const pm_h2_limits *limits) {
-    pm_h2 *h2 = session_new(0, limits);
-    if (!h2) return NULL;
-    nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits->max_streams},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits->stream_window},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, limits->max_header_list},
-    };
-    if (nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, settings, 4) != 0 ||
-        nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0, (int32_t)limits->connection_window) !=
-            0) {
-        pm_h2_free(h2);
-        return NULL;
-    }
-    return h2;
-}
+pm_h2 *pm_h2_server_new(const pm_h2_limits *limits) { return session_open(1, limits); }
+
+pm_h2 *pm_h2_client_new(const pm_h2_limits *limits) { return session_open(0, limits); }
 
 void pm_h2_free(pm_h2 *h2) {
     if (!h2) return;

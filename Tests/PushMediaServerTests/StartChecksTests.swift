@@ -136,6 +136,22 @@ struct StartChecksTests {
         }
     }
 
+    /// Either relay on a public address refuses to start unless its senders are restricted, and
+    /// starts without a warning once they are.
+    @Test func aPublicRelayNeedsRestriction() throws {
+        for relay in ["apns", "fcm"] {
+            var server = ServerConfig()
+            try server.set("\(relay)-port", to: "0")
+            try server.set("\(relay)-host", to: "0.0.0.0")
+            let restriction = relay == "apns" ? ("apns-allow-team", "TEAM123456") : ("fcm-allow-project", "my-app-1")
+            #expect { try StartChecks(config: PushMediaConfig(), server: server, environment: [:]) } throws: {
+                "\($0)".contains("--\(restriction.0)")
+            }
+            try server.set(restriction.0, to: restriction.1)
+            #expect(try StartChecks(config: PushMediaConfig(), server: server, environment: [:]).warnings.isEmpty)
+        }
+    }
+
     /// What `pushmedia serve` did with `arguments`: started (then stopped with SIGTERM), or
     /// exited with a status and its standard error.
     static func serve(_ arguments: [String]) async throws -> (started: Bool, status: Int32, stderr: String) {
