@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `make test` after the format check and set-up: every suite once under a sanitizer, then the
+# scripts against the binary that ships. Each step prints its time (`timed: NAME SECONDS`).
+#   scripts/test.sh          the whole run (what `make test` and CI run)
+#   scripts/test.sh asan     the whole suite under AddressSanitizer (`make asan`)
+#   scripts/test.sh tsan     the whole suite under ThreadSanitizer (`make tsan`)
+#
+# The suites that exercise concurrency (TSAN_SUITES) run under ThreadSanitizer, every other one
+# under AddressSanitizer: each suite once, under the sanitizer that finds what it could break.
+# Tests run one at a time: several check answers against deadlines, which needs cores that
+# other tests are not saturating.
+#
+# The three builds (AddressSanitizer, ThreadSanitizer, the release binary with the Swift runtime
+# linked in) are most of the run's CPU. The ThreadSanitizer build runs in the background at the
+# lowest priority (nice 19) while the scripts that check answers rather than latencies run, and
+# is waited for before the scripts that measure latency (relay attacks, the fleet, fair shares)
+# and the ThreadSanitizer suite. A step that fails fails the run; the background build is
+# stopped with it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SWIFT=${SWIFT:-swift}
+SHIPPED=.build-static/stage/pushmedia
+TIMED=scripts/timed.sh
+
+# The suites that exercise concurrency: executors, gates and deadlines, the pipeline's shared
+# jobs and best attempts, stores under concurrent writers, the log sink, the hook's routes and
+# memos, bursts and `serve` stopping, the relays' HTTP/2 and exchange, the credentials'
+# lifecycle, the fleet, the extension's exactly-once delivery. A suite of `Tests/` is named
+# here by its type; a new suite that starts threads, tasks or processes that race belongs here.
+TSAN_SUITES='\.(BlockingExecutorTests|BoundedConcurrencyTests|DeadlineSemaphoreTests|ProcessResourcesTests'
+TSAN_SUITES+='|PipelineTests|BestAttemptTests|ResolveTests|StoreTests|LogSinkTests|RouterTests'
+TSAN_SUITES+='|MediaURLRouteTests|MediaBurstTests|ServeEndToEndTests|RelayHTTP2Tests|RelayExchangeTests'
+TSAN_SUITES+='|CredentialsLifecycleTests|FleetTests|FleetCoordinationTests|DeliverOnceTests)/'
+
+# Leak checking is off: the Swift runtime's, Foundation's and SwiftNIO's process-wide singletons
+# (thread pools, Process and URLSession bookkeeping) are still allocated at exit and would be
+# reported on every run. Memory errors (overflows, use after free) are what ASan checks here.
+# No index store: nothing reads it, and writing it costs every compile.
+asan() {
+  env ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address \
+    $SWIFT "$1" --sanitize=address --disable-index-store --scratch-path .build-asan "${@:2}"
+}
+tsan() {
+  env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
+    PUSHMEDIA_TEST_SANITIZER=thread \
+    $SWIFT "$1" --sanitize=thread --disable-index-store --scratch-path .build-tsan "${@:2}"
+}
+
+case "${1:-all}" in
+  asan) exec "$TIMED" asan-suite asan test --no-parallel ;;
+  tsan) exec "$TIMED" tsan-suite tsan test --no-parallel ;;
+  all) ;;
+  *) echo "usage: scripts/test.sh [asan|tsan]" >&2; exit 64 ;;
+esac
+
+start=$(date +%s)
+background=""
+stop_background() { [ -z "$background" ] || kill -- "-$background" 2>/dev/null || true; }
+trap stop_background EXIT
+
+"$TIMED" asan-build asan build --build-tests
+"$TIMED" asan-suite asan test --skip-build --no-parallel --skip "$TSAN_SUITES"
+"$TIMED" release-static scripts/release-static.sh
+
+# The ThreadSanitizer build, in a process group of its own (so that it can be stopped whole).
+set -m
+mkdir -p .build-tsan
+nice -n 19 "$TIMED" tsan-build tsan build --build-tests >.build-tsan/build.log 2>&1 &
+background=$!
+set +m
+
+BIN=$SHIPPED "$TIMED" api-conformance scripts/api-conformance.sh
+BIN=$SHIPPED "$TIMED" apns-relay scripts/apns-relay.sh
+BIN=$SHIPPED "$TIMED" fcm-relay scripts/fcm-relay.sh
+BIN=$SHIPPED "$TIMED" media-url scripts/media-url.sh
+BIN=$SHIPPED "$TIMED" docs-examples scripts/docs-examples.sh
+"$TIMED" image-test scripts/image-test.sh
+"$TIMED" deb-test scripts/deb-test.sh
+
+waited=$(date +%s)
+if ! wait "$background"; then
+  background=""
+  cat .build-tsan/build.log >&2
+  echo "test: the ThreadSanitizer build failed" >&2
+  exit 1
+fi
+background=""
+grep "^timed:" .build-tsan/build.log >&2 || true
+echo "timed: tsan-build-wait $(($(date +%s) - waited)) s" >&2
+
+BIN=$SHIPPED "$TIMED" relay-attacks scripts/relay-attacks.sh
+BIN=$SHIPPED "$TIMED" fleet scripts/fleet.sh
+"$TIMED" relay-fairness scripts/relay-fairness.sh
+"$TIMED" tsan-suite tsan test --skip-build --no-parallel --filter "$TSAN_SUITES"
+echo "timed: make-test $(($(date +%s) - start)) s" >&2
