@@ -11,11 +11,12 @@
 # other tests are not saturating.
 #
 # The three builds (AddressSanitizer, ThreadSanitizer, the release binary with the Swift runtime
-# linked in) are most of the run's CPU. The ThreadSanitizer build runs in the background at the
-# lowest priority (nice 19) while the scripts that check answers rather than latencies run, and
-# is waited for before the scripts that measure latency (relay attacks, the fleet, fair shares)
-# and the ThreadSanitizer suite. A step that fails fails the run; the background build is
-# stopped with it.
+# linked in) are most of the run's CPU, and the tests and scripts leave much of it idle. So the
+# release build runs in the background at the lowest priority (nice 19) while the
+# AddressSanitizer suite runs, and the ThreadSanitizer build while the scripts that check
+# answers rather than latencies run; each is waited for before what needs it, and the scripts
+# that measure latency (relay attacks, the fleet, fair shares) run with nothing beside them. A
+# step that fails fails the run; the build in the background is stopped with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,21 +56,42 @@ case "${1:-all}" in
 esac
 
 start=$(date +%s)
+# One build at a time runs in the background, at the lowest priority, in a process group of its
+# own (stopped whole if the run fails); its output goes to LOG, shown if it fails.
 background=""
 stop_background() { [ -z "$background" ] || kill -- "-$background" 2>/dev/null || true; }
 trap stop_background EXIT
+in_background() {
+  local log=$1
+  shift
+  mkdir -p "$(dirname "$log")"
+  set -m
+  nice -n 19 "$TIMED" "$@" >"$log" 2>&1 &
+  background=$!
+  set +m
+}
+await_background() {
+  local log=$1 waited
+  waited=$(date +%s)
+  if ! wait "$background"; then
+    background=""
+    cat "$log" >&2
+    echo "test: the build in the background failed" >&2
+    exit 1
+  fi
+  background=""
+  grep '^timed:' "$log" >&2 || true
+  echo "timed: waited $(($(date +%s) - waited)) s for it" >&2
+}
 
 "$TIMED" asan-build asan build --build-tests
+# The release binary, and the fair-share check's stand-in for Apple and Google beside it.
+in_background .build-static/build.log release-static bash -c \
+  "scripts/release-static.sh && $SWIFT build -c release --product relay-standin --static-swift-stdlib --scratch-path .build-static"
 "$TIMED" asan-suite asan test --skip-build --no-parallel --skip "$TSAN_SUITES"
-"$TIMED" release-static scripts/release-static.sh
+await_background .build-static/build.log
 
-# The ThreadSanitizer build, in a process group of its own (so that it can be stopped whole).
-set -m
-mkdir -p .build-tsan
-nice -n 19 "$TIMED" tsan-build tsan build --build-tests >.build-tsan/build.log 2>&1 &
-background=$!
-set +m
-
+in_background .build-tsan/build.log tsan-build tsan build --build-tests
 BIN=$SHIPPED "$TIMED" api-conformance scripts/api-conformance.sh
 BIN=$SHIPPED "$TIMED" apns-relay scripts/apns-relay.sh
 BIN=$SHIPPED "$TIMED" fcm-relay scripts/fcm-relay.sh
@@ -77,17 +99,7 @@ BIN=$SHIPPED "$TIMED" media-url scripts/media-url.sh
 BIN=$SHIPPED "$TIMED" docs-examples scripts/docs-examples.sh
 "$TIMED" image-test scripts/image-test.sh
 "$TIMED" deb-test scripts/deb-test.sh
-
-waited=$(date +%s)
-if ! wait "$background"; then
-  background=""
-  cat .build-tsan/build.log >&2
-  echo "test: the ThreadSanitizer build failed" >&2
-  exit 1
-fi
-background=""
-grep "^timed:" .build-tsan/build.log >&2 || true
-echo "timed: tsan-build-wait $(($(date +%s) - waited)) s" >&2
+await_background .build-tsan/build.log
 
 BIN=$SHIPPED "$TIMED" relay-attacks scripts/relay-attacks.sh
 BIN=$SHIPPED "$TIMED" fleet scripts/fleet.sh
