@@ -38,18 +38,7 @@ struct CredentialsLifecycleTests {
     /// A credentials file holding `entries` (YAML), owner-only, in `directory`; and a service
     /// account for project `shop-1234` beside it, which an entry may name as `sa.json`.
     static func credentials(_ entries: String, in directory: TemporaryDirectory) throws -> String {
-        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let account = directory.file("sa.json")
-        let json = JSONValue.object(
-            JSONObject([
-                ("type", .string("service_account")), ("project_id", .string("shop-1234")),
-                ("private_key", .string(key.pemRepresentation)),
-                ("client_email", .string("sa@shop-1234.iam.gserviceaccount.com")),
-                ("token_uri", .string("https://oauth.test/token")),
-            ])
-        ).serialized()
-        try Data(json).write(to: URL(fileURLWithPath: account))
-        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: account)
+        let account = try serviceAccountFile(in: directory)
         let credentials = directory.file("credentials.yaml")
         try entries.replacingOccurrences(of: "sa.json", with: account).write(
             toFile: credentials, atomically: true, encoding: .utf8)

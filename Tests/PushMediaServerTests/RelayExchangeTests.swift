@@ -90,18 +90,7 @@ struct RelayExchangeTests {
         let key = directory.file("AuthKey_K1.p8")
         try P256.Signing.PrivateKey().pemRepresentation.write(toFile: key, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key)
-        let account = directory.file("sa.json")
-        let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let json = JSONValue.object(
-            JSONObject([
-                ("type", .string("service_account")), ("project_id", .string("shop-1234")),
-                ("private_key", .string(rsa.pemRepresentation)),
-                ("client_email", .string("sa@shop-1234.iam.gserviceaccount.com")),
-                ("token_uri", .string("https://oauth.test/token")),
-            ])
-        ).serialized()
-        try Data(json).write(to: URL(fileURLWithPath: account))
-        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: account)
+        let account = try serviceAccountFile(in: directory)
         let credentials = directory.file("credentials.yaml")
         try """
         apns:

@@ -293,22 +293,28 @@ struct SettingsTableTests {
     /// Runs `pushmedia` with `options` then `arguments`, without the environment's `PUSHMEDIA_*`.
     static func pushmedia(_ options: [String], arguments: [String] = []) async throws -> Run {
         try await runner.run {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
-            process.arguments = options + arguments
-            process.environment = ProcessInfo.processInfo.environment.filter {
-                !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_")
-            }
-            let out = Pipe()
-            let err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
+            let (process, out, err) = try started(options + arguments)
             let stdout = out.fileHandleForReading.readDataToEndOfFile()
             let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()
             return Run(status: process.terminationStatus, stdout: stdout, stderr: stderr)
         }
+    }
+
+    /// `pushmedia` with `arguments`, started without the environment's `PUSHMEDIA_*` and `AWS_*`,
+    /// its standard output and error in pipes.
+    static func started(_ arguments: [String]) throws -> (Process, out: Pipe, err: Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.filter {
+            !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_")
+        }
+        let (out, err) = (Pipe(), Pipe())
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return (process, out, err)
     }
 }

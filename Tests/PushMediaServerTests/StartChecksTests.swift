@@ -46,10 +46,7 @@ struct StartChecksTests {
         let p8 = try write("AuthKey_ABC123DEFG.p8", P256.Signing.PrivateKey().pemRepresentation)
         let openP8 = try write("AuthKey_OPEN.p8", P256.Signing.PrivateKey().pemRepresentation, mode: 0o644)
         let badCredentials = try write("bad-credentials.yaml", "apns: [\n")
-        let account = try write(
-            "sa.json",
-            #"{"type":"service_account","project_id":"shop-1234","client_email":"sa@shop-1234.iam.gserviceaccount.com","#
-                + #""private_key":"# + "\"\(try Self.rsaPEM())\"}")
+        let account = try serviceAccountFile(in: directory)
         let credentials = try write(
             "credentials.yaml", "fcm:\n  - {name: shop, project_id: shop-1234, service_account: \(account)}\n")
         let key = "apns-key: \(p8)\napns-key-id: ABC123DEFG\napns-team-id: TEAM123456\n"
@@ -103,10 +100,6 @@ struct StartChecksTests {
         ]
     }
 
-    static func rsaPEM() throws -> String {
-        try _RSA.Signing.PrivateKey(keySize: .bits2048).pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
-    }
-
     @Test func checkConfigAndServeAgree() async throws {
         let store = directory.file("store")
         let rows = try table()
@@ -156,23 +149,12 @@ struct StartChecksTests {
     /// exited with a status and its standard error.
     static func serve(_ arguments: [String]) async throws -> (started: Bool, status: Int32, stderr: String) {
         try await SettingsTableTests.runner.run {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
-            process.arguments = ["serve", "--port", "0"] + arguments
-            process.environment = ProcessInfo.processInfo.environment.filter {
-                !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_")
-            }
-            let out = Pipe()
-            let err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            process.standardInput = FileHandle.nullDevice
+            let (process, out, err) = try SettingsTableTests.started(["serve", "--port", "0"] + arguments)
             let said = Locked("")
             err.fileHandleForReading.readabilityHandler = { handle in
                 let chunk = handle.availableData
                 said.withLock { $0 += String(decoding: chunk, as: UTF8.self) }
             }
-            try process.run()
             // Standard output's first line is "PushMedia listening on …" once it started; it
             // ends without one when the process exits.
             var output = Data()
