@@ -1,6 +1,6 @@
 /// One media reference of a payload and what became of it. A payload may hold several (OneSignal's
 /// `att`, Airship's `urls`, an FCM message with an APNs and an Android part).
-public struct MediaOutcome: Codable, Sendable, Equatable {
+public struct MediaOutcome: Sendable, Equatable {
     /// Where the URL sits in the payload, dotted, e.g. `ab.att.url`,
     /// `message.android.notification.image`.
     public var path: String
@@ -31,15 +31,30 @@ public struct MediaOutcome: Codable, Sendable, Equatable {
         self.platform = platform
         self.status = status
     }
+}
 
-    enum CodingKeys: String, CodingKey {
-        case path, platform, status, reason, message, attachment, thumbnail, icon, hints
-        case sourceURL = "source_url"
-        case sourceMIME = "source_mime"
-        case sourceBytes = "source_bytes"
-        case cacheHit = "cache_hit"
-        case revalidated
+// Its JSON: `fields` in key order, absent optionals omitted (`jsonValue` and `Codable` both read them).
+extension MediaOutcome: Codable {
+    /// The fields an outcome also writes flat, at its top level, for its primary reference.
+    static let flatFields: [JSONField<MediaOutcome>] = [
+        .optional("attachment", \.attachment), .optional("cache_hit", \.cacheHit),
+        .optional("message", \.message), .optional("reason", \.reason), .optional("revalidated", \.revalidated),
+        .optional("source_bytes", \.sourceBytes), .optional("source_mime", \.sourceMIME),
+        .optional("source_url", \.sourceURL), .required("status", \.status), .optional("thumbnail", \.thumbnail),
+    ]
+
+    static let fields: [JSONField<MediaOutcome>] =
+        (flatFields + [
+            .optional("hints", \.hints), .optional("icon", \.icon), .required("path", \.path),
+            .required("platform", \.platform),
+        ]).sortedByKey()
+
+    public init(from decoder: any Decoder) throws {
+        self.init(path: "", platform: "", status: .skipped)
+        try Self.fields.decode(into: &self, from: decoder)
     }
+
+    public func encode(to encoder: any Encoder) throws { try Self.fields.encode(self, to: encoder) }
 }
 
 /// A produced file as the outcome reports it.

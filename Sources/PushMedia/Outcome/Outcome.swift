@@ -30,7 +30,10 @@ public struct StageTimings: Codable, Sendable, Equatable {
 ///
 /// Its JSON is one flat object: the fields of `primary` (`status`, `reason`, `message`, `media_key`,
 /// `source_url`, `source_mime`, `source_bytes`, `attachment`, `thumbnail`, `cache_hit`, `revalidated`)
-/// beside the payload's own (`payload_bytes`, `warnings`, `timings_ms`, `vendor`, `media`).
+/// beside the payload's own (`payload_bytes`, `warnings`, `timings_ms`, `vendor`, `media`). The
+/// primary reference's fields are read and written on the outcome itself (`outcome.status`,
+/// `outcome.reason`, `outcome.attachment`…).
+@dynamicMemberLookup
 public struct Outcome: Sendable, Equatable {
     /// The payload's status, reason and message, with its primary media reference (the first iOS
     /// one, else the first): where it is (`path`, written as `media_key`; empty when the payload
@@ -52,29 +55,12 @@ public struct Outcome: Sendable, Equatable {
         primary.reason = reason
         primary.message = message
     }
-}
 
-// The primary reference's fields, read and written on the outcome itself.
-extension Outcome {
-    public var status: OutcomeStatus {
-        get { primary.status }
-        set { primary.status = newValue }
-    }
-
-    /// Machine-readable cause for `rejected`, `best_attempt` and `skipped`, e.g. `http_404`.
-    public var reason: String? {
-        get { primary.reason }
-        set { primary.reason = newValue }
-    }
-
-    /// `status` or `status/reason`: the `X-PushMedia-Outcome` header of every door (the hook,
-    /// media URLs, the relays) and their lines.
-    public var label: String { reason.map { "\(status.rawValue)/\($0)" } ?? status.rawValue }
-
-    /// A sentence a person can act on: what failed, where, and which rule.
-    public var message: String? {
-        get { primary.message }
-        set { primary.message = newValue }
+    /// A field of the primary reference (`status`, `reason`, `message`, `sourceURL`, `attachment`…).
+    @inlinable
+    public subscript<Value>(dynamicMember field: WritableKeyPath<MediaOutcome, Value>) -> Value {
+        get { primary[keyPath: field] }
+        set { primary[keyPath: field] = newValue }
     }
 
     /// The primary reference's `path`; nil when the payload has no media reference.
@@ -83,97 +69,28 @@ extension Outcome {
         set { primary.path = newValue ?? "" }
     }
 
-    public var sourceURL: String? {
-        get { primary.sourceURL }
-        set { primary.sourceURL = newValue }
-    }
-
-    /// libmagic's type of the source, when fetched.
-    public var sourceMIME: String? {
-        get { primary.sourceMIME }
-        set { primary.sourceMIME = newValue }
-    }
-
-    public var sourceBytes: Int64? {
-        get { primary.sourceBytes }
-        set { primary.sourceBytes = newValue }
-    }
-
-    public var attachment: AttachmentInfo? {
-        get { primary.attachment }
-        set { primary.attachment = newValue }
-    }
-
-    public var thumbnail: AttachmentInfo? {
-        get { primary.thumbnail }
-        set { primary.thumbnail = newValue }
-    }
-
-    /// Whether the result came from the cache.
-    public var cacheHit: Bool? {
-        get { primary.cacheHit }
-        set { primary.cacheHit = newValue }
-    }
-
-    /// The cached result was renewed by its origin (304 or the same bytes) without a new transcode.
-    public var revalidated: Bool? {
-        get { primary.revalidated }
-        set { primary.revalidated = newValue }
-    }
+    /// `status` or `status/reason`: the `X-PushMedia-Outcome` header of every door (the hook,
+    /// media URLs, the relays) and their lines.
+    public var label: String { primary.reason.map { "\(primary.status.rawValue)/\($0)" } ?? primary.status.rawValue }
 }
 
-// Flat JSON: the primary reference's fields beside the payload's own, in this order, absent
-// optionals omitted.
+// Flat JSON: the primary reference's shared fields beside the payload's own, in key order, absent
+// optionals omitted (`jsonValue` and `Codable` both read `fields`).
 extension Outcome: Codable {
-    enum CodingKeys: String, CodingKey {
-        case status, reason, message, attachment, thumbnail, warnings, vendor, media, revalidated
-        case mediaKey = "media_key"
-        case sourceURL = "source_url"
-        case sourceMIME = "source_mime"
-        case sourceBytes = "source_bytes"
-        case payloadBytes = "payload_bytes"
-        case cacheHit = "cache_hit"
-        case timingsMs = "timings_ms"
-    }
+    static let fields: [JSONField<Outcome>] =
+        (MediaOutcome.flatFields.map { field in
+            JSONField(
+                key: field.key, value: { field.value($0.primary) }, encode: { try field.encode($0.primary, &$1) },
+                decode: { try field.decode(&$0.primary, $1) })
+        } + [
+            .optional("media", \.media), .optional("media_key", \.mediaKey), .required("payload_bytes", \.payloadBytes),
+            .required("timings_ms", \.timingsMs), .optional("vendor", \.vendor), .optional("warnings", \.warnings),
+        ]).sortedByKey()
 
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(
-            status: try container.decode(OutcomeStatus.self, forKey: .status),
-            reason: try container.decodeIfPresent(String.self, forKey: .reason),
-            message: try container.decodeIfPresent(String.self, forKey: .message))
-        mediaKey = try container.decodeIfPresent(String.self, forKey: .mediaKey)
-        sourceURL = try container.decodeIfPresent(String.self, forKey: .sourceURL)
-        sourceMIME = try container.decodeIfPresent(String.self, forKey: .sourceMIME)
-        sourceBytes = try container.decodeIfPresent(Int64.self, forKey: .sourceBytes)
-        attachment = try container.decodeIfPresent(AttachmentInfo.self, forKey: .attachment)
-        thumbnail = try container.decodeIfPresent(AttachmentInfo.self, forKey: .thumbnail)
-        payloadBytes = try container.decode(Int.self, forKey: .payloadBytes)
-        cacheHit = try container.decodeIfPresent(Bool.self, forKey: .cacheHit)
-        revalidated = try container.decodeIfPresent(Bool.self, forKey: .revalidated)
-        warnings = try container.decodeIfPresent([String].self, forKey: .warnings)
-        timingsMs = try container.decode(StageTimings.self, forKey: .timingsMs)
-        vendor = try container.decodeIfPresent(String.self, forKey: .vendor)
-        media = try container.decodeIfPresent([MediaOutcome].self, forKey: .media)
+        self.init(status: .skipped)
+        try Self.fields.decode(into: &self, from: decoder)
     }
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(status, forKey: .status)
-        try container.encodeIfPresent(reason, forKey: .reason)
-        try container.encodeIfPresent(message, forKey: .message)
-        try container.encodeIfPresent(mediaKey, forKey: .mediaKey)
-        try container.encodeIfPresent(sourceURL, forKey: .sourceURL)
-        try container.encodeIfPresent(sourceMIME, forKey: .sourceMIME)
-        try container.encodeIfPresent(sourceBytes, forKey: .sourceBytes)
-        try container.encodeIfPresent(attachment, forKey: .attachment)
-        try container.encodeIfPresent(thumbnail, forKey: .thumbnail)
-        try container.encode(payloadBytes, forKey: .payloadBytes)
-        try container.encodeIfPresent(cacheHit, forKey: .cacheHit)
-        try container.encodeIfPresent(revalidated, forKey: .revalidated)
-        try container.encodeIfPresent(warnings, forKey: .warnings)
-        try container.encode(timingsMs, forKey: .timingsMs)
-        try container.encodeIfPresent(vendor, forKey: .vendor)
-        try container.encodeIfPresent(media, forKey: .media)
-    }
+    public func encode(to encoder: any Encoder) throws { try Self.fields.encode(self, to: encoder) }
 }

@@ -3,7 +3,7 @@ extension Outcome {
     /// else the top-level fields as one `ios` entry (none when no media reference was found).
     public var mediaEntries: [MediaOutcome] {
         if let media, !media.isEmpty { return media }
-        guard mediaKey != nil || sourceURL != nil || attachment != nil else { return [] }
+        guard mediaKey != nil || primary.sourceURL != nil || primary.attachment != nil else { return [] }
         var entry = primary
         entry.platform = "ios"
         return [entry]
