@@ -58,10 +58,16 @@ let package = Package(
             dependencies: ["CNghttp2"],
             path: "Sources/CHTTP2Shim",
             cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])]),
+        // The one table of media formats (MIME type, UTI, extension, kind), read by the server and
+        // by the phone's library: no system libraries.
+        .target(
+            name: "PushMediaFormats",
+            path: "Sources/PushMediaFormats"),
         .target(
             name: "PushMedia",
             dependencies: [
                 "CPushMediaShim",
+                "PushMediaFormats",
                 // SHA-256 by BoringSSL: the CPU's SHA instructions where it has them.
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -85,6 +91,7 @@ let package = Package(
         // time, calls the content handler once. Apple glue behind canImport(UserNotifications).
         .target(
             name: "PushMediaNSE",
+            dependencies: ["PushMediaFormats"],
             path: "Sources/PushMediaNSE"),
         // The relays: the APNs relay (`APNs/`) and the FCM relay (`FCM/`) on one listener
         // (`Transport/`), one exchange (`Exchange/`) and one upstream client (`Upstream/`), with

@@ -3,7 +3,8 @@ public enum MediaKind: String, Sendable, Codable {
     case image, audio, video, unsupported
 }
 
-/// A media format PushMedia recognises from the bytes, with the names the phone needs.
+/// A media format PushMedia knows, with the names the phone needs: the one table of formats, read
+/// by the server (`PushMedia`) and by the phone's library (`PushMediaNSE`).
 public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
     /// Short identifier, e.g. `jpeg`.
     public let id: String
@@ -16,6 +17,16 @@ public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
     public let kind: MediaKind
     /// libvips can decode it with its trusted loaders (so it can be transcoded).
     public let decodable: Bool
+
+    /// A format by its names; the ones PushMedia knows follow.
+    public init(id: String, mime: String, uti: String?, fileExtension: String, kind: MediaKind, decodable: Bool) {
+        self.id = id
+        self.mime = mime
+        self.uti = uti
+        self.fileExtension = fileExtension
+        self.kind = kind
+        self.decodable = decodable
+    }
 
     public static let jpeg = MediaFormat(
         id: "jpeg", mime: "image/jpeg", uti: "public.jpeg", fileExtension: "jpg", kind: .image, decodable: true)
@@ -56,6 +67,10 @@ public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
         id: "aac", mime: "audio/aac", uti: "public.aac-audio", fileExtension: "aac", kind: .audio, decodable: false)
     public static let mpeg = MediaFormat(
         id: "mpeg", mime: "video/mpeg", uti: "public.mpeg", fileExtension: "mpg", kind: .video, decodable: false)
+    /// An MPEG-2 video stream as the phone names it; the server's sniffer calls MPEG video `mpeg`.
+    public static let mpeg2 = MediaFormat(
+        id: "mpeg2", mime: "video/mpeg", uti: "public.mpeg-2-video", fileExtension: "m2v", kind: .video,
+        decodable: false)
     public static let mp4 = MediaFormat(
         id: "mp4", mime: "video/mp4", uti: "public.mpeg-4", fileExtension: "mp4", kind: .video, decodable: false)
     public static let avi = MediaFormat(
@@ -74,33 +89,7 @@ public struct MediaFormat: Sendable, Equatable, Hashable, Codable {
         id: "quicktime", mime: "video/quicktime", uti: "com.apple.quicktime-movie", fileExtension: "mov", kind: .video,
         decodable: false)
 
-    /// Formats known by libmagic's MIME answer. Anything else is `unsupported`.
-    static let byMagicMIME: [String: MediaFormat] = [
-        "image/jpeg": .jpeg, "image/pjpeg": .jpeg,
-        "image/png": .png,
-        "image/gif": .gif,
-        "image/webp": .webp,
-        "image/heic": .heic, "image/heic-sequence": .heic,
-        "image/heif": .heif, "image/heif-sequence": .heif,
-        "image/avif": .avif,
-        "image/tiff": .tiff,
-        "image/bmp": .bmp, "image/x-ms-bmp": .bmp,
-        "audio/mpeg": .mp3, "audio/mp3": .mp3,
-        "audio/x-m4a": .m4a, "audio/mp4": .m4a, "audio/m4a": .m4a,
-        "audio/x-wav": .wav, "audio/wav": .wav, "audio/vnd.wave": .wav, "audio/x-wave": .wav,
-        "audio/x-aiff": .aiff, "audio/aiff": .aiff,
-        "audio/flac": .flac, "audio/x-flac": .flac,
-        "audio/ogg": .ogg, "audio/vorbis": .ogg, "audio/opus": .ogg, "application/ogg": .ogg,
-        "audio/aac": .aac, "audio/x-hx-aac-adts": .aac, "audio/x-aac": .aac,
-        "video/mpeg": .mpeg, "video/mp2p": .mpeg, "video/mp2t": .mpegts,
-        "video/mp4": .mp4,
-        "video/x-msvideo": .avi, "video/avi": .avi,
-        "video/webm": .webm,
-        "video/x-matroska": .matroska,
-        "video/quicktime": .quicktime,
-    ]
-
-    /// A format PushMedia does not handle, named by libmagic's MIME type.
+    /// A format PushMedia does not handle, named by its MIME type.
     public static func unsupported(mime: String) -> MediaFormat {
         MediaFormat(id: "unsupported", mime: mime, uti: nil, fileExtension: "bin", kind: .unsupported, decodable: false)
     }

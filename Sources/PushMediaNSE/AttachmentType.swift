@@ -1,25 +1,30 @@
 import Foundation
+import PushMediaFormats
 
 /// The files a notification attachment may be, by Apple's `UNNotificationAttachment` rules:
 /// JPEG, PNG, GIF up to 10 MB; MP3, MPEG-4 audio, WAV, AIFF up to 5 MB; MPEG, MPEG-2, MPEG-4, AVI
 /// up to 50 MB. Each type knows its UTI (the type hint), its file extension (which the phone
-/// reads first) and the first bytes its files start with.
+/// reads first) and the first bytes its files start with; its names are the server's, from the
+/// one table of formats (`PushMediaFormats`).
 public struct AttachmentType: Sendable, Hashable, CustomStringConvertible {
-    /// What the phone shows it as.
-    public enum Kind: String, Sendable { case image, audio, video }
+    /// What the phone shows it as: `image`, `audio` or `video`.
+    public typealias Kind = MediaKind
 
-    /// Uniform Type Identifier, e.g. `public.jpeg`.
-    public let uti: String
-    /// File extension without the dot, e.g. `jpg`.
-    public let fileExtension: String
-    /// MIME type, e.g. `image/jpeg`.
-    public let mime: String
-    public let kind: Kind
+    /// The format's row in the table the server reads too.
+    let format: MediaFormat
     /// Files of this type and of these share a container and are told apart by the descriptor
     /// only (an audio-only MPEG-4 file may carry a video brand).
     let family: Family
 
     enum Family: Sendable, Hashable { case jpeg, png, gif, mp3, isoMedia, wav, aiff, mpeg, avi }
+
+    /// Uniform Type Identifier, e.g. `public.jpeg`.
+    public var uti: String { format.uti ?? "" }
+    /// File extension without the dot, e.g. `jpg`.
+    public var fileExtension: String { format.fileExtension }
+    /// MIME type, e.g. `image/jpeg`.
+    public var mime: String { format.mime }
+    public var kind: Kind { format.kind }
 
     public var description: String { uti }
 
@@ -32,31 +37,21 @@ public struct AttachmentType: Sendable, Hashable, CustomStringConvertible {
         case .image: 10_000_000
         case .audio: 5_000_000
         case .video: 50_000_000
+        case .unsupported: 0
         }
     }
 
-    public static let jpeg = AttachmentType(
-        uti: "public.jpeg", fileExtension: "jpg", mime: "image/jpeg", kind: .image, family: .jpeg)
-    public static let png = AttachmentType(
-        uti: "public.png", fileExtension: "png", mime: "image/png", kind: .image, family: .png)
-    public static let gif = AttachmentType(
-        uti: "com.compuserve.gif", fileExtension: "gif", mime: "image/gif", kind: .image, family: .gif)
-    public static let mp3 = AttachmentType(
-        uti: "public.mp3", fileExtension: "mp3", mime: "audio/mpeg", kind: .audio, family: .mp3)
-    public static let m4a = AttachmentType(
-        uti: "public.mpeg-4-audio", fileExtension: "m4a", mime: "audio/mp4", kind: .audio, family: .isoMedia)
-    public static let wav = AttachmentType(
-        uti: "com.microsoft.waveform-audio", fileExtension: "wav", mime: "audio/wav", kind: .audio, family: .wav)
-    public static let aiff = AttachmentType(
-        uti: "public.aiff-audio", fileExtension: "aiff", mime: "audio/aiff", kind: .audio, family: .aiff)
-    public static let mpeg = AttachmentType(
-        uti: "public.mpeg", fileExtension: "mpg", mime: "video/mpeg", kind: .video, family: .mpeg)
-    public static let mpeg2 = AttachmentType(
-        uti: "public.mpeg-2-video", fileExtension: "m2v", mime: "video/mpeg", kind: .video, family: .mpeg)
-    public static let mp4 = AttachmentType(
-        uti: "public.mpeg-4", fileExtension: "mp4", mime: "video/mp4", kind: .video, family: .isoMedia)
-    public static let avi = AttachmentType(
-        uti: "public.avi", fileExtension: "avi", mime: "video/x-msvideo", kind: .video, family: .avi)
+    public static let jpeg = AttachmentType(format: .jpeg, family: .jpeg)
+    public static let png = AttachmentType(format: .png, family: .png)
+    public static let gif = AttachmentType(format: .gif, family: .gif)
+    public static let mp3 = AttachmentType(format: .mp3, family: .mp3)
+    public static let m4a = AttachmentType(format: .m4a, family: .isoMedia)
+    public static let wav = AttachmentType(format: .wav, family: .wav)
+    public static let aiff = AttachmentType(format: .aiff, family: .aiff)
+    public static let mpeg = AttachmentType(format: .mpeg, family: .mpeg)
+    public static let mpeg2 = AttachmentType(format: .mpeg2, family: .mpeg)
+    public static let mp4 = AttachmentType(format: .mp4, family: .isoMedia)
+    public static let avi = AttachmentType(format: .avi, family: .avi)
 
     /// Every type, in the order above.
     public static let all: [AttachmentType] = [.jpeg, .png, .gif, .mp3, .m4a, .wav, .aiff, .mpeg, .mpeg2, .mp4, .avi]
@@ -116,6 +111,7 @@ public struct AttachmentType: Sendable, Hashable, CustomStringConvertible {
         switch kind {
         case .image: return top == "image"
         case .audio, .video: return top == "audio" || top == "video" || media == "application/mp4"
+        case .unsupported: return false
         }
     }
 }

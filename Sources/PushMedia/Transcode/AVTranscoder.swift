@@ -1,4 +1,5 @@
 import Foundation
+import PushMediaFormats
 
 /// Video and audio transcodes for platforms that play them, with the `ffmpeg` program under the
 /// same supervision as `VideoFrames` (child process, deadline, memory cap, allow-lists):
