@@ -87,12 +87,12 @@ public enum TestObjectStore {
         S3Settings(endpoint: endpoint, bucket: bucket, prefix: prefix, accessKey: accessKey, secretKey: secretKey)
     }
 
-    /// A new, empty bucket with a unique name (created through S3, the way an operator would);
-    /// with `publicRead`, anonymous GETs of its objects work at `publicURL/<bucket>/<key>`.
+    /// A new, empty bucket with a unique name (`object-store.sh make-bucket`); with `publicRead`,
+    /// anonymous GETs of its objects work at `publicURL/<bucket>/<key>`.
     public static func makeBucket(publicRead: Bool = false) throws -> String {
         try start()
         let bucket = "pm-" + UUID().uuidString.prefix(13).lowercased().replacingOccurrences(of: "-", with: "")
-        try S3Client(settings: s3Settings(bucket: bucket)).createBucket()
+        try run(["make-bucket", bucket])
         if publicRead { try run(["public-read", bucket]) }
         return bucket
     }

@@ -297,11 +297,6 @@ extension Configurable {
         settings.first { $0.name == name }
     }
 
-    /// The environment variable behind each setting, by name.
-    public static var environmentKeys: [String: String] {
-        Dictionary(uniqueKeysWithValues: settings.map { ($0.name, $0.environment) })
-    }
-
     /// Applies one setting given as text (from a flag or an environment variable).
     /// - Parameter name: the flag name without dashes, e.g. `budget`.
     public mutating func set(_ name: String, to text: String) throws(ConfigError) {

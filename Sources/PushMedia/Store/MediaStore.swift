@@ -112,7 +112,7 @@ public final class MediaStore: Sendable {
     let backend: any StoreBackend
     private let incoming: String
     /// This process's work folder under `.incoming/`.
-    private let workspace: String
+    let workspace: String
 
     /// Free bytes on the disk that downloads and intermediates are written to (nil when it
     /// cannot be read). Cheap.
@@ -423,11 +423,6 @@ public final class MediaStore: Sendable {
             if let pid, kill(pid, 0) == 0 || errno == EPERM { continue }  // still running
             try? FileManager.default.removeItem(atPath: incoming + "/" + name)
         }
-    }
-
-    /// Work files of this process currently present (for checks and tests).
-    public func temporaryFiles() -> [String] {
-        (try? FileManager.default.contentsOfDirectory(atPath: workspace)) ?? []
     }
 }
 

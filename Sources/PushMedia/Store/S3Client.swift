@@ -374,14 +374,4 @@ public final class S3Client: Sendable {
         let response = try perform("GET", key: nil, query: query, deadline: deadline)
         guard response.status == 200 else { throw failure(response, "LIST") }
     }
-
-    /// Creates the bucket (for set-up and tests; an existing bucket of the same owner is fine).
-    public func createBucket() throws(StoreError) {
-        let response = try perform("PUT", key: nil)
-        guard
-            (200..<300).contains(response.status)
-                || (response.status == 409
-                    && String(decoding: response.body, as: UTF8.self).contains("BucketAlreadyOwnedByYou"))
-        else { throw failure(response, "PUT bucket") }
-    }
 }

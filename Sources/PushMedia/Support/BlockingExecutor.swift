@@ -8,10 +8,12 @@ public final class BlockingExecutor: @unchecked Sendable {
     private let name: String
     /// The most threads it runs at once.
     public let maxThreads: Int
-    private let condition = NSCondition()
+    /// Guards the queue and the counts.
+    let condition = NSCondition()
     private var queue: [@Sendable () -> Void] = []
     private var head = 0
-    private var threads = 0
+    /// Threads running now, busy or idle.
+    var threads = 0
     private var idle = 0
     private let idleTimeout: TimeInterval
 
@@ -37,13 +39,6 @@ public final class BlockingExecutor: @unchecked Sendable {
 
     /// Runs `work` on one of the executor's threads, without waiting for it.
     public func execute(_ work: @escaping @Sendable () -> Void) { submit(work) }
-
-    /// Threads running now, busy or idle (they end after `idleTimeout` without work).
-    public var threadCount: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return threads
-    }
 
     /// Work waiting for a thread.
     public var queued: Int {
