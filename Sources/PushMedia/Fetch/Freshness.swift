@@ -113,3 +113,23 @@ public struct FreshnessPolicy: Sendable, Equatable {
         return Date(timeIntervalSince1970: Double(days * 86_400 + clock[0] * 3600 + clock[1] * 60 + clock[2]))
     }
 }
+
+extension CacheEntry {
+    /// Whether the entry may be used at `now` without revalidating its source. Entries of local
+    /// sources are always fresh; remote ones written before freshness was recorded never are.
+    public func isFresh(remote: Bool, now: Date = Date()) -> Bool {
+        guard remote else { return true }
+        guard let freshUntil else { return false }
+        return now.timeIntervalSince1970 < Double(freshUntil)
+    }
+}
+
+extension MediaStore {
+    /// The entry remembered for `key` (`remembered(key:)`) when it is fresh: the one freshness
+    /// decision of an answer from memory (a lookup's first step, `Pipeline.begin`, an answer kept
+    /// ready).
+    func rememberedFresh(key: String, remote: Bool) -> CacheEntry? {
+        guard let entry = remembered(key: key), entry.isFresh(remote: remote) else { return nil }
+        return entry
+    }
+}

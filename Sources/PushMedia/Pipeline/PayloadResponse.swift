@@ -94,10 +94,10 @@ struct SlotAnswer: Sendable {
         descriptor = Descriptor(status: .rejected, reason: reason, type: sniffed?.uti, mime: sniffed?.mime)
     }
 
-    /// A finished result (fresh or cached) recorded under `key`: the stored attachment replaces
-    /// the media URL.
-    mutating func accepted(_ entry: CacheEntry, key: String) {
-        used = UsedEntry(key: key, attachment: entry.attachment.name)
+    /// A finished result (fresh or cached) recorded under `key`, for a `remote` source or not: the
+    /// stored attachment replaces the media URL.
+    mutating func accepted(_ entry: CacheEntry, key: String, remote: Bool) {
+        used = UsedEntry(key: key, attachment: entry.attachment.name, remote: remote)
         let attachment = entry.attachment
         outcome.status = entry.status == .passthrough ? .passthrough : .processed
         outcome.reason = nil
@@ -138,7 +138,7 @@ struct SlotAnswer: Sendable {
     /// The cached result is past its freshness lifetime and could not be renewed in time (or the
     /// origin failed): it goes out as the best attempt, with why.
     mutating func stale(_ entry: CacheEntry, why: String) {
-        accepted(entry, key: "")
+        accepted(entry, key: "", remote: false)
         used = nil
         outcome.status = .bestAttempt
         outcome.reason = ReasonCode.stale

@@ -88,10 +88,10 @@ extension Pipeline {
             }
             let source = slotSource(planned.answers[index].slot, context: context)
             if !context.refresh, case let .success(slot) = source,
-                let entry = remembered(slot.key, remote: slot.source.isRemote)
+                let entry = store.rememberedFresh(key: slot.key, remote: slot.source.isRemote)
             {
                 planned.answers[index].outcome.cacheHit = true
-                planned.answers[index].accepted(entry, key: slot.key)
+                planned.answers[index].accepted(entry, key: slot.key, remote: slot.source.isRemote)
                 continue
             }
             planned.pending.append((index, source))
@@ -135,12 +135,11 @@ extension Pipeline {
     }
 
     /// Whether an answer made from the cache entries `used` still holds: each is remembered fresh
-    /// with the same attachment (the one check of `begin`'s, at its one interval,
-    /// `MediaStore.checkEvery`). For answers kept ready.
+    /// with the same attachment (`begin`'s check, `MediaStore.rememberedFresh`, at its one
+    /// interval, `MediaStore.checkEvery`). For answers kept ready.
     public func stillRemembered(_ used: [UsedEntry]) -> Bool {
         used.allSatisfy { used in
-            guard let entry = store.remembered(key: used.key) else { return false }
-            return entry.attachment.name == used.attachment && entry.isFresh(remote: entry.freshUntil != nil)
+            store.rememberedFresh(key: used.key, remote: used.remote)?.attachment.name == used.attachment
         }
     }
 
@@ -189,19 +188,19 @@ extension Pipeline {
                 key: slot.key, source: slot.source, profile: answer.slot.platform, posterTime: slot.posterTime,
                 refresh: context.refresh, deadline: deadline))
         if let timings { answer.timings = timings }
-        answer.resolved(resolution, key: slot.key)
+        answer.resolved(resolution, key: slot.key, remote: slot.source.isRemote)
     }
 }
 
 extension SlotAnswer {
     /// The answer for how its media's request ended.
-    mutating func resolved(_ resolution: Pipeline.Resolution, key: String) {
+    mutating func resolved(_ resolution: Pipeline.Resolution, key: String, remote: Bool) {
         switch resolution {
         case let .ready(entry, cacheHit):
             outcome.cacheHit = cacheHit
-            accepted(entry, key: key)
+            accepted(entry, key: key, remote: remote)
         case let .renewed(entry):
-            accepted(entry, key: key)
+            accepted(entry, key: key, remote: remote)
             outcome.cacheHit = true
             outcome.revalidated = true
         case let .stale(entry, why):

@@ -36,13 +36,15 @@ extension Pipeline {
     }
 
     /// The one way from a media request to its resolution: the store (memory, then the index:
-    /// one freshness rule, `remembered`), the request's alternate entry, the shared job for the
-    /// key behind the job gate (which goes on `config.backgroundLimit` past the deadline),
+    /// one freshness rule, `CacheEntry.isFresh`), the request's alternate entry, the shared job
+    /// for the key behind the job gate (which goes on `config.backgroundLimit` past the deadline),
     /// raced against the deadline, stale-if-error and overload. The stage timings of the job
     /// this request waited for, if it ended in time.
     func resolve(_ request: MediaRequest) async -> (Resolution, StageTimings?) {
         let (key, remote) = (request.key, request.source.isRemote)
-        if !request.refresh, let entry = remembered(key, remote: remote) { return (.ready(entry, cacheHit: true), nil) }
+        if !request.refresh, let entry = store.rememberedFresh(key: key, remote: remote) {
+            return (.ready(entry, cacheHit: true), nil)
+        }
         if !request.refresh, let alternate = request.alternate,
             case let alternateKey = MediaStore.cacheKey(source: request.source.identity, options: alternate.options),
             let (entry, _) = try? await lookup(
@@ -92,20 +94,13 @@ extension Pipeline {
         return (resolution, result?.timings)
     }
 
-    /// The entry memory holds for `key` when it is fresh: the first step of every lookup, and
-    /// all of one that needs no wait (`begin`).
-    func remembered(_ key: String, remote: Bool) -> CacheEntry? {
-        guard let entry = store.remembered(key: key), entry.isFresh(remote: remote) else { return nil }
-        return entry
-    }
-
     /// The cached entry for `key` if fresh, else the stale one (to revalidate). A fresh entry in
     /// memory answers at once; a stale one is looked up again in the index, where another node
     /// may have renewed it.
     func lookup(
         key: String, remote: Bool, refresh: Bool, deadline: ContinuousClock.Instant
     ) async throws -> (fresh: CacheEntry?, stale: CacheEntry?) {
-        if !refresh, let entry = remembered(key, remote: remote) { return (entry, nil) }
+        if !refresh, let entry = store.rememberedFresh(key: key, remote: remote) { return (entry, nil) }
         // One read of the index (a file, or a GET): on the fetch threads, not behind transcodes.
         let entry = try await io.run { [store] in try store.lookup(key: key, fromIndex: true, deadline: deadline) }
         if let entry, refresh || !entry.isFresh(remote: remote) { return (nil, entry) }

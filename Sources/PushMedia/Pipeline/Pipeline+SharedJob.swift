@@ -32,7 +32,7 @@ extension Pipeline {
     ) -> SharedJob? {
         inFlight.withLock { jobs in
             if let job = jobs[key] { return job }
-            if !refresh, let entry = remembered(key, remote: source.isRemote) {
+            if !refresh, let entry = store.rememberedFresh(key: key, remote: source.isRemote) {
                 return SharedJob(
                     task: Task { JobResult(kind: .ready(entry), timings: StageTimings()) },
                     progress: Locked(JobProgress(started: true)))

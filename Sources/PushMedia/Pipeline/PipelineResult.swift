@@ -56,10 +56,12 @@ public struct PipelineResult: Sendable {
     public var used: [UsedEntry] = []
 }
 
-/// A cache entry a result used: its key and its attachment's stored name.
+/// A cache entry a result used: its key, its attachment's stored name, and whether its source is
+/// remote (its freshness then has a lifetime).
 public struct UsedEntry: Sendable, Hashable {
     public var key: String
     public var attachment: String
+    public var remote: Bool
 }
 
 /// How `Pipeline.begin` left a payload: answered, or with references for `Pipeline.finish`.

@@ -61,14 +61,6 @@ public struct CacheEntry: Codable, Sendable, Equatable {
     /// Every stored file the entry names.
     public var files: [StoredFile] { [attachment] + [thumbnail, icon].compactMap { $0 } }
 
-    /// Whether the entry may be used at `now` without revalidating its source. Entries of local
-    /// sources are always fresh; remote ones written before freshness was recorded never are.
-    public func isFresh(remote: Bool, now: Date = Date()) -> Bool {
-        guard remote else { return true }
-        guard let freshUntil else { return false }
-        return now.timeIntervalSince1970 < Double(freshUntil)
-    }
-
     /// The validators to send when revalidating.
     public var validators: OriginValidators { OriginValidators(etag: etag, lastModified: lastModified) }
 
