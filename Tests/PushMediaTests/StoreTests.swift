@@ -238,14 +238,14 @@ struct StoreTests {
                 key, now: start.addingTimeInterval(seconds), interval: .seconds(3600), maxAge: maxAge,
                 checkEvery: checkEvery)
         }
-        for key in ["a", "b", "c"] { cache.insert(key, entry: entry, used: start) }
+        for key in ["a", "b", "c"] { cache.insert(key, entry: entry, used: start, loaded: start) }
         // a is now the newest
         #expect(hit("a")?.due == false)
-        cache.insert("d", entry: entry, used: start)  // evicts b
+        cache.insert("d", entry: entry, used: start, loaded: start)  // evicts b
         #expect(hit("b") == nil)
         #expect(hit("c") != nil)
         cache.remove("a")
-        cache.insert("e", entry: entry, used: start)  // takes a's slot
+        cache.insert("e", entry: entry, used: start, loaded: start)  // takes a's slot
         #expect(cache.count == 3)
         #expect(hit("d") != nil)
         // Use is due again once the interval has passed, then not until the next one.

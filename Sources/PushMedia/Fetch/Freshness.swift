@@ -117,7 +117,7 @@ public struct FreshnessPolicy: Sendable, Equatable {
 extension CacheEntry {
     /// Whether the entry may be used at `now` without revalidating its source. Entries of local
     /// sources are always fresh; remote ones written before freshness was recorded never are.
-    public func isFresh(remote: Bool, now: Date = Date()) -> Bool {
+    public func isFresh(remote: Bool, now: Date) -> Bool {
         guard remote else { return true }
         guard let freshUntil else { return false }
         return now.timeIntervalSince1970 < Double(freshUntil)
@@ -125,11 +125,11 @@ extension CacheEntry {
 }
 
 extension MediaStore {
-    /// The entry remembered for `key` (`remembered(key:)`) when it is fresh: the one freshness
-    /// decision of an answer from memory (a lookup's first step, `Pipeline.begin`, an answer kept
-    /// ready).
+    /// The entry remembered for `key` (`remembered(key:)`) when it is fresh by the store's clock:
+    /// the one freshness decision of an answer from memory (a lookup's first step, `Pipeline.begin`,
+    /// an answer kept ready).
     func rememberedFresh(key: String, remote: Bool) -> CacheEntry? {
-        guard let entry = remembered(key: key), entry.isFresh(remote: remote) else { return nil }
+        guard let entry = remembered(key: key), entry.isFresh(remote: remote, now: clock.now) else { return nil }
         return entry
     }
 }

@@ -115,8 +115,8 @@ struct JobContext: Sendable {
         notes.append(why + "; its poster frame is delivered instead")
     }
 
-    /// The entry for what was stored, stamped with the source's freshness and identity.
-    func entry(freshness: FreshnessPolicy) throws -> CacheEntry {
+    /// The entry for what was stored, stamped with the source's freshness (from `now`) and identity.
+    func entry(freshness: FreshnessPolicy, now: Date) throws -> CacheEntry {
         guard let attachment = stored.attachment else {
             throw Pipeline.Failure(reason: ReasonCode.internalError, message: "no attachment was stored")
         }
@@ -127,7 +127,7 @@ struct JobContext: Sendable {
         entry.reason = reason
         if !notes.isEmpty { entry.message = notes.joined(separator: "; ") }
         if let validators {
-            entry.stamp(validators, policy: freshness, now: Date())
+            entry.stamp(validators, policy: freshness, now: now)
             entry.sourceSHA256 = sourceHash
         }
         return entry

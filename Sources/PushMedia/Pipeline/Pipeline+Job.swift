@@ -260,7 +260,7 @@ extension Pipeline {
 
     /// Records the cache entry for what was stored.
     private func recordEntry(_ job: inout JobContext) async throws -> JobResult.Kind? {
-        let entry = try job.entry(freshness: config.freshness)
+        let entry = try job.entry(freshness: config.freshness, now: store.clock.now)
         let key = job.key
         let deadline = job.deadline
         try await io.run { [store] in try store.record(entry, key: key, deadline: deadline) }
@@ -272,7 +272,7 @@ extension Pipeline {
         _ previous: CacheEntry, _ validators: OriginValidators,
         job: JobContext
     ) async throws -> JobResult.Kind {
-        let entry = previous.renewed(validators, policy: config.freshness, now: Date())
+        let entry = previous.renewed(validators, policy: config.freshness, now: store.clock.now)
         let key = job.key
         let deadline = job.deadline
         try await io.run { [store] in try store.record(entry, key: key, deadline: deadline) }

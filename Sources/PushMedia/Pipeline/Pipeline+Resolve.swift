@@ -103,7 +103,7 @@ extension Pipeline {
         if !refresh, let entry = store.rememberedFresh(key: key, remote: remote) { return (entry, nil) }
         // One read of the index (a file, or a GET): on the fetch threads, not behind transcodes.
         let entry = try await io.run { [store] in try store.lookup(key: key, fromIndex: true, deadline: deadline) }
-        if let entry, refresh || !entry.isFresh(remote: remote) { return (nil, entry) }
+        if let entry, refresh || !entry.isFresh(remote: remote, now: store.clock.now) { return (nil, entry) }
         return (entry, nil)
     }
 

@@ -43,15 +43,17 @@ public final class Pipeline: Sendable {
 
     /// Opens the store named by `config` and sets up the transcoders, on the process's
     /// `resources` (made for `config` when not given: a command builds them once and passes them),
-    /// sharing its jobs with a fleet's other nodes through `coordinator` when given.
+    /// sharing its jobs with a fleet's other nodes through `coordinator` when given. Freshness is
+    /// judged by `clock` (the store's).
     public init(
-        config: PushMediaConfig, resources: ProcessResources? = nil, coordinator: (any JobCoordinator)? = nil
+        config: PushMediaConfig, resources: ProcessResources? = nil, coordinator: (any JobCoordinator)? = nil,
+        clock: WallClock = .system
     ) throws(StoreError) {
         self.config = config
         self.coordinator = coordinator
         let resources = resources ?? ProcessResources(config: config)
         self.resources = resources
-        store = try MediaStore(config: config, background: resources.store)
+        store = try MediaStore(config: config, background: resources.store, clock: clock)
         fetcher = Fetcher(executor: resources.io)
         var profiles = PlatformProfile.profiles
         profiles[config.profile.id] = config.profile

@@ -47,7 +47,7 @@ final class EntryCache: Sendable {
     }
 
     /// Adds or replaces `key`, evicting the least recently used entry when full.
-    func insert(_ key: String, entry: CacheEntry, used: Date, loaded: Date = Date()) {
+    func insert(_ key: String, entry: CacheEntry, used: Date, loaded: Date) {
         slots.withLock { _ = $0.setValue(Slot(entry: entry, used: used, loaded: loaded), forKey: key) }
     }
 

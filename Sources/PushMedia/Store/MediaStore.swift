@@ -120,39 +120,44 @@ public final class MediaStore: Sendable {
     let memoryTTL: Duration
     /// Runs those writes off the request path.
     private let background: BlockingExecutor
+    /// What the entries' freshness and the memory's times are read against.
+    let clock: WallClock
 
     /// Opens (and creates) a local store at `directory`.
-    public convenience init(directory: String) throws(StoreError) {
-        try self.init(backend: LocalBackend(directory: directory))
+    public convenience init(directory: String, clock: WallClock = .system) throws(StoreError) {
+        try self.init(backend: LocalBackend(directory: directory), clock: clock)
     }
 
     /// Opens the store `config` names (`--store`): a directory, or `s3://bucket[/prefix]` with
     /// the `--s3-*` settings; `background` writes down the use of entries (the process's
     /// `ProcessResources.store`; threads of its own when not given). Opening an S3 store makes no
     /// request; see `checkReady`.
-    public convenience init(config: PushMediaConfig, background: BlockingExecutor? = nil) throws(StoreError) {
+    public convenience init(
+        config: PushMediaConfig, background: BlockingExecutor? = nil, clock: WallClock = .system
+    ) throws(StoreError) {
         switch try StoreLocation(config.storeLocation) {
         case let .directory(path):
             try self.init(
                 backend: LocalBackend(directory: path), entryCapacity: config.indexCacheEntries,
-                memoryTTL: config.indexCacheTTL, background: background)
+                memoryTTL: config.indexCacheTTL, background: background, clock: clock)
         case let .s3(bucket, prefix):
             let settings = try config.s3Settings(bucket: bucket, prefix: prefix)
             let client = S3Client(settings: settings, connectTimeout: config.connectTimeout)
             try self.init(
                 backend: S3Backend(client: client, workRoot: config.workDirectory),
                 entryCapacity: config.indexCacheEntries,
-                memoryTTL: config.indexCacheTTL, background: background)
+                memoryTTL: config.indexCacheTTL, background: background, clock: clock)
         }
     }
 
     init(
         backend: any StoreBackend, entryCapacity: Int = 100_000, useInterval: Duration = .seconds(3600),
-        memoryTTL: Duration = .seconds(60), background: BlockingExecutor? = nil
+        memoryTTL: Duration = .seconds(60), background: BlockingExecutor? = nil, clock: WallClock = .system
     ) throws(StoreError) {
         self.background = background ?? BlockingExecutor(name: "pushmedia-store", maxThreads: 2)
         self.backend = backend
         self.memoryTTL = memoryTTL
+        self.clock = clock
         incoming = backend.workRoot + "/.incoming"
         workspace = incoming + "/\(getpid())-" + UUID().uuidString.prefix(8).lowercased()
         entries = EntryCache(capacity: entryCapacity)
@@ -276,7 +281,7 @@ public final class MediaStore: Sendable {
             let entry = try? JSONDecoder().decode(CacheEntry.self, from: Data(data)),
             entry.pipeline == PushMediaVersion.pipeline, isIntact(entry)
         else { return nil }
-        entries.insert(key, entry: entry, used: used)
+        entries.insert(key, entry: entry, used: used, loaded: clock.now)
         return entry
     }
 
@@ -291,7 +296,7 @@ public final class MediaStore: Sendable {
     public func remembered(key: String) -> CacheEntry? {
         guard
             let (entry, due, check) = entries.hit(
-                key, now: Date(), interval: useInterval, maxAge: memoryTTL, checkEvery: Self.checkEvery)
+                key, now: clock.now, interval: useInterval, maxAge: memoryTTL, checkEvery: Self.checkEvery)
         else { return nil }
         guard !check || isIntact(entry) else {
             entries.remove(key)
@@ -323,7 +328,8 @@ public final class MediaStore: Sendable {
             try? backend.delete(.index, key + ".json")
             throw .vanished(file.name)
         }
-        entries.insert(key, entry: entry, used: Date())
+        let now = clock.now
+        entries.insert(key, entry: entry, used: now, loaded: now)
     }
 
     /// Forgets `key` in this process's memory (the index is unchanged).

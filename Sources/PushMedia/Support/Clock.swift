@@ -1,3 +1,5 @@
+import Foundation
+
 extension Duration {
     /// The duration in seconds, as a `TimeInterval`.
     var seconds: Double {
@@ -19,4 +21,20 @@ extension Duration {
 extension ContinuousClock.Instant {
     /// Time since this instant in milliseconds, to 0.1 ms (the unit of `StageTimings`).
     public var millisecondsElapsed: Double { (ContinuousClock.now - self).reportedMilliseconds }
+}
+
+/// The wall-clock time freshness and the store's memory of entries are judged by: the system's
+/// (`system`), or one a test moves. Built once and passed in.
+public struct WallClock: Sendable {
+    private let read: @Sendable () -> Date
+
+    public init(_ read: @escaping @Sendable () -> Date) {
+        self.read = read
+    }
+
+    /// The time now.
+    public var now: Date { read() }
+
+    /// The system's clock.
+    public static let system = WallClock(Date.init)
 }
