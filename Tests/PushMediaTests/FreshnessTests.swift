@@ -5,7 +5,8 @@ import Testing
 
 /// Freshness of cached results: the origin's lifetime within bounds, revalidation with
 /// validators, new bytes behind the same URL, per-request refresh and purge. Real libcurl
-/// against the test origin on 127.0.0.1, real libvips, a real local store.
+/// against the test origin on 127.0.0.1, real libvips, a real local store; the time a
+/// lifetime runs on is a clock the test moves.
 @Suite("Freshness", .serialized)
 struct FreshnessTests {
     static let policy = FreshnessPolicy(minimum: .seconds(60), maximum: .seconds(86_400))
@@ -58,10 +59,12 @@ struct FreshnessTests {
                 now: Date(timeIntervalSince1970: 784_111_777)) == 0)
     }
 
-    static func pipeline(_ store: TemporaryDirectory, minTTL: Duration = .seconds(1)) throws -> Pipeline {
+    static func pipeline(_ store: TemporaryDirectory, minTTL: Duration = .seconds(1), clock: TestClock = TestClock())
+        throws -> Pipeline
+    {
         var config = testConfig(store: store)
         config.minTTL = minTTL
-        return try Pipeline(config: config)
+        return try Pipeline(config: config, clock: clock.wall)
     }
 
     static func run(_ pipeline: Pipeline, _ url: String, refresh: Bool = false) async -> PipelineResult {
@@ -76,7 +79,8 @@ struct FreshnessTests {
             .cacheable(
                 body: first, contentType: "image/jpeg", etag: "\"v1\"", lastModified: nil, cacheControl: "max-age=2"))
         let store = TemporaryDirectory()
-        let pipeline = try Self.pipeline(store)
+        let clock = TestClock()
+        let pipeline = try Self.pipeline(store, clock: clock)
         let url = origin.url("/banner.jpg")
 
         let made = await Self.run(pipeline, url)
@@ -84,11 +88,12 @@ struct FreshnessTests {
         #expect(made.outcome.cacheHit == false)
         let attachment = try #require(made.outcome.attachment?.url)
 
+        clock.advance(by: .milliseconds(1900))  // just short of max-age=2
         let fresh = await Self.run(pipeline, url)
         #expect(fresh.outcome.cacheHit == true && fresh.outcome.revalidated == nil)
         #expect(origin.hits("/banner.jpg") == 1, "a fresh entry does not ask the origin")
 
-        try await Task.sleep(for: .milliseconds(2200))
+        clock.advance(by: .milliseconds(100))
         let renewed = await Self.run(pipeline, url)
         #expect(renewed.outcome.status == .processed)
         #expect(renewed.outcome.cacheHit == true)
@@ -113,7 +118,8 @@ struct FreshnessTests {
                 body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg", etag: "\"spring\"",
                 lastModified: "Mon, 02 Mar 2026 09:00:00 GMT", cacheControl: "max-age=2"))
         let store = TemporaryDirectory()
-        let pipeline = try Self.pipeline(store)
+        let clock = TestClock()
+        let pipeline = try Self.pipeline(store, clock: clock)
         let url = origin.url("/banner.jpg")
         let spring = await Self.run(pipeline, url)
         #expect(spring.outcome.status == .processed)
@@ -127,7 +133,7 @@ struct FreshnessTests {
         let before = await Self.run(pipeline, url)
         #expect(before.outcome.attachment?.url == spring.outcome.attachment?.url, "still fresh: the old banner")
 
-        try await Task.sleep(for: .milliseconds(2200))
+        clock.advance(by: .seconds(2))
         let summer = await Self.run(pipeline, url)
         #expect(summer.outcome.status == .processed)
         #expect(summer.outcome.cacheHit == false)
@@ -143,12 +149,14 @@ struct FreshnessTests {
         let origin = try TestOrigin()
         origin.route("/plain.jpg", .file(body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg"))
         let store = TemporaryDirectory()
-        let pipeline = try Self.pipeline(store)
+        let clock = TestClock()
+        let pipeline = try Self.pipeline(store, clock: clock)
         let url = origin.url("/plain.jpg")
         let made = await Self.run(pipeline, url)
         #expect(made.outcome.status == .processed)
+        #expect((await Self.run(pipeline, url)).outcome.cacheHit == true, "fresh for --min-ttl")
 
-        try await Task.sleep(for: .milliseconds(1200))  // --min-ttl 1s: nothing said, the minimum
+        clock.advance(by: .seconds(1))  // --min-ttl 1s: nothing said, the minimum
         let renewed = await Self.run(pipeline, url)
         #expect(origin.hits("/plain.jpg") == 2, "no validators: fetched again in full")
         #expect(renewed.outcome.revalidated == true, "the same bytes: nothing to transcode")
@@ -192,13 +200,14 @@ struct FreshnessTests {
                 body: try sampleMedia("photo-exif.jpg"), contentType: "image/jpeg", etag: "\"a\"",
                 lastModified: nil, cacheControl: "max-age=1"))
         let store = TemporaryDirectory()
-        let pipeline = try Self.pipeline(store)
+        let clock = TestClock()
+        let pipeline = try Self.pipeline(store, clock: clock)
         let url = origin.url("/hero.jpg")
         let made = await Self.run(pipeline, url)
         #expect(made.outcome.status == .processed)
 
         origin.route("/hero.jpg", .status(503, body: "maintenance"))
-        try await Task.sleep(for: .milliseconds(1200))
+        clock.advance(by: .seconds(1))
         let down = await Self.run(pipeline, url)
         #expect(down.outcome.status == .bestAttempt)
         #expect(down.outcome.reason == "stale")

@@ -50,7 +50,8 @@ extension PipelineTests {
     }
 
     @Test func rememberedMediaIsAnsweredWithoutWaiting() async throws {
-        let pipeline = try pipeline()
+        let clock = TestClock()
+        let pipeline = try pipeline(clock: clock.wall)
         origin.route("/now", .file(body: try sampleMedia("banner.webp"), contentType: "image/webp"))
         let rich = payload([("media_url", .string(origin.url("/now"))), ("title", .string("Sale"))])
         #expect(pipeline.processRemembered(rich, context: PayloadContext(), sizeAtMost: nil) == nil)
@@ -74,7 +75,7 @@ extension PipelineTests {
         #expect(skipped.outcome.status == .skipped && skipped.bytes == plainAwaited.bytes)
         // Its stored file gone: not remembered any more, once its files are checked again.
         try FileManager.default.removeItem(atPath: try storedPath(first.outcome.attachment?.url))
-        try await Task.sleep(for: MediaStore.checkEvery + .milliseconds(50))
+        clock.advance(by: MediaStore.checkEvery)
         #expect(pipeline.processRemembered(rich, context: PayloadContext(), sizeAtMost: nil) == nil)
     }
 

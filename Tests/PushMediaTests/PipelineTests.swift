@@ -14,12 +14,13 @@ struct PipelineTests {
         origin = try TestOrigin()
     }
 
-    func pipeline(budget: Duration = .seconds(10), _ adjust: (inout PushMediaConfig) -> Void = { _ in }) throws
-        -> Pipeline
-    {
+    func pipeline(
+        budget: Duration = .seconds(10), clock: WallClock = .system,
+        _ adjust: (inout PushMediaConfig) -> Void = { _ in }
+    ) throws -> Pipeline {
         var config = testConfig(store: store, budget: budget)
         adjust(&config)
-        return try Pipeline(config: config)
+        return try Pipeline(config: config, clock: clock)
     }
 
     /// Serves `sample` at `path` and processes a payload that points at it.
