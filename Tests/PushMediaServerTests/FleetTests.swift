@@ -9,8 +9,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-/// Several `pushmedia serve` processes on one bucket of a real S3-compatible object store
-/// (OpenStack Swift with s3api, `scripts/object-store.sh`), fetching from a real origin.
+/// Several `pushmedia serve` processes (pipelines, where the test moves the clock) on one bucket
+/// of a real S3-compatible object store (OpenStack Swift with s3api, `scripts/object-store.sh`),
+/// fetching from a real origin.
 @Suite("Fleet: serve nodes on one bucket", .serialized)
 struct FleetTests {
     typealias Server = ServeEndToEndTests.Server
@@ -192,6 +193,7 @@ struct FleetTests {
     /// A URL whose bytes change at the origin: after the freshness lifetime the next request, on
     /// either node, gets the new attachment; the other node then answers it from the shared index
     /// without the origin; a 304 renews without a transcode; `pushmedia purge` reaches every node.
+    /// The nodes are two pipelines on one bucket, each with its memory, on a clock the test moves.
     @Test func freshnessAcrossTwoNodes() async throws {
         let origin = try TestOrigin()
         let (first, second) = (try sampleMedia("photo-exif.jpg"), try sampleMedia("banner.webp"))
@@ -201,17 +203,22 @@ struct FleetTests {
                 body: first, contentType: "image/jpeg", etag: "\"v1\"", lastModified: nil, cacheControl: "max-age=1"))
         let bucket = try TestObjectStore.makeBucket()
         let (workA, workB) = (TemporaryDirectory(), TemporaryDirectory())
-        // Fresh for 3-4 s (whole seconds, rounded down): room for two processes to answer in turn.
+        let clock = TestClock()
         let settings = ["--min-ttl", "4s", "--index-cache-ttl", "1s"]
-        let a = try Self.node(bucket: bucket, work: workA, settings)
-        let b = try Self.node(bucket: bucket, work: workB, settings)
-        let payload = Self.payload(origin.url("/banner.jpg"))
+        func node(_ work: TemporaryDirectory) throws -> Pipeline {
+            var config = TestObjectStore.config(bucket: bucket, work: work)
+            config.minTTL = .seconds(4)
+            config.indexCacheTTL = .seconds(1)
+            return try Pipeline(config: config, clock: clock.wall)
+        }
+        let (a, b) = (try node(workA), try node(workB))
+        let payload = Array(Self.payload(origin.url("/banner.jpg")).utf8)
 
-        let made = try await Self.process(a, payload)
-        #expect(made.outcome["status"] == .string("processed") && made.outcome["cache_hit"] == .bool(false))
+        let made = try await a.process(payload)
+        #expect(made.outcome.status == .processed && made.outcome.cacheHit == false)
         let old = try #require(made.payload["image_url"]?.stringValue)
-        let fromB = try await Self.process(b, payload)
-        #expect(fromB.outcome["cache_hit"] == .bool(true) && fromB.payload["image_url"]?.stringValue == old)
+        let fromB = try await b.process(payload)
+        #expect(fromB.outcome.cacheHit == true && fromB.payload["image_url"]?.stringValue == old)
         #expect(origin.hits("/banner.jpg") == 1)
 
         // The banner is replaced at the origin; after its lifetime node B revalidates and gets it.
@@ -219,29 +226,28 @@ struct FleetTests {
             "/banner.jpg",
             .cacheable(
                 body: second, contentType: "image/webp", etag: "\"v2\"", lastModified: nil, cacheControl: "max-age=1"))
-        try await Task.sleep(for: .milliseconds(5100))  // past the lifetime
-        let changed = try await Self.process(b, payload)
-        #expect(changed.outcome["status"] == .string("processed") && changed.outcome["cache_hit"] == .bool(false))
-        #expect(changed.outcome["source_mime"] == .string("image/webp"))
+        clock.advance(by: .seconds(4))  // --min-ttl
+        let changed = try await b.process(payload)
+        #expect(changed.outcome.status == .processed && changed.outcome.cacheHit == false)
+        #expect(changed.outcome.sourceMIME == "image/webp")
         let new = try #require(changed.payload["image_url"]?.stringValue)
         #expect(new != old)
         #expect(origin.hits("/banner.jpg") == 2 && origin.notModified("/banner.jpg") == 0)
         // Node A's memory is past --index-cache-ttl: it reads B's entry from the index, no origin request.
-        let seen = try await Self.process(a, payload)
-        #expect(seen.outcome["cache_hit"] == .bool(true) && seen.payload["image_url"]?.stringValue == new)
+        let seen = try await a.process(payload)
+        #expect(seen.outcome.cacheHit == true && seen.payload["image_url"]?.stringValue == new)
         #expect(origin.hits("/banner.jpg") == 2)
 
         // Unchanged after the next lifetime: a 304 renews the entry, no transcode, same attachment.
-        try await Task.sleep(for: .milliseconds(5100))  // past the lifetime
-        let renewed = try await Self.process(a, payload)
-        #expect(renewed.outcome["status"] == .string("processed") && renewed.outcome["revalidated"] == .bool(true))
-        #expect(renewed.outcome["cache_hit"] == .bool(true) && renewed.payload["image_url"]?.stringValue == new)
+        clock.advance(by: .seconds(4))
+        let renewed = try await a.process(payload)
+        #expect(renewed.outcome.status == .processed && renewed.outcome.revalidated == true)
+        #expect(renewed.outcome.cacheHit == true && renewed.payload["image_url"]?.stringValue == new)
         #expect(origin.hits("/banner.jpg") == 3 && origin.notModified("/banner.jpg") == 1)
-        if case let .number(transcode)? = renewed.outcome["timings_ms"]?.objectValue?["transcode"] {
-            #expect(Double(transcode) == 0)
-        } else {
-            Issue.record("no timings_ms.transcode in \(renewed.outcome)")
-        }
+        #expect(renewed.outcome.timingsMs.transcode == 0)
+        let renewedFromB = try await b.process(payload)
+        #expect(renewedFromB.outcome.cacheHit == true && renewedFromB.outcome.revalidated == nil)
+        #expect(origin.hits("/banner.jpg") == 3, "node B reads the renewed entry from the index")
 
         // An operator purges the URL: both nodes fetch it again (within --index-cache-ttl).
         let purge = Process()
@@ -263,14 +269,13 @@ struct FleetTests {
         purge.waitUntilExit()
         #expect(purge.terminationStatus == 0)
         #expect(printed.contains("purged \(origin.url("/banner.jpg")): 1 cache entry removed"), "\(printed)")
-        try await Task.sleep(for: .milliseconds(1100))
-        let refetched = try await Self.process(b, payload)
-        #expect(refetched.outcome["cache_hit"] == .bool(false) && refetched.payload["image_url"]?.stringValue == new)
+        clock.advance(by: .seconds(1))  // --index-cache-ttl
+        let refetched = try await b.process(payload)
+        #expect(refetched.outcome.cacheHit == false && refetched.payload["image_url"]?.stringValue == new)
         #expect(
             origin.hits("/banner.jpg") == 4 && origin.notModified("/banner.jpg") == 1,
             "a purged entry is fetched unconditionally")
         try Self.expectWholeBucket(bucket)
-        #expect(a.stop() == 0 && b.stop() == 0)
     }
 
     /// `pushmedia serve` refuses to start on a store it cannot use, saying which and why.
