@@ -75,14 +75,17 @@ struct DeadlineSemaphoreTests {
     }
 
     @Test func aWaitExpiresAtItsDeadlineAndLetsTheNextIn() async throws {
-        let semaphore = DeadlineSemaphore(limit: 10)
+        let clock = TestClock()
+        let semaphore = DeadlineSemaphore(limit: 10, clock: clock.deadlines)
         let order = Locked<[String]>([])
         #expect(semaphore.reserve(5) == .acquired)
-        let start = ContinuousClock.now
-        let big = try await waiter(semaphore, 8, "big", order: order, until: .now + .milliseconds(500))
+        let big = try await waiter(semaphore, 8, "big", order: order, until: clock.now + .milliseconds(500))
         let small = try await waiter(semaphore, 2, "small", order: order)
+        #expect(try await eventually { clock.sleepers == 2 }, "a wait without its timer")
+        clock.advance(by: .milliseconds(499))
+        #expect(clock.sleepers == 2 && semaphore.waiting == 2, "expired before its deadline")
+        clock.advance(by: .milliseconds(1))
         #expect(await big.value == nil)
-        #expect(ContinuousClock.now - start < .seconds(10))
         // The head gave up: the one behind it fits and is admitted without a release.
         #expect(await small.value == 2)
         #expect(order.withLock { $0 } == ["small"] && semaphore.used == 7 && semaphore.queued == 0)
@@ -96,7 +99,8 @@ struct DeadlineSemaphoreTests {
     }
 
     @Test func theQueueLimitRefusesAtOnce() async throws {
-        let semaphore = DeadlineSemaphore(limit: 1, queueLimit: 2)
+        let clock = TestClock()
+        let semaphore = DeadlineSemaphore(limit: 1, queueLimit: 2, clock: clock.deadlines)
         #expect(semaphore.reserve() == .acquired)
         #expect(semaphore.reserve() == .queued)
         #expect(semaphore.reserve() == .queued)
@@ -104,7 +108,11 @@ struct DeadlineSemaphoreTests {
         #expect(await semaphore.acquire(until: Self.far) == nil)
         #expect(semaphore.queued == 2)
         // A queue place comes back when its wait ends, admitted or not.
-        #expect(await !semaphore.wait(until: .now + .milliseconds(50)))
+        let expiring = Task { await semaphore.wait(until: clock.now + .milliseconds(50)) }
+        #expect(try await eventually { semaphore.waiting == 1 && clock.sleepers == 1 })
+        clock.advance(by: .milliseconds(50))
+        #expect(await !expiring.value)
+        #expect(semaphore.queued == 1)
         semaphore.release()
         #expect(await semaphore.wait(until: Self.far))
         #expect(semaphore.queued == 0 && semaphore.used == 1)
@@ -135,7 +143,7 @@ struct DeadlineSemaphoreTests {
         #expect(gate.reserve() == .refused)
         #expect(gate.inFlight == 1 && gate.queued == 1)
         let waiting = Task { await gate.wait(until: Self.far) }
-        try await Task.sleep(for: .milliseconds(50))
+        #expect(try await eventually { gate.waiting == 1 }, "the queued job never waited")
         gate.release()
         #expect(await waiting.value)
         #expect(gate.inFlight == 1 && gate.queued == 0)
@@ -147,7 +155,8 @@ struct DeadlineSemaphoreTests {
     /// queue has emptied and a unit is free again (not while the head still waits), or when
     /// its task is cancelled.
     @Test(.timeLimit(.minutes(1))) func idleWaitsForAnEmptyQueueAndAFreeUnit() async throws {
-        let semaphore = DeadlineSemaphore(limit: 2)
+        let clock = TestClock()
+        let semaphore = DeadlineSemaphore(limit: 2, clock: clock.deadlines)
         await semaphore.idle()
         let held = try #require(await semaphore.acquire(2, until: Self.far))
         let woke = Locked(false)
@@ -155,24 +164,27 @@ struct DeadlineSemaphoreTests {
             await semaphore.idle()
             woke.withLock { $0 = true }
         }
+        #expect(try await eventually { semaphore.idleWaiting == 1 })
         let order = Locked<[String]>([])
         let queued = try await waiter(semaphore, 1, "queued", order: order)
         semaphore.release(1)  // the queued one takes the unit freed: still no unit free
         #expect(await queued.value == 1)
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(!woke.withLock { $0 }, "idle while every unit is held")
+        #expect(semaphore.idleWaiting == 1 && !woke.withLock { $0 }, "idle while every unit is held")
         semaphore.release(1)
         await watcher.value
         #expect(woke.withLock { $0 })
         // A queue that empties by a deadline wakes it too; cancelling ends the wait.
         semaphore.release(1)
         let one = try #require(await semaphore.acquire(1, until: Self.far))
-        let expiring = try await waiter(semaphore, 2, "expiring", order: order, until: .now + .milliseconds(300))
+        let expiring = try await waiter(semaphore, 2, "expiring", order: order, until: clock.now + .milliseconds(300))
         let cancelled = Task { await semaphore.idle() }
-        try await Task.sleep(for: .milliseconds(50))
+        #expect(try await eventually { semaphore.idleWaiting == 1 })
         cancelled.cancel()
         await cancelled.value
+        #expect(semaphore.idleWaiting == 0)
         let afterExpiry = Task { await semaphore.idle() }
+        #expect(try await eventually { semaphore.idleWaiting == 1 })
+        clock.advance(by: .milliseconds(300))
         #expect(await expiring.value == nil)
         await afterExpiry.value
         #expect(semaphore.queued == 0 && semaphore.used == 1)

@@ -38,3 +38,29 @@ public struct WallClock: Sendable {
     /// The system's clock.
     public static let system = WallClock(Date.init)
 }
+
+/// What a deadline is read against and waited for: the continuous clock (`continuous`), or one a
+/// test moves. Built once and passed in.
+public struct DeadlineClock: Sendable {
+    private let read: @Sendable () -> ContinuousClock.Instant
+    private let wait: @Sendable (ContinuousClock.Instant) async throws -> Void
+
+    /// `sleep` returns once `now` has reached its instant, or throws when its task is cancelled.
+    public init(
+        now: @escaping @Sendable () -> ContinuousClock.Instant,
+        sleep: @escaping @Sendable (_ until: ContinuousClock.Instant) async throws -> Void
+    ) {
+        read = now
+        wait = sleep
+    }
+
+    /// The instant now.
+    public var now: ContinuousClock.Instant { read() }
+
+    /// Returns at `deadline`; throws `CancellationError` when the task is cancelled first.
+    public func sleep(until deadline: ContinuousClock.Instant) async throws { try await wait(deadline) }
+
+    /// The continuous clock.
+    public static let continuous = DeadlineClock(
+        now: { .now }, sleep: { try await Task.sleep(until: $0, clock: .continuous) })
+}

@@ -62,11 +62,14 @@ public final class DeadlineSemaphore: Sendable {
     public let limit: Int64
     /// Requests that may wait at once.
     public let queueLimit: Int
+    /// What deadlines are read against.
+    let clock: DeadlineClock
     private let state = Locked(State())
 
-    public init(limit: Int64, queueLimit: Int = .max) {
+    public init(limit: Int64, queueLimit: Int = .max, clock: DeadlineClock = .continuous) {
         self.limit = max(1, limit)
         self.queueLimit = max(0, queueLimit)
+        self.clock = clock
     }
 
     /// Units held now.
@@ -75,6 +78,8 @@ public final class DeadlineSemaphore: Sendable {
     public var queued: Int { state.withLock { $0.queued } }
     /// Requests waiting in the queue now: in `wait`, in their place in the arrival order.
     var waiting: Int { state.withLock { $0.waiters.count } }
+    /// Those waiting in `idle` now.
+    var idleWaiting: Int { state.withLock { $0.idleWaiters.count } }
 
     /// `weight` as it is counted: at least 1, at most `limit`.
     public func clamped(_ weight: Int64) -> Int64 { min(max(weight, 1), limit) }
@@ -104,8 +109,8 @@ public final class DeadlineSemaphore: Sendable {
             $0.nextID += 1
             return $0.nextID
         }
-        let timer = Task {
-            try? await Task.sleep(until: deadline, clock: .continuous)
+        let timer = Task { [clock] in
+            try? await clock.sleep(until: deadline)
             self.expire(id)
         }
         defer { timer.cancel() }
@@ -116,7 +121,7 @@ public final class DeadlineSemaphore: Sendable {
                     state.queued -= 1
                     return (true, state.wakeIdle(limit: limit))
                 }
-                if ContinuousClock.now >= deadline {
+                if clock.now >= deadline {
                     state.queued -= 1
                     return (false, state.wakeIdle(limit: limit))
                 }

@@ -27,6 +27,8 @@ public final class JobGate: Sendable {
     public var inFlight: Int { Int(slots.used) }
     /// Jobs waiting for a slot.
     public var queued: Int { slots.queued }
+    /// Queued jobs already in `wait`.
+    var waiting: Int { slots.waiting }
 
     /// Takes a slot, or a place in the queue, or neither — without waiting.
     public func reserve() -> Ticket {
