@@ -192,6 +192,14 @@ public final class AttachmentLoader: @unchecked Sendable {
         return started
     }
 
+    /// Whether the thumbnail has arrived, not reported yet.
+    var holdsThumbnail: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if case .done = thumb { return true }
+        return false
+    }
+
     /// The best attempt, now: the thumbnail if it has arrived, else the text. Call it from
     /// `serviceExtensionTimeWillExpire`; the completion runs before this returns (unless it
     /// already ran).

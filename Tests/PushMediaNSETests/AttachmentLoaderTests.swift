@@ -1,7 +1,8 @@
 import Foundation
-import PushMediaNSE
 import PushMediaTestSupport
 import Testing
+
+@testable import PushMediaNSE
 
 /// The loader against a real HTTP origin on 127.0.0.1: each way a download goes wrong ends in
 /// one outcome, in time, with no file left behind but the one delivered.
@@ -217,7 +218,7 @@ struct AttachmentLoaderTests {
             configuration: configuration(directory, timeLimit: 30))
         let first = Recorder<AttachmentLoader.Outcome>()
         plain.start { first.add($0) }
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await eventually { origin.hits("/slow.jpg") > 0 }, "the download never started")
         #expect(first.first == nil)
         plain.expire()
         #expect(first.first == .textOnly(.expired), "the outcome is delivered before expire() returns")
@@ -239,13 +240,9 @@ struct AttachmentLoaderTests {
         let second = Recorder<AttachmentLoader.Outcome>()
         hedged.start { second.add($0) }
         #expect(try await eventually(within: .seconds(15)) { origin.hits("/thumb.jpg") > 0 })
-        // Downloaded and checked: the thumbnail is moved to its final name (`.jpg`) just before
-        // it is handed to the loader.
-        let arrived = try await eventually(within: .seconds(4)) {
-            try FileManager.default.contentsOfDirectory(atPath: directory.path).contains { $0.hasSuffix(".jpg") }
-        }
+        // Downloaded, checked and handed to the loader.
+        let arrived = try await eventually(within: .seconds(4)) { hedged.holdsThumbnail }
         #expect(arrived, "the thumbnail did not arrive")
-        try await Task.sleep(for: .milliseconds(200))  // the hand-over: a call, after the move
         #expect(second.first == nil, "nothing is reported before expire()")
         hedged.expire()
         guard case let .thumbnail(_, because)? = second.first else {
@@ -313,6 +310,7 @@ struct AttachmentLoaderTests {
         let info = try userInfo(
             payload(media: origin.url("/photo.jpg"), descriptor: descriptorJSON(thumb: origin.url("/thumb.jpg"))))
         var delivered: [AttachmentLoader.Outcome] = []
+        var reports: [Recorder<AttachmentLoader.Outcome>] = []
         for round in 0..<40 {
             let loader = AttachmentLoader(userInfo: info, configuration: configuration(directory))
             let box = Recorder<AttachmentLoader.Outcome>()
@@ -325,9 +323,8 @@ struct AttachmentLoaderTests {
             // The download's own report may still be on its way on another thread.
             let giveUp = Date().addingTimeInterval(5)
             while box.count == 0, Date() < giveUp { usleep(1000) }
-            usleep(20_000)
-            #expect(box.count == 1)
             delivered.append(try #require(box.first))
+            reports.append(box)
         }
         // Cancelled downloads remove their partial files on their own threads, just after.
         let kept = Set(delivered.compactMap { $0.attachment?.file.fileURL.lastPathComponent })
@@ -337,6 +334,8 @@ struct AttachmentLoaderTests {
             return present == kept
         }
         #expect(present == kept, "only delivered files remain")
+        // Counted again once the cancelled downloads have cleaned up: a late second report shows.
+        #expect(reports.allSatisfy { $0.count == 1 }, "a loader reported twice")
         for outcome in delivered {
             if let attachment = outcome.attachment {
                 #expect(FileManager.default.fileExists(atPath: attachment.file.fileURL.path))
