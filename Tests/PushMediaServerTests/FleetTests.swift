@@ -121,14 +121,28 @@ struct FleetTests {
     @Test func aNodeKilledMidJobLeavesNothingPartial() async throws {
         let origin = try TestOrigin()
         let photo = try sampleMedia("banner.webp")
-        origin.route("/slow/banner", .delayed(.milliseconds(700), body: photo, contentType: "image/webp"))
+        origin.route("/banner", .file(body: photo, contentType: "image/webp"))
         let bucket = try TestObjectStore.makeBucket()
         let work = TemporaryDirectory()
         let a = try Self.node(bucket: bucket, work: work)
-        let payload = Self.payload(origin.url("/slow/banner"))
-        let request = Task { try? await Self.process(a, payload) }
-        while origin.hits("/slow/banner") == 0 { try await Task.sleep(for: .milliseconds(10)) }
-        try await Task.sleep(for: .milliseconds(Int.random(in: 650...900)))  // around the end of the download
+        let payload = Self.payload(origin.url("/banner"))
+        let answered = Locked(false)
+        let request = Task {
+            _ = try? await Self.process(a, payload)
+            answered.withLock { $0 = true }
+        }
+        // Killed at the end of the download: once A's work folder holds the whole source (unless
+        // the job is over by then).
+        let incoming = work.path + "/.incoming"
+        let downloaded = try await eventually(within: .seconds(20)) {
+            let files = (try? FileManager.default.subpathsOfDirectory(atPath: incoming)) ?? []
+            return answered.withLock { $0 }
+                || files.contains {
+                    (try? FileManager.default.attributesOfItem(atPath: incoming + "/" + $0))?[.size] as? NSNumber
+                        == NSNumber(value: photo.count)
+                }
+        }
+        #expect(downloaded, "the download never ended")
         kill(a.process.processIdentifier, SIGKILL)
         _ = await request.value
         a.process.waitUntilExit()

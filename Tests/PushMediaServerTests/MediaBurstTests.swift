@@ -102,10 +102,10 @@ struct MediaBurstTests {
 
     /// `count` requests at once on `node`, cycling through `paths`; `rate` bytes per second
     /// each (0: as fast as they come) for at most `hold` seconds; `ready` is written once every
-    /// request has its answer's head.
+    /// request (or `readyAfter` of them) has its answer's head.
     static func burst(
         _ node: ServeProcess, _ paths: [String], count: Int, rate: Int = 0, hold: Double = 0, timeout: Double = 60,
-        ready: String? = nil
+        ready: String? = nil, readyAfter: Int? = nil
     ) async throws -> [Result] {
         let output = TemporaryDirectory()
         let process = Process()
@@ -115,6 +115,7 @@ struct MediaBurstTests {
                 "python3", TestObjectStore.repository + "/Tests/burst/burst.py", "--port", String(node.port),
                 "--count", String(count), "--rate", String(rate), "--hold", String(hold), "--timeout", String(timeout),
             ] + paths.flatMap { ["--path", $0] } + (ready.map { ["--ready-file", $0] } ?? [])
+        if let readyAfter { process.arguments! += ["--ready-after", String(readyAfter)] }
         _ = FileManager.default.createFile(atPath: output.file("out.json"), contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output.file("out.json")))
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
@@ -188,9 +189,14 @@ struct MediaBurstTests {
             environment: TestObjectStore.environment)
         let path = "/media/\(setup.name)"
         let started = ContinuousClock.now
-        // Clients reading at 1 MB/s: the burst is still in flight when the store stops.
-        async let ended = Self.burst(setup.node, [path], count: Self.burstSize, rate: 1_000_000, timeout: 45)
-        try await Task.sleep(for: .milliseconds(underSanitizer ? 3000 : 1500))
+        // Clients reading at 1 MB/s: the store stops once a twentieth of them have their answers'
+        // heads, with transfers in flight and the other requests still waiting.
+        let ready = setup.work.file("ready")
+        async let ended = Self.burst(
+            setup.node, [path], count: Self.burstSize, rate: 1_000_000, timeout: 45, ready: ready,
+            readyAfter: Self.burstSize / 20)
+        let readied = try await eventually(within: .seconds(30)) { FileManager.default.fileExists(atPath: ready) }
+        #expect(readied, "the first requests did not get their answers' heads")
         let stopping = ContinuousClock.now
         try TestObjectStore.stop()
         let stopped = ContinuousClock.now

@@ -396,7 +396,8 @@ struct MediaURLRouteTests {
         })
         try await server.test { client in
             async let busy = client.execute(uri: unsigned("/slow"), method: .get) { $0.status }
-            try await Task.sleep(for: .milliseconds(300))
+            let gate = try #require(server.parts.pipeline.gate)
+            #expect(try await eventually { gate.inFlight == 1 }, "the first job never took the slot")
             let started = ContinuousClock.now
             try await client.execute(uri: unsigned("/photo.jpg"), method: .get) { response in
                 #expect(response.status == .temporaryRedirect)

@@ -111,9 +111,18 @@ struct SettingsFileTests {
         #expect(try await status("first-token-0123456789") == 200)
         #expect(try await status("second-token-0123456789") == 401)
         #expect(try await mediaURLs() == 404)
+        /// SIGHUP, then the wait for the reload's line in the log (reloaded or not).
         func hangUpAndWait() async throws {
+            func reloads() -> Int {
+                server.log.withLock { log in
+                    ["settings reloaded", "settings not reloaded"].reduce(0) {
+                        $0 + log.components(separatedBy: $1).count - 1
+                    }
+                }
+            }
+            let before = reloads()
             kill(server.process.processIdentifier, SIGHUP)
-            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await eventually { reloads() > before }, "no reload in the log")
         }
         try write(
             "token: [second-token-0123456789]\nstore: \(directory.file("store"))\nbudget: 3s\n"

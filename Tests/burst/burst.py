@@ -89,13 +89,15 @@ async def main():
     parser.add_argument("--hold", type=float, default=0, help="a slow request gives up after this many seconds")
     parser.add_argument("--timeout", type=float, default=30)
     parser.add_argument("--ready-file", help="written once every request has its answer's head (or ended)")
+    parser.add_argument("--ready-after", type=int, help="write --ready-file after this many requests instead")
     arguments = parser.parse_args()
+    ready_after = min(arguments.count, arguments.ready_after or arguments.count)
     started = [False] * arguments.count
     tasks = [asyncio.create_task(fetch(arguments.host, arguments.port, arguments.path[i % len(arguments.path)],
                                        arguments.rate, arguments.hold, arguments.timeout, started, i))
              for i in range(arguments.count)]
     if arguments.ready_file:
-        while not all(started[i] or task.done() for i, task in enumerate(tasks)):
+        while sum(started[i] or task.done() for i, task in enumerate(tasks)) < ready_after:
             await asyncio.sleep(0.05)
         with open(arguments.ready_file, "w") as ready:
             ready.write("ready\n")
