@@ -41,6 +41,31 @@ struct StoreTests {
         (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed }
     }
 
+    /// The latest time the store lists for the index entries (or media) `names`.
+    static func stamp(_ names: [String], _ area: StoreArea, in store: MediaStore) throws -> Date {
+        let listed = try store.backend.list(area).filter { names.contains($0.name) }
+        #expect(listed.count == names.count, "not listed: \(names)")
+        return listed.map(\.modified).max() ?? .distantFuture
+    }
+
+    /// Runs `write` until the entry `key` it writes has a later time than `stamp` as the store
+    /// lists it (again every 20 ms, for at most 5 s), and returns that time. The store's times
+    /// are whole seconds (S3's, and a local file's as read): a write stamped later is newer.
+    static func write(
+        _ key: String, laterThan stamp: Date, in store: MediaStore, _ write: () throws -> Void
+    ) throws -> Date {
+        let giveUp = Date().addingTimeInterval(5)
+        while true {
+            try write()
+            let written = try Self.stamp([key + ".json"], .index, in: store)
+            if written > stamp || Date() > giveUp {
+                #expect(written > stamp, "the store's time did not move past \(stamp)")
+                return written
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
+
     @Test(arguments: Backend.allCases)
     func storesReadsAndRemembersEntries(_ backend: Backend) throws {
         let work = TemporaryDirectory()
@@ -129,11 +154,17 @@ struct StoreTests {
         let shared = try store.put(Self.bytes(2), format: .jpeg)
         try store.record(Self.entry([old, shared]), key: "old")
         try store.record(Self.entry([old]), key: "old2")
-        Thread.sleep(forTimeInterval: 2.2)  // S3 times have 1 s resolution
-        let fresh = try store.put(Self.bytes(3), format: .png)
-        try store.record(Self.entry([fresh, shared]), key: "fresh")
-        // Both passes judge ages from this moment, however slowly they run (sanitizer builds).
-        let now = Date()
+        let written = try Self.stamp(["old.json", "old2.json"], .index, in: store)
+        var made: StoredFile?
+        let freshWritten = try Self.write("fresh", laterThan: written, in: store) {
+            let file = try store.put(Self.bytes(3), format: .png)
+            try store.record(Self.entry([file, shared]), key: "fresh")
+            made = file
+        }
+        let fresh = try #require(made)
+        // Both passes judge ages from half a second past the fresh entry's time (a second or more
+        // past the old ones'), however slowly they run (sanitizer builds).
+        let now = freshWritten.addingTimeInterval(0.5)
 
         let policy = RetentionPolicy(olderThan: .seconds(1), dryRun: true, grace: .seconds(1))
         let dry = try store.collectGarbage(policy, now: now)
@@ -160,10 +191,18 @@ struct StoreTests {
         let (store, _) = try Self.open(backend, work: work)
         var files: [StoredFile] = []
         for seed in UInt8(1)...3 {
-            let file = try store.put(Self.bytes(seed, count: 1000 * Int(seed)), format: .jpeg)
-            files.append(file)
-            try store.record(Self.entry([file]), key: "k\(seed)")
-            Thread.sleep(forTimeInterval: 1.1)
+            let put = { () throws -> StoredFile in
+                let file = try store.put(Self.bytes(seed, count: 1000 * Int(seed)), format: .jpeg)
+                try store.record(Self.entry([file]), key: "k\(seed)")
+                return file
+            }
+            if seed < 3 {
+                files.append(try put())
+            } else {
+                // The newest used later than the others.
+                let earlier = try Self.stamp(["k1.json", "k2.json"], .index, in: store)
+                _ = try Self.write("k3", laterThan: earlier, in: store) { files.append(try put()) }
+            }
         }
         // Room for the newest only (3,000 bytes): k1 and k2 go, oldest first.
         let report = try store.collectGarbage(RetentionPolicy(olderThan: .seconds(3600), maxBytes: 3500, grace: .zero))
@@ -184,7 +223,11 @@ struct StoreTests {
             doomed.append(content)
             try store.record(Self.entry([try store.put(content, format: .jpeg)]), key: "stale\(seed)")
         }
-        Thread.sleep(forTimeInterval: 2.2)
+        // What is written from now on is stamped later than the doomed entries and files.
+        let staled = try Self.stamp((10..<18).map { "stale\($0).json" }, .index, in: store)
+        let later = try Self.write("probe", laterThan: staled, in: store) {
+            try store.record(Self.entry([try store.put(Self.bytes(99), format: .jpeg)]), key: "probe")
+        }
         let writer = try reopen()
         let contents = doomed
         let stop = Locked(false)
@@ -202,7 +245,8 @@ struct StoreTests {
         }
         thread.start()
         while written.withLock({ $0 }) < 2 { Thread.sleep(forTimeInterval: 0.01) }
-        let report = try store.collectGarbage(RetentionPolicy(olderThan: .seconds(1), grace: .seconds(1)))
+        let report = try store.collectGarbage(
+            RetentionPolicy(olderThan: .seconds(1), grace: .seconds(1)), now: later.addingTimeInterval(0.5))
         stop.withLock { $0 = true }
         while !thread.isFinished { Thread.sleep(forTimeInterval: 0.01) }
         #expect(report.entriesRemoved >= doomed.count)
