@@ -37,15 +37,14 @@ TSAN_SUITES+='|CredentialsLifecycleTests|FleetTests|FleetCoordinationTests|Deliv
 # Leak checking is off: the Swift runtime's, Foundation's and SwiftNIO's process-wide singletons
 # (thread pools, Process and URLSession bookkeeping) are still allocated at exit and would be
 # reported on every run. Memory errors (overflows, use after free) are what ASan checks here.
-# No index store: nothing reads it, and writing it costs every compile.
 asan() {
   env ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address \
-    $SWIFT "$1" --sanitize=address --disable-index-store --scratch-path .build-asan "${@:2}"
+    $SWIFT "$1" --sanitize=address --scratch-path .build-asan "${@:2}"
 }
 tsan() {
   env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
     PUSHMEDIA_TEST_SANITIZER=thread \
-    $SWIFT "$1" --sanitize=thread --disable-index-store --scratch-path .build-tsan "${@:2}"
+    $SWIFT "$1" --sanitize=thread --scratch-path .build-tsan "${@:2}"
 }
 
 case "${1:-all}" in

@@ -19,3 +19,12 @@ extension BlockingExecutor {
         return threads
     }
 }
+
+extension Pipeline {
+    /// The result at once when `begin` needs no job for `payload` (a campaign's payloads after its
+    /// job, among others); nil when one is needed.
+    func processRemembered(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> PipelineResult? {
+        if case let .done(result) = begin(payload, context: context, sizeAtMost: sizeAtMost) { return result }
+        return nil
+    }
+}

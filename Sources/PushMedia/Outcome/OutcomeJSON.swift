@@ -101,9 +101,8 @@ struct JSONField<Root>: Sendable {
     /// A member always written; decoding fails without it.
     static func required<Value: JSONWritable>(_ key: String, _ path: WritableKeyPath<Root, Value> & Sendable) -> Self {
         let codingKey = JSONFieldKey(stringValue: key)
-        let read = reader(path)
         return JSONField(
-            key: key, value: { read($0).jsonValue },
+            key: key, value: { $0[keyPath: path].jsonValue },
             encode: { try $1.encode($0[keyPath: path], forKey: codingKey) },
             decode: { $0[keyPath: path] = try $1.decode(Value.self, forKey: codingKey) })
     }
@@ -111,20 +110,10 @@ struct JSONField<Root>: Sendable {
     /// A member left out when nil.
     static func optional<Value: JSONWritable>(_ key: String, _ path: WritableKeyPath<Root, Value?> & Sendable) -> Self {
         let codingKey = JSONFieldKey(stringValue: key)
-        let read = reader(path)
         return JSONField(
-            key: key, value: { read($0)?.jsonValue },
+            key: key, value: { $0[keyPath: path]?.jsonValue },
             encode: { try $1.encodeIfPresent($0[keyPath: path], forKey: codingKey) },
             decode: { $0[keyPath: path] = try $1.decodeIfPresent(Value.self, forKey: codingKey) })
-    }
-
-    /// `root[keyPath: path]` for the writer: a stored property is read at its offset
-    /// (`MemoryLayout.offset(of:)`, documented as equivalent to the key path) for a tenth of a key
-    /// path lookup's cost, about 20 ns against 180 ns, and an outcome has some thirty members; a
-    /// computed one through its path.
-    private static func reader<Value>(_ path: WritableKeyPath<Root, Value> & Sendable) -> @Sendable (Root) -> Value {
-        guard let offset = MemoryLayout<Root>.offset(of: path) else { return { $0[keyPath: path] } }
-        return { root in withUnsafeBytes(of: root) { $0.load(fromByteOffset: offset, as: Value.self) } }
     }
 }
 

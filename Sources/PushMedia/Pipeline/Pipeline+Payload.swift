@@ -100,13 +100,6 @@ extension Pipeline {
         return .pending(PendingPayload(slots: planned, context: context))
     }
 
-    /// The result at once when `begin` needs no job for `payload` (a campaign's payloads after its
-    /// job, among others); nil when one is needed.
-    func processRemembered(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) -> PipelineResult? {
-        if case let .done(result) = begin(payload, context: context, sizeAtMost: sizeAtMost) { return result }
-        return nil
-    }
-
     /// The second half of `process`: the references `begin` left, each through the cache or a
     /// (shared) job, at once, sharing one deadline.
     public func finish(_ pending: PendingPayload) async -> PipelineResult {
