@@ -21,8 +21,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
-SHIPPED=.build-static/stage/pushmedia
-TIMED=scripts/timed.sh
+# The binary that ships, which the scripts run.
+export BIN=.build-static/stage/pushmedia
+
+# Runs a step and prints how long it took: `timed NAME COMMAND [ARGUMENT ...]`.
+timed() {
+  local name=$1 start status=0
+  start=$(date +%s)
+  shift
+  "$@" || status=$?
+  echo "timed: $name $(($(date +%s) - start)) s (exit $status)" >&2
+  return "$status"
+}
 
 # The suites that exercise concurrency: executors, gates and deadlines, the pipeline's shared
 # jobs and best attempts, stores under concurrent writers, the log sink, the hook's routes and
@@ -48,8 +58,8 @@ tsan() {
 }
 
 case "${1:-all}" in
-  asan) exec "$TIMED" asan-suite asan test --no-parallel ;;
-  tsan) exec "$TIMED" tsan-suite tsan test --no-parallel ;;
+  asan) timed asan-suite asan test --no-parallel; exit ;;
+  tsan) timed tsan-suite tsan test --no-parallel; exit ;;
   all) ;;
   *) echo "usage: scripts/test.sh [asan|tsan]" >&2; exit 64 ;;
 esac
@@ -65,7 +75,10 @@ in_background() {
   shift
   mkdir -p "$(dirname "$log")"
   set -m
-  nice -n 19 "$TIMED" "$@" >"$log" 2>&1 &
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null
+    timed "$@"
+  ) >"$log" 2>&1 &
   background=$!
   set +m
 }
@@ -83,25 +96,25 @@ await_background() {
   echo "timed: waited $(($(date +%s) - waited)) s for it" >&2
 }
 
-"$TIMED" asan-build asan build --build-tests
+timed asan-build asan build --build-tests
 # The release binary, and the fair-share check's stand-in for Apple and Google beside it.
 in_background .build-static/build.log release-static bash -c \
   "scripts/release-static.sh && $SWIFT build -c release --product relay-standin --static-swift-stdlib --scratch-path .build-static"
-"$TIMED" asan-suite asan test --skip-build --no-parallel --skip "$TSAN_SUITES"
+timed asan-suite asan test --skip-build --no-parallel --skip "$TSAN_SUITES"
 await_background .build-static/build.log
 
 in_background .build-tsan/build.log tsan-build tsan build --build-tests
-BIN=$SHIPPED "$TIMED" api-conformance scripts/api-conformance.sh
-BIN=$SHIPPED "$TIMED" apns-relay scripts/apns-relay.sh
-BIN=$SHIPPED "$TIMED" fcm-relay scripts/fcm-relay.sh
-BIN=$SHIPPED "$TIMED" media-url scripts/media-url.sh
-BIN=$SHIPPED "$TIMED" docs-examples scripts/docs-examples.sh
-"$TIMED" image-test scripts/image-test.sh
-"$TIMED" deb-test scripts/deb-test.sh
+timed api-conformance scripts/api-conformance.sh
+timed apns-relay scripts/apns-relay.sh
+timed fcm-relay scripts/fcm-relay.sh
+timed media-url scripts/media-url.sh
+timed docs-examples scripts/docs-examples.sh
+timed image-test scripts/image-test.sh
+timed deb-test scripts/deb-test.sh
 await_background .build-tsan/build.log
 
-BIN=$SHIPPED "$TIMED" relay-attacks scripts/relay-attacks.sh
-BIN=$SHIPPED "$TIMED" fleet scripts/fleet.sh
-"$TIMED" relay-fairness scripts/relay-fairness.sh
-"$TIMED" tsan-suite tsan test --skip-build --no-parallel --filter "$TSAN_SUITES"
+timed relay-attacks scripts/relay-attacks.sh
+timed fleet scripts/fleet.sh
+timed relay-fairness scripts/relay-fairness.sh
+timed tsan-suite tsan test --skip-build --no-parallel --filter "$TSAN_SUITES"
 echo "timed: make-test $(($(date +%s) - start)) s" >&2
