@@ -218,7 +218,7 @@ func buildApplication(
         services.append(
             ReloadService(items: reloadable, executor: parts.pipeline.resources.housekeeping, logger: logger))
     }
-    if server.apns.port != nil || server.fcm.port != nil {
+    if server.relays.running {
         // First of the services, so the last to stop: after the relays that use them.
         services.insert(CredentialsService(credentials: parts.credentials), at: 0)
     }
