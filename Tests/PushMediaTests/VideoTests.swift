@@ -121,17 +121,17 @@ struct VideoTests {
     }
 
     @Test func theBudgetEndingDuringATranscodeSendsThePoster() async throws {
-        // Two minutes of 720p (30 s encoded, then repeated without encoding again): its poster
-        // takes under a second, its transcode tens of seconds, so the budget ends during the
-        // transcode with the poster ready, on a loaded machine as on a fast one.
+        // Two minutes of 720p (10 s encoded, then repeated eleven times without encoding again):
+        // its poster takes under a second, its transcode tens of seconds, so the budget ends
+        // during the transcode with the poster ready, on a loaded machine as on a fast one.
         _ = try clip(
-            "long.webm", "testsrc=s=1280x720:d=30:r=25",
+            "long.webm", "testsrc=s=1280x720:d=10:r=25",
             ["-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "16", "-b:v", "300k"])
         let looped = work.file("looped.webm")
         let repeated = try VideoFrames.run(
             VideoFrames.ffmpeg,
             [
-                "-nostdin", "-loglevel", "error", "-stream_loop", "3", "-i", work.file("long.webm"), "-c", "copy",
+                "-nostdin", "-loglevel", "error", "-stream_loop", "11", "-i", work.file("long.webm"), "-c", "copy",
                 "-f", "webm", "-y", looped,
             ],
             deadline: .now + .seconds(60), memoryLimit: 0)
