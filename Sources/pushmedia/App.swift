@@ -15,7 +15,7 @@ struct PushMediaCommand: AsyncParsableCommand {
         subcommands: [
             ProcessCommand.self, BatchCommand.self, ServeCommand.self, GCCommand.self, PurgeCommand.self,
             URLCommand.self, CheckConfigCommand.self, CheckCredentialsCommand.self, FleetDBCommand.self,
-            WorkCommand.self,
+            WorkCommand.self, HealthCommand.self, ReloadCommand.self,
         ]
     )
 }
