@@ -158,7 +158,7 @@ struct DeadlineSemaphoreTests {
         let clock = TestClock()
         let semaphore = DeadlineSemaphore(limit: 2, clock: clock.deadlines)
         await semaphore.idle()
-        let held = try #require(await semaphore.acquire(2, until: Self.far))
+        _ = try #require(await semaphore.acquire(2, until: Self.far))
         let woke = Locked(false)
         let watcher = Task {
             await semaphore.idle()

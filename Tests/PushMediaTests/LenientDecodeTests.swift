@@ -22,7 +22,7 @@ struct LenientDecodeTests {
         origin.route(path, .file(body: bytes, contentType: "application/octet-stream"))
         var config = testConfig(store: store)
         adjust(&config)
-        return await try Pipeline(config: config).process(payload([("media_url", .string(origin.url(path)))])).outcome
+        return try await Pipeline(config: config).process(payload([("media_url", .string(origin.url(path)))])).outcome
     }
 
     /// Each BMP variant decodes to the picture it was written from (5- and 6-bit channels to

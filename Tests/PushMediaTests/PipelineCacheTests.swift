@@ -39,13 +39,13 @@ extension PipelineTests {
                     key: key, source: source, profile: profile, posterTime: nil, previous: nil, refresh: refresh,
                     deadline: .now + .seconds(10)))
         }
-        guard case let .ready(entry) = await try job(refresh: false).task.value.kind else {
+        guard case let .ready(entry) = try await job(refresh: false).task.value.kind else {
             Issue.record("the recorded entry was not taken")
             return
         }
         #expect(first.outcome.attachment?.url.hasSuffix("/" + entry.attachment.name) == true)
         #expect(origin.hits("/late") == 1)
-        _ = await try job(refresh: true).task.value
+        _ = try await job(refresh: true).task.value
         #expect(origin.hits("/late") == 2)
     }
 

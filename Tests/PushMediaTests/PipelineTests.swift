@@ -66,7 +66,7 @@ struct PipelineTests {
                 {"message": {"token": "device-1", "notification": {"title": "Sale", "image": "\(origin.url("/banner"))"},
                  "android": {"notification": {"channel_id": "deals"}}, "apns": {"payload": {"aps": {}}}}}
                 """.utf8))
-        let result = await try pipeline().process(
+        let result = try await pipeline().process(
             try #require(message.objectValue), context: PayloadContext(vendor: .fcm))
         let media = try #require(result.outcome.media)
         #expect(media.count == 2 && media.allSatisfy { $0.status == .processed }, "\(media)")

@@ -112,7 +112,7 @@ struct VendorTests {
     }
 
     @Test func forcedVendorWithoutItsKeysIsSkippedNamingThem() async throws {
-        let result = await try pipeline { $0.vendor = .braze }.process(try sample("01-photo-exif.json"))
+        let result = try await pipeline { $0.vendor = .braze }.process(try sample("01-photo-exif.json"))
         #expect(result.outcome.status == .skipped && result.outcome.reason == "no_media")
         #expect(result.outcome.message?.contains("ab.att.url") == true)
         #expect(result.outcome.vendor == "braze")
@@ -122,7 +122,7 @@ struct VendorTests {
 
     @Test func fcmMessageGetsOneVariantPerPlatform() async throws {
         let input = try sample("22-fcm-message.json")
-        let result = await try pipeline().process(input, context: PayloadContext(label: "22-fcm-message.json"))
+        let result = try await pipeline().process(input, context: PayloadContext(label: "22-fcm-message.json"))
         let outcome = result.outcome
         #expect(outcome.vendor == "fcm" && outcome.status == .processed)
         let media = try #require(outcome.media)
@@ -153,7 +153,7 @@ struct VendorTests {
     }
 
     @Test func fcmWebPushGetsA2To1ImageAndAnIcon() async throws {
-        let result = await try pipeline().process(try sample("23-fcm-webpush.json"))
+        let result = try await pipeline().process(try sample("23-fcm-webpush.json"))
         let entry = try #require(result.outcome.media?.first)
         #expect(entry.platform == "web" && entry.status == .processed)
         let image = try #require(string(result.payload, "message", "webpush", "notification", "image"))
@@ -168,7 +168,7 @@ struct VendorTests {
     }
 
     @Test func fcmAPNsPayloadHEICBecomesJPEG() async throws {
-        let result = await try pipeline().process(try sample("24-fcm-apns.json"))
+        let result = try await pipeline().process(try sample("24-fcm-apns.json"))
         #expect(result.outcome.vendor == "fcm" && result.outcome.status == .processed)
         _ = try stored(string(result.payload, "fcm_options", "image"), is: .jpeg)
         #expect(result.payload["gcm.message_id"] == .string("1234567890"))
@@ -176,7 +176,7 @@ struct VendorTests {
     }
 
     @Test func oneSignalProcessesEveryAttachment() async throws {
-        let result = await try pipeline().process(try sample("25-onesignal.json"))
+        let result = try await pipeline().process(try sample("25-onesignal.json"))
         let media = try #require(result.outcome.media)
         #expect(media.map(\.path) == ["att.id1", "att.id2"])
         #expect(media.map(\.status) == [.processed, .passthrough])
@@ -190,7 +190,7 @@ struct VendorTests {
 
     @Test func airshipKeepsItsOptionsAndThumbnailID() async throws {
         let input = try sample("26-airship.json")
-        let result = await try pipeline { $0.thumbnailAspect = 1 }.process(input)
+        let result = try await pipeline { $0.thumbnailAspect = 1 }.process(input)
         let media = try #require(result.payload[Vendor.airshipKey]?.objectValue)
         let url = try #require(media["url"]?.arrayValue?.first?.stringValue)
         _ = try stored(url, is: .jpeg)
@@ -204,7 +204,7 @@ struct VendorTests {
     }
 
     @Test func brazeTypeComesFromTheBytes() async throws {
-        let result = await try pipeline().process(try sample("27-braze.json"))
+        let result = try await pipeline().process(try sample("27-braze.json"))
         #expect(result.outcome.vendor == "braze" && result.outcome.status == .passthrough)
         _ = try stored(string(result.payload, "ab", "att", "url"), is: .jpeg)
         #expect(string(result.payload, "ab", "att", "type") == "jpg")
@@ -212,7 +212,7 @@ struct VendorTests {
     }
 
     @Test func cleverTapMediaTypeComesFromTheBytes() async throws {
-        let result = await try pipeline().process(try sample("28-clevertap.json"))
+        let result = try await pipeline().process(try sample("28-clevertap.json"))
         #expect(result.outcome.status == .passthrough)
         _ = try stored(string(result.payload, "ct_mediaUrl"), is: .gif)
         #expect(string(result.payload, "ct_mediaType") == "gif")
@@ -248,7 +248,7 @@ struct VendorTests {
                     ]))
             )
         ])
-        let result = await try pipeline().process(input)
+        let result = try await pipeline().process(input)
         #expect(result.outcome.status == .rejected && result.outcome.reason == "unsupported_type")
         #expect(result.payload["ab"] == .object(JSONObject([("c", .string("x"))])))
     }
@@ -260,7 +260,7 @@ struct VendorTests {
         let bare = JSONValue.object(payload([("att", att), ("note", .string(""))])).compactByteCount
         let filler = String(repeating: "x", count: PayloadRewriter.apnsLimit - 100 - bare)
         let input = payload([("att", att), ("note", .string(filler))])
-        let result = await try pipeline { $0.baseURL = "https://cdn.example.com/" + String(repeating: "m", count: 60) }
+        let result = try await pipeline { $0.baseURL = "https://cdn.example.com/" + String(repeating: "m", count: 60) }
             .process(input)
         #expect(result.bytes.count <= PayloadRewriter.apnsLimit)
         #expect(result.payload["note"] == .string(filler))
@@ -271,7 +271,7 @@ struct VendorTests {
     // MARK: profiles
 
     @Test func huaweiProfileMakesA2To1JPEGUnder512KB() async throws {
-        let result = await try pipeline { $0.profile = .huawei }.process(try sample("01-photo-exif.json"))
+        let result = try await pipeline { $0.profile = .huawei }.process(try sample("01-photo-exif.json"))
         let attachment = try #require(result.outcome.attachment)
         #expect(result.outcome.media?.first?.platform == "huawei")
         #expect(attachment.width == 1024 && attachment.height == 512 && attachment.bytes < 512_000)
@@ -296,14 +296,14 @@ struct VendorTests {
         var config = testConfig(store: store)
         config.profile = .android
         config.mediaRoot = samplesDirectory
-        let first = await try Pipeline(config: config).process(try sample("01-photo-exif.json"))
+        let first = try await Pipeline(config: config).process(try sample("01-photo-exif.json"))
         let made = try #require(first.outcome.attachment)
         // Feed the 2:1 result back in: it already fits, so it passes through byte for byte.
         let again = payload([
             ("media_url", .string(made.url.replacingOccurrences(of: config.baseURL, with: "file://" + store.path)))
         ])
         config.mediaRoot = store.path
-        let second = await try Pipeline(config: config).process(again)
+        let second = try await Pipeline(config: config).process(again)
         #expect(second.outcome.status == .passthrough)
         #expect(second.outcome.attachment?.url == made.url)
     }
@@ -327,7 +327,7 @@ struct VendorTests {
         let rect = try #require(descriptor["clip"]?.objectValue)
         #expect(rect.keys == ["X", "Y", "Width", "Height"])
         // Centre crop puts the same square in the middle.
-        let centred = await try self.pipeline {
+        let centred = try await self.pipeline {
             $0.thumbnailAspect = 1
             $0.crop = .centre
         }.process(try sample("03-webp.json"))

@@ -151,7 +151,7 @@ extension Array {
 }
 
 /// A value the writer writes as it is: a field's type.
-protocol JSONWritable: Codable {
+protocol JSONWritable: Codable, SendableMetatype {
     var jsonValue: JSONValue { get }
 }
 

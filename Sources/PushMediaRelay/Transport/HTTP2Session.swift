@@ -324,7 +324,7 @@ final class HTTP2Session {
 }
 
 /// A handler that serves one connection's `HTTP2Session`.
-protocol HTTP2ConnectionHandler: AnyObject {
+protocol HTTP2ConnectionHandler: AnyObject, SendableMetatype {
     var session: HTTP2Session { get }
     /// Acts on the session's events (after a read, and after a pump: sending raises some too).
     func handleEvents(_ context: ChannelHandlerContext)
