@@ -95,7 +95,9 @@ deb-test: release-static
 image:
 	scripts/image.sh --full
 
-## That image built, then run and checked (scripts/image-test.sh --full). `make test` checks the
+## That image built, then run and checked (scripts/image-test.sh --full): its contents against
+## docs/deployment.md's list, the parity of its libvips and FFmpeg with the host's, the Kubernetes
+## manifests with podman kube play. `make test` checks the
 ## image around the shared release binary instead (no compiler in the image build).
 image-test:
 	scripts/image-test.sh --full

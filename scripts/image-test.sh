@@ -17,7 +17,13 @@
 #   - a media URL (GET /insecure/pr:ios/plain/<source>@jpg, the source allowed with
 #     PUSHMEDIA_URL_ALLOW_SOURCE) answers a JPEG named for the phone;
 #   - the stored files are in the volume, and a new container on the same volume serves them;
-#   - `podman stop` (SIGTERM) ends the container with exit code 0 within the grace period.
+#   - `podman stop` (SIGTERM) ends the container with exit code 0 within the grace period;
+#   - the image holds exactly docs/deployment.md's list of files, none of ImageMagick, poppler,
+#     X11, GL, LLVM, … or a package manager (scripts/image-contents.sh --check), within 200 MB;
+#   - parity: samples/ and the formats it lacks (Tests/image/parity.py) through `pushmedia batch`
+#     on the host (Debian's libvips and FFmpeg) and in the image (built with only what PushMedia
+#     uses), for iOS and Android: the same status, reason, types and dimensions for every payload;
+#   - deploy/kubernetes with `podman kube play`: ready, a payload processed, SIGTERM exits 0.
 # Prints the timings (build, start until /healthz answers, stop) and the image's size.
 # Skips (exit 0) only when podman cannot run here at all, and never when CI=true.
 set -euo pipefail
@@ -50,6 +56,8 @@ scripts/image.sh "${FULL[@]}"
 BUILD_SECONDS=$(since "$build_start")
 
 TOKEN=image-test-$RANDOM$RANDOM
+# The volumes there were before: the test's own (named or not) are removed at the end.
+VOLUMES_BEFORE=$(podman volume ls -q | sort)
 NAME=pushmedia-image-test-$$
 VOLUME=pushmedia-image-test-$$
 work=$(mktemp -d "${TMPDIR:-/tmp}/pushmedia-image-test.XXXXXX")
@@ -60,8 +68,14 @@ cleanup() {
   set +e
   local container
   [ -n "$origin" ] && kill "$origin" 2>/dev/null && wait "$origin" 2>/dev/null
-  for container in "${containers[@]}"; do podman rm -f -t 0 "$container" >/dev/null 2>&1 || true; done
+  for container in "${containers[@]}"; do podman rm -f -v -t 0 "$container" >/dev/null 2>&1 || true; done
   podman volume rm -f "$VOLUME" >/dev/null 2>&1 || true
+  if [ "${KUBE_UP:-0}" = 1 ]; then podman kube down "$KUBE" >/dev/null 2>&1 || true; fi
+  podman secret rm pushmedia >/dev/null 2>&1 || true
+  # The volumes the containers and kube play made (the claim's, the ConfigMap's, anonymous ones).
+  if [ -n "${VOLUMES_BEFORE+set}" ]; then
+    comm -13 <(echo "$VOLUMES_BEFORE") <(podman volume ls -q | sort) | xargs -r podman volume rm -f >/dev/null 2>&1 || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -206,6 +220,107 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "$BASE/media/${STORED[0]}")
 podman stop -t "$GRACE" "$NAME-again" >/dev/null 2> >(quiet)
 [ "$(podman inspect --format '{{.State.ExitCode}}' "$NAME-again")" = 0 ] || fail "the second container did not exit 0"
 ok "a new container on the same volume serves /media/${STORED[0]}, and stops with 0"
+
+# 7. What the image holds: exactly docs/deployment.md's list, nothing forbidden, within 200 MB.
+scripts/image-contents.sh "$IMAGE" --check >"$work/contents" 2>&1 || fail "$(cat "$work/contents")"
+SIZE=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+[ "$SIZE" -le 200000000 ] || fail "the image is $((SIZE / 1000000)) MB, over 200 MB"
+ok "$(cat "$work/contents"); $((SIZE / 1000000)) MB"
+
+# 8. Parity: the image's libvips and FFmpeg (only what PushMedia uses) against the host's
+#    Debian builds: the same payloads, every corpus format, for iOS and Android; the outcomes'
+#    status, reason, source type, attachment type and dimensions must agree. The video and audio
+#    transcodes (H.264/AAC MP4, AAC M4A, poster frames) run inside the image.
+#    The host runs the image's own binary (copied out of it), so the libraries are the only
+#    difference.
+python3 Tests/image/parity.py corpus "$work/corpus"
+mkdir -m 1777 "$work/parity"
+copy=$(podman create "$IMAGE" health)
+podman cp "$copy:/usr/lib/pushmedia" "$work/host-pushmedia" || fail "cannot copy the binary out of the image"
+podman rm -v "$copy" >/dev/null 2> >(quiet)
+for profile in ios android; do
+  "$work/host-pushmedia/pushmedia" batch "$work/corpus" --out "$work/parity/host-$profile" --store "$work/parity/host-store-$profile" \
+    --profile "$profile" >/dev/null 2>"$work/parity/host-$profile.err" \
+    || fail "the host's batch ($profile): $(tail -3 "$work/parity/host-$profile.err")"
+  podman run --rm --read-only --tmpfs /tmp --tmpfs /var/lib/pushmedia -v "$work/corpus:/corpus:ro" -v "$work/parity:/parity" "$IMAGE" \
+    batch /corpus --out "/parity/image-$profile" --store "/parity/image-store-$profile" --profile "$profile" \
+    >/dev/null 2>"$work/parity/image-$profile.err" \
+    || fail "the image's batch ($profile): $(tail -3 "$work/parity/image-$profile.err")"
+  python3 Tests/image/parity.py compare "$work/parity/host-$profile/report.json" \
+    "$work/parity/image-$profile/report.json" >"$work/parity/$profile.txt" 2>&1 \
+    || fail "$profile: $(cat "$work/parity/$profile.txt")"
+  ok "$profile: $(cat "$work/parity/$profile.txt")"
+done
+
+# 9. Kubernetes: the single-node manifests (deploy/kubernetes) with `podman kube play`, which has
+#    no Services: the pod's port is published on a loopback port of the host instead, the token
+#    is the test's, the pod is on podman's default network (kube play makes one of its own),
+#    and the origin above is a trusted peer (in the Secret). Every ConfigMap's settings file, with
+#    the token its Secret gives, is what `check-config` calls valid.
+for manifest in deploy/kubernetes/configmap.yaml deploy/kubernetes/fleet/configmap.yaml; do
+  awk '/pushmedia.yaml: [|]/ { on = 1; next } on { sub(/^    /, ""); print }' "$manifest" \
+    | sed "s|/etc/pushmedia/secret/fleet-db-password|$work/fleet-db-password|" >"$work/settings.yaml"
+  echo "token: the-secret-gives-it" >>"$work/settings.yaml"  # PUSHMEDIA_TOKENS, from the Secret
+  echo secret >"$work/fleet-db-password" && chmod 600 "$work/fleet-db-password"
+  "$work/host-pushmedia/pushmedia" check-config "$work/settings.yaml" >"$work/check-config" 2>&1 || fail "$manifest: $(cat "$work/check-config")"
+done
+ok "the ConfigMaps' settings files are valid (pushmedia check-config)"
+KPORT=$(free_port)
+KUBE=$work/kube.yaml
+# Debian's podman 4.3 stores a Secret manifest as YAML but reads a secretRef's podman secret as
+# a JSON map of base64 values, so the test makes that podman secret itself from secret.yaml's
+# stringData.
+python3 - deploy/kubernetes/secret.yaml "$TOKEN" "$GATEWAY:$ORIGIN_PORT" >"$work/secret.json" <<'PY'
+import base64, json, re, sys
+data, on = {}, False
+for line in open(sys.argv[1]):
+    if line.startswith("stringData:"):
+        on = True
+    elif on and (match := re.match(r'^  ([A-Za-z0-9_.-]+): "(.*)"$', line.rstrip("\n"))):
+        data[match[1]] = match[2]
+    elif on:
+        break
+assert "PUSHMEDIA_TOKENS" in data, "secret.yaml has no PUSHMEDIA_TOKENS"
+data.update(PUSHMEDIA_TOKENS=sys.argv[2], PUSHMEDIA_TRUSTED_PEERS=sys.argv[3])
+encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+print(json.dumps(encoded))
+PY
+podman secret create pushmedia "$work/secret.json" >/dev/null
+{
+  cat deploy/kubernetes/configmap.yaml
+  echo ---; cat deploy/kubernetes/pvc.yaml
+  echo ---; sed -e "s|^\( *\)containerPort: 8080|&\n\1hostPort: $KPORT\n\1hostIP: 127.0.0.1|" \
+    -e "s|image: localhost/pushmedia:latest|image: $IMAGE|" deploy/kubernetes/deployment.yaml
+} >"$KUBE"
+KUBE_UP=1
+podman kube play --network podman "$KUBE" >"$work/kube.out" 2>&1 || fail "podman kube play: $(cat "$work/kube.out")"
+KUBEBASE=http://127.0.0.1:$KPORT
+start=$(now)
+for _ in $(seq 600); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$KUBEBASE/readyz" || true)" = 200 ] && break
+  sleep 0.05
+done
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$KUBEBASE/readyz")" = 200 ] \
+  || fail "the kube pod is not ready: $(podman pod ps; podman logs pushmedia-pod-pushmedia 2>&1 | tail -5)"
+ok "podman kube play: the pod is ready (/readyz 200) after $(since "$start") s"
+code=$(BASE=$KUBEBASE process banner.webp)
+[ "$code" = 200 ] && [ "$(json 'd["outcome"]["status"]' <"$work/answer.json")" = processed ] \
+  || fail "the kube pod did not process a payload ($code): $(cat "$work/answer.json")"
+ok "the kube pod processed a payload: $(json 'd["outcome"]["attachment"]["mime"]' <"$work/answer.json")"
+KUBECONTAINER=$( (podman ps --format '{{.Names}}' | grep -- '^pushmedia-pod-.*-pushmedia$' | head -1) || true)
+[ -n "$KUBECONTAINER" ] || fail "no container of the kube pod: $(podman ps --format '{{.Names}}')"
+# A kubelet stops a pod with SIGTERM and waits out the grace period; Debian's podman 4.3
+# `kube down` removes the pod by force (SIGKILL, exit 137, measured), so the pod is stopped as a
+# kubelet would first (`podman pod stop`: SIGTERM, then the container's stop timeout), then
+# taken down.
+start=$(now)
+podman pod stop "${KUBECONTAINER%-pushmedia}" >"$work/kube.stop" 2>&1 || fail "podman pod stop: $(cat "$work/kube.stop")"
+state=$(podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$KUBECONTAINER")
+[ "$state" = "exited 0" ] || fail "after podman pod stop the kube container is '$state', not 'exited 0'"
+ok "the kube pod stopped gracefully on SIGTERM (exit 0) in $(since "$start") s"
+podman kube down "$KUBE" >"$work/kube.down" 2>&1 || fail "podman kube down: $(cat "$work/kube.down")"
+KUBE_UP=0
+ok "podman kube down removed the pod"
 
 SIZE=$(podman image inspect --format '{{.Size}}' "$IMAGE")
 echo "image-test: timings: build $BUILD_SECONDS s ($([ ${#FULL[@]} = 1 ] && echo "whole Containerfile" || echo "runtime stage around the prebuilt binary")), start until /healthz 200 $START_SECONDS s, stop $STOP_SECONDS s, whole test $(since "$T0") s; image $IMAGE $((SIZE / 1000000)) MB"

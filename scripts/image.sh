@@ -32,7 +32,7 @@ if [ "$ENGINE" = podman ]; then
   container_setup || { log "$CONTAINER_PROBLEM"; exit 1; }
   ensure_base_image
   # docker format: OCI images have no HEALTHCHECK.
-  args+=(--format docker --pull=never --build-arg "RUNTIME_IMAGE=$BASE_IMAGE")
+  args+=(--format docker --pull=never --build-arg "DEBIAN_IMAGE=$BASE_IMAGE")
   if [ "$FULL" = 1 ]; then
     ensure_swift_image
     args+=(--build-arg "SWIFT_IMAGE=$SWIFT_IMAGE")
@@ -46,7 +46,12 @@ if [ "$FULL" = 1 ]; then
 else
   [ -x "$STAGE/pushmedia" ] || { log "$STAGE/pushmedia is missing: run scripts/release-static.sh first"; exit 1; }
   args+=(--target prebuilt)
-  context=$STAGE
+  # The context: the staged binary (hard links, no copy) and the root's assembly script.
+  context=$CACHE/image-context
+  rm -rf "$context"
+  mkdir -p "$context/packaging"
+  cp -al "$STAGE" "$context/stage" 2>/dev/null || cp -a "$STAGE" "$context/stage"
+  cp -a packaging/image "$context/packaging/image"
 fi
 
 mkdir -p "$CACHE"
