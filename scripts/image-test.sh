@@ -301,14 +301,21 @@ for _ in $(seq 600); do
   sleep 0.05
 done
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$KUBEBASE/readyz")" = 200 ] \
-  || fail "the kube pod is not ready: $(podman pod ps; podman logs pushmedia-pod-pushmedia 2>&1 | tail -5)"
+  || fail "the kube pod is not ready: $(podman pod ps; podman ps -a --format '{{.Names}} {{.Status}}')"
 ok "podman kube play: the pod is ready (/readyz 200) after $(since "$start") s"
+KUBECONTAINER=$( (podman ps --format '{{.Names}}' | grep -- '^pushmedia-pod-.*-pushmedia$' | head -1) || true)
+[ -n "$KUBECONTAINER" ] || fail "no container of the kube pod: $(podman ps --format '{{.Names}}')"
+# The Deployment's securityContext, as podman applied it.
+context=$(podman inspect --format '{{.Config.User}} {{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}}' "$KUBECONTAINER")
+case $context in
+  "10001:10001 true "*ALL* | "10001:10001 true "*CAP_CHOWN*CAP_SETUID*) ;;
+  *) fail "the kube container runs as '$context', not 10001 with a read-only root and no capabilities" ;;
+esac
+ok "the kube container runs as 10001:10001, read-only root, capabilities dropped"
 code=$(BASE=$KUBEBASE process banner.webp)
 [ "$code" = 200 ] && [ "$(json 'd["outcome"]["status"]' <"$work/answer.json")" = processed ] \
   || fail "the kube pod did not process a payload ($code): $(cat "$work/answer.json")"
 ok "the kube pod processed a payload: $(json 'd["outcome"]["attachment"]["mime"]' <"$work/answer.json")"
-KUBECONTAINER=$( (podman ps --format '{{.Names}}' | grep -- '^pushmedia-pod-.*-pushmedia$' | head -1) || true)
-[ -n "$KUBECONTAINER" ] || fail "no container of the kube pod: $(podman ps --format '{{.Names}}')"
 # A kubelet stops a pod with SIGTERM and waits out the grace period; Debian's podman 4.3
 # `kube down` removes the pod by force (SIGKILL, exit 137, measured), so the pod is stopped as a
 # kubelet would first (`podman pod stop`: SIGTERM, then the container's stop timeout), then
