@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds PushMedia's container image from the Containerfile, tagged IMAGE
 # (localhost/pushmedia:<version>, and :latest).
-#   scripts/image.sh             # the runtime stage around the binary in .build-static/stage
+#   scripts/image.sh             # the image's root around the binary in .build-static/stage
 #                                # (`--target prebuilt`; run scripts/release-static.sh first)
+#                                # and the `media` stage (libvips, FFmpeg; cached after once)
 #   scripts/image.sh --full      # the whole Containerfile, the compile stage included
 # With podman (the default), on a machine that reaches no registry: the base images are made
 # here (scripts/container-env.sh): localhost/debian:bookworm-slim with debootstrap, and for
 # --full localhost/swift:6.3-bookworm from this machine's toolchain; they are passed as the
-# RUNTIME_IMAGE and SWIFT_IMAGE build arguments. With ENGINE=docker: `docker build` with the
+# DEBIAN_IMAGE and SWIFT_IMAGE build arguments. With ENGINE=docker: `docker build` with the
 # Containerfile's own public images (docker.io's debian:bookworm-slim and swift:6.3-bookworm).
 # Prints the build's duration and the image's size.
 set -euo pipefail
