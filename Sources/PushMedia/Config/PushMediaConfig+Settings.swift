@@ -163,6 +163,9 @@ extension PushMediaConfig {
         .flag(
             "allow-private-networks", "PUSHMEDIA_ALLOW_PRIVATE_NETWORKS", \.allowPrivateNetworks,
             help: "Allow fetching from loopback/private/link-local addresses"),
+        .flag(
+            "otel-origin-traceparent", "PUSHMEDIA_OTEL_ORIGIN_TRACEPARENT", \.originTraceparent, commands: [.serve],
+            help: "Send traceparent to origins with each fetch when traces are on (they are third parties)"),
         Setting(
             "trust-peer", "PUSHMEDIA_TRUSTED_PEERS", .list, default: "none",
             help: "An internal address:port that may be fetched from anyway; repeatable"

@@ -27,6 +27,10 @@ public struct PushMediaConfig: Configurable, Equatable {
     /// `--allow-private-networks`, `PUSHMEDIA_ALLOW_PRIVATE_NETWORKS`: permit loopback, private,
     /// link-local and other internal addresses (off: see `AddressPolicy`).
     public var allowPrivateNetworks = false
+    /// `--otel-origin-traceparent`, `PUSHMEDIA_OTEL_ORIGIN_TRACEPARENT`: send the fetch's W3C
+    /// `traceparent` (and the caller's `tracestate`) to origins when `serve` traces (off: origins
+    /// are third parties).
+    public var originTraceparent = false
     /// `--trust-peer`, `PUSHMEDIA_TRUSTED_PEERS` (comma-separated): exact `address:port` peers
     /// (`[v6]:port` for IPv6) that may be fetched from although internal, e.g. an origin inside the
     /// network. Checked on the resolved address like every other connection.

@@ -48,6 +48,9 @@ public struct FetchResponse: Sendable {
     /// SHA-256 (lowercase hex) of the body, hashed while it was written: the file is not read
     /// again to name it. Nil for a 304.
     public var sha256: String?
+    /// From the start of the transfer to its first byte of the answer, in milliseconds (libcurl's
+    /// time to first byte, redirects included).
+    public var firstByteMilliseconds: Int?
     /// The origin answered 304 to a conditional request: the copy held is current, nothing was downloaded.
     public var notModified: Bool { httpStatus == 304 }
 }
@@ -68,15 +71,17 @@ public final class Fetcher: Sendable {
     /// request is conditional (`If-None-Match`, `If-Modified-Since`) and a 304 answer is a
     /// success with `notModified` set and an empty file.
     /// - Throws: `FetchError`, e.g. `.blockedAddress`, `.tooLarge`, `.httpStatus(404)`, `.deadlineExceeded`.
+    /// `extraHeaders`: more request header fields (a trace's `traceparent`).
     public func fetch(
         _ url: String, to path: String, limits: FetchLimits, deadline: ContinuousClock.Instant,
-        revalidating: OriginValidators? = nil
+        revalidating: OriginValidators? = nil, extraHeaders: [(String, String)] = []
     ) async throws(FetchError) -> FetchResponse {
         let state = TransferState(trusted: limits.trustedPeers)
         let outcome: Result<FetchResponse, FetchError> = await withTaskCancellationHandler {
             await executor.run {
                 Self.perform(
-                    url, path: path, limits: limits, deadline: deadline, conditions: revalidating, state: state)
+                    url, path: path, limits: limits, deadline: deadline, conditions: revalidating,
+                    extraHeaders: extraHeaders, state: state)
             }
         } onCancel: {
             state.cancel()
@@ -86,7 +91,7 @@ public final class Fetcher: Sendable {
 
     private static func perform(
         _ url: String, path: String, limits: FetchLimits, deadline: ContinuousClock.Instant,
-        conditions: OriginValidators?, state: TransferState
+        conditions: OriginValidators?, extraHeaders: [(String, String)], state: TransferState
     ) -> Result<FetchResponse, FetchError> {
         let transfer = state.transfer
         guard transfer.start(until: deadline) else { return .failure(.deadlineExceeded) }
@@ -124,6 +129,13 @@ public final class Fetcher: Sendable {
         }
         if let modified = OriginValidators.clean(conditions?.lastModified) {
             headers = curl_slist_append(headers, "If-Modified-Since: \(modified)")
+        }
+        // Only printable ASCII: a field can neither end early nor add another.
+        for (name, value) in extraHeaders
+        where !name.isEmpty && name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") })
+            && value.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F })
+        {
+            headers = curl_slist_append(headers, "\(name): \(value)")
         }
         let code = transfer.perform(on: handle) { options in
             options.set(CURLOPT_URL, url)
@@ -171,7 +183,8 @@ public final class Fetcher: Sendable {
                     httpStatus: status, bytes: t.pointee.bytes_written,
                     contentType: info.string(CURLINFO_CONTENT_TYPE), effectiveURL: effectiveURL,
                     redirects: info.int(CURLINFO_REDIRECT_COUNT) ?? 0, validators: validators,
-                    sha256: status == 304 ? nil : MediaStore.hex(state.hasher.finalize())))
+                    sha256: status == 304 ? nil : MediaStore.hex(state.hasher.finalize()),
+                    firstByteMilliseconds: info.size(CURLINFO_STARTTRANSFER_TIME_T).map { Int($0 / 1000) }))
         case CURLE_HTTP_RETURNED_ERROR: return .failure(.httpStatus(status))
         case CURLE_TOO_MANY_REDIRECTS: return .failure(.tooManyRedirects(limits.maxRedirects))
         case CURLE_UNSUPPORTED_PROTOCOL:

@@ -26,6 +26,9 @@ struct JobContext: Sendable {
 
     // Found by fetch and sniff.
     var bytes: Int64 = 0
+    /// The origin's HTTP status, and its first byte's time in milliseconds (remote sources only).
+    var fetchStatus: Int?
+    var firstByte: Int?
     /// The origin's validators (remote sources only): they stamp the entry's freshness.
     var validators: OriginValidators?
     /// SHA-256 of a remote source, to recognise the same bytes when it is fetched again.

@@ -1,4 +1,5 @@
 import Foundation
+import Tracing
 
 extension Pipeline {
     /// One step of a job: it reads and fills the job's context, and returns how the job ended,
@@ -15,54 +16,62 @@ extension Pipeline {
             case runs
         }
 
+        /// Its span's name after `pushmedia.` (`fetch`, `sniff`, `decide`, `transcode…`, `store.put`).
+        let name: String
         let run: (inout JobContext) async throws -> JobResult.Kind?
         var pastDeadline = PastDeadline.endsJob
         /// Whether the step has anything to do for this job.
         var applies: (JobContext) -> Bool = { _ in true }
 
         /// New work: not started past the deadline, which ends the job.
-        static func work(_ run: @escaping (inout JobContext) async throws -> JobResult.Kind?) -> JobStep {
-            JobStep(run: run)
+        static func work(_ name: String, _ run: @escaping (inout JobContext) async throws -> JobResult.Kind?) -> JobStep
+        {
+            JobStep(name: name, run: run)
         }
 
         /// New work that only some jobs have: skipped, deadline or not, when `applies` says no.
         static func work(
-            when applies: @escaping (JobContext) -> Bool,
+            _ name: String, when applies: @escaping (JobContext) -> Bool,
             _ run: @escaping (inout JobContext) async throws -> JobResult.Kind?
         ) -> JobStep {
-            JobStep(run: run, applies: applies)
+            JobStep(name: name, run: run, applies: applies)
         }
 
         /// New work the job can do without: skipped past the deadline (and when `applies` says no).
         static func optional(
-            when applies: @escaping (JobContext) -> Bool = { _ in true },
+            _ name: String, when applies: @escaping (JobContext) -> Bool = { _ in true },
             _ run: @escaping (inout JobContext) async throws -> JobResult.Kind?
         ) -> JobStep {
-            JobStep(run: run, pastDeadline: .skipped, applies: applies)
+            JobStep(name: name, run: run, pastDeadline: .skipped, applies: applies)
         }
 
         /// Keeps what is made (or only decides, at no cost): runs past the deadline too.
-        static func keep(_ run: @escaping (inout JobContext) async throws -> JobResult.Kind?) -> JobStep {
-            JobStep(run: run, pastDeadline: .runs)
+        static func keep(_ name: String, _ run: @escaping (inout JobContext) async throws -> JobResult.Kind?) -> JobStep
+        {
+            JobStep(name: name, run: run, pastDeadline: .runs)
         }
     }
 
     /// The steps up to knowing what the source is.
-    private var intakeSteps: [JobStep] { [.work(fetch), .work(awaitTranscodeSlot), .work(sniff)] }
+    private var intakeSteps: [JobStep] {
+        [.work("fetch", fetch), .work("transcode_slot", awaitTranscodeSlot), .work("sniff", sniff)]
+    }
 
     /// The steps for a source of `kind`. A thumbnail or poster frame is stored as soon as it is
     /// made: it is the best attempt should the budget run out before the attachment is ready.
     private func steps(for kind: MediaKind) -> [JobStep] {
         if kind == .image {
             [
-                .work(decideImage), .work(makeThumbnail), .keep(storeOutputs), .work(makeImage),
-                .keep(storeOutputs), .keep(recordEntry),
+                .work("decide", decideImage), .work("transcode.thumbnail", makeThumbnail),
+                .keep("store.put", storeOutputs),
+                .work("transcode", makeImage), .keep("store.put", storeOutputs), .keep("store.record", recordEntry),
             ]
         } else {
             [
-                .keep(decideMedia), .optional(when: \.readsStreams, probeStreams),
-                .optional(when: \.needsPoster, makePoster), .keep(storeOutputs), .keep(chooseAudioVideo),
-                .work(when: \.needsTranscode, transcodeAudioVideo), .keep(storeOutputs), .keep(recordEntry),
+                .keep("decide", decideMedia), .optional("probe", when: \.readsStreams, probeStreams),
+                .optional("transcode.poster", when: \.needsPoster, makePoster), .keep("store.put", storeOutputs),
+                .keep("decide", chooseAudioVideo), .work("transcode", when: \.needsTranscode, transcodeAudioVideo),
+                .keep("store.put", storeOutputs), .keep("store.record", recordEntry),
             ]
         }
     }
@@ -119,9 +128,29 @@ extension Pipeline {
                 case .runs: break
                 }
             }
-            if let end = try await step.run(&job) { return end }
+            if let end = try await traced(step, &job) { return end }
         }
         return nil
+    }
+
+    /// Runs `step` in its span (`pushmedia.<name>`), a child of the span the job began in. A
+    /// step that throws marks its span with the reason code only: a message may quote a URL.
+    private func traced(_ step: JobStep, _ job: inout JobContext) async throws -> JobResult.Kind? {
+        let span = startSpan("pushmedia." + step.name)
+        defer { span.end() }
+        do {
+            let end = try await ServiceContext.$current.withValue(span.context) { try await step.run(&job) }
+            PipelineTrace.record(step: step.name, job: job, on: span)
+            if case let .failed(reason, _)? = end { span.setStatus(SpanStatus(code: .error, message: reason)) }
+            return end
+        } catch {
+            PipelineTrace.record(step: step.name, job: job, on: span)
+            let reason =
+                (error as? ReasonedError)?.reason ?? (error is StoreError ? ReasonCode.storeUnavailable : "error")
+            span.attributes["pushmedia.reason"] = reason
+            span.setStatus(SpanStatus(code: .error, message: reason))
+            throw error
+        }
     }
 
     /// Gives back what the job held, and removes its work files.
@@ -144,9 +173,11 @@ extension Pipeline {
             let (fetcher, temporary, limits, deadline) = (
                 fetcher, job.temporary, FetchLimits(config: config), job.deadline
             )
+            let trace = config.originTraceparent ? PipelineTrace.propagated() : []
             let download: @Sendable () async throws(FetchError) -> FetchResponse = {
                 try await fetcher.fetch(
-                    url, to: temporary, limits: limits, deadline: deadline, revalidating: conditions)
+                    url, to: temporary, limits: limits, deadline: deadline, revalidating: conditions,
+                    extraHeaders: trace)
             }
             do {
                 // A plain download is shared with the jobs that want the same URL at the same time.
@@ -157,11 +188,14 @@ extension Pipeline {
                 if error == .deadlineExceeded { return .budgetExceeded }
                 throw error
             }
+            job.fetchStatus = response.httpStatus
             if response.notModified, let previous = job.previous {
                 job.timings.fetch = job.clock.millisecondsElapsed
                 return try await renew(previous, response.validators, job: job)
             }
             job.bytes = response.bytes
+            job.fetchStatus = response.httpStatus
+            job.firstByte = response.firstByteMilliseconds
             job.validators = response.validators
             job.streamedHash = response.sha256
         case let .local(path, _):

@@ -1,4 +1,5 @@
 import Foundation
+import Tracing
 
 extension Pipeline {
     /// A payload ready for its media references to be processed, or its result when none needs it.
@@ -66,7 +67,7 @@ extension Pipeline {
                 "the payload is \(inputSize) bytes before any change, over APNs' "
                 + "\(PayloadRewriter.apnsLimit)-byte limit; shorten its text or custom data"
             for index in answers.indices { answers[index].rejected(ReasonCode.payloadTooLarge, message: message) }
-            return .done(response.finish(answers))
+            return .done(rewritten(response, answers))
         }
         return .slots(Slots(response: response, answers: answers, hasAlert: hasAlert, deadline: deadline))
     }
@@ -90,27 +91,32 @@ extension Pipeline {
             if !context.refresh, case let .success(slot) = source,
                 let entry = store.rememberedFresh(key: slot.key, remote: slot.source.isRemote)
             {
+                withSpan(PipelineTrace.resolve) { span in
+                    PipelineTrace.record(
+                        .ready(entry, cacheHit: true), profile: planned.answers[index].slot.platform,
+                        source: slot.source, on: span)
+                }
                 planned.answers[index].outcome.cacheHit = true
                 planned.answers[index].accepted(entry, key: slot.key, remote: slot.source.isRemote)
                 continue
             }
             planned.pending.append((index, source))
         }
-        if planned.pending.isEmpty { return .done(planned.response.finish(planned.answers)) }
+        if planned.pending.isEmpty { return .done(rewritten(planned.response, planned.answers)) }
         return .pending(PendingPayload(slots: planned, context: context))
     }
 
     /// The second half of `process`: the references `begin` left, each through the cache or a
     /// (shared) job, at once, sharing one deadline.
     public func finish(_ pending: PendingPayload) async -> PipelineResult {
-        var response = pending.slots.response
+        let response = pending.slots.response
         var answers = pending.slots.answers
         let (deadline, context) = (pending.slots.deadline, pending.context)
         let left = pending.slots.pending
         // One reference needs no child task.
         if left.count == 1 {
             await processSlot(&answers[left[0].index], source: left[0].source, context: context, deadline: deadline)
-            return response.finish(answers)
+            return rewritten(response, answers)
         }
         answers = await withTaskGroup(of: (Int, SlotAnswer).self) { group in
             for (index, source) in left {
@@ -124,7 +130,13 @@ extension Pipeline {
             for await (index, answer) in group { done[index] = answer }
             return done
         }
-        return response.finish(answers)
+        return rewritten(response, answers)
+    }
+
+    /// The payload rewritten with its answers, in its span (`pushmedia.rewrite`).
+    private func rewritten(_ response: PayloadResponse, _ answers: [SlotAnswer]) -> PipelineResult {
+        var response = response
+        return withSpan(PipelineTrace.rewrite) { _ in response.finish(answers) }
     }
 
     /// Whether an answer made from the cache entries `used` still holds: each is remembered fresh
@@ -137,11 +149,18 @@ extension Pipeline {
     }
 
     /// Processes every media reference of `payload`: `begin`, then `finish`.
+    /// In its span (`pushmedia.payload`), which records the outcome (`PipelineTrace.record`).
     func processPayload(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) async -> PipelineResult {
-        switch begin(payload, context: context, sizeAtMost: sizeAtMost) {
-        case let .done(result): return result
-        case let .pending(pending): return await finish(pending)
+        let span = startSpan(PipelineTrace.payload)
+        defer { span.end() }
+        let result = await ServiceContext.$current.withValue(span.context) { () async -> PipelineResult in
+            switch begin(payload, context: context, sizeAtMost: sizeAtMost) {
+            case let .done(result): return result
+            case let .pending(pending): return await finish(pending)
+            }
         }
+        PipelineTrace.record(result.outcome, budget: context.budget ?? config.budget, on: span)
+        return result
     }
 
     /// Where a media reference's bytes come from and its cache key.

@@ -1,3 +1,5 @@
+import Tracing
+
 extension Pipeline {
     /// One media to make or find: its cache key and source, for a platform, by a deadline.
     struct MediaRequest: Sendable {
@@ -41,6 +43,15 @@ extension Pipeline {
     /// raced against the deadline, stale-if-error and overload. The stage timings of the job
     /// this request waited for, if it ended in time.
     func resolve(_ request: MediaRequest) async -> (Resolution, StageTimings?) {
+        // Its span (`pushmedia.resolve`) is the parent of the job's steps when this request starts the job.
+        let span = startSpan(PipelineTrace.resolve)
+        defer { span.end() }
+        let resolved = await ServiceContext.$current.withValue(span.context) { await resolving(request) }
+        PipelineTrace.record(resolved.0, profile: request.profile, source: request.source, on: span)
+        return resolved
+    }
+
+    private func resolving(_ request: MediaRequest) async -> (Resolution, StageTimings?) {
         let (key, remote) = (request.key, request.source.isRemote)
         if !request.refresh, let entry = store.rememberedFresh(key: key, remote: remote) {
             return (.ready(entry, cacheHit: true), nil)
