@@ -29,6 +29,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         // A fleet's coordination (`--fleet-db`): leases, notifications, in PostgreSQL.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Traces: the API the pipeline, the relays and the fleet instrument with, and its
+        // exporter over OTLP/HTTP (protobuf) only: the OTLPHTTP trait, so gRPC is not built.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // System libraries: headers and link flags only. Nothing but the shim includes them.
@@ -70,6 +74,8 @@ let package = Package(
                 "PushMediaFormats",
                 // SHA-256 by BoringSSL: the CPU's SHA instructions where it has them.
                 .product(name: "Crypto", package: "swift-crypto"),
+                // Spans of a payload's steps (no exporter: a no-op unless the server sets one).
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/PushMedia"),
         // A fleet's coordination through PostgreSQL (`--fleet-db`): one job per media across the
@@ -85,6 +91,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/PushMediaFleet"),
         // The phone side: reads the descriptor, downloads the attachment within the extension's
@@ -119,6 +126,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/PushMediaRelay"),
         // The HTTP hook: thin Hummingbird routes over the library, and `serve`'s wiring of the
@@ -140,6 +148,9 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                // The exporter of `--otel-endpoint`: OTLP/HTTP.
+                .product(name: "OTel", package: "swift-otel"),
             ],
             path: "Sources/PushMediaServer",
             resources: [.copy("openapi.yaml")]),

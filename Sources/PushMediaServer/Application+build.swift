@@ -13,10 +13,13 @@ public enum ServerError: Error, CustomStringConvertible {
     case mediaURLKeys(String)
     /// `--fleet-worker` without `--fleet-db`.
     case fleetWorkerWithoutFleet
+    /// The trace settings disagree with the `OTEL_*` variables the exporter reads.
+    case tracing(String)
 
     public var description: String {
         switch self {
         case let .mediaURLKeys(why): why
+        case let .tracing(why): why
         case .fleetWorkerWithoutFleet:
             "--fleet-worker works the fleet's batches: it needs the fleet's database, --fleet-db (or PUSHMEDIA_FLEET_DB)"
         }
@@ -91,6 +94,8 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
 > {
     let server = parts.server
     let router = Router(context: AppRequestContext.self)
+    // First, so that the request's line and every step's are written inside its span.
+    if server.tracing.exportURL != nil { router.add(middleware: TraceMiddleware()) }
     router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
     router.add(middleware: MethodGuardMiddleware())
     let bodyLimit = max(server.maxPayloadBodyBytes, server.maxBatchBodyBytes)
@@ -221,6 +226,14 @@ func buildApplication(
     if server.relays.running {
         // First of the services, so the last to stop: after the relays that use them.
         services.insert(CredentialsService(credentials: parts.credentials), at: 0)
+    }
+    if let exportURL = server.tracing.exportURL {
+        // First of all, so the last to stop: it flushes the spans the others ended.
+        let tracing = try TracingBackend(
+            config: server.tracing, exportURL: exportURL, metrics: parts.metrics, logger: logger)
+        services.insert(tracing.service, at: 0)
+        logger.info(
+            "traces", metadata: ["endpoint": "\(exportURL)", "sampler": "\(server.tracing.sampler.rawValue)"])
     }
     if server.fcm.port != nil {
         // FCM's HTTP v1 API on its own listener (its Authorization belongs to Google).

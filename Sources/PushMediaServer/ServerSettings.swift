@@ -72,6 +72,8 @@ public struct ServerConfig: Configurable, Equatable {
     public var urls = MediaURLConfig()
     /// The relays (`--apns-*`, `--fcm-*`, `--relay-*`), each off unless its port is set.
     public var relays = RelaysConfig()
+    /// OpenTelemetry traces (`--otel-*`), off unless an endpoint is given.
+    public var tracing = TracingConfig()
 
     public init() {}
 
@@ -113,9 +115,10 @@ public struct ServerConfig: Configurable, Equatable {
         return served
     }
 
-    /// Every server setting (all taken by `serve` only), media URLs' and the relays' last; see `Setting`.
+    /// Every server setting (all taken by `serve` only), media URLs', the relays' and the traces'
+    /// last; see `Setting`.
     public static let settings: [Setting<ServerConfig>] =
-        hook + MediaURLConfig.settings + RelaysConfig.settings.map { $0.lifted(to: \.relays) }
+        hook + MediaURLConfig.settings + RelaysConfig.settings.map { $0.lifted(to: \.relays) } + TracingConfig.settings
 
     /// The hook's own settings.
     static let hook: [Setting<ServerConfig>] = [

@@ -160,6 +160,24 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
     var relayUpstreamPing: String?
     @Option(name: .customLong("relay-fair-quantum"), help: .setting("relay-fair-quantum"))
     var relayFairQuantum: String?
+    @Option(name: .customLong("otel-endpoint"), help: .setting("otel-endpoint"))
+    var otelEndpoint: String?
+    @Option(name: .customLong("otel-traces-endpoint"), help: .setting("otel-traces-endpoint"))
+    var otelTracesEndpoint: String?
+    @Option(name: .customLong("otel-headers"), help: .setting("otel-headers"))
+    var otelHeaders: String?
+    @Option(name: .customLong("otel-service-name"), help: .setting("otel-service-name"))
+    var otelServiceName: String?
+    @Option(name: .customLong("otel-resource-attributes"), help: .setting("otel-resource-attributes"))
+    var otelResourceAttributes: String?
+    @Option(name: .customLong("otel-sampler"), help: .setting("otel-sampler"))
+    var otelSampler: String?
+    @Option(name: .customLong("otel-sampler-arg"), help: .setting("otel-sampler-arg"))
+    var otelSamplerArg: String?
+    @Option(name: .customLong("otel-max-queue"), help: .setting("otel-max-queue"))
+    var otelMaxQueue: String?
+    @Flag(name: .customLong("otel-origin-traceparent"), help: .setting("otel-origin-traceparent"))
+    var otelOriginTraceparent = false
     @OptionGroup var fleet: FleetOptions
     @OptionGroup var options: SharedOptions
 
@@ -219,7 +237,10 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
         }
         let (config, server) = (start.library, start.server)
 
-        let sink = LogSink(format: LogSink.Format(rawValue: server.logFormat) ?? .text, level: server.logLevel)
+        // With traces on, each line written inside a span carries its trace_id and span_id.
+        let sink = LogSink(
+            format: LogSink.Format(rawValue: server.logFormat) ?? .text, level: server.logLevel,
+            traceFields: server.tracing.logFields)
         defer { sink.close() }
         LoggingSystem.bootstrap { label in SinkLogHandler(label: label, sink: sink) }
         let logger = Logger(label: "pushmedia")

@@ -145,7 +145,8 @@ struct SettingsTableTests {
                 #expect(row.environment == "`\(entry.environment)` (comma-separated)", "\(entry)")
             case .option, .flag:
                 #expect(row.flag == "`--\(entry.name)`", "\(entry)")
-                #expect(row.environment == "`\(entry.environment)`", "\(entry)")
+                let fallback = entry.fallback.map { " (or `\($0)`)" } ?? ""
+                #expect(row.environment == "`\(entry.environment)`\(fallback)", "\(entry)")
             }
             #expect(row.documentedDefault == entry.documentedDefault, "\(entry)")
             #expect(row.help.hasSuffix("; SIGHUP applies it") == entry.reloads, "\(entry): whether SIGHUP applies it")

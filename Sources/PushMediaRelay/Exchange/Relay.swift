@@ -4,6 +4,7 @@ import NIOHPACK
 import NIOSSL
 import PushMedia
 import ServiceLifecycle
+import Tracing
 
 /// How a request is signed for its route: at once, refused, or once a token is at hand.
 enum RelaySigning {
@@ -26,19 +27,25 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
     }
 
     func handle(_ exchange: RelayExchange, done: @escaping @Sendable (RelayAnswer) -> Void) {
+        let span = RelayTrace.push(exchange, relay: policy.name)
         let route: Policy.Route
         switch policy.route(exchange) {
         case let .success(routed):
             route = routed
         case let .failure(refusal):
-            policy.finished(exchange, route: nil, answer: refusal, handled: .refused(since: exchange.arrival))
+            ServiceContext.$current.withValue(span.context) {
+                policy.finished(exchange, route: nil, answer: refusal, handled: .refused(since: exchange.arrival))
+            }
+            RelayTrace.finished(span, refusal, handling: .refused)
             return done(refusal)
         }
-        switch policy.prepare(exchange, route: route) {
+        RelayTrace.routed(span, exchange, app: route.app, priority: policy.priority(exchange, route: route))
+        // The media's spans (the pipeline's) under the push's.
+        switch ServiceContext.$current.withValue(span.context, operation: { policy.prepare(exchange, route: route) }) {
         case let .ready(prepared):
-            sign(exchange, route, prepared, done)
+            sign(exchange, route, prepared, span, done)
         case let .later(prepared):
-            prepared.whenSuccess { self.sign(exchange, route, $0, done) }
+            prepared.whenSuccess { self.sign(exchange, route, $0, span, done) }
         }
     }
 
@@ -49,19 +56,19 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
     func shutdown() async { await policy.shutdown() }
 
     private func sign(
-        _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared,
+        _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared, _ span: any Span,
         _ done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         switch policy.authorize(exchange, route: route) {
         case let .signed(headers):
-            send(exchange, route, prepared, headers, done)
+            send(exchange, route, prepared, headers, span, done)
         case let .refused(refusal):
-            answer(refusal, exchange, route, prepared, upstream: .zero, done)
+            answer(refusal, exchange, route, prepared, upstream: .zero, span, done)
         case let .later(signing):
             signing.whenSuccess { signed in
                 switch signed {
-                case let .success(headers): self.send(exchange, route, prepared, headers, done)
-                case let .failure(refusal): self.answer(refusal, exchange, route, prepared, upstream: .zero, done)
+                case let .success(headers): self.send(exchange, route, prepared, headers, span, done)
+                case let .failure(refusal): self.answer(refusal, exchange, route, prepared, upstream: .zero, span, done)
                 }
             }
         }
@@ -69,15 +76,19 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
 
     private func send(
         _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared, _ headers: HPACKHeaders,
-        _ done: @escaping @Sendable (RelayAnswer) -> Void
+        _ span: any Span, _ done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         let sent = ContinuousClock.now
+        let upstreamSpan = RelayTrace.upstream(under: span, relay: policy.name)
+        let dequeued: (@Sendable () -> Void)? =
+            upstreamSpan.isRecording ? { @Sendable in upstreamSpan.addEvent(SpanEvent(name: "dequeued")) } : nil
         let queue = QueueKey(
             app: route.app, connection: exchange.connection, priority: policy.priority(exchange, route: route))
         route.upstream.send(
             UpstreamPush(path: exchange.path, headers: headers, body: prepared.body), pool: route.pool, queue: queue,
             on: exchange.eventLoop,
-            reply: UpstreamReply { result in
+            reply: UpstreamReply(opened: dequeued) { result in
+                RelayTrace.answered(upstreamSpan, result)
                 let answer: RelayAnswer
                 switch result {
                 case let .success(upstream):
@@ -85,20 +96,24 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
                 case let .failure(error):
                     answer = self.policy.unavailable(error, exchange: exchange, route: route)
                 }
-                self.answer(answer, exchange, route, prepared, upstream: .now - sent, done)
+                self.answer(answer, exchange, route, prepared, upstream: .now - sent, span, done)
             })
     }
 
     /// Answers with `answer` and what was done (`x-pushmedia-outcome`), and logs it.
     private func answer(
         _ answer: RelayAnswer, _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared,
-        upstream: Duration, _ done: @escaping @Sendable (RelayAnswer) -> Void
+        upstream: Duration, _ span: any Span, _ done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         var answer = answer
         answer.outcome = prepared.label
         let handled = RelayHandled(
             outcome: prepared.label, handling: prepared.handling, total: .now - exchange.arrival, upstream: upstream)
-        policy.finished(exchange, route: route, answer: answer, handled: handled)
+        // The push's line carries its trace_id and span_id.
+        ServiceContext.$current.withValue(span.context) {
+            policy.finished(exchange, route: route, answer: answer, handled: handled)
+        }
+        RelayTrace.finished(span, answer, handling: prepared.handling)
         done(answer)
     }
 }

@@ -41,8 +41,16 @@ enum UpstreamFailure: Error, CustomStringConvertible {
 /// A closure rather than a future: two fewer allocations and callback lists per push.
 struct UpstreamReply: Sendable {
     let deliver: @Sendable (Result<UpstreamAnswer, any Error>) -> Void
+    /// Told when the push leaves the fair queue on a stream of its own (a trace's event).
+    let opened: (@Sendable () -> Void)?
 
-    init(_ deliver: @escaping @Sendable (Result<UpstreamAnswer, any Error>) -> Void) { self.deliver = deliver }
+    init(
+        opened: (@Sendable () -> Void)? = nil,
+        _ deliver: @escaping @Sendable (Result<UpstreamAnswer, any Error>) -> Void
+    ) {
+        self.deliver = deliver
+        self.opened = opened
+    }
 
     func succeed(_ answer: UpstreamAnswer) { deliver(.success(answer)) }
     func fail(_ error: any Error) { deliver(.failure(error)) }

@@ -16,6 +16,8 @@ public final class LogSink: @unchecked Sendable {
     }
 
     public let format: Format
+    /// The fields of the span a line is written in (`trace_id`, `span_id`) when traces are on.
+    public let traceFields: Logger.MetadataProvider?
     /// The least severe level written (`--log-level`); a reload may change it.
     public let level: Locked<Logger.Level>
     let fd: Int32
@@ -35,9 +37,10 @@ public final class LogSink: @unchecked Sendable {
     /// A sink writing to `fd` (not closed by the sink) from a thread it starts.
     public init(
         format: Format, level: Logger.Level = .info, fd: Int32 = STDERR_FILENO, capacity: Int = 8 << 20,
-        flushBytes: Int = 64 << 10, interval: Duration = .milliseconds(5)
+        flushBytes: Int = 64 << 10, interval: Duration = .milliseconds(5), traceFields: Logger.MetadataProvider? = nil
     ) {
         self.format = format
+        self.traceFields = traceFields
         self.level = Locked(level)
         self.fd = fd
         self.capacity = capacity
@@ -285,6 +288,9 @@ public struct SinkLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var merged = event.metadata ?? [:]
         if !metadata.isEmpty { merged.merge(metadata, uniquingKeysWith: { explicit, _ in explicit }) }
+        if let traceFields = sink.traceFields {
+            merged.merge(traceFields.get(), uniquingKeysWith: { explicit, _ in explicit })
+        }
         if let error = event.error { merged["error"] = "\(error)" }
         let fields = merged.map { key, value in
             if case let .string(text) = value { return (key, text) }
@@ -323,6 +329,10 @@ public struct RequestLines: RelayLines {
             return
         }
         let (label, format) = (logger.label, sink.format)
+        var fields = fields
+        if let traceFields = sink.traceFields?.get(), !traceFields.isEmpty {
+            fields = (fields + traceFields.map { ($0.key, "\($0.value)") }).sorted { $0.0 < $1.0 }
+        }
         sink.line { buffer, time in
             LogLine.write(
                 into: &buffer, format: format, time: time, level: .info, label: label, message: message,

@@ -29,6 +29,7 @@ public struct StartChecks: Sendable {
         let held = try RelayCredentials.held(config: server.relays, environment: environment)
         warnings += try server.checkRelayExposure(held: held)
         try server.relays.checkTLS()
+        try server.tracing.checkAgainst(environment: environment)
         self.warnings = warnings
     }
 
