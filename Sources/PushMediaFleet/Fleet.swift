@@ -4,6 +4,7 @@ import Logging
 import PostgresNIO
 import PushMedia
 import ServiceLifecycle
+import Tracing
 
 /// The nodes on one store as one: a lease per cache key in PostgreSQL (`INSERT … ON CONFLICT`)
 /// so that one node makes each media, `LISTEN`/`NOTIFY` so that the others hear at once how it
@@ -196,12 +197,17 @@ public final class Fleet: JobCoordinator, Service {
         let logger = Logger(label: "pushmedia")
         let connection = try await database.connect(logger: logger, timeout: max(database.timeout, .seconds(5)))
         defer { Task { try? await connection.close() } }
+        // The NOTIFY in its span (`pushmedia.fleet.purge`), with the number of keys.
+        let span = startSpan("pushmedia.fleet.purge", ofKind: .producer)
+        span.attributes["pushmedia.fleet.keys"] = keys.count
+        defer { span.end() }
         do {
             try await connection.query("DELETE FROM pushmedia_leases WHERE key = ANY(\(keys))", logger: logger)
             try await connection.query(
                 "SELECT pg_notify(\(FleetDatabase.channel), 'purge' || chr(9) || k) FROM unnest(\(keys)::text[]) k",
                 logger: logger)
         } catch {
+            span.setStatus(SpanStatus(code: .error, message: "the fleet database failed"))
             throw database.classify(error)
         }
     }
@@ -246,7 +252,10 @@ public final class Fleet: JobCoordinator, Service {
             for resolver in woken.values { resolver.resolve(end) }
         case "purge"? where fields.count == 2:
             counters?.notification("purge")
-            purged.withLock { $0 }?(fields[1])
+            // A span of its own: the purge was sent by another process, which sends no context.
+            withSpan("pushmedia.fleet.purge_heard", context: .topLevel, ofKind: .consumer) { _ in
+                purged.withLock { $0 }?(fields[1])
+            }
         default:
             logger.warning(
                 "fleet: an unknown notification on the channel", metadata: ["bytes": "\(payload.utf8.count)"])

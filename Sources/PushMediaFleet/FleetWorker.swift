@@ -1,5 +1,6 @@
 import Foundation
 import PushMedia
+import Tracing
 
 /// Works fleet batches' items with a pipeline, for `pushmedia work` and `serve --fleet-worker`:
 /// takes them from the queue a few at a time under the node's name, renews their leases while it
@@ -55,13 +56,20 @@ public struct FleetWorker: Sendable {
             }
         }
         defer { renewal.cancel() }
+        // Each item in its span (a trace of its own: the batch was sent long before), with its
+        // batch, number and outcome; the pipeline's spans under it.
         let process: @Sendable (FleetQueue.Item) async throws -> Bool = { item in
-            let (output, outcome) = await pipeline.processItem(
-                item.payload, context: PayloadContext(mediaRoot: mediaRoot, label: item.file, refresh: false))
-            if Task.isCancelled { return false }
-            let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
-            return try await queue.complete(
-                name: name, number: item.number, holder: holder, output: output, outcome: encoded)
+            try await withSpan("pushmedia.fleet.item", context: .topLevel, ofKind: .consumer) { span in
+                span.attributes["pushmedia.batch"] = name
+                span.attributes["pushmedia.batch.item"] = item.number
+                let (output, outcome) = await pipeline.processItem(
+                    item.payload, context: PayloadContext(mediaRoot: mediaRoot, label: item.file, refresh: false))
+                span.attributes["pushmedia.outcome"] = outcome.label
+                if Task.isCancelled { return false }
+                let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
+                return try await queue.complete(
+                    name: name, number: item.number, holder: holder, output: output, outcome: encoded)
+            }
         }
         let width = concurrency * 2
         var tally = Tally()

@@ -1,3 +1,5 @@
+import Tracing
+
 extension Pipeline {
     /// The shared job's work, done here or on another node: without a coordinator (or while it
     /// cannot be reached) this node runs it behind the job gate. With one, the node that takes
@@ -10,16 +12,29 @@ extension Pipeline {
     ) async -> JobResult {
         guard let coordinator else { return await admitted(ticket, deadline: deadline, progress: progress, run) }
         var ticket: JobGate.Ticket? = ticket
+        // Each claim in its span (`pushmedia.fleet.lease`): `taken`, `taken_over` (after waiting
+        // for a holder that never told its end), `waited` (for another node's word),
+        // `ended_elsewhere` or `unavailable`.
+        var waitedInVain = false
         while ContinuousClock.now < deadline {
+            let span = startSpan("pushmedia.fleet.lease")
+            func claimed(_ what: String) {
+                span.attributes["pushmedia.fleet.lease"] = what
+                span.end()
+            }
             switch await coordinator.claim(key) {
             case .unavailable:
+                claimed("unavailable")
                 return await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress, run)
             case let .held(lease):
+                span.attributes["pushmedia.fleet.lease"] = waitedInVain ? "taken_over" : "taken"
+                span.end()
                 let result = await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress, run)
                 // The entry is in the store: the answer does not wait for the other nodes' word.
                 Task { await coordinator.finish(lease, result.kind.fleetEnd) }
                 return result
             case let .ended(end):
+                claimed("ended_elsewhere")
                 if let result = await endedElsewhere(end, key: key, remote: remote, deadline: deadline) {
                     await giveBack(ticket)
                     return result
@@ -30,9 +45,12 @@ extension Pipeline {
                 await giveBack(ticket)
                 ticket = nil
                 let end = await wait.end(min(deadline, .now + config.fleetLease))
+                span.attributes["pushmedia.fleet.word"] = end.map { "\($0.name)" } ?? "none"
+                claimed("waited")
                 if let end, let result = await endedElsewhere(end, key: key, remote: remote, deadline: deadline) {
                     return result
                 }
+                waitedInVain = end == nil || end == .abandoned
             }
         }
         await giveBack(ticket)
@@ -88,6 +106,17 @@ extension Pipeline {
             return JobResult(kind: .failed(reason: reason, message: message), timings: StageTimings())
         case .abandoned:
             return nil
+        }
+    }
+}
+
+extension FleetJobEnd {
+    /// `made`, `failed` or `abandoned`, for a trace.
+    var name: String {
+        switch self {
+        case .made: "made"
+        case .failed: "failed"
+        case .abandoned: "abandoned"
         }
     }
 }

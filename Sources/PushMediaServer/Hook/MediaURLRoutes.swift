@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import PushMedia
+import Tracing
 
 /// `GET|HEAD /<signature>/<options>/<source>.<ext>`: media URLs in imgproxy's grammar
 /// (`MediaURL`), for campaign tools whose image field takes a URL: the phone's SDK downloads the
@@ -32,7 +33,25 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
         if let answer = paths.answer(path, generation: current.generation, now: now) {
             return try await send(answer, request: request, context: context)
         }
-        let (url, names, signedBy, profile) = try admit(path, current: current)
+        // The signature check and the options, in their span: what was asked, never the source, and
+        // on a refusal its code only (a message may quote the path).
+        let span = startSpan("pushmedia.media_url.verify")
+        let (url, names, signedBy, profile): (MediaURL, MediaURLPaths.Names, MediaURLKey?, PlatformProfile)
+        do {
+            (url, names, signedBy, profile) = try admit(path, current: current)
+        } catch {
+            let code = (error as? APIError)?.code ?? "error"
+            span.attributes["pushmedia.reason"] = code
+            span.setStatus(SpanStatus(code: .error, message: code))
+            span.end()
+            throw error
+        }
+        if span.isRecording {
+            span.attributes["pushmedia.signed"] = signedBy != nil
+            span.attributes["pushmedia.profile"] = profile.id
+            span.attributes["pushmedia.format"] = url.format?.fileExtension ?? "profile"
+        }
+        span.end()
         let delivery = await pipeline.deliver(
             DeliveryRequest(
                 source: url.source, profile: profile, format: url.format, cacheBuster: url.cacheBuster,
