@@ -23,7 +23,9 @@ run: setup release
 ## (scripts/api-conformance.sh), real APNs clients from PyPI push through the APNs relay to a
 ## strict stand-in for Apple (scripts/apns-relay.sh), and real FCM clients through the FCM relay
 ## to a strict stand-in for Google (scripts/fcm-relay.sh); media URLs made by imgproxy's URL
-## builders are fetched by curl, Chromium and through nginx as a CDN (scripts/media-url.sh); the
+## builders are fetched by curl, Chromium and through nginx as a CDN (scripts/media-url.sh); a
+## hook request and media URLs are traced to an OTLP receiver built on opentelemetry-proto from
+## PyPI, joined to the caller's traceparent, through a collector outage (scripts/tracing.sh); the
 ## shell examples of README.md and docs/ run against a real server (scripts/docs-examples.sh);
 ## the packaging (docs/deployment.md): the container image around the binary run with podman
 ## (scripts/image-test.sh), and the Debian package installed, its service's command run, removed

@@ -108,6 +108,7 @@ timed api-conformance scripts/api-conformance.sh
 timed apns-relay scripts/apns-relay.sh
 timed fcm-relay scripts/fcm-relay.sh
 timed media-url scripts/media-url.sh
+timed tracing scripts/tracing.sh
 timed docs-examples scripts/docs-examples.sh
 timed image-test scripts/image-test.sh
 timed deb-test scripts/deb-test.sh

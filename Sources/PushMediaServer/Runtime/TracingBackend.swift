@@ -31,6 +31,10 @@ struct TracingBackend {
         otel.traces.sampler = Self.sampler(config)
         otel.traces.batchSpanProcessor.maxQueueSize = config.maxQueue
         otel.traces.batchSpanProcessor.maxExportBatchSize = min(512, config.maxQueue)
+        // A collector that does not take a batch within 5 s (10 s and 30 s by default) loses it:
+        // the spans that find the queue full meanwhile are counted sooner.
+        otel.traces.batchSpanProcessor.exportTimeout = .seconds(5)
+        otel.traces.otlpExporter.timeout = .seconds(5)
         let lost = Counter(label: "pushmedia_trace_spans_dropped_total", factory: metrics.factory)
         otel.diagnosticLogger = .custom(
             Logger(label: "pushmedia.otel") { label in LostSpans(forward: logger, lost: lost) })
