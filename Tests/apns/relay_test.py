@@ -45,6 +45,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import relay_harness  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tracing"))
+from otlp_receiver import Receiver  # noqa: E402
+from trace_checks import expect_relayed_push, named, trace, traceparent  # noqa: E402
 from relay_harness import (  # noqa: E402
     CHECKS, CheckFailed, check, expect, free_port, http_get, private_pem, run_checks)
 
@@ -1115,6 +1119,34 @@ def relay_client_certificates(world):
 
 
 # i. SIGTERM: GOAWAY, pushes in flight finish, exit 0.
+
+# e. Traces.
+
+@check("relay")
+def relay_traces(world):
+    """A rich push carrying the sender's traceparent is one trace at an OTLP receiver: the push's
+    span (topic, push type, app), its media's spans, the exchange with the stand-in (apns-id, its
+    wait in the fair queue as an event); no device token nor authorization in it."""
+    receiver = Receiver()
+    os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "100"  # read by the exporter: no 5 s wait
+    try:
+        relay = world.relay("relay-traced", lambda: world.standin.base, extra=["--otel-endpoint", receiver.url])
+        header, trace_id, parent = traceparent()
+        token = device_token()
+        apns_id = str(uuid.uuid4())
+        bearer = world.material.bearer()
+        headers = [(k, v) for k, v in push_headers(world, auth=False, apns_id=apns_id) if k != "authorization"]
+        headers += [("authorization", bearer), ("traceparent", header)]
+        (r,) = relay.h2(world, [Request(f"/3/device/{token}", headers, json.dumps(rich_message(world)).encode())])
+        expect(r.status == 200, f"relay answered {r!r}")
+        spans = trace(receiver, trace_id, lambda s: named(s, "apns push") and named(s, "apns upstream"))
+        root, upstream = expect_relayed_push(spans, parent, "apns", [token, bearer[7:]], app=TOPIC, topic=TOPIC)
+        expect(upstream["attributes"].get("apns.id") == apns_id, f"upstream span {upstream['attributes']}")
+        expect(named(spans, "pushmedia.fetch"), "no fetch span for the push's media")
+    finally:
+        os.environ.pop("OTEL_BSP_SCHEDULE_DELAY", None)
+        receiver.stop()
+
 
 @check("relay")
 def relay_sigterm(world):

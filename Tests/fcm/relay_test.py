@@ -48,6 +48,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import relay_harness  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tracing"))
+from otlp_receiver import Receiver  # noqa: E402
+from trace_checks import expect_relayed_push, named, trace, traceparent  # noqa: E402
 from relay_harness import (  # noqa: E402
     CHECKS, CheckFailed, check, expect, free_port, http_get, private_pem, run_checks)
 
@@ -636,6 +640,29 @@ def relay_outcome_header(world):
     entry = world.single_entry(world.standin, token)
     expect(entry["name"] == r.json()["name"], f"stand-in named it {entry['name']!r}, the relay answered "
                                              f"{r.json()['name']!r}")
+
+
+@check("relay")
+def relay_traces(world):
+    """A rich message carrying the sender's traceparent is one trace at an OTLP receiver: the
+    message's span (its project), its image's spans, the exchange with the stand-in (its message
+    name, its wait in the fair queue as an event); no registration token nor authorization in it."""
+    receiver = Receiver()
+    os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "100"  # read by the exporter: no 5 s wait
+    try:
+        relay = world.relay("relay-traced", lambda: world.standin.base, extra=["--otel-endpoint", receiver.url])
+        header, trace_id, parent = traceparent()
+        token = device_token()
+        r = raw_once(world, relay.port, "POST", SEND_PATH, json.dumps({"message": rich_message(world, token)}).encode(),
+                     headers={"Authorization": BEARER, "Content-Type": "application/json", "traceparent": header})
+        expect(r.status == 200, f"relay answered {r!r}")
+        spans = trace(receiver, trace_id, lambda s: named(s, "fcm push") and named(s, "fcm upstream"))
+        root, upstream = expect_relayed_push(spans, parent, "fcm", [token, BEARER.split(" ", 1)[1]], app=PROJECT)
+        expect(upstream["attributes"].get("fcm.message_name") == r.json()["name"], f"upstream {upstream['attributes']}")
+        expect(named(spans, "pushmedia.fetch"), "no fetch span for the message's image")
+    finally:
+        os.environ.pop("OTEL_BSP_SCHEDULE_DELAY", None)
+        receiver.stop()
 
 
 @check("relay")

@@ -16,7 +16,6 @@ taken over by Tests/fleet.
 
 import json
 import os
-import re
 import secrets
 import statistics
 import subprocess
@@ -27,18 +26,13 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from relay_harness import CHECKS, CheckFailed, Origin, Proc, check, expect, free_port, run_checks  # noqa: E402
+from relay_harness import CHECKS, Origin, Proc, check, expect, free_port, run_checks  # noqa: E402
 from otlp_receiver import Receiver  # noqa: E402
+from trace_checks import expect_joined, named, one, trace, traceparent  # noqa: E402
 
 TOKEN = "trace-test-token-" + secrets.token_hex(8)
 COLLECTOR_KEY = "collector-key-" + secrets.token_hex(8)
 SECRET_QUERY = "sig=" + secrets.token_hex(12)
-
-
-def traceparent():
-    """A sampled W3C traceparent of a new trace: (header, trace id, parent span id)."""
-    trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
-    return f"00-{trace_id}-{span_id}-01", trace_id, span_id
 
 
 class Serve:
@@ -121,43 +115,6 @@ class World:
         self.receiver.stop()
 
 
-def trace(world, trace_id, until, timeout=15.0):
-    """The spans of `trace_id` received once `until(spans)` holds (or the timeout passes)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        spans = [s for s in world.receiver.spans() if s["trace_id"] == trace_id]
-        if until(spans) or time.monotonic() > deadline:
-            return spans
-        time.sleep(0.1)
-
-
-def named(spans, name):
-    return [s for s in spans if s["name"] == name]
-
-
-def one(spans, name):
-    found = named(spans, name)
-    expect(len(found) == 1, f"{len(found)} spans named {name!r} in the trace; names: {sorted(s['name'] for s in spans)}")
-    return found[0]
-
-
-def expect_joined(spans, parent_span_id, secrets_):
-    """Every span's parent is in the trace but the server span's, which is the caller's; no
-    attribute or name carries any of `secrets_` or a query string."""
-    ids = {s["span_id"] for s in spans}
-    roots = [s for s in spans if s["parent_span_id"] not in ids]
-    expect(len(roots) == 1, f"{len(roots)} spans whose parent is not in the trace: {[r['name'] for r in roots]}")
-    expect(roots[0]["parent_span_id"] == parent_span_id,
-           f"the server span's parent is {roots[0]['parent_span_id']}, the caller's span is {parent_span_id}")
-    expect(roots[0]["kind"] == 2, f"the root span {roots[0]['name']!r} is of kind {roots[0]['kind']}, not SERVER (2)")
-    for span in spans:
-        text = json.dumps([span["name"], span["attributes"], span["status_message"], span["events"]])
-        for secret in secrets_:
-            expect(secret not in text, f"span {span['name']!r} carries {secret[:12]}…: {text[:300]}")
-        expect("?" not in text, f"span {span['name']!r} carries a query string: {text[:300]}")
-    return roots[0]
-
-
 @check("hook")
 def hook_request_joins_the_callers_trace(world):
     serve = world.serve("hook", "--otel-headers", f"x-collector-key={COLLECTOR_KEY}")
@@ -166,7 +123,7 @@ def hook_request_joins_the_callers_trace(world):
     expect(status == 200, f"/v1/process answered {status}: {body[:200]!r}")
     steps = ("pushmedia.fetch", "pushmedia.sniff", "pushmedia.decide", "pushmedia.transcode", "pushmedia.store.put",
              "pushmedia.store.record", "pushmedia.rewrite")
-    spans = trace(world, trace_id, lambda s: all(named(s, n) for n in steps) and named(s, "POST /v1/process"))
+    spans = trace(world.receiver, trace_id, lambda s: all(named(s, n) for n in steps) and named(s, "POST /v1/process"))
     root = expect_joined(spans, parent, [TOKEN, SECRET_QUERY])
     expect(root["name"] == "POST /v1/process", f"the server span is {root['name']!r}")
     a = root["attributes"]
@@ -214,7 +171,7 @@ def media_url_miss_then_hit(world):
         header, trace_id, parent = traceparent()
         status, headers, body = serve.request("GET", path, headers={"traceparent": header}, auth=False)
         expect(status == 200 and body[:2] == b"\xff\xd8", f"{attempt}: the media URL answered {status}")
-        spans = trace(world, trace_id, lambda s: named(s, "GET /{signature}/{options}/{source}")
+        spans = trace(world.receiver, trace_id, lambda s: named(s, "GET /{signature}/{options}/{source}")
                       and named(s, "pushmedia.resolve"))
         root = expect_joined(spans, parent, [TOKEN, "/img/media-url"])
         verify = one(spans, "pushmedia.media_url.verify")
