@@ -46,6 +46,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from relay_harness import ROOT, CheckFailed, Proc, check, expect, free_port, run_checks, CHECKS  # noqa: E402
 from media_url_test import KEY, SALT, Origin, sample  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tracing"))
+from otlp_receiver import Receiver  # noqa: E402
+from trace_checks import expect_joined, trace, traceparent  # noqa: E402
+
 NODES = 3
 BUDGET_MS = 10_000
 
@@ -57,11 +61,13 @@ def env_of(script):
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
-def request(port, method, path, body=None, timeout=30):
+def request(port, method, path, body=None, timeout=30, headers=None):
     """(status, body) of one request on its own connection."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        headers = {"Content-Type": "application/json"} if body is not None else {}
+        headers = dict(headers or {})
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
         return response.status, response.read()
@@ -122,6 +128,10 @@ class World:
         self.env.update({k: v for k, v in self.store_env.items() if k.startswith("PUSHMEDIA_S3") or k.startswith("AWS")})
         self.env["PUSHMEDIA_FLEET_DB"] = self.db
         self.env["PUSHMEDIA_FLEET_DB_PASSWORD_FILE"] = self.password_file
+        # Every node traces to one receiver (its export every 100 ms): a lease taken over shows.
+        self.receiver = Receiver()
+        self.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = self.receiver.url
+        self.env["OTEL_BSP_SCHEDULE_DELAY"] = "100"
         self.postgres.psql("DROP TABLE IF EXISTS pushmedia_leases, pushmedia_schema")
         init = self.pushmedia(["fleet-db", "init"])
         expect(init.returncode == 0 and "created" in init.stdout, f"fleet-db init: {init.stdout}{init.stderr}")
@@ -176,6 +186,7 @@ class World:
     def close(self):
         self.nginx.stop()
         self.origin.stop()
+        self.receiver.stop()
         self.postgres.start()
 
 
@@ -331,7 +342,9 @@ def kill_the_lease_holder(world, path, mid_job, extension, budget_ms):
     expect(world.origin.hits(path) == 1, "the first node did not fetch")
     started = time.monotonic()
     waiting = concurrent.futures.ThreadPoolExecutor(max_workers=40)
-    futures = [waiting.submit(request, world.ports[1 + i % 2], "POST", f"/v1/process?budget_ms={budget_ms}", body)
+    parents = [traceparent() for _ in range(40)]
+    futures = [waiting.submit(request, world.ports[1 + i % 2], "POST", f"/v1/process?budget_ms={budget_ms}", body,
+                              headers={"traceparent": parents[i][0]})
                for i in range(40)]
     time.sleep(0.5)
     expect(mid_job(world.nodes[holder].p.pid), "the first node is past the point where it should be killed")
@@ -354,6 +367,27 @@ def kill_the_lease_holder(world, path, mid_job, extension, budget_ms):
     expect(world.origin.hits(path) == 2, "the next request fetched again")
     taken_over = sum(metric(world.metrics(i), expired) for i in (1, 2)) - expired_before
     expect(taken_over == 1, f"{taken_over} leases taken over")
+    # One waiting request's trace shows the lease taken over, its caller's trace joined, and the
+    # job made under it; the others' show their wait.
+    callers = {trace_id: parent for _, trace_id, parent in parents}
+
+    def lease_spans():
+        return [span for span in world.receiver.spans()
+                if span["trace_id"] in callers and span["name"] == "pushmedia.fleet.lease"]
+
+    deadline = time.monotonic() + 10
+    while not any(s["attributes"].get("pushmedia.fleet.lease") == "taken_over" for s in lease_spans()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    leases = lease_spans()
+    over = [s for s in leases if s["attributes"].get("pushmedia.fleet.lease") == "taken_over"]
+    expect(len(over) == 1, f"{len(over)} lease spans say taken_over; seen: "
+                           f"{sorted({s['attributes'].get('pushmedia.fleet.lease') for s in leases}, key=str)}")
+    expect(any(s["attributes"].get("pushmedia.fleet.lease") == "waited" for s in leases), "no lease span waited")
+    trace_id = over[0]["trace_id"]
+    spans = trace(world.receiver, trace_id, lambda found: any(s["name"] == "pushmedia.store.record" for s in found))
+    expect_joined(spans, callers[trace_id], [])
+    expect(any(s["name"] == "pushmedia.fetch" for s in spans), "the trace that took the lease over has no fetch")
 
 
 @check("fleet")
