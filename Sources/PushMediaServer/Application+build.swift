@@ -284,7 +284,7 @@ func buildApplication(
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? server.port
             if !baseURLGiven {
-                let shown = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
+                let shown = reachableAddress(of: host)
                 parts.baseURL.withLock { $0 = "http://\(shown.contains(":") ? "[\(shown)]" : shown):\(port)/media" }
             }
             logger.info(

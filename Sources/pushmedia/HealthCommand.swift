@@ -39,7 +39,7 @@ struct HealthCommand: ParsableCommand {
             FileHandle.writeError("pushmedia: the port is 0 (any free one): there is no port to ask")
             throw Exit.usage
         }
-        let host = HealthProbe.askable(server.host)
+        let host = reachableAddress(of: server.host)
         let url = "http://\(host.contains(":") ? "[\(host)]" : host):\(server.port)/healthz"
         switch HealthProbe.status(host: host, port: server.port, path: "/healthz", timeout: max(1, timeout)) {
         case .success(200):
@@ -58,15 +58,6 @@ struct HealthCommand: ParsableCommand {
 enum HealthProbe {
     struct Problem: Error {
         let message: String
-    }
-
-    /// The address to ask for a listener on `host`: the loopback for a wildcard.
-    static func askable(_ host: String) -> String {
-        switch host {
-        case "0.0.0.0", "": "127.0.0.1"
-        case "::", "[::]": "::1"
-        default: host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        }
     }
 
     static func status(host: String, port: Int, path: String, timeout: Int) -> Result<Int, Problem> {

@@ -126,6 +126,17 @@ func isLoopback(_ host: String) -> Bool {
     ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host) || host.hasPrefix("127.")
 }
 
+/// The address this machine reaches a listener on `host` at: the loopback address of a wildcard
+/// (`0.0.0.0` or empty: 127.0.0.1; `::`: ::1), an IPv6 literal without its brackets, else `host`.
+/// `serve`'s default base URL and `pushmedia health` use it.
+public func reachableAddress(of host: String) -> String {
+    switch host {
+    case "0.0.0.0", "": "127.0.0.1"
+    case "::", "[::]": "::1"
+    default: host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+    }
+}
+
 extension ServerConfig {
     /// The hook: open to anyone without a token or an HMAC secret.
     var hookExposure: ListenerExposure {
