@@ -198,7 +198,7 @@ public final class Fleet: JobCoordinator, Service {
         let connection = try await database.connect(logger: logger, timeout: max(database.timeout, .seconds(5)))
         defer { Task { try? await connection.close() } }
         // The NOTIFY in its span (`pushmedia.fleet.purge`), with the number of keys.
-        let span = startSpan("pushmedia.fleet.purge", ofKind: .producer)
+        let span = startSpan("pushmedia.fleet.purge", context: .topLevel, ofKind: .producer)
         span.attributes["pushmedia.fleet.keys"] = keys.count
         defer { span.end() }
         do {
@@ -253,9 +253,9 @@ public final class Fleet: JobCoordinator, Service {
         case "purge"? where fields.count == 2:
             counters?.notification("purge")
             // A span of its own: the purge was sent by another process, which sends no context.
-            withSpan("pushmedia.fleet.purge_heard", context: .topLevel, ofKind: .consumer) { _ in
-                purged.withLock { $0 }?(fields[1])
-            }
+            let span = startSpan("pushmedia.fleet.purge_heard", context: .topLevel, ofKind: .consumer)
+            purged.withLock { $0 }?(fields[1])
+            span.end()
         default:
             logger.warning(
                 "fleet: an unknown notification on the channel", metadata: ["bytes": "\(payload.utf8.count)"])

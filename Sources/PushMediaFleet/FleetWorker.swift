@@ -59,7 +59,9 @@ public struct FleetWorker: Sendable {
         // Each item in its span (a trace of its own: the batch was sent long before), with its
         // batch, number and outcome; the pipeline's spans under it.
         let process: @Sendable (FleetQueue.Item) async throws -> Bool = { item in
-            try await withSpan("pushmedia.fleet.item", context: .topLevel, ofKind: .consumer) { span in
+            let span = startSpan("pushmedia.fleet.item", context: .topLevel, ofKind: .consumer)
+            defer { span.end() }
+            return try await ServiceContext.$current.withValue(PipelineTrace.context(of: span)) {
                 span.attributes["pushmedia.batch"] = name
                 span.attributes["pushmedia.batch.item"] = item.number
                 let (output, outcome) = await pipeline.processItem(

@@ -50,7 +50,8 @@ struct RelayExchangeTests {
             } else {
                 body = ByteBuffer(string: #"{"name":"projects/p/messages/1"}"#)
             }
-            eventLoop.execute { reply.succeed(UpstreamAnswer(status: 200, headers: headers, body: body)) }
+            let answer = UpstreamAnswer(status: 200, headers: headers, body: body)
+            eventLoop.execute { reply.succeed(answer) }
         }
 
         func shutdown() -> EventLoopFuture<Void> {

@@ -136,7 +136,7 @@ extension RelayHTTP2Tests {
             let reasons = Locked<[ShedReason]>([])
             let budget = RelayBudget(limits: RelayLimits()) { reason in reasons.withLock { $0.append(reason) } }
             let server = EmbeddedChannel(
-                handler: RelayHTTP2Handler(endpoint: try EchoEndpoint(), budget: budget), loop: loop)
+                handler: RelayHTTP2Handler(endpoint: EchoEndpoint(), budget: budget), loop: loop)
             _ = budget.open(ObjectIdentifier(server)) { _ in }
             try server.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
             let fields = [(":method", "POST"), (":scheme", "https"), (":authority", "relay.test"), (":path", "/x")]

@@ -201,7 +201,7 @@ struct RelayHTTP2Tests {
 
     @Test func bytesThatAreNotHTTP2CloseTheConnection() throws {
         let loop = EmbeddedEventLoop()
-        let server = EmbeddedChannel(handler: RelayHTTP2Handler(endpoint: try EchoEndpoint()), loop: loop)
+        let server = EmbeddedChannel(handler: RelayHTTP2Handler(endpoint: EchoEndpoint()), loop: loop)
         try server.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         try server.writeInbound(ByteBuffer(string: "GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
         loop.run()
@@ -244,7 +244,7 @@ struct RelayHTTP2Tests {
 
     @Test func streamsResetAsTheyOpenDoNotPileUpWork() throws {
         let loop = EmbeddedEventLoop()
-        let endpoint = try EchoEndpoint()
+        let endpoint = EchoEndpoint()
         let server = EmbeddedChannel(handler: RelayHTTP2Handler(endpoint: endpoint), loop: loop)
         try server.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         defer {
@@ -277,7 +277,7 @@ struct RelayHTTP2Tests {
             let loop = EmbeddedEventLoop()
             let channel = EmbeddedChannel(loop: loop)
             try RelayListener<EchoEndpoint>.serveHTTP1(
-                channel.pipeline.syncOperations, endpoint: try EchoEndpoint(), budget: budget)
+                channel.pipeline.syncOperations, endpoint: EchoEndpoint(), budget: budget)
             try channel.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
             return (channel, loop)
         }

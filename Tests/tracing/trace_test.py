@@ -187,6 +187,23 @@ def media_url_miss_then_hit(world):
     serve.proc.stop()
 
 
+@check("unsampled")
+def a_callers_unsampled_trace_is_not_recorded(world):
+    """The default sampler follows the caller: a traceparent whose sampled flag is off records
+    nothing (and the work under it starts no span), the next one, sampled, is recorded."""
+    serve = world.serve("unsampled")
+    _, trace_id, parent = traceparent()
+    status, _, _ = serve.process("/img/banner", parent=f"00-{trace_id}-{parent}-00")
+    expect(status == 200, f"/v1/process answered {status}")
+    header, sampled_id, _ = traceparent()
+    status, _, _ = serve.process("/img/banner", parent=header)
+    expect(status == 200, f"/v1/process answered {status}")
+    trace(world.receiver, sampled_id, lambda s: named(s, "POST /v1/process") and named(s, "pushmedia.payload"))
+    time.sleep(0.5)
+    expect(not [s for s in world.receiver.spans() if s["trace_id"] == trace_id], "the unsampled trace was exported")
+    serve.proc.stop()
+
+
 @check("collector-down")
 def a_stopped_collector_costs_spans_not_pushes(world):
     receiver = Receiver()

@@ -17,18 +17,17 @@ extension Pipeline {
         // `ended_elsewhere` or `unavailable`.
         var waitedInVain = false
         while ContinuousClock.now < deadline {
-            let span = startSpan("pushmedia.fleet.lease")
+            let span = PipelineTrace.child("pushmedia.fleet.lease")
             func claimed(_ what: String) {
-                span.attributes["pushmedia.fleet.lease"] = what
-                span.end()
+                span?.attributes["pushmedia.fleet.lease"] = what
+                span?.end()
             }
             switch await coordinator.claim(key) {
             case .unavailable:
                 claimed("unavailable")
                 return await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress, run)
             case let .held(lease):
-                span.attributes["pushmedia.fleet.lease"] = waitedInVain ? "taken_over" : "taken"
-                span.end()
+                claimed(waitedInVain ? "taken_over" : "taken")
                 let result = await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress, run)
                 // The entry is in the store: the answer does not wait for the other nodes' word.
                 Task { await coordinator.finish(lease, result.kind.fleetEnd) }
@@ -45,7 +44,7 @@ extension Pipeline {
                 await giveBack(ticket)
                 ticket = nil
                 let end = await wait.end(min(deadline, .now + config.fleetLease))
-                span.attributes["pushmedia.fleet.word"] = end.map { "\($0.name)" } ?? "none"
+                span?.attributes["pushmedia.fleet.word"] = end.map { "\($0.name)" } ?? "none"
                 claimed("waited")
                 if let end, let result = await endedElsewhere(end, key: key, remote: remote, deadline: deadline) {
                     return result

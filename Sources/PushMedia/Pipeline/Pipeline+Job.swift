@@ -136,7 +136,7 @@ extension Pipeline {
     /// Runs `step` in its span (`pushmedia.<name>`), a child of the span the job began in. A
     /// step that throws marks its span with the reason code only: a message may quote a URL.
     private func traced(_ step: JobStep, _ job: inout JobContext) async throws -> JobResult.Kind? {
-        let span = startSpan("pushmedia." + step.name)
+        guard let span = PipelineTrace.child("pushmedia." + step.name) else { return try await step.run(&job) }
         defer { span.end() }
         do {
             let end = try await ServiceContext.$current.withValue(span.context) { try await step.run(&job) }

@@ -91,10 +91,11 @@ extension Pipeline {
             if !context.refresh, case let .success(slot) = source,
                 let entry = store.rememberedFresh(key: slot.key, remote: slot.source.isRemote)
             {
-                withSpan(PipelineTrace.resolve) { span in
+                if let span = PipelineTrace.child(PipelineTrace.resolve) {
                     PipelineTrace.record(
                         .ready(entry, cacheHit: true), profile: planned.answers[index].slot.platform,
                         source: slot.source, on: span)
+                    span.end()
                 }
                 planned.answers[index].outcome.cacheHit = true
                 planned.answers[index].accepted(entry, key: slot.key, remote: slot.source.isRemote)
@@ -136,7 +137,9 @@ extension Pipeline {
     /// The payload rewritten with its answers, in its span (`pushmedia.rewrite`).
     private func rewritten(_ response: PayloadResponse, _ answers: [SlotAnswer]) -> PipelineResult {
         var response = response
-        return withSpan(PipelineTrace.rewrite) { _ in response.finish(answers) }
+        let span = PipelineTrace.child(PipelineTrace.rewrite)
+        defer { span?.end() }
+        return response.finish(answers)
     }
 
     /// Whether an answer made from the cache entries `used` still holds: each is remembered fresh
@@ -151,15 +154,15 @@ extension Pipeline {
     /// Processes every media reference of `payload`: `begin`, then `finish`.
     /// In its span (`pushmedia.payload`), which records the outcome (`PipelineTrace.record`).
     func processPayload(_ payload: JSONObject, context: PayloadContext, sizeAtMost: Int?) async -> PipelineResult {
-        let span = startSpan(PipelineTrace.payload)
-        defer { span.end() }
-        let result = await ServiceContext.$current.withValue(span.context) { () async -> PipelineResult in
+        let span = PipelineTrace.child(PipelineTrace.payload)
+        defer { span?.end() }
+        let result = await PipelineTrace.within(span) { () async -> PipelineResult in
             switch begin(payload, context: context, sizeAtMost: sizeAtMost) {
             case let .done(result): return result
             case let .pending(pending): return await finish(pending)
             }
         }
-        PipelineTrace.record(result.outcome, budget: context.budget ?? config.budget, on: span)
+        if let span { PipelineTrace.record(result.outcome, budget: context.budget ?? config.budget, on: span) }
         return result
     }
 

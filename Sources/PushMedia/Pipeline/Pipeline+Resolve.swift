@@ -44,7 +44,7 @@ extension Pipeline {
     /// this request waited for, if it ended in time.
     func resolve(_ request: MediaRequest) async -> (Resolution, StageTimings?) {
         // Its span (`pushmedia.resolve`) is the parent of the job's steps when this request starts the job.
-        let span = startSpan(PipelineTrace.resolve)
+        guard let span = PipelineTrace.child(PipelineTrace.resolve) else { return await resolving(request) }
         defer { span.end() }
         let resolved = await ServiceContext.$current.withValue(span.context) { await resolving(request) }
         PipelineTrace.record(resolved.0, profile: request.profile, source: request.source, on: span)

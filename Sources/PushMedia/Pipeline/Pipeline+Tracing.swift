@@ -14,6 +14,43 @@ public enum PipelineTrace {
     /// `pushmedia.rewrite`: the payload rewritten with its answers.
     public static let rewrite = "pushmedia.rewrite"
 
+    /// Whether the trace a context belongs to is recorded: set by the span a request begins
+    /// with (`context(of:)`), read before each child span. A trace that is not sampled (or no
+    /// trace at all: no tracer, or the library called outside `serve`) starts no child span.
+    private enum Recording: ServiceContextKey {
+        typealias Value = Bool
+        static let nameOverride: String? = "pushmedia-recording"
+    }
+
+    /// The context a request's first span (the server span, a relayed push's, a batch item's)
+    /// gives its work: the span's, marked with whether it records.
+    public static func context(of span: any Span) -> ServiceContext {
+        var context = span.context
+        context[Recording.self] = span.isRecording
+        return context
+    }
+
+    /// A span `name` under the current one when its trace is recorded; nil otherwise, at the
+    /// cost of one task-local read.
+    public static func child(_ name: String, ofKind kind: SpanKind = .internal) -> (any Span)? {
+        guard let context = ServiceContext.current, context[Recording.self] == true else { return nil }
+        return startSpan(name, context: context, ofKind: kind)
+    }
+
+    /// `operation` with `span`'s context current (as is), or as it is when there is no span.
+    public static func within<T>(_ span: (any Span)?, _ operation: () throws -> T) rethrows -> T {
+        guard let span else { return try operation() }
+        return try ServiceContext.$current.withValue(span.context, operation: operation)
+    }
+
+    /// The same, for async work.
+    public static func within<T>(
+        _ span: (any Span)?, isolation: isolated (any Actor)? = #isolation, _ operation: () async throws -> T
+    ) async rethrows -> T {
+        guard let span else { return try await operation() }
+        return try await ServiceContext.$current.withValue(span.context, operation: operation, isolation: isolation)
+    }
+
     /// The payload's outcome on its span: status, reason, cache hit, profile, vendor, the
     /// budget, and whether the answer is a best attempt.
     public static func record(_ outcome: Outcome, budget: Duration?, on span: any Span) {

@@ -41,7 +41,9 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
         }
         RelayTrace.routed(span, exchange, app: route.app, priority: policy.priority(exchange, route: route))
         // The media's spans (the pipeline's) under the push's.
-        switch ServiceContext.$current.withValue(span.context, operation: { policy.prepare(exchange, route: route) }) {
+        switch ServiceContext.$current.withValue(
+            PipelineTrace.context(of: span), operation: { policy.prepare(exchange, route: route) })
+        {
         case let .ready(prepared):
             sign(exchange, route, prepared, span, done)
         case let .later(prepared):
@@ -80,15 +82,16 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
     ) {
         let sent = ContinuousClock.now
         let upstreamSpan = RelayTrace.upstream(under: span, relay: policy.name)
-        let dequeued: (@Sendable () -> Void)? =
-            upstreamSpan.isRecording ? { @Sendable in upstreamSpan.addEvent(SpanEvent(name: "dequeued")) } : nil
+        let dequeued: (@Sendable () -> Void)? = upstreamSpan.map { span in
+            { @Sendable in span.addEvent(SpanEvent(name: "dequeued")) }
+        }
         let queue = QueueKey(
             app: route.app, connection: exchange.connection, priority: policy.priority(exchange, route: route))
         route.upstream.send(
             UpstreamPush(path: exchange.path, headers: headers, body: prepared.body), pool: route.pool, queue: queue,
             on: exchange.eventLoop,
             reply: UpstreamReply(opened: dequeued) { result in
-                RelayTrace.answered(upstreamSpan, result)
+                if let upstreamSpan { RelayTrace.answered(upstreamSpan, result) }
                 let answer: RelayAnswer
                 switch result {
                 case let .success(upstream):

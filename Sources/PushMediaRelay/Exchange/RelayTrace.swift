@@ -35,14 +35,13 @@ enum RelayTrace {
     }
 
     /// The exchange with the upstream, from the moment the push is queued for it.
-    static func upstream(under push: any Span, relay: String) -> any Span {
-        startSpan("\(relay) upstream", context: push.context, ofKind: .client)
+    static func upstream(under push: any Span, relay: String) -> (any Span)? {
+        push.isRecording ? startSpan("\(relay) upstream", context: push.context, ofKind: .client) : nil
     }
 
     /// The upstream's answer on its span, which ends.
     static func answered(_ span: any Span, _ result: Result<UpstreamAnswer, any Error>) {
         defer { span.end() }
-        guard span.isRecording else { return }
         switch result {
         case let .success(answer):
             span.attributes["http.response.status_code"] = answer.status

@@ -35,23 +35,25 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
         }
         // The signature check and the options, in their span: what was asked, never the source, and
         // on a refusal its code only (a message may quote the path).
-        let span = startSpan("pushmedia.media_url.verify")
+        let span = PipelineTrace.child("pushmedia.media_url.verify")
         let (url, names, signedBy, profile): (MediaURL, MediaURLPaths.Names, MediaURLKey?, PlatformProfile)
         do {
             (url, names, signedBy, profile) = try admit(path, current: current)
         } catch {
-            let code = (error as? APIError)?.code ?? "error"
-            span.attributes["pushmedia.reason"] = code
-            span.setStatus(SpanStatus(code: .error, message: code))
-            span.end()
+            if let span {
+                let code = (error as? APIError)?.code ?? "error"
+                span.attributes["pushmedia.reason"] = code
+                span.setStatus(SpanStatus(code: .error, message: code))
+                span.end()
+            }
             throw error
         }
-        if span.isRecording {
+        if let span {
             span.attributes["pushmedia.signed"] = signedBy != nil
             span.attributes["pushmedia.profile"] = profile.id
             span.attributes["pushmedia.format"] = url.format?.fileExtension ?? "profile"
+            span.end()
         }
-        span.end()
         let delivery = await pipeline.deliver(
             DeliveryRequest(
                 source: url.source, profile: profile, format: url.format, cacheBuster: url.cacheBuster,

@@ -5,7 +5,8 @@ import Tracing
 
 /// The server span of each request when traces are on (`--otel-endpoint`): joined to the
 /// caller's trace by its W3C `traceparent` and `tracestate`, named after the route, with the
-/// method, the route, the status and the outcome (`x-pushmedia-outcome`). Never the path nor the
+/// method, the route, the status and the outcome (`x-pushmedia-outcome`); it ends when the
+/// answer is ready. Never the path nor the
 /// query: a media URL's path carries its source, and a query may carry a token. Installed only
 /// when traces are on.
 struct TraceMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -16,24 +17,19 @@ struct TraceMiddleware<Context: RequestContext>: RouterMiddleware {
         InstrumentationSystem.instrument.extract(request.headers, into: &parent, using: HeaderFields())
         let span = startSpan("HTTP \(request.method.rawValue)", context: parent, ofKind: .server)
         span.attributes["http.request.method"] = request.method.rawValue
+        // Ends once the answer is ready (a stored file's bytes stream after it).
+        defer { span.end() }
         do {
-            var response = try await ServiceContext.$current.withValue(span.context) {
+            let response = try await ServiceContext.$current.withValue(PipelineTrace.context(of: span)) {
                 try await next(request, context)
             }
             finish(span, request.method, route: context.endpointPath, status: response.status.code)
             if let outcome = response.headers[.pushMediaOutcome] { span.attributes["pushmedia.outcome"] = outcome }
-            // Ends once the body is written (a media file streams after this returns).
-            let (ending, body) = (SpanEnding(span), response.body)
-            response.body = ResponseBody(contentLength: body.contentLength) { writer in
-                defer { ending.end() }
-                try await body.write(writer)
-            }
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status.code ?? 500
             finish(span, request.method, route: context.endpointPath, status: status)
             if let error = error as? APIError { span.attributes["pushmedia.reason"] = error.code }
-            span.end()
             throw error
         }
     }
@@ -53,13 +49,4 @@ private struct HeaderFields: Extractor {
     func extract(key name: String, from headers: HTTPFields) -> String? {
         HTTPField.Name(name).flatMap { headers[$0] }
     }
-}
-
-/// Ends a span once, from the body's post-write closure.
-private final class SpanEnding: @unchecked Sendable {
-    private let span: Locked<(any Span)?>
-
-    init(_ span: any Span) { self.span = Locked(span) }
-
-    func end() { span.withLock { $0.take() }?.end() }
 }
