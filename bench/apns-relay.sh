@@ -37,20 +37,7 @@ source "$BENCH/relay-lib.sh"
 
 relay_setup 'status 200 hdr apns-id "%[uuid]"'
 
-JWT=$(python3 - <<'EOF'
-import base64, json, subprocess, time
-def b64(b): return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-head = b64(json.dumps({"alg": "ES256", "kid": "BENCHKEY01"}).encode())
-claims = b64(json.dumps({"iss": "BENCHTEAM1", "iat": int(time.time())}).encode())
-der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", "AuthKey.p8"], input=f"{head}.{claims}".encode(),
-                     capture_output=True, check=True).stdout
-# DER ECDSA signature -> raw r||s
-def read_int(b, i):
-    assert b[i] == 2; n = b[i + 1]; return int.from_bytes(b[i + 2:i + 2 + n], "big"), i + 2 + n
-r, i = read_int(der, 2); s, _ = read_int(der, i)
-print(f"{head}.{claims}.{b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}")
-EOF
-)
+JWT=$(relay_jwt)
 
 python3 - "$ORIGIN" <<'EOF'
 import json, random, sys

@@ -124,6 +124,23 @@ start_relay() {
   [[ -n $RELAY ]] || { cat "relay-$name.log" >&2; exit 1; }
 }
 
+# An APNs provider token (ES256, key BENCHKEY01 of team BENCHTEAM1) signed with AuthKey.p8.
+relay_jwt() {
+  python3 - <<'EOF'
+import base64, json, subprocess, time
+def b64(b): return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+head = b64(json.dumps({"alg": "ES256", "kid": "BENCHKEY01"}).encode())
+claims = b64(json.dumps({"iss": "BENCHTEAM1", "iat": int(time.time())}).encode())
+der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", "AuthKey.p8"], input=f"{head}.{claims}".encode(),
+                     capture_output=True, check=True).stdout
+# DER ECDSA signature -> raw r||s
+def read_int(b, i):
+    assert b[i] == 2; n = b[i + 1]; return int.from_bytes(b[i + 2:i + 2 + n], "big"), i + 2 + n
+r, i = read_int(der, 2); s, _ = read_int(der, i)
+print(f"{head}.{claims}.{b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}")
+EOF
+}
+
 TICK=$(getconf CLK_TCK)
 # User + system CPU ticks of a process.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

@@ -30,6 +30,9 @@ public enum PipelineTrace {
         return context
     }
 
+    /// Whether the current context belongs to a recorded trace.
+    public static var recording: Bool { ServiceContext.current?[Recording.self] == true }
+
     /// A span `name` under the current one when its trace is recorded; nil otherwise, at the
     /// cost of one task-local read.
     public static func child(_ name: String, ofKind kind: SpanKind = .internal) -> (any Span)? {

@@ -88,6 +88,11 @@ struct LostSpans: LogHandler {
 }
 
 extension TracingConfig {
-    /// What puts the current span's `trace_id` and `span_id` on a log line: nil with traces off.
-    public var logFields: Logger.MetadataProvider? { exportURL == nil ? nil : OTel.makeLoggingMetadataProvider() }
+    /// What puts the current span's `trace_id` and `span_id` on a log line, when its trace is
+    /// recorded (the ids of one that is not lead to no trace): nil with traces off.
+    public var logFields: Logger.MetadataProvider? {
+        guard exportURL != nil else { return nil }
+        let fields = OTel.makeLoggingMetadataProvider()
+        return Logger.MetadataProvider { PipelineTrace.recording ? fields.get() : [:] }
+    }
 }

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# What traces cost, on three paths, in one run, every server on the same 2 cores:
+#   before       `pushmedia serve` built before traces existed (BEFORE=<binary>): today's CPU
+#   off          this build, no --otel-endpoint (as shipped)
+#   sampled_1    --otel-endpoint, --otel-sampler parentbased_traceidratio --otel-sampler-arg 0.01
+#   sampled_100  --otel-endpoint: every request traced and exported (the default sampler; the
+#                load carries no traceparent)
+# Each runs as shipped otherwise: default settings, a log line per request or push written to
+# a file. Each is one process with the hook, media URLs and the APNs relay; the spans go to an
+# OTLP/HTTP sink in a process of its own (bench/otlp_sink.py: it decodes every export with
+# opentelemetry-proto), the pushes to HAProxy answering as APNs (bench/relay-lib.sh).
+# The paths:
+#   process      wrk POSTs /v1/process payloads whose media is cached (bench/wrk_process.lua, hit)
+#   media_url    wrk GETs one cached media URL (unsigned, an allow-listed source)
+#   apns         h2load pushes one rich campaign payload (its media cached) to many device tokens
+# The server's CPU per request from /proc, two rounds in turn; each ratio is to `before` in the
+# same round, and the table gives the median of the rounds.
+#
+#   BEFORE=/path/to/old/pushmedia bench/tracing.sh      SECONDS_EACH=10 PUSHES=50000
+#
+# Writes bench/out/tracing/results.json and prints a table.
+set -euo pipefail
+
+BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(dirname "$BENCH")"
+OUT="$BENCH/out/tracing"
+SECONDS_EACH=${SECONDS_EACH:-10}
+PUSHES=${PUSHES:-50000}
+CONNECTIONS=${CONNECTIONS:-4}
+STREAMS=${STREAMS:-100}
+BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
+BEFORE=${BEFORE:?BEFORE=<a pushmedia binary built before traces> is required}
+source "$BENCH/lib.sh"
+source "$BENCH/relay-lib.sh"
+command -v wrk >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+NEW_BIN=$BIN
+
+relay_setup 'status 200 hdr apns-id "%[uuid]"'
+. "$ROOT/scripts/venv.sh"
+ensure_venv "$ROOT/.build/tools/tracing" "$ROOT/Tests/tracing/requirements.txt"
+SINK_OTLP=$(free_port)
+"$ROOT/.build/tools/tracing/bin/python" "$BENCH/otlp_sink.py" "$SINK_OTLP" >otlp-sink.out 2>otlp-sink.log &
+OTLP_PID=$!
+PIDS+=($OTLP_PID)
+for _ in $(seq 100); do grep -q '^otlp sink on' otlp-sink.out && break; sleep 0.1; done
+grep -q '^otlp sink on' otlp-sink.out || die "the OTLP sink did not start: $(cat otlp-sink.log)"
+
+JWT=$(relay_jwt)
+python3 - "$ORIGIN" <<'EOF'
+import json, random, sys
+origin = sys.argv[1]
+rich = {"aps": {"alert": {"title": "Weekend sale", "body": "Half price on everything"}, "mutable-content": 1},
+        "media_url": f"http://127.0.0.1:{origin}/banner", "campaign": "c-1"}
+open("rich.json", "w").write(json.dumps(rich, separators=(",", ":")))
+random.seed(7)
+with open("tokens.txt", "w") as f:
+    for _ in range(10000): f.write("/3/device/%064x\n" % random.getrandbits(256))
+open("urls.txt", "w").write(f"http://127.0.0.1:{origin}/banner\n")
+EOF
+MEDIA_URL_PATH="/insecure/pr:ios/plain/http://127.0.0.1:$ORIGIN/banner@jpg"
+
+log "servers"
+declare -A PID_OF HOOK_OF RELAY_OF
+NAMES=(before off sampled_1 sampled_100)
+for name in "${NAMES[@]}"; do
+  extra=(--url-allow-source "http://127.0.0.1:$ORIGIN/")
+  case $name in
+    before) BIN=$BEFORE ;;
+    off) BIN=$NEW_BIN ;;
+    sampled_1) BIN=$NEW_BIN
+      extra+=(--otel-endpoint "http://127.0.0.1:$SINK_OTLP" --otel-sampler parentbased_traceidratio
+              --otel-sampler-arg 0.01) ;;
+    sampled_100) BIN=$NEW_BIN; extra+=(--otel-endpoint "http://127.0.0.1:$SINK_OTLP") ;;
+  esac
+  start_relay apns "$name" "${extra[@]}"
+  PID_OF[$name]=$RELAY_PID
+  RELAY_OF[$name]=$RELAY
+  HOOK_OF[$name]=$(sed -n 's|^PushMedia listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "relay-$name.out" | head -1)
+  [[ -n ${HOOK_OF[$name]} ]] || die "$name: no hook port"
+done
+BIN=$NEW_BIN
+
+log "warm every cache"
+for name in "${NAMES[@]}"; do
+  for _ in 1 2 3; do
+    curl -s -o /dev/null -X POST "http://127.0.0.1:${HOOK_OF[$name]}/v1/process" \
+      -H 'Content-Type: application/json' --data-binary @rich.json
+    curl -s -o /dev/null "http://127.0.0.1:${HOOK_OF[$name]}$MEDIA_URL_PATH"
+    curl -s --cacert ca.pem --http2 -o /dev/null -X POST \
+      "https://localhost:${RELAY_OF[$name]}/3/device/$(printf 'ab%.0s' {1..32})" \
+      -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert" \
+      --data-binary @rich.json
+    sleep 1
+  done
+  outcome=$(curl -s -D - -o /dev/null "http://127.0.0.1:${HOOK_OF[$name]}$MEDIA_URL_PATH" | tr -d '\r' |
+    sed -n 's/^x-pushmedia-outcome: //Ip')
+  [[ $outcome == processed/cache || $outcome == processed ]] || die "$name: the media URL answers $outcome"
+done
+
+# wrk_pass NAME CONFIG PATH-KIND: one wrk pass, recorded in runs.jsonl with the server's CPU per request.
+wrk_pass() {
+  local name=$1 config=$2 kind=$3 pid=${PID_OF[$2]} port=${HOOK_OF[$2]} before after
+  before=$(cpu_ticks "$pid")
+  if [[ $kind == process ]]; then
+    wrk -t1 -c32 -d"${SECONDS_EACH}s" --latency -s "$BENCH/wrk_process.lua" "http://127.0.0.1:$port" -- hit urls.txt \
+      >"wrk-$name.txt" 2>&1 || true
+  else
+    wrk -t1 -c32 -d"${SECONDS_EACH}s" --latency "http://127.0.0.1:$port$MEDIA_URL_PATH" >"wrk-$name.txt" 2>&1 || true
+  fi
+  after=$(cpu_ticks "$pid")
+  python3 - "$name" "$before" "$after" "$TICK" <<'PY' >>runs.jsonl
+import json, re, sys
+name, before, after, tick = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+text = open(f"wrk-{name}.txt").read()
+requests = int(re.search(r"(\d+) requests in", text).group(1))
+bad = int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", text)) else 0
+bad += sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", text))
+r = {"name": name, "per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1)), "ok": requests - bad,
+     "errors": bad, "cpu_us": round((after - before) / tick * 1e6 / max(1, requests), 2)}
+print(json.dumps(r))
+print(f"  {name:<26} {r['per_s']:>9.0f} req/s  {r['cpu_us']:>7} µs CPU/request  errors {bad}", file=sys.stderr)
+PY
+}
+
+: >runs.jsonl
+for round in 1 2; do
+  order=("${NAMES[@]}")
+  [[ $round == 2 ]] && order=(sampled_100 sampled_1 off before)
+  log "round $round"
+  for config in "${order[@]}"; do wrk_pass "process_${config}#$round" "$config" process; done
+  for config in "${order[@]}"; do wrk_pass "media_url_${config}#$round" "$config" media_url; done
+  for config in "${order[@]}"; do
+    sed "s|^|https://localhost:${RELAY_OF[$config]}|" tokens.txt >"uris-$config.txt"
+    h2load_run "apns_${config}#$round" "${PID_OF[$config]}" pushes -i "uris-$config.txt" \
+      -d rich.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$PUSHES" \
+      -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert"
+  done
+done
+
+sleep 2
+kill "$OTLP_PID" 2>/dev/null || true
+wait "$OTLP_PID" 2>/dev/null || true
+SPANS=$(sed -n 's/^spans //p' otlp-sink.out)
+DROPPED=$(curl -s "http://127.0.0.1:${HOOK_OF[sampled_100]}/metrics" | sed -n 's/^pushmedia_trace_spans_dropped_total //p')
+
+python3 - "$SPANS" "${DROPPED:-0}" <<'PY'
+import json, statistics, sys
+spans, dropped = sys.argv[1], sys.argv[2]
+runs = {r["name"]: r for r in map(json.loads, open("runs.jsonl"))}
+paths = ["process", "media_url", "apns"]
+configs = ["off", "sampled_1", "sampled_100"]
+ratios = {}
+for path in paths:
+    for config in configs:
+        each = [runs[f"{path}_{config}#{n}"]["cpu_us"] / runs[f"{path}_before#{n}"]["cpu_us"] for n in (1, 2)]
+        ratios[f"{path}/{config}"] = {"rounds": [round(x, 3) for x in each], "median": round(statistics.median(each), 3)}
+bad = {n: r for n, r in runs.items() if r.get("errors") or r.get("ok", 1) == 0}
+json.dump({"runs": runs, "ratios": ratios, "spans_received": int(spans or 0), "spans_dropped": float(dropped),
+           "errors": list(bad)}, open("results.json", "w"), indent=1)
+print("\n| path | before, CPU-µs/request | off | 1 % sampled | 100 % sampled, exported |\n|---|---:|---:|---:|---:|")
+names = {"process": "cached `/v1/process`", "media_url": "cached media URL", "apns": "APNs campaign push"}
+for path in paths:
+    base = statistics.median(runs[f"{path}_before#{n}"]["cpu_us"] for n in (1, 2))
+    cells = [f"{ratios[f'{path}/{c}']['median']:.3f}× ({', '.join(f'{x:.3f}' for x in ratios[f'{path}/{c}']['rounds'])})"
+             for c in configs]
+    print(f"| {names[path]} | {base:.1f} | " + " | ".join(cells) + " |")
+print(f"\nspans received by the sink: {spans}; dropped (sampled_100): {dropped}; failed passes: {list(bad) or 'none'}")
+PY
