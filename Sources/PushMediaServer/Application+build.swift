@@ -81,7 +81,7 @@ public struct ServerParts: Sendable {
         relay = RelayParts(
             pipeline: pipeline, answers: answers, baseURL: { baseURL.withLock { $0 } }, metrics: metrics,
             lines: RequestLines(logger: logger, sink: logSink), credentials: credentials, upstreams: upstreams,
-            limits: server.relay)
+            limits: server.relay, traced: server.tracing.exportURL != nil)
     }
 }
 

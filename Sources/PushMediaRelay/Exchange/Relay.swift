@@ -20,30 +20,38 @@ enum RelaySigning {
 final class Relay<Policy: RelayPolicy>: RelayEndpoint {
     let policy: Policy
     let limits: RelayLimits
+    /// Whether a push starts its span (`RelayTrace`); without traces it starts none.
+    let traced: Bool
 
-    init(policy: Policy, limits: RelayLimits) {
+    init(policy: Policy, limits: RelayLimits, traced: Bool = false) {
         self.policy = policy
         self.limits = limits
+        self.traced = traced
     }
 
     func handle(_ exchange: RelayExchange, done: @escaping @Sendable (RelayAnswer) -> Void) {
-        let span = RelayTrace.push(exchange, relay: policy.name)
+        let span = traced ? RelayTrace.push(exchange, relay: policy.name) : nil
         let route: Policy.Route
         switch policy.route(exchange) {
         case let .success(routed):
             route = routed
         case let .failure(refusal):
-            ServiceContext.$current.withValue(span.context) {
+            PipelineTrace.within(span) {
                 policy.finished(exchange, route: nil, answer: refusal, handled: .refused(since: exchange.arrival))
             }
-            RelayTrace.finished(span, refusal, handling: .refused)
+            if let span { RelayTrace.finished(span, refusal, handling: .refused) }
             return done(refusal)
         }
-        RelayTrace.routed(span, exchange, app: route.app, priority: policy.priority(exchange, route: route))
-        // The media's spans (the pipeline's) under the push's.
-        switch ServiceContext.$current.withValue(
-            PipelineTrace.context(of: span), operation: { policy.prepare(exchange, route: route) })
-        {
+        let preparation: RelayPreparation
+        if let span {
+            RelayTrace.routed(span, exchange, app: route.app, priority: policy.priority(exchange, route: route))
+            // The media's spans (the pipeline's) under the push's.
+            preparation = ServiceContext.$current.withValue(
+                PipelineTrace.context(of: span), operation: { policy.prepare(exchange, route: route) })
+        } else {
+            preparation = policy.prepare(exchange, route: route)
+        }
+        switch preparation {
         case let .ready(prepared):
             sign(exchange, route, prepared, span, done)
         case let .later(prepared):
@@ -58,7 +66,7 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
     func shutdown() async { await policy.shutdown() }
 
     private func sign(
-        _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared, _ span: any Span,
+        _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared, _ span: (any Span)?,
         _ done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         switch policy.authorize(exchange, route: route) {
@@ -78,10 +86,10 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
 
     private func send(
         _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared, _ headers: HPACKHeaders,
-        _ span: any Span, _ done: @escaping @Sendable (RelayAnswer) -> Void
+        _ span: (any Span)?, _ done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         let sent = ContinuousClock.now
-        let upstreamSpan = RelayTrace.upstream(under: span, relay: policy.name)
+        let upstreamSpan = span.flatMap { RelayTrace.upstream(under: $0, relay: policy.name) }
         let dequeued: (@Sendable () -> Void)? = upstreamSpan.map { span in
             { @Sendable in span.addEvent(SpanEvent(name: "dequeued")) }
         }
@@ -106,17 +114,15 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
     /// Answers with `answer` and what was done (`x-pushmedia-outcome`), and logs it.
     private func answer(
         _ answer: RelayAnswer, _ exchange: RelayExchange, _ route: Policy.Route, _ prepared: RelayPrepared,
-        upstream: Duration, _ span: any Span, _ done: @escaping @Sendable (RelayAnswer) -> Void
+        upstream: Duration, _ span: (any Span)?, _ done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         var answer = answer
         answer.outcome = prepared.label
         let handled = RelayHandled(
             outcome: prepared.label, handling: prepared.handling, total: .now - exchange.arrival, upstream: upstream)
         // The push's line carries its trace_id and span_id.
-        ServiceContext.$current.withValue(span.context) {
-            policy.finished(exchange, route: route, answer: answer, handled: handled)
-        }
-        RelayTrace.finished(span, answer, handling: prepared.handling)
+        PipelineTrace.within(span) { policy.finished(exchange, route: route, answer: answer, handled: handled) }
+        if let span { RelayTrace.finished(span, answer, handling: prepared.handling) }
         done(answer)
     }
 }
