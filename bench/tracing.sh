@@ -13,10 +13,10 @@
 #   process      wrk POSTs /v1/process payloads whose media is cached (bench/wrk_process.lua, hit)
 #   media_url    wrk GETs one cached media URL (unsigned, an allow-listed source)
 #   apns         h2load pushes one rich campaign payload (its media cached) to many device tokens
-# The server's CPU per request from /proc, two rounds in turn; each ratio is to `before` in the
-# same round, and the table gives the median of the rounds.
+# The server's CPU per request from /proc, ROUNDS rounds, the order reversed every other one;
+# each ratio is to `before` in the same round, and the table gives the median of the rounds.
 #
-#   BEFORE=/path/to/old/pushmedia bench/tracing.sh      SECONDS_EACH=10 PUSHES=50000
+#   BEFORE=/path/to/old/pushmedia bench/tracing.sh      SECONDS_EACH=10 PUSHES=50000 ROUNDS=2
 #
 # Writes bench/out/tracing/results.json and prints a table.
 set -euo pipefail
@@ -26,6 +26,7 @@ ROOT="$(dirname "$BENCH")"
 OUT="$BENCH/out/tracing"
 SECONDS_EACH=${SECONDS_EACH:-10}
 PUSHES=${PUSHES:-50000}
+ROUNDS=${ROUNDS:-2}
 CONNECTIONS=${CONNECTIONS:-4}
 STREAMS=${STREAMS:-100}
 BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
@@ -123,9 +124,9 @@ PY
 }
 
 : >runs.jsonl
-for round in 1 2; do
+for round in $(seq "$ROUNDS"); do
   order=("${NAMES[@]}")
-  [[ $round == 2 ]] && order=(sampled_100 sampled_1 off before)
+  ((round % 2 == 0)) && order=(sampled_100 sampled_1 off before)
   log "round $round"
   for config in "${order[@]}"; do wrk_pass "process_${config}#$round" "$config" process; done
   for config in "${order[@]}"; do wrk_pass "media_url_${config}#$round" "$config" media_url; done
@@ -143,16 +144,16 @@ wait "$OTLP_PID" 2>/dev/null || true
 SPANS=$(sed -n 's/^spans //p' otlp-sink.out)
 DROPPED=$(curl -s "http://127.0.0.1:${HOOK_OF[sampled_100]}/metrics" | sed -n 's/^pushmedia_trace_spans_dropped_total //p')
 
-python3 - "$SPANS" "${DROPPED:-0}" <<'PY'
+python3 - "$SPANS" "${DROPPED:-0}" "$ROUNDS" <<'PY'
 import json, statistics, sys
-spans, dropped = sys.argv[1], sys.argv[2]
+spans, dropped, rounds = sys.argv[1], sys.argv[2], range(1, int(sys.argv[3]) + 1)
 runs = {r["name"]: r for r in map(json.loads, open("runs.jsonl"))}
 paths = ["process", "media_url", "apns"]
 configs = ["off", "sampled_1", "sampled_100"]
 ratios = {}
 for path in paths:
     for config in configs:
-        each = [runs[f"{path}_{config}#{n}"]["cpu_us"] / runs[f"{path}_before#{n}"]["cpu_us"] for n in (1, 2)]
+        each = [runs[f"{path}_{config}#{n}"]["cpu_us"] / runs[f"{path}_before#{n}"]["cpu_us"] for n in rounds]
         ratios[f"{path}/{config}"] = {"rounds": [round(x, 3) for x in each], "median": round(statistics.median(each), 3)}
 bad = {n: r for n, r in runs.items() if r.get("errors") or r.get("ok", 1) == 0}
 json.dump({"runs": runs, "ratios": ratios, "spans_received": int(spans or 0), "spans_dropped": float(dropped),
@@ -160,7 +161,7 @@ json.dump({"runs": runs, "ratios": ratios, "spans_received": int(spans or 0), "s
 print("\n| path | before, CPU-µs/request | off | 1 % sampled | 100 % sampled, exported |\n|---|---:|---:|---:|---:|")
 names = {"process": "cached `/v1/process`", "media_url": "cached media URL", "apns": "APNs campaign push"}
 for path in paths:
-    base = statistics.median(runs[f"{path}_before#{n}"]["cpu_us"] for n in (1, 2))
+    base = statistics.median(runs[f"{path}_before#{n}"]["cpu_us"] for n in rounds)
     cells = [f"{ratios[f'{path}/{c}']['median']:.3f}× ({', '.join(f'{x:.3f}' for x in ratios[f'{path}/{c}']['rounds'])})"
              for c in configs]
     print(f"| {names[path]} | {base:.1f} | " + " | ".join(cells) + " |")

@@ -1142,6 +1142,8 @@ def relay_traces(world):
         spans = trace(receiver, trace_id, lambda s: named(s, "apns push") and named(s, "apns upstream"))
         root, upstream = expect_relayed_push(spans, parent, "apns", [token, bearer[7:]], app=TOPIC, topic=TOPIC)
         expect(upstream["attributes"].get("apns.id") == apns_id, f"upstream span {upstream['attributes']}")
+        entry = world.single_entry(world.standin, token)
+        expect("traceparent" not in entry["headers"], f"the push reached Apple's stand-in with {entry['headers']}")
         expect(named(spans, "pushmedia.fetch"), "no fetch span for the push's media")
     finally:
         os.environ.pop("OTEL_BSP_SCHEDULE_DELAY", None)

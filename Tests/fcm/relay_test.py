@@ -659,6 +659,8 @@ def relay_traces(world):
         spans = trace(receiver, trace_id, lambda s: named(s, "fcm push") and named(s, "fcm upstream"))
         root, upstream = expect_relayed_push(spans, parent, "fcm", [token, BEARER.split(" ", 1)[1]], app=PROJECT)
         expect(upstream["attributes"].get("fcm.message_name") == r.json()["name"], f"upstream {upstream['attributes']}")
+        entry = world.single_entry(world.standin, token)
+        expect("traceparent" not in entry["headers"], f"the message reached Google's stand-in with {entry['headers']}")
         expect(named(spans, "pushmedia.fetch"), "no fetch span for the message's image")
     finally:
         os.environ.pop("OTEL_BSP_SCHEDULE_DELAY", None)
