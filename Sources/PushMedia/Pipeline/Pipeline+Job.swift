@@ -194,7 +194,6 @@ extension Pipeline {
                 return try await renew(previous, response.validators, job: job)
             }
             job.bytes = response.bytes
-            job.fetchStatus = response.httpStatus
             job.firstByte = response.firstByteMilliseconds
             job.validators = response.validators
             job.streamedHash = response.sha256

@@ -3,12 +3,11 @@ import Hummingbird
 import PushMedia
 import Tracing
 
-/// The server span of each request when traces are on (`--otel-endpoint`): joined to the
-/// caller's trace by its W3C `traceparent` and `tracestate`, named after the route, with the
-/// method, the route, the status and the outcome (`x-pushmedia-outcome`); it ends when the
-/// answer is ready. Never the path nor the
-/// query: a media URL's path carries its source, and a query may carry a token. Installed only
-/// when traces are on.
+/// The server span of each request when traces are on (`--otel-endpoint`; installed only then):
+/// joined to the caller's trace by its W3C `traceparent` and `tracestate`, named after the
+/// route, with the method, the route, the status and the outcome (`x-pushmedia-outcome`); it
+/// ends when the answer is ready. Never the path nor the query: a media URL's path carries its
+/// source, and a query may carry a token.
 struct TraceMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
