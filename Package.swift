@@ -10,6 +10,12 @@ let package = Package(
         .library(name: "PushMediaNSE", targets: ["PushMediaNSE"]),
         .executable(name: "pushmedia", targets: ["pushmedia"]),
     ],
+    traits: [
+        // The OTLP/HTTP trace exporter (swift-otel) in `serve`. Without it (`--disable-default-traits`:
+        // ThreadSanitizer's build, which cannot compile swift-otel), `--otel-endpoint` is refused.
+        .trait(name: "OTLP", description: "Export traces over OTLP/HTTP with swift-otel"),
+        .default(enabledTraits: ["OTLP"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: ["FullFoundation"]),
@@ -150,7 +156,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 // The exporter of `--otel-endpoint`: OTLP/HTTP.
-                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
             ],
             path: "Sources/PushMediaServer",
             resources: [.copy("openapi.yaml")]),
