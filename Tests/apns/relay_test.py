@@ -47,8 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import relay_harness  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tracing"))
-from otlp_receiver import Receiver  # noqa: E402
-from trace_checks import expect_relayed_push, named, trace, traceparent  # noqa: E402
+from trace_checks import expect_relayed_push, named, relay_receiver, trace, traceparent  # noqa: E402
 from relay_harness import (  # noqa: E402
     CHECKS, CheckFailed, check, expect, free_port, http_get, private_pem, run_checks)
 
@@ -1127,16 +1126,13 @@ def relay_traces(world):
     """A rich push carrying the sender's traceparent is one trace at an OTLP receiver: the push's
     span (topic, push type, app), its media's spans, the exchange with the stand-in (apns-id, its
     wait in the fair queue as an event); no device token nor authorization in it."""
-    receiver = Receiver()
-    os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "100"  # read by the exporter: no 5 s wait
-    try:
+    with relay_receiver() as receiver:
         relay = world.relay("relay-traced", lambda: world.standin.base, extra=["--otel-endpoint", receiver.url])
         header, trace_id, parent = traceparent()
         token = device_token()
         apns_id = str(uuid.uuid4())
         bearer = world.material.bearer()
-        headers = [(k, v) for k, v in push_headers(world, auth=False, apns_id=apns_id) if k != "authorization"]
-        headers += [("authorization", bearer), ("traceparent", header)]
+        headers = push_headers(world, auth=False, apns_id=apns_id) + [("authorization", bearer), ("traceparent", header)]
         (r,) = relay.h2(world, [Request(f"/3/device/{token}", headers, json.dumps(rich_message(world)).encode())])
         expect(r.status == 200, f"relay answered {r!r}")
         spans = trace(receiver, trace_id, lambda s: named(s, "apns push") and named(s, "apns upstream"))
@@ -1145,9 +1141,6 @@ def relay_traces(world):
         entry = world.single_entry(world.standin, token)
         expect("traceparent" not in entry["headers"], f"the push reached Apple's stand-in with {entry['headers']}")
         expect(named(spans, "pushmedia.fetch"), "no fetch span for the push's media")
-    finally:
-        os.environ.pop("OTEL_BSP_SCHEDULE_DELAY", None)
-        receiver.stop()
 
 
 @check("relay")

@@ -50,8 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import relay_harness  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tracing"))
-from otlp_receiver import Receiver  # noqa: E402
-from trace_checks import expect_relayed_push, named, trace, traceparent  # noqa: E402
+from trace_checks import expect_relayed_push, named, relay_receiver, trace, traceparent  # noqa: E402
 from relay_harness import (  # noqa: E402
     CHECKS, CheckFailed, check, expect, free_port, http_get, private_pem, run_checks)
 
@@ -647,9 +646,7 @@ def relay_traces(world):
     """A rich message carrying the sender's traceparent is one trace at an OTLP receiver: the
     message's span (its project), its image's spans, the exchange with the stand-in (its message
     name, its wait in the fair queue as an event); no registration token nor authorization in it."""
-    receiver = Receiver()
-    os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "100"  # read by the exporter: no 5 s wait
-    try:
+    with relay_receiver() as receiver:
         relay = world.relay("relay-traced", lambda: world.standin.base, extra=["--otel-endpoint", receiver.url])
         header, trace_id, parent = traceparent()
         token = device_token()
@@ -662,9 +659,6 @@ def relay_traces(world):
         entry = world.single_entry(world.standin, token)
         expect("traceparent" not in entry["headers"], f"the message reached Google's stand-in with {entry['headers']}")
         expect(named(spans, "pushmedia.fetch"), "no fetch span for the message's image")
-    finally:
-        os.environ.pop("OTEL_BSP_SCHEDULE_DELAY", None)
-        receiver.stop()
 
 
 @check("relay")

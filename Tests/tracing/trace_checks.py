@@ -1,11 +1,27 @@
 """What the trace checks share (Tests/tracing, and the relays' tests in Tests/apns and Tests/fcm):
 a caller's traceparent, waiting for a trace at the receiver, and the rules every trace keeps."""
 
+import contextlib
 import json
+import os
 import secrets
 import time
 
+from otlp_receiver import Receiver
 from relay_harness import expect
+
+
+@contextlib.contextmanager
+def relay_receiver():
+    """An OTLP receiver for a relay the check starts inside the block, whose exporter sends every
+    100 ms (OTEL_BSP_SCHEDULE_DELAY, read by the exporter: no 5 s wait); stopped after."""
+    receiver = Receiver()
+    os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "100"
+    try:
+        yield receiver
+    finally:
+        os.environ.pop("OTEL_BSP_SCHEDULE_DELAY", None)
+        receiver.stop()
 
 
 def traceparent():
