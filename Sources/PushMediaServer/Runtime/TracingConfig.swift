@@ -66,25 +66,15 @@ public struct TracingConfig: Equatable, Sendable {
                 "OTEL_EXPORTER_OTLP_ENDPOINT is set beside --otel-traces-endpoint: the exporter would send to the "
                     + "variable's /v1/traces; unset it, or set OTEL_EXPORTER_OTLP_TRACES_ENDPOINT instead")
         }
-        var given = TracingConfig()
         for (variable, setting) in Self.conventionVariables {
             guard let text = environment[variable],
                 let entry = Self.settings.first(where: { $0.name == setting })
             else { continue }
-            var alone = ServerConfig()
-            do { try entry.apply(text, to: &alone) } catch { throw .tracing("\(variable): \(error)") }
-            given = alone.tracing
-            let differs: Bool =
-                switch setting {
-                case "otel-endpoint": given.endpoint != endpoint
-                case "otel-traces-endpoint": given.tracesEndpoint != tracesEndpoint
-                case "otel-headers": given.headers != headers
-                case "otel-service-name": given.serviceName != serviceName
-                case "otel-resource-attributes": given.resourceAttributes != resourceAttributes
-                case "otel-sampler": given.sampler != sampler
-                case "otel-sampler-arg": given.samplerRatio != samplerRatio
-                default: given.maxQueue != maxQueue
-                }
+            // The variable read over these settings: it differs when it changes them.
+            var read = ServerConfig()
+            read.tracing = self
+            do { try entry.apply(text, to: &read) } catch { throw .tracing("\(variable): \(error)") }
+            let differs = read.tracing != self
             if differs {
                 let shown = setting == "otel-headers" ? "(hidden)" : text
                 throw .tracing(
