@@ -16,6 +16,7 @@ public final class Fleet: JobCoordinator, Service {
     /// This node's name in the leases it holds.
     public let node: String
     private let lease: Duration
+    private let sampler: TraceSampler?
     private let client: PostgresClient
     private let logger: Logger
     /// Waiters for other nodes' jobs, by cache key.
@@ -31,9 +32,13 @@ public final class Fleet: JobCoordinator, Service {
     private let stopping = Locked(false)
 
     /// The fleet on `database`, for jobs whose leases last `lease` (renewed every third of it).
-    public init(database: FleetDatabase, lease: Duration, logger: Logger) throws(FleetError) {
+    /// `sampler` decides which purges heard from other nodes begin a trace (nil: traces off).
+    public init(database: FleetDatabase, lease: Duration, sampler: TraceSampler? = nil, logger: Logger)
+        throws(FleetError)
+    {
         self.database = database
         self.lease = lease
+        self.sampler = sampler
         self.logger = logger
         let host = ProcessInfo.processInfo.hostName
         node = "\(host)-\(getpid())-\(UInt32.random(in: 0...UInt32.max) & 0xffff)"
@@ -253,9 +258,9 @@ public final class Fleet: JobCoordinator, Service {
         case "purge"? where fields.count == 2:
             counters?.notification("purge")
             // A span of its own: the purge was sent by another process, which sends no context.
-            let span = startSpan("pushmedia.fleet.purge_heard", context: .topLevel, ofKind: .consumer)
+            let span = sampler?.start("pushmedia.fleet.purge_heard", ofKind: .consumer)
             purged.withLock { $0 }?(fields[1])
-            span.end()
+            span?.end()
         default:
             logger.warning(
                 "fleet: an unknown notification on the channel", metadata: ["bytes": "\(payload.utf8.count)"])

@@ -14,8 +14,14 @@ public struct FleetWorker: Sendable {
     public let holder: String
     public let lease: Duration
     public let concurrency: Int
+    let sampler: TraceSampler?
 
-    public init(queue: FleetQueue, pipeline: Pipeline, holder: String, lease: Duration, concurrency: Int) {
+    /// `sampler` decides which items begin a trace (nil: traces off).
+    public init(
+        queue: FleetQueue, pipeline: Pipeline, holder: String, lease: Duration, concurrency: Int,
+        sampler: TraceSampler? = nil
+    ) {
+        self.sampler = sampler
         self.queue = queue
         self.pipeline = pipeline
         self.holder = holder
@@ -47,7 +53,9 @@ public struct FleetWorker: Sendable {
     public func work(
         batch name: String, mediaRoot: String?, mayStart: @escaping @Sendable () async -> Void = {}
     ) async throws -> Tally {
-        let (queue, holder, lease, pipeline) = (self.queue, self.holder, self.lease, self.pipeline)
+        let (queue, holder, lease, pipeline, sampler) = (
+            self.queue, self.holder, self.lease, self.pipeline, self.sampler
+        )
         // Renews the lease of every item held here, every third of the lease.
         let renewal = Task {
             while !Task.isCancelled {
@@ -59,14 +67,14 @@ public struct FleetWorker: Sendable {
         // Each item in its span (a trace of its own: the batch was sent long before), with its
         // batch, number and outcome; the pipeline's spans under it.
         let process: @Sendable (FleetQueue.Item) async throws -> Bool = { item in
-            let span = startSpan("pushmedia.fleet.item", context: .topLevel, ofKind: .consumer)
-            defer { span.end() }
-            return try await ServiceContext.$current.withValue(PipelineTrace.context(of: span)) {
-                span.attributes["pushmedia.batch"] = name
-                span.attributes["pushmedia.batch.item"] = item.number
+            let span = sampler?.start("pushmedia.fleet.item", ofKind: .consumer)
+            defer { span?.end() }
+            return try await ServiceContext.$current.withValue(span.map(PipelineTrace.context(of:))) {
+                span?.attributes["pushmedia.batch"] = name
+                span?.attributes["pushmedia.batch.item"] = item.number
                 let (output, outcome) = await pipeline.processItem(
                     item.payload, context: PayloadContext(mediaRoot: mediaRoot, label: item.file, refresh: false))
-                span.attributes["pushmedia.outcome"] = outcome.label
+                span?.attributes["pushmedia.outcome"] = outcome.label
                 if Task.isCancelled { return false }
                 let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
                 return try await queue.complete(

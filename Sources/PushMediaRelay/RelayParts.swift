@@ -15,17 +15,17 @@ package struct RelayParts: Sendable {
     package let credentials: RelayCredentials
     package let upstreams: UpstreamMaker
     package let limits: RelayLimits
-    /// Whether the server traces (`--otel-endpoint`): without, a push starts no span at all.
-    package let traced: Bool
+    /// Which pushes begin a recorded trace (`--otel-sampler`): nil without `--otel-endpoint`.
+    package let sampler: TraceSampler?
 
     package init(
         pipeline: Pipeline, answers: RepeatAnswers, baseURL: @escaping @Sendable () -> String,
         metrics: any RelayMetrics, lines: any RelayLines, credentials: RelayCredentials, upstreams: UpstreamMaker,
-        limits: RelayLimits, traced: Bool = false
+        limits: RelayLimits, sampler: TraceSampler? = nil
     ) {
         (self.pipeline, self.answers, self.baseURL, self.metrics) = (pipeline, answers, baseURL, metrics)
         (self.lines, self.credentials, self.upstreams, self.limits) = (lines, credentials, upstreams, limits)
-        self.traced = traced
+        self.sampler = sampler
     }
 }
 

@@ -46,6 +46,8 @@ public struct ServerParts: Sendable {
     /// `--base-url` when it is the bucket itself (`PushMediaConfig.baseURLIsTheBucket`): where
     /// `/media` sends a phone when the object store does not answer in time.
     let publicMediaBase: String?
+    /// Which work begins a recorded trace: nil with traces off (no span is started at all).
+    let sampler: TraceSampler?
 
     /// The pipeline runs with `serve`'s defaults (`ServerConfig.served`) for the settings not given.
     public init(config: PushMediaConfig, server: ServerConfig = ServerConfig()) throws {
@@ -54,15 +56,16 @@ public struct ServerParts: Sendable {
 
     /// The same, with the relays' upstreams `upstreams` makes (HTTP/2 over TLS to Apple and
     /// Google, as shipped), the fleet's coordination, the relays' lines written to `logSink`,
-    /// and `publicMediaBase`.
+    /// `publicMediaBase`, and the traces' `sampler`.
     init(
         config: PushMediaConfig, server: ServerConfig, upstreams: UpstreamMaker,
         coordinator: (any JobCoordinator)? = nil, logger: Logger = Logger(label: "pushmedia"), logSink: LogSink? = nil,
-        publicMediaBase: String? = nil
+        publicMediaBase: String? = nil, sampler: TraceSampler? = nil
     ) throws {
         let config = ServerConfig.served(config)
         self.server = server
         self.publicMediaBase = publicMediaBase
+        self.sampler = sampler
         live = try LiveSettings(server)
         // The process's threads, gates and budgets, built once.
         let pipeline = try Pipeline(
@@ -81,7 +84,7 @@ public struct ServerParts: Sendable {
         relay = RelayParts(
             pipeline: pipeline, answers: answers, baseURL: { baseURL.withLock { $0 } }, metrics: metrics,
             lines: RequestLines(logger: logger, sink: logSink), credentials: credentials, upstreams: upstreams,
-            limits: server.relay, traced: server.tracing.exportURL != nil)
+            limits: server.relay, sampler: sampler)
     }
 }
 
@@ -95,7 +98,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     let server = parts.server
     let router = Router(context: AppRequestContext.self)
     // First, so that the request's line and every step's are written inside its span.
-    if server.tracing.exportURL != nil { router.add(middleware: TraceMiddleware()) }
+    if let sampler = parts.sampler { router.add(middleware: TraceMiddleware(sampler: sampler)) }
     router.add(middleware: RequestLogMiddleware(metrics: parts.metrics))
     router.add(middleware: MethodGuardMiddleware())
     let bodyLimit = max(server.maxPayloadBodyBytes, server.maxBatchBodyBytes)
@@ -130,7 +133,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
 }
 
 /// The fleet named by `--fleet-db`, checked; nil without one.
-func openFleet(config: PushMediaConfig, logger: Logger) async throws -> Fleet? {
+func openFleet(config: PushMediaConfig, sampler: TraceSampler?, logger: Logger) async throws -> Fleet? {
     guard let database = try FleetDatabase(config: config) else { return nil }
     do {
         try await database.check(logger: logger)
@@ -140,7 +143,7 @@ func openFleet(config: PushMediaConfig, logger: Logger) async throws -> Fleet? {
             "fleet database unavailable at start: jobs are shared per node until it is back",
             metadata: ["database": "\(database.described)", "error": "\(error)"])
     }
-    let fleet = try Fleet(database: database, lease: config.fleetLease, logger: logger)
+    let fleet = try Fleet(database: database, lease: config.fleetLease, sampler: sampler, logger: logger)
     logger.info("fleet", metadata: ["database": "\(database.described)", "node": "\(fleet.node)"])
     return fleet
 }
@@ -184,13 +187,15 @@ func buildApplication(
     // The fleet's database (--fleet-db): a wrong address, user, password, server or version of
     // its tables stops the start; a database that is only down does not (the node shares its
     // jobs per node until it is back).
-    let fleet = try await openFleet(config: config, logger: logger)
+    // Which work begins a recorded trace, decided in one place for the hook, the relays and the fleet.
+    let sampler = server.tracing.makeSampler()
+    let fleet = try await openFleet(config: config, sampler: sampler, logger: logger)
     let publicMediaBase =
         baseURLGiven && config.baseURLIsTheBucket
         ? (config.baseURL.hasSuffix("/") ? String(config.baseURL.dropLast()) : config.baseURL) : nil
     let parts = try ServerParts(
         config: config, server: server, upstreams: upstreams, coordinator: fleet, logger: logger, logSink: logSink,
-        publicMediaBase: publicMediaBase)
+        publicMediaBase: publicMediaBase, sampler: sampler)
     try await parts.pipeline.verifyStore()
     let router = buildRouter(parts)
     let host = server.host
@@ -209,7 +214,7 @@ func buildApplication(
             services.append(
                 FleetWorkerService(
                     database: fleet.database, pipeline: parts.pipeline, holder: fleet.node, lease: config.fleetLease,
-                    concurrency: server.fleetWorker, logger: logger))
+                    concurrency: server.fleetWorker, sampler: sampler, logger: logger))
         }
     }
     // What SIGHUP reloads: add a `Reloadable` here to make another part reloadable.

@@ -66,8 +66,8 @@ class Serve:
         except urllib.error.HTTPError as e:
             return e.code, dict(e.headers), e.read()
 
-    def process(self, media_path, parent=None):
-        payload = {"aps": {"alert": {"title": "Trace", "body": "text"}, "mutable-content": 1},
+    def process(self, media_path, parent=None, text="text"):
+        payload = {"aps": {"alert": {"title": "Trace", "body": text}, "mutable-content": 1},
                    "media_url": f"http://127.0.0.1:{self.world_origin_port}{media_path}?{SECRET_QUERY}"}
         headers = {"traceparent": parent} if parent else {}
         return self.request("POST", "/v1/process", json.dumps(payload).encode(), headers)
@@ -201,6 +201,35 @@ def a_callers_unsampled_trace_is_not_recorded(world):
     trace(world.receiver, sampled_id, lambda s: named(s, "POST /v1/process") and named(s, "pushmedia.payload"))
     time.sleep(0.5)
     expect(not [s for s in world.receiver.spans() if s["trace_id"] == trace_id], "the unsampled trace was exported")
+    serve.proc.stop()
+
+
+@check("ratio")
+def a_ratio_sampler_records_its_share(world):
+    """parentbased_traceidratio 0.1, given as OpenTelemetry's variables: of 300 requests without a
+    traceparent about 30 are recorded, each a whole trace; a caller's sampled traceparent is
+    followed. The exporter reads the same variables: were it to sample again, about 3 would be."""
+    serve = world.serve("ratio", "--otel-service-name", "pushmedia-ratio",
+                        env={"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"})
+    status, _, _ = serve.process("/img/hit")
+    expect(status == 200, f"/v1/process answered {status}")
+    for n in range(300):
+        # Each text its own (a repeated body is answered from memory, without the pipeline's spans).
+        status, _, _ = serve.process("/img/hit", text=f"text {n}")
+        expect(status == 200, f"/v1/process answered {status}")
+    header, sampled_id, _ = traceparent()
+    status, _, _ = serve.process("/img/hit", parent=header)
+    expect(status == 200, f"/v1/process answered {status}")
+    trace(world.receiver, sampled_id, lambda s: named(s, "POST /v1/process") and named(s, "pushmedia.payload"))
+    time.sleep(1.0)
+    mine = [s for s in world.receiver.spans() if s["resource"].get("service.name") == "pushmedia-ratio"
+            and s["trace_id"] != sampled_id]
+    roots = {s["trace_id"] for s in mine if s["name"] == "POST /v1/process"}
+    # 30 expected of 301 (the first request's trace too); the binomial's deviation is about 5.2.
+    expect(12 <= len(roots) <= 55, f"{len(roots)} of 301 requests were recorded at a ratio of 0.1")
+    payloads = {s["trace_id"] for s in mine if s["name"] == "pushmedia.payload"}
+    expect(payloads == roots, f"{len(roots - payloads)} recorded requests lack their payload span, "
+           f"{len(payloads - roots)} payload spans have no request span")
     serve.proc.stop()
 
 

@@ -20,17 +20,17 @@ enum RelaySigning {
 final class Relay<Policy: RelayPolicy>: RelayEndpoint {
     let policy: Policy
     let limits: RelayLimits
-    /// Whether a push starts its span (`RelayTrace`); without traces it starts none.
-    let traced: Bool
+    /// Which pushes start their span (`RelayTrace`); nil without traces.
+    let sampler: TraceSampler?
 
-    init(policy: Policy, limits: RelayLimits, traced: Bool = false) {
+    init(policy: Policy, limits: RelayLimits, sampler: TraceSampler? = nil) {
         self.policy = policy
         self.limits = limits
-        self.traced = traced
+        self.sampler = sampler
     }
 
     func handle(_ exchange: RelayExchange, done: @escaping @Sendable (RelayAnswer) -> Void) {
-        let span = traced ? RelayTrace.push(exchange, relay: policy.name) : nil
+        let span = sampler.flatMap { RelayTrace.push(exchange, relay: policy.name, sampler: $0) }
         let route: Policy.Route
         switch policy.route(exchange) {
         case let .success(routed):

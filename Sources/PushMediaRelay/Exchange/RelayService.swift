@@ -28,7 +28,7 @@ extension RelayService {
         try config.validate()
         let policy = try Policy(config: config, parts: parts, logger: logger)
         let (metrics, name) = (parts.metrics, policy.name)
-        let relay = Relay(policy: policy, limits: parts.limits, traced: parts.traced)
+        let relay = Relay(policy: policy, limits: parts.limits, sampler: parts.sampler)
         self.relay = relay
         listener = RelayListener(
             endpoint: relay, host: config.host, port: config.port, tls: try config.serverTLS(),

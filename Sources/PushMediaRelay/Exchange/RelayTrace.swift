@@ -10,11 +10,11 @@ import Tracing
 /// left its app's fair queue, with the status and the `apns-id` or FCM message name. Never the
 /// path (an APNs path ends in the device token), an authorization header, a key or a body.
 enum RelayTrace {
-    /// The push's span, a child of the sender's span when its headers carry one.
-    static func push(_ exchange: RelayExchange, relay: String) -> any Span {
-        var parent = ServiceContext.topLevel
-        InstrumentationSystem.instrument.extract(exchange.headers, into: &parent, using: HPACKFields())
-        let span = startSpan("\(relay) push", context: parent, ofKind: .server)
+    /// The push's span when `sampler` traces it, a child of the sender's span when its headers
+    /// carry one.
+    static func push(_ exchange: RelayExchange, relay: String, sampler: TraceSampler) -> (any Span)? {
+        guard let span = sampler.start("\(relay) push", ofKind: .server, from: exchange.headers, using: HPACKFields())
+        else { return nil }
         if span.isRecording {
             span.attributes["pushmedia.relay"] = relay
             span.attributes["http.request.method"] = exchange.method

@@ -3,18 +3,21 @@ import Hummingbird
 import PushMedia
 import Tracing
 
-/// The server span of each request when traces are on (`--otel-endpoint`; installed only then):
+/// The server span of each request the sampler traces (installed only with `--otel-endpoint`):
 /// joined to the caller's trace by its W3C `traceparent` and `tracestate`, named after the
 /// route, with the method, the route, the status and the outcome (`x-pushmedia-outcome`); it
 /// ends when the answer is ready. Never the path nor the query: a media URL's path carries its
 /// source, and a query may carry a token.
 struct TraceMiddleware<Context: RequestContext>: RouterMiddleware {
+    let sampler: TraceSampler
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        var parent = ServiceContext.current ?? .topLevel
-        InstrumentationSystem.instrument.extract(request.headers, into: &parent, using: HeaderFields())
-        let span = startSpan("HTTP \(request.method.rawValue)", context: parent, ofKind: .server)
+        guard
+            let span = sampler.start(
+                "HTTP \(request.method.rawValue)", ofKind: .server, from: request.headers, using: HeaderFields())
+        else { return try await next(request, context) }
         span.attributes["http.request.method"] = request.method.rawValue
         // Ends once the answer is ready (a stored file's bytes stream after it).
         defer { span.end() }

@@ -16,6 +16,8 @@ struct FleetWorkerService: Service {
     let holder: String
     let lease: Duration
     let concurrency: Int
+    /// Which items begin a trace: nil with traces off.
+    let sampler: TraceSampler?
     let logger: Logger
     var idle: Duration = .seconds(2)
     var retry: Duration = .seconds(5)
@@ -38,7 +40,8 @@ struct FleetWorkerService: Service {
                         continue
                     }
                     let worker = FleetWorker(
-                        queue: open, pipeline: pipeline, holder: holder, lease: lease, concurrency: concurrency)
+                        queue: open, pipeline: pipeline, holder: holder, lease: lease, concurrency: concurrency,
+                        sampler: sampler)
                     // Each item waits until no request waits for a job slot and one is free.
                     let tally = try await worker.work(batch: batch.name, mediaRoot: nil) { [gate = pipeline.gate] in
                         await gate?.idle()

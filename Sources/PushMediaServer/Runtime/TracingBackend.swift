@@ -1,4 +1,5 @@
 import CoreMetrics
+import Foundation
 import Logging
 import PushMedia
 import ServiceLifecycle
@@ -30,7 +31,12 @@ import Tracing
             otel.traces.otlpExporter.endpoint = exportURL
             otel.traces.otlpExporter.protocol = .httpProtobuf
             otel.traces.otlpExporter.headers = config.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-            otel.traces.sampler = Self.sampler(config)
+            // Whether a trace is recorded is decided before its first span (`TraceSampler`): every
+            // span the exporter is asked for is recorded. It would read OTEL_TRACES_SAMPLER over this
+            // (the settings already hold the variables' values, `checkAgainst(environment:)`).
+            otel.traces.sampler = .alwaysOn
+            unsetenv("OTEL_TRACES_SAMPLER")
+            unsetenv("OTEL_TRACES_SAMPLER_ARG")
             otel.traces.batchSpanProcessor.maxQueueSize = config.maxQueue
             otel.traces.batchSpanProcessor.maxExportBatchSize = min(512, config.maxQueue)
             // A collector that does not take a batch within 5 s (10 s and 30 s by default) loses it:
@@ -43,20 +49,6 @@ import Tracing
             let (tracer, service) = try OTel.makeTracingBackend(configuration: otel)
             InstrumentationSystem.bootstrap(tracer)
             self.service = service
-        }
-
-        private static func sampler(_ config: TracingConfig)
-            -> OTel.Configuration.TracesConfiguration.SamplerConfiguration
-        {
-            switch config.sampler {
-            case .alwaysOn: .alwaysOn
-            case .alwaysOff: .alwaysOff
-            case .traceIDRatio: .traceIDRatio(ratio: config.samplerRatio) ?? .traceIDRatio
-            case .parentBasedAlwaysOn: .parentBasedAlwaysOn
-            case .parentBasedAlwaysOff: .parentBasedAlwaysOff
-            case .parentBasedTraceIDRatio:
-                .parentBasedTraceIDRatio(ratio: config.samplerRatio) ?? .parentBasedTraceIDRatio
-            }
         }
     }
 

@@ -5,16 +5,6 @@ import PushMedia
 /// also reads the variable the OpenTelemetry convention gives it (`OTEL_EXPORTER_OTLP_ENDPOINT`,
 /// `OTEL_SERVICE_NAME`, …) when its `PUSHMEDIA_OTEL_*` one is absent.
 public struct TracingConfig: Equatable, Sendable {
-    /// How the sampler decides whether a trace is recorded (OpenTelemetry's `OTEL_TRACES_SAMPLER`).
-    public enum Sampler: String, CaseIterable, Sendable {
-        case alwaysOn = "always_on"
-        case alwaysOff = "always_off"
-        case traceIDRatio = "traceidratio"
-        case parentBasedAlwaysOn = "parentbased_always_on"
-        case parentBasedAlwaysOff = "parentbased_always_off"
-        case parentBasedTraceIDRatio = "parentbased_traceidratio"
-    }
-
     /// `--otel-endpoint`: the collector's OTLP/HTTP base URL; traces go to `<url>/v1/traces`.
     public var endpoint: String?
     /// `--otel-traces-endpoint`: the full URL traces are posted to (wins over `endpoint`).
@@ -26,13 +16,18 @@ public struct TracingConfig: Equatable, Sendable {
     /// `--otel-resource-attributes`: more resource attributes (`key=value,…`).
     public var resourceAttributes: [String: String] = [:]
     /// `--otel-sampler`: parentbased_always_on (OpenTelemetry's default).
-    public var sampler = Sampler.parentBasedAlwaysOn
+    public var sampler = TraceSampler.Rule.parentBasedAlwaysOn
     /// `--otel-sampler-arg`: the ratio of the `*traceidratio` samplers: 1.
     public var samplerRatio = 1.0
     /// `--otel-max-queue`: finished spans held for export; past it new ones are dropped (and
     /// counted, `pushmedia_trace_spans_dropped_total`): 2048.
     public var maxQueue = 2048
     public init() {}
+
+    /// Which work begins a recorded trace (the server makes it once): nil with traces off.
+    public func makeSampler() -> TraceSampler? {
+        exportURL == nil ? nil : TraceSampler(rule: sampler, ratio: samplerRatio)
+    }
 
     /// Where spans are posted, or nil: tracing off.
     public var exportURL: String? {
@@ -155,11 +150,11 @@ public struct TracingConfig: Equatable, Sendable {
         Setting(
             "otel-sampler", "PUSHMEDIA_OTEL_SAMPLER", fallback: "OTEL_TRACES_SAMPLER", commands: [.serve],
             default: "`parentbased_always_on`",
-            help: "Which traces are recorded: " + Sampler.allCases.map(\.rawValue).joined(separator: ", ")
+            help: "Which traces are recorded: " + TraceSampler.Rule.allCases.map(\.rawValue).joined(separator: ", ")
         ) {
             config, value throws(ConfigError) in
-            guard let sampler = Sampler(rawValue: value.text.lowercased()) else {
-                throw value.invalid(expected: Sampler.allCases.map(\.rawValue).joined(separator: ", "))
+            guard let sampler = TraceSampler.Rule(rawValue: value.text.lowercased()) else {
+                throw value.invalid(expected: TraceSampler.Rule.allCases.map(\.rawValue).joined(separator: ", "))
             }
             config.tracing.sampler = sampler
         },
