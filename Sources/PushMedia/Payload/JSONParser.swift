@@ -65,27 +65,17 @@ private struct JSONParser {
             guard pos < bytes.count else { throw error(.unexpectedEnd, at: pos) }
             var value: JSONValue
             switch bytes[pos] {
-            case Self.openBracket:
+            case Self.openBracket, Self.openBrace:
+                let isObject = bytes[pos] == Self.openBrace
                 guard stack.count < maxDepth else { throw tooDeep(at: pos) }
                 pos += 1
                 skipWhitespace()
-                if pos < bytes.count, bytes[pos] == Self.closeBracket {
+                if pos < bytes.count, bytes[pos] == (isObject ? Self.closeBrace : Self.closeBracket) {
                     pos += 1
-                    value = .array([])
+                    value = isObject ? .object(JSONObject()) : .array([])
                 } else {
-                    stack.append(Frame(isObject: false))
-                    continue nextValue
-                }
-            case Self.openBrace:
-                guard stack.count < maxDepth else { throw tooDeep(at: pos) }
-                pos += 1
-                skipWhitespace()
-                if pos < bytes.count, bytes[pos] == Self.closeBrace {
-                    pos += 1
-                    value = .object(JSONObject())
-                } else {
-                    var frame = Frame(isObject: true)
-                    frame.pendingKey = try parseMemberKey(in: frame.object)
+                    var frame = Frame(isObject: isObject)
+                    if isObject { frame.pendingKey = try parseMemberKey(in: frame.object) }
                     stack.append(frame)
                     continue nextValue
                 }
