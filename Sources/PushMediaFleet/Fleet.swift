@@ -15,8 +15,10 @@ public final class Fleet: JobCoordinator, Service {
     public let database: FleetDatabase
     /// This node's name in the leases it holds.
     public let node: String
-    private let lease: Duration
-    private let sampler: TraceSampler?
+    /// How long a lease lasts without renewal (`--fleet-lease`).
+    public let lease: Duration
+    /// Which of this node's work that no caller sent (batch items, purges heard) begins a trace.
+    let sampler: TraceSampler?
     private let client: PostgresClient
     private let logger: Logger
     /// Waiters for other nodes' jobs, by cache key.

@@ -4,28 +4,21 @@ import Tracing
 
 /// Works fleet batches' items with a pipeline, for `pushmedia work` and `serve --fleet-worker`:
 /// takes them from the queue a few at a time under the node's name, renews their leases while it
-/// works, processes each as `batch` does and records its result. `concurrency` items are
+/// works (the fleet's lease), processes each as `batch` does and records its result, each item in
+/// a trace of its own when the fleet's sampler traces it. `concurrency` items are
 /// processed at once and as many more are taken ahead; a slot that frees takes the next item at
 /// once (no round waits for its slowest item).
 public struct FleetWorker: Sendable {
     public let queue: FleetQueue
+    /// The node it works for: items are held under its name, for its lease.
+    public let fleet: Fleet
     public let pipeline: Pipeline
-    /// The name the items are held under (the node's, as its jobs' leases).
-    public let holder: String
-    public let lease: Duration
     public let concurrency: Int
-    let sampler: TraceSampler?
 
-    /// `sampler` decides which items begin a trace (nil: traces off).
-    public init(
-        queue: FleetQueue, pipeline: Pipeline, holder: String, lease: Duration, concurrency: Int,
-        sampler: TraceSampler? = nil
-    ) {
-        self.sampler = sampler
+    public init(queue: FleetQueue, fleet: Fleet, pipeline: Pipeline, concurrency: Int) {
         self.queue = queue
+        self.fleet = fleet
         self.pipeline = pipeline
-        self.holder = holder
-        self.lease = lease
         self.concurrency = concurrency
     }
 
@@ -53,9 +46,8 @@ public struct FleetWorker: Sendable {
     public func work(
         batch name: String, mediaRoot: String?, mayStart: @escaping @Sendable () async -> Void = {}
     ) async throws -> Tally {
-        let (queue, holder, lease, pipeline, sampler) = (
-            self.queue, self.holder, self.lease, self.pipeline, self.sampler
-        )
+        let (queue, pipeline) = (self.queue, self.pipeline)
+        let (holder, lease, sampler) = (fleet.node, fleet.lease, fleet.sampler)
         // Renews the lease of every item held here, every third of the lease.
         let renewal = Task {
             while !Task.isCancelled {

@@ -213,8 +213,7 @@ func buildApplication(
         if server.fleetWorker > 0 {
             services.append(
                 FleetWorkerService(
-                    database: fleet.database, pipeline: parts.pipeline, holder: fleet.node, lease: config.fleetLease,
-                    concurrency: server.fleetWorker, sampler: sampler, logger: logger))
+                    fleet: fleet, pipeline: parts.pipeline, concurrency: server.fleetWorker, logger: logger))
         }
     }
     // What SIGHUP reloads: add a `Reloadable` here to make another part reloadable.

@@ -67,8 +67,7 @@ struct WorkCommand: AsyncParsableCommand {
             throw Exit.ioError
         }
         let mediaRoot = config.mediaRoot ?? FleetWorker.mediaRoot(ofLocation: input)
-        let worker = FleetWorker(
-            queue: queue, pipeline: pipeline, holder: coordinator.node, lease: lease, concurrency: concurrency)
+        let worker = FleetWorker(queue: queue, fleet: coordinator, pipeline: pipeline, concurrency: concurrency)
         var tally = FleetWorker.Tally()
         var deleted = false
         do {

@@ -11,13 +11,10 @@ import ServiceLifecycle
 /// `retry`, with one warning. Local media paths in a batch are not read here (the hook never
 /// reads local files): run `pushmedia work` for a batch that has them.
 struct FleetWorkerService: Service {
-    let database: FleetDatabase
+    /// The node's fleet: its database, its name, its lease and its traces' sampler.
+    let fleet: Fleet
     let pipeline: Pipeline
-    let holder: String
-    let lease: Duration
     let concurrency: Int
-    /// Which items begin a trace: nil with traces off.
-    let sampler: TraceSampler?
     let logger: Logger
     var idle: Duration = .seconds(2)
     var retry: Duration = .seconds(5)
@@ -29,7 +26,11 @@ struct FleetWorkerService: Service {
             while !Task.isCancelled {
                 do {
                     let open: FleetQueue
-                    if let queue { open = queue } else { open = try await FleetQueue.open(database, logger: logger) }
+                    if let queue {
+                        open = queue
+                    } else {
+                        open = try await FleetQueue.open(fleet.database, logger: logger)
+                    }
                     queue = open
                     if failing {
                         failing = false
@@ -39,9 +40,7 @@ struct FleetWorkerService: Service {
                         try await Task.sleep(for: idle)
                         continue
                     }
-                    let worker = FleetWorker(
-                        queue: open, pipeline: pipeline, holder: holder, lease: lease, concurrency: concurrency,
-                        sampler: sampler)
+                    let worker = FleetWorker(queue: open, fleet: fleet, pipeline: pipeline, concurrency: concurrency)
                     // Each item waits until no request waits for a job slot and one is free.
                     let tally = try await worker.work(batch: batch.name, mediaRoot: nil) { [gate = pipeline.gate] in
                         await gate?.idle()
