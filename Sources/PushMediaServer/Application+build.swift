@@ -56,11 +56,11 @@ public struct ServerParts: Sendable {
 
     /// The same, with the relays' upstreams `upstreams` makes (HTTP/2 over TLS to Apple and
     /// Google, as shipped), the fleet's coordination, the relays' lines written to `logSink`,
-    /// `publicMediaBase`, and the traces' `sampler`.
+    /// `publicMediaBase`, the traces' `sampler`, and the `clock` the store judges freshness by.
     init(
         config: PushMediaConfig, server: ServerConfig, upstreams: UpstreamMaker,
         coordinator: (any JobCoordinator)? = nil, logger: Logger = Logger(label: "pushmedia"), logSink: LogSink? = nil,
-        publicMediaBase: String? = nil, sampler: TraceSampler? = nil
+        publicMediaBase: String? = nil, sampler: TraceSampler? = nil, clock: WallClock = .system
     ) throws {
         let config = ServerConfig.served(config)
         self.server = server
@@ -69,7 +69,7 @@ public struct ServerParts: Sendable {
         live = try LiveSettings(server)
         // The process's threads, gates and budgets, built once.
         let pipeline = try Pipeline(
-            config: config, resources: ProcessResources(config: config), coordinator: coordinator)
+            config: config, resources: ProcessResources(config: config), coordinator: coordinator, clock: clock)
         self.pipeline = pipeline
         answers = RepeatAnswers(byteLimit: server.memoBytes)
         var logDrops: (@Sendable () -> Int)?
@@ -91,10 +91,11 @@ public struct ServerParts: Sendable {
 /// The router: `/v1/process`, `/v1/batch` and `/metrics` (authenticated when tokens or a secret are set;
 /// `/metrics` is not here when `--metrics-port` gives it a listener of its own), `/media/<name>`,
 /// `/preview` (see `ServerConfig.previewEnabled`), `/healthz`, `/readyz`, `/openapi.yaml`, and media
-/// URLs (`/<signature>/<options>/<source>`) on every other path, when configured.
-public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init) -> Router<
-    AppRequestContext
-> {
+/// URLs (`/<signature>/<options>/<source>`) on every other path, when configured. `now` is what
+/// signed requests' times are checked against, `clock` what the media URLs' kept answers age by.
+public func buildRouter(
+    _ parts: ServerParts, now: @escaping @Sendable () -> Date = Date.init, clock: DeadlineClock = .continuous
+) -> Router<AppRequestContext> {
     let server = parts.server
     let router = Router(context: AppRequestContext.self)
     // First, so that the request's line and every step's are written inside its span.
@@ -118,7 +119,7 @@ public func buildRouter(_ parts: ServerParts, now: @escaping @Sendable () -> Dat
     MediaRoutes<AppRequestContext>(media: media).add(to: router)
     MediaURLRoutes<AppRequestContext>(
         pipeline: parts.pipeline, live: parts.live, metrics: parts.metrics, media: media,
-        paths: MediaURLPaths(keepsAnswers: server.memoBytes > 0)
+        paths: MediaURLPaths(keepsAnswers: server.memoBytes > 0), clock: clock
     ).add(to: router)
     PreviewRoutes<AppRequestContext>(
         pipeline: parts.pipeline, server: server, metrics: parts.metrics,

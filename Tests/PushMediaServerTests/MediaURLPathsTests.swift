@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import PushMedia
+import PushMediaTestSupport
 import Testing
 
 @testable import PushMediaServer
@@ -14,10 +15,12 @@ extension MediaURLRouteTests {
     /// pipeline; a reload of the keys or a purge is seen all the same.
     @Test func aKeptAnswerFollowsKeyReloadsAndPurges() async throws {
         let rotated = try #require(MediaURLKey(hexKey: "00ff", hexSalt: "ff00"))
-        let server = try server(urls: {
-            $0.keys.append("00ff")
-            $0.salts.append("ff00")
-        })
+        let clock = TestClock()
+        let server = try server(
+            urls: {
+                $0.keys.append("00ff")
+                $0.salts.append("ff00")
+            }, clock: clock)
         let source = origin.url("/photo.jpg")
         let (good, old) = (Self.signed(source, key: Self.testKey), Self.signed(source, key: rotated))
         try await server.test { client in
@@ -43,7 +46,7 @@ extension MediaURLRouteTests {
             // Purged: once the kept answer's second is over, the next request makes the file again.
             let purged = try await server.parts.pipeline.purge(urls: [source])
             #expect(purged.first?.entries ?? 0 > 0)
-            try await Task.sleep(for: MediaURLPaths.recheck + .milliseconds(50))
+            clock.advance(by: MediaURLPaths.recheck)
             try await client.execute(uri: good, method: .get) { response in
                 #expect(response.status == .ok)
                 #expect(Self.header(response, "X-PushMedia-Outcome") == "processed")

@@ -30,15 +30,18 @@ struct MediaURLRouteTests {
 
     /// A server with media URLs signed by the test key and unsigned ones for the origin.
     func server(
-        _ adjust: (inout PushMediaConfig) -> Void = { _ in }, urls: (inout MediaURLConfig) -> Void = { _ in }
+        _ adjust: (inout PushMediaConfig) -> Void = { _ in }, urls: (inout MediaURLConfig) -> Void = { _ in },
+        clock: TestClock? = nil
     ) throws -> TestServer {
         let prefix = try #require(SourcePrefix(origin.baseURL + "/"))
-        return try TestServer(adjust) { server in
-            server.urls.keys = [Self.key]
-            server.urls.salts = [Self.salt]
-            server.urls.allowedSources = [prefix]
-            urls(&server.urls)
-        }
+        return try TestServer(
+            adjust,
+            server: { server in
+                server.urls.keys = [Self.key]
+                server.urls.salts = [Self.salt]
+                server.urls.allowedSources = [prefix]
+                urls(&server.urls)
+            }, clock: clock)
     }
 
     /// `/insecure/pr:<profile>/plain/<source>@<ext>`.

@@ -133,7 +133,8 @@ struct RouterTests {
     }
 
     @Test func repeatedBodiesAreAnsweredFromTheMemoWhileTheirFilesExist() async throws {
-        let server = try TestServer()
+        let clock = TestClock()
+        let server = try TestServer(clock: clock)
         let body = payloadJSON(origin.url("/photo"), extra: #","campaign":"c-9""#)
         try await server.test { client in
             var answers: [JSONObject] = []
@@ -178,7 +179,7 @@ struct RouterTests {
             let url = try #require(answers[3]["payload"]?.objectValue?["media_url"]?.stringValue)
             let name = try #require(url.split(separator: "/").last.map(String.init))
             try FileManager.default.removeItem(atPath: server.store.file(name))
-            try await Task.sleep(for: MediaStore.checkEvery + .milliseconds(50))
+            clock.advance(by: MediaStore.checkEvery)
             try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: body)) { response in
                 let outcome = try #require(response.body.object?["outcome"]?.objectValue)
                 #expect(outcome["status"] == .string("processed") && outcome["cache_hit"] == .bool(false))

@@ -18,15 +18,15 @@ final class TestServer: @unchecked Sendable {
     init(
         _ adjust: (inout PushMediaConfig) -> Void = { _ in },
         server adjustServer: (inout ServerConfig) -> Void = { _ in },
-        now: @escaping @Sendable () -> Date = Date.init
+        now: @escaping @Sendable () -> Date = Date.init, clock: TestClock? = nil
     ) throws {
         var config = testConfig(store: store)
         config.baseURL = "https://media.example.com/media"
         adjust(&config)
         var server = ServerConfig()
         adjustServer(&server)
-        parts = try ServerParts(config: config, server: server)
-        router = buildRouter(parts, now: now)
+        parts = try ServerParts(config: config, server: server, upstreams: .http2, clock: clock?.wall ?? .system)
+        router = buildRouter(parts, now: now, clock: clock?.deadlines ?? .continuous)
     }
 
     func test<Value>(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {

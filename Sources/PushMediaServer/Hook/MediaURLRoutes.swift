@@ -17,6 +17,8 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
     let media: StoredMedia
     /// Paths parsed before, and the answers last given for them.
     let paths: MediaURLPaths
+    /// What a kept answer's second is read against.
+    var clock = DeadlineClock.continuous
 
     func add(to router: Router<Context>) {
         router.get("**", use: serve)
@@ -27,7 +29,7 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
         let current = live.current
         guard current.urls.enabled else { throw APIError(.notFound, code: "not_found", message: "no such route") }
         let path = request.uri.path
-        let now = ContinuousClock.now
+        let now = clock.now
         // The answer given for this path within the last second, under the same settings: what
         // the rest of this function decided then and would decide again.
         if let answer = paths.answer(path, generation: current.generation, now: now) {
