@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import relay_harness  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tracing"))
-from trace_checks import expect_relayed_push, named, relay_receiver, trace, traceparent  # noqa: E402
+from trace_checks import expect_logged, expect_relayed_push, named, relay_receiver, trace, traceparent  # noqa: E402
 from relay_harness import (  # noqa: E402
     CHECKS, CheckFailed, check, expect, free_port, http_get, private_pem, run_checks)
 
@@ -1125,7 +1125,8 @@ def relay_client_certificates(world):
 def relay_traces(world):
     """A rich push carrying the sender's traceparent is one trace at an OTLP receiver: the push's
     span (topic, push type, app), its media's spans, the exchange with the stand-in (apns-id, its
-    wait in the fair queue as an event); no device token nor authorization in it."""
+    wait in the fair queue as an event); no device token nor authorization in it. The push's log
+    line carries the trace's and the push span's ids."""
     with relay_receiver() as receiver:
         relay = world.relay("relay-traced", lambda: world.standin.base, extra=["--otel-endpoint", receiver.url])
         header, trace_id, parent = traceparent()
@@ -1141,6 +1142,7 @@ def relay_traces(world):
         entry = world.single_entry(world.standin, token)
         expect("traceparent" not in entry["headers"], f"the push reached Apple's stand-in with {entry['headers']}")
         expect(named(spans, "pushmedia.fetch"), "no fetch span for the push's media")
+        expect_logged(relay.proc.err_path, trace_id, root["span_id"], [token, bearer[7:]])
 
 
 @check("relay")

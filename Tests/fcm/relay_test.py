@@ -50,7 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import relay_harness  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tracing"))
-from trace_checks import expect_relayed_push, named, relay_receiver, trace, traceparent  # noqa: E402
+from trace_checks import expect_logged, expect_relayed_push, named, relay_receiver, trace, traceparent  # noqa: E402
 from relay_harness import (  # noqa: E402
     CHECKS, CheckFailed, check, expect, free_port, http_get, private_pem, run_checks)
 
@@ -645,7 +645,8 @@ def relay_outcome_header(world):
 def relay_traces(world):
     """A rich message carrying the sender's traceparent is one trace at an OTLP receiver: the
     message's span (its project), its image's spans, the exchange with the stand-in (its message
-    name, its wait in the fair queue as an event); no registration token nor authorization in it."""
+    name, its wait in the fair queue as an event); no registration token nor authorization in it.
+    The message's log line carries the trace's and the message span's ids."""
     with relay_receiver() as receiver:
         relay = world.relay("relay-traced", lambda: world.standin.base, extra=["--otel-endpoint", receiver.url])
         header, trace_id, parent = traceparent()
@@ -659,6 +660,7 @@ def relay_traces(world):
         entry = world.single_entry(world.standin, token)
         expect("traceparent" not in entry["headers"], f"the message reached Google's stand-in with {entry['headers']}")
         expect(named(spans, "pushmedia.fetch"), "no fetch span for the message's image")
+        expect_logged(relay.proc.err_path, trace_id, root["span_id"], [token, BEARER.split(" ", 1)[1]])
 
 
 @check("relay")

@@ -90,3 +90,20 @@ def expect_relayed_push(spans, parent, relay, secrets_, app, topic=None):
     expect([e["name"] for e in upstream["events"]] == ["dequeued"], f"upstream events {upstream['events']}")
     expect(upstream["attributes"].get("http.response.status_code") == 200, f"upstream {upstream['attributes']}")
     return root, upstream
+
+
+def expect_logged(log_path, trace_id, span_id, absent, timeout=5.0):
+    """A line of the log at `log_path` carries `trace_id` and `span_id` (within `timeout`: the log
+    is written in the background); the log holds none of `absent`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(log_path, "rb") as f:
+            log = f.read().decode(errors="replace")
+        lines = [line for line in log.splitlines() if f"trace_id={trace_id}" in line]
+        if any(f"span_id={span_id}" in line for line in lines):
+            break
+        expect(time.monotonic() < deadline, f"no log line with trace_id={trace_id} span_id={span_id}: "
+               f"{lines[:2]} {log[-600:]}")
+        time.sleep(0.1)
+    for text in absent:
+        expect(text not in log, f"the log shows {text[:12]}…")

@@ -40,10 +40,11 @@ public enum PipelineTrace {
         return startSpan(name, context: context, ofKind: kind)
     }
 
-    /// `operation` with `span`'s context current (as is), or as it is when there is no span.
+    /// `operation` with `span`'s context current (`context(of:)`: a log line written in it
+    /// carries the span's ids when it records), or as it is when there is no span.
     public static func within<T>(_ span: (any Span)?, _ operation: () throws -> T) rethrows -> T {
         guard let span else { return try operation() }
-        return try ServiceContext.$current.withValue(span.context, operation: operation)
+        return try ServiceContext.$current.withValue(context(of: span), operation: operation)
     }
 
     /// The same, for async work.
@@ -51,7 +52,8 @@ public enum PipelineTrace {
         _ span: (any Span)?, isolation: isolated (any Actor)? = #isolation, _ operation: () async throws -> T
     ) async rethrows -> T {
         guard let span else { return try await operation() }
-        return try await ServiceContext.$current.withValue(span.context, operation: operation, isolation: isolation)
+        return try await ServiceContext.$current.withValue(
+            context(of: span), operation: operation, isolation: isolation)
     }
 
     /// The payload's outcome on its span: status, reason, cache hit, profile, vendor, the
