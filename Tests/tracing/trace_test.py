@@ -187,6 +187,32 @@ def media_url_miss_then_hit(world):
     serve.proc.stop()
 
 
+@check("batch")
+def batch_items_are_one_trace(world):
+    """A /v1/batch of two payloads with a traceparent: one trace, the server span with one
+    pushmedia.payload span per item under it, each with its own resolve."""
+    serve = world.serve("batch")
+    header, trace_id, parent = traceparent()
+    payloads = [{"aps": {"alert": {"title": "Trace", "body": f"item {n}"}, "mutable-content": 1},
+                 "media_url": f"http://127.0.0.1:{world.origin.port}{path}?{SECRET_QUERY}"}
+                for n, path in enumerate(("/img/banner", "/img/load"))]
+    status, _, body = serve.request("POST", "/v1/batch", json.dumps({"payloads": payloads}).encode(),
+                                    {"traceparent": header})
+    expect(status == 200, f"/v1/batch answered {status}: {body[:200]!r}")
+    spans = trace(world.receiver, trace_id, lambda s: len(named(s, "pushmedia.payload")) == 2
+                  and len(named(s, "pushmedia.resolve")) == 2 and named(s, "POST /v1/batch"))
+    root = expect_joined(spans, parent, [TOKEN, SECRET_QUERY])
+    expect(root["name"] == "POST /v1/batch" and root["attributes"].get("http.route") == "/v1/batch",
+           f"the server span is {root['name']!r} {root['attributes']}")
+    items = named(spans, "pushmedia.payload")
+    expect(len(items) == 2 and all(s["parent_span_id"] == root["span_id"] for s in items),
+           f"{len(items)} payload spans, parents {[s['parent_span_id'] for s in items]}, server span {root['span_id']}")
+    resolves = named(spans, "pushmedia.resolve")
+    expect(sorted(s["parent_span_id"] for s in resolves) == sorted(s["span_id"] for s in items),
+           "each item's resolve is not under its own payload span")
+    serve.proc.stop()
+
+
 @check("unsampled")
 def a_callers_unsampled_trace_is_not_recorded(world):
     """The default sampler follows the caller: a traceparent whose sampled flag is off records
