@@ -89,7 +89,8 @@ struct SettingsFileTests {
     }
 
     /// SIGHUP reads the file again: new tokens and media URL sources take effect at once; a
-    /// setting that needs a restart is named; a broken file keeps what is in force.
+    /// setting that needs a restart is named; a broken file keeps what is in force. The first is
+    /// sent by `pushmedia reload --pid`, which refuses a process that is not pushmedia.
     @Test func sighupReloadsWhatCanChange() async throws {
         let directory = TemporaryDirectory()
         let path = directory.file("pushmedia.yaml")
@@ -111,8 +112,9 @@ struct SettingsFileTests {
         #expect(try await status("first-token-0123456789") == 200)
         #expect(try await status("second-token-0123456789") == 401)
         #expect(try await mediaURLs() == 404)
-        /// SIGHUP, then the wait for the reload's line in the log (reloaded or not).
-        func hangUpAndWait() async throws {
+        /// SIGHUP (by `pushmedia reload` when `command`), then the wait for the reload's line in the
+        /// log (reloaded or not).
+        func hangUpAndWait(command: Bool = false) async throws {
             func reloads() -> Int {
                 server.log.withLock { log in
                     ["settings reloaded", "settings not reloaded"].reduce(0) {
@@ -121,13 +123,23 @@ struct SettingsFileTests {
                 }
             }
             let before = reloads()
-            kill(server.process.processIdentifier, SIGHUP)
+            if command {
+                let pid = server.process.processIdentifier
+                let (status, output) = try Self.pushmedia(["reload", "--pid", "\(pid)"])
+                #expect(status == 0 && output.contains("sent SIGHUP to pushmedia (process \(pid))"), "\(output)")
+            } else {
+                kill(server.process.processIdentifier, SIGHUP)
+            }
             #expect(try await eventually { reloads() > before }, "no reload in the log")
         }
         try write(
             "token: [second-token-0123456789]\nstore: \(directory.file("store"))\nbudget: 3s\n"
                 + "url-allow-source: https://127.0.0.9/\n")
-        try await hangUpAndWait()
+        // A process that is not pushmedia (this test's) is not signalled.
+        let (refused, why) = try Self.pushmedia(["reload", "--pid", "\(getpid())"])
+        #expect(refused == 1 && why.contains("not pushmedia: give serve's process id with --pid"), "\(why)")
+        #expect(try await status("second-token-0123456789") == 401, "reloaded by a refused reload")
+        try await hangUpAndWait(command: true)
         #expect(try await status("first-token-0123456789") == 401)
         #expect(try await status("second-token-0123456789") == 200)
         #expect(try await mediaURLs() == 403, "media URLs on, this source outside the allow-list")
@@ -139,5 +151,19 @@ struct SettingsFileTests {
         #expect(log.contains("these settings change only with a restart") && log.contains("settings=budget"), "\(log)")
         #expect(log.contains("settings not reloaded, those in force kept"))
         #expect(!log.contains("second-token-0123456789"), "a token in the log")
+    }
+
+    /// Runs `pushmedia arguments` to its end: its exit status, and what it wrote to stdout and stderr.
+    static func pushmedia(_ arguments: [String]) throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
     }
 }
