@@ -197,6 +197,46 @@ grep -qi '^content-disposition: inline; filename="banner.jpg"' "$work/url.header
   || fail "the media URL's answer names no banner.jpg: $(cat "$work/url.headers")"
 ok "a media URL (GET /insecure/pr:ios/plain/<source>@jpg) answered a JPEG saved as banner.jpg"
 
+# HTTPS through the libcurl built here: it trusts the CA certificates at
+# /etc/ssl/certs/ca-certificates.crt. `pushmedia process` in a container of its own, against an
+# HTTPS origin on the host whose test CA is mounted over that file: processed; with the image's
+# own file (which does not hold the test CA): refused for the certificate.
+TLS_PORT=$(free_port)
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/ca.key" -out "$work/ca.pem" \
+  -days 1 -subj "/CN=image test CA" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/tls.key" -out "$work/tls.csr" \
+  -subj "/CN=$GATEWAY" 2>/dev/null
+printf 'subjectAltName=IP:%s\n' "$GATEWAY" >"$work/tls.ext"
+openssl x509 -req -in "$work/tls.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -out "$work/tls.pem" \
+  -days 1 -extfile "$work/tls.ext" 2>/dev/null
+python3 - "$GATEWAY" "$TLS_PORT" "$work/tls.pem" "$work/tls.key" "$work/origin" >"$work/tls-origin.log" 2>&1 <<'PY' &
+import functools, http.server, ssl, sys
+host, port, cert, key, root = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=root)
+server = http.server.ThreadingHTTPServer((host, port), handler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(cert, key)
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+PY
+tls_origin=$!
+for _ in $(seq 100); do
+  curl -s --cacert "$work/ca.pem" -o /dev/null "https://$GATEWAY:$TLS_PORT/banner.webp" && break
+  sleep 0.05
+done
+tls_process() {  # [podman run arguments...] → the rewritten payload's pushmedia.status and .reason
+  printf '{"aps": {"alert": "HTTPS"}, "media_url": "https://%s:%s/banner.webp"}' "$GATEWAY" "$TLS_PORT" |
+    podman run --rm -i --read-only --tmpfs /tmp "$@" -e "PUSHMEDIA_TRUSTED_PEERS=$GATEWAY:$TLS_PORT" "$IMAGE" \
+      process --store /tmp/store --base-url https://media.example/m - 2>>"$work/tls.err" |
+    json 'd["pushmedia"]["status"] + " " + str(d["pushmedia"].get("reason"))'
+}
+answer=$(tls_process -v "$work/ca.pem:/etc/ssl/certs/ca-certificates.crt:ro")
+[ "$answer" = "processed None" ] || fail "HTTPS with the test CA trusted: $answer: $(tail -3 "$work/tls.err")"
+answer=$(tls_process)
+case $answer in rejected\ *) ;; *) fail "HTTPS from an origin the image does not trust: $answer" ;; esac
+kill "$tls_origin" 2>/dev/null || true
+ok "HTTPS through the image's libcurl: processed with the origin's CA in ca-certificates.crt, $answer without"
+
 # 5. SIGTERM: a graceful stop, exit code 0, well within the grace period.
 GRACE=30
 start=$(now)
