@@ -232,11 +232,13 @@ def a_callers_unsampled_trace_is_not_recorded(world):
 
 @check("ratio")
 def a_ratio_sampler_records_its_share(world):
-    """parentbased_traceidratio 0.1, given as OpenTelemetry's variables: of 300 requests without a
-    traceparent about 30 are recorded, each a whole trace; a caller's sampled traceparent is
-    followed. The exporter reads the same variables: were it to sample again, about 3 would be."""
-    serve = world.serve("ratio", "--otel-service-name", "pushmedia-ratio",
-                        env={"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"})
+    """Traces set up by OpenTelemetry's variables alone (OTEL_EXPORTER_OTLP_ENDPOINT, a sampler of
+    parentbased_traceidratio 0.1): of 300 requests without a traceparent about 30 are recorded,
+    each a whole trace; a caller's sampled traceparent is followed. The exporter reads the same
+    variables: were it to sample again, about 3 would be."""
+    serve = world.serve("ratio", "--otel-service-name", "pushmedia-ratio", endpoint=None,
+                        env={"OTEL_EXPORTER_OTLP_ENDPOINT": world.receiver.url,
+                             "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"})
     status, _, _ = serve.process("/img/hit")
     expect(status == 200, f"/v1/process answered {status}")
     for n in range(300):
