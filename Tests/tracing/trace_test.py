@@ -72,6 +72,12 @@ class Serve:
         headers = {"traceparent": parent} if parent else {}
         return self.request("POST", "/v1/process", json.dumps(payload).encode(), headers)
 
+    def processed(self, media_path, parent=None, text="text"):
+        """process(), which must answer 200: its headers and body."""
+        status, headers, body = self.process(media_path, parent=parent, text=text)
+        expect(status == 200, f"/v1/process answered {status}: {body[:200]!r}")
+        return headers, body
+
     def metric(self, name):
         status, _, body = self.request("GET", "/metrics")
         expect(status == 200, f"/metrics answered {status}")
@@ -119,8 +125,7 @@ class World:
 def hook_request_joins_the_callers_trace(world):
     serve = world.serve("hook", "--otel-headers", f"x-collector-key={COLLECTOR_KEY}")
     header, trace_id, parent = traceparent()
-    status, headers, body = serve.process("/img/banner", parent=header)
-    expect(status == 200, f"/v1/process answered {status}: {body[:200]!r}")
+    serve.processed("/img/banner", parent=header)
     steps = ("pushmedia.fetch", "pushmedia.sniff", "pushmedia.decide", "pushmedia.transcode", "pushmedia.store.put",
              "pushmedia.store.record", "pushmedia.rewrite")
     spans = trace(world.receiver, trace_id, lambda s: all(named(s, n) for n in steps) and named(s, "POST /v1/process"))
@@ -219,11 +224,9 @@ def a_callers_unsampled_trace_is_not_recorded(world):
     nothing (and the work under it starts no span), the next one, sampled, is recorded."""
     serve = world.serve("unsampled")
     _, trace_id, parent = traceparent()
-    status, _, _ = serve.process("/img/banner", parent=f"00-{trace_id}-{parent}-00")
-    expect(status == 200, f"/v1/process answered {status}")
+    serve.processed("/img/banner", parent=f"00-{trace_id}-{parent}-00")
     header, sampled_id, _ = traceparent()
-    status, _, _ = serve.process("/img/banner", parent=header)
-    expect(status == 200, f"/v1/process answered {status}")
+    serve.processed("/img/banner", parent=header)
     trace(world.receiver, sampled_id, lambda s: named(s, "POST /v1/process") and named(s, "pushmedia.payload"))
     time.sleep(0.5)
     expect(not [s for s in world.receiver.spans() if s["trace_id"] == trace_id], "the unsampled trace was exported")
@@ -239,15 +242,12 @@ def a_ratio_sampler_records_its_share(world):
     serve = world.serve("ratio", "--otel-service-name", "pushmedia-ratio", endpoint=None,
                         env={"OTEL_EXPORTER_OTLP_ENDPOINT": world.receiver.url,
                              "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"})
-    status, _, _ = serve.process("/img/hit")
-    expect(status == 200, f"/v1/process answered {status}")
+    serve.processed("/img/hit")
     for n in range(300):
         # Each text its own (a repeated body is answered from memory, without the pipeline's spans).
-        status, _, _ = serve.process("/img/hit", text=f"text {n}")
-        expect(status == 200, f"/v1/process answered {status}")
+        serve.processed("/img/hit", text=f"text {n}")
     header, sampled_id, _ = traceparent()
-    status, _, _ = serve.process("/img/hit", parent=header)
-    expect(status == 200, f"/v1/process answered {status}")
+    serve.processed("/img/hit", parent=header)
     trace(world.receiver, sampled_id, lambda s: named(s, "POST /v1/process") and named(s, "pushmedia.payload"))
     time.sleep(1.0)
     mine = [s for s in world.receiver.spans() if s["resource"].get("service.name") == "pushmedia-ratio"
@@ -265,8 +265,7 @@ def a_ratio_sampler_records_its_share(world):
 def a_stopped_collector_costs_spans_not_pushes(world):
     receiver = Receiver()
     serve = world.serve("down", "--otel-max-queue", "256", endpoint=receiver.url)
-    status, _, _ = serve.process("/img/load")
-    expect(status == 200, f"/v1/process answered {status}")
+    serve.processed("/img/load")
 
     def latencies(count):
         times = []
@@ -344,8 +343,7 @@ def no_endpoint_no_export(world):
     receiver = Receiver()
     serve = world.serve("off", endpoint=None, env={"OTEL_BSP_SCHEDULE_DELAY": "100"})
     header, trace_id, _ = traceparent()
-    status, _, _ = serve.process("/img/hit", parent=header)
-    expect(status == 200, f"/v1/process answered {status}")
+    serve.processed("/img/hit", parent=header)
     time.sleep(1.0)
     expect(not receiver.requests and not [s for s in world.receiver.spans() if s["trace_id"] == trace_id],
            "spans were exported without an endpoint")
