@@ -3,6 +3,9 @@ public struct JSONPath: Sendable, Hashable, CustomStringConvertible {
     public enum Step: Sendable, Hashable {
         case key(String)
         case index(Int)
+        /// The JSON document held in a string (CleverTap's `pt_json`): read by parsing the
+        /// string, written by serializing the document back into it (compact, still a string).
+        case embedded
     }
 
     public var steps: [Step]
@@ -28,6 +31,8 @@ public struct JSONPath: Sendable, Hashable, CustomStringConvertible {
                 text += plain ? key : "\"\(key.replacingOccurrences(of: "\"", with: "\\\""))\""
             case let .index(index):
                 text += "[\(index)]"
+            case .embedded:
+                text += "(json)"
             }
         }
         return text
@@ -46,6 +51,9 @@ extension JSONValue {
             case let (.index(index), .array(array)):
                 guard array.indices.contains(index) else { return nil }
                 current = array[index]
+            case let (.embedded, .string(text)):
+                guard let document = try? JSONValue.parse(Array(text.utf8)) else { return nil }
+                current = document
             default:
                 return nil
             }
@@ -89,6 +97,13 @@ extension JSONValue {
             }
             self = .array(array)
             return true
+        case (.embedded, .string(let text)):
+            // A path never ends inside a string: the document is changed and written back.
+            guard !rest.isEmpty, var document = try? JSONValue.parse(Array(text.utf8)),
+                document.set(value, steps: rest)
+            else { return false }
+            self = .string(String(decoding: document.serialized(), as: UTF8.self))
+            return true
         default:
             return false
         }
@@ -105,10 +120,15 @@ extension JSONObject {
     /// right kind (missing object members would be created).
     public func canSet(at path: JSONPath) -> Bool {
         var current: JSONValue? = .object(self)
-        for step in path.steps {
+        for (index, step) in path.steps.enumerated() {
             switch (step, current) {
             case (.key(let key), .object(let members)?): current = members[key]
             case (.index(let index), .array(let items)?) where items.indices.contains(index): current = items[index]
+            case (.embedded, .string?):
+                guard let document = JSONValue.object(self)[path: JSONPath(Array(path.steps[...index]))] else {
+                    return false
+                }
+                current = document
             case (.key, nil): current = nil
             default: return false
             }

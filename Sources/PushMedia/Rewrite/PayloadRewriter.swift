@@ -137,8 +137,8 @@ public enum PayloadRewriter {
             switch (x, y) {
             case let (.index(i), .index(j)): return i > j
             case let (.key(k), .key(l)): return k < l
-            case (.index, .key): return true
-            case (.key, .index): return false
+            case (.index, .key), (.embedded, _): return true
+            case (.key, .index), (_, .embedded): return false
             }
         }
         return a.steps.count > b.steps.count
