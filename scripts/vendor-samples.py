@@ -90,3 +90,26 @@ write("30-customerio.json", {
     "aps": alert("We miss you", "Here is 10% off your next order."),
     "CIO": {"push": {"image": "media/diagram.bmp", "link": "shop://coupon"}},
 })
+
+# CleverTap Push Templates: an auto carousel as an FCM HTTP v1 data message (every value a
+# string), five images of five shapes and formats, made 3:2 within 86 KB each, together under
+# Android's 5,000,000 decoded bytes (docs/templates.md).
+write("31-clevertap-carousel.json", {
+    "message": {
+        "token": "device-token-456",
+        "data": {
+            "pt_id": "pt_carousel", "pt_title": "New season", "pt_msg": "Five looks for spring",
+            "pt_dl1": "shop://looks", "pt_img1": "media/photo-exif.jpg", "pt_img2": "media/banner.webp",
+            "pt_img3": "media/sunset.avif", "pt_img4": "media/portrait.heic", "pt_img5": "media/scan.tiff",
+            "pt_img1_alt_text": "Look one", "wzrk_pn": "true",
+        },
+    },
+})
+
+# Braze push story (Android data map): pages ab_c0… with their titles and deep links, made 2:1.
+write("32-braze-story.json", {
+    "ab_c": "1", "t": "Our story", "a": "Swipe through the collection",
+    "ab_c0_i": "media/photo-exif.jpg", "ab_c0_t": "Morning", "ab_c0_uri": "shop://morning",
+    "ab_c1_i": "media/banner.webp", "ab_c1_t": "Noon", "ab_c1_uri": "shop://noon",
+    "ab_c2_i": "media/sunset.avif", "ab_c2_t": "Evening", "ab_c2_uri": "shop://evening",
+})

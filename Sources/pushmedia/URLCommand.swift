@@ -17,7 +17,10 @@ struct URLCommand: ParsableCommand {
 
     @Argument(help: "The source: an http(s) URL of an image, audio or video file.")
     var source: String
-    @Option(help: "The platform profile (the URL's pr: option): ios, android, huawei or web.")
+    @Option(
+        help: ArgumentHelp(
+            "The platform profile (the URL's pr: option): ios, android, huawei or web, or a template image's: "
+                + "carousel, icon, story or slider."))
     var profile = PlatformProfile.ios.id
     @Option(help: "The extension asked for: jpg, png, gif, mp4, m4a or mp3; none lets the profile choose.")
     var ext: String?
@@ -39,9 +42,8 @@ struct URLCommand: ParsableCommand {
             try server.apply(urlKey.map { ("url-key", $0) } + urlSalt.map { ("url-salt", $0) })
             keys = try server.urls.signingKeys()
         } catch { throw ValidationError("\(error)") }
-        guard PlatformProfile.profiles[profile] != nil else {
-            throw ValidationError(
-                "unknown profile \"\(profile)\": use \(PlatformProfile.profiles.keys.sorted().joined(separator: ", "))")
+        guard PlatformProfile.preset(named: profile) != nil else {
+            throw ValidationError("unknown profile \"\(profile)\": use \(PlatformProfile.presetNames)")
         }
         if let ext, MediaURL.formats[ext.lowercased()] == nil {
             throw ValidationError("\"\(ext)\" is not a format media URLs deliver: use jpg, png, gif, mp4, m4a or mp3")

@@ -128,6 +128,34 @@ struct MediaURLRouteTests {
         #expect(origin.hits("/banner") == 1)
     }
 
+    /// Template presets for a campaign tool's carousel and story fields: `pr:carousel` makes a 3:2
+    /// JPEG within CleverTap's 86 KB, `pr:story` a 2:1 page planned among five, signed or not; an
+    /// unknown preset names every one there is.
+    @Test func templatePresetsMakeTemplateImages() async throws {
+        let server = try server()
+        let photo = origin.url("/photo.jpg")
+        try await server.test { client in
+            for (profile, aspect, limit) in [("carousel", 1.5, 86_000), ("story", 2.0, 500_000)] {
+                let uri = Self.signed(photo, profile: profile, key: Self.testKey)
+                try await client.execute(uri: uri, method: .get) { response in
+                    #expect(response.status == .ok, "pr:\(profile)")
+                    #expect(response.headers[.contentType] == "image/jpeg")
+                    #expect(response.body.readableBytes <= limit, "pr:\(profile)")
+                    let header = try imageHeader(response.body, profile + ".jpg")
+                    let shape = Double(header.width) / Double(header.height)
+                    #expect(abs(shape - aspect) < 0.01, "pr:\(profile): \(header.width)×\(header.height)")
+                    let planned = try #require(Templates.presets[profile]?.longEdge)
+                    #expect(header.width == planned, "pr:\(profile)")
+                }
+            }
+            try await client.execute(uri: unsigned("/photo.jpg", profile: "slideshow"), method: .get) { response in
+                #expect(response.status == .badRequest)
+                #expect(
+                    response.body.object?["error"]?.objectValue?["message"]?.stringValue?.contains("carousel") == true)
+            }
+        }
+    }
+
     @Test func eachExtensionDeliversItsFormat() async throws {
         let flac = work.file("tone.flac")
         try Self.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:duration=2", "-c:a", "flac", "-y", flac])

@@ -233,6 +233,39 @@ struct RouterTests {
         }
     }
 
+    /// A campaign tool's CleverTap carousel, the bare data map: every image made 3:2 within 86 KB,
+    /// the outcome showing each page's template and limits.
+    @Test func carouselDataMapThroughTheHook() async throws {
+        let server = try TestServer()
+        let images = (1...3).map { #""pt_img\#($0)":"\#(origin.url("/photo"))?look=\#($0)""# }
+        let body =
+            #"{"pt_id":"pt_carousel","pt_title":"Spring","#
+            + images.joined(separator: ",") + "}"
+        try await server.test { client in
+            try await client.execute(uri: "/v1/process", method: .post, body: ByteBuffer(json: body)) { response in
+                #expect(response.status == .ok)
+                let answer = try #require(response.body.object)
+                let outcome = try #require(answer["outcome"]?.objectValue)
+                #expect(outcome["vendor"] == .string("clevertap"))
+                let media = try #require(outcome["media"]?.arrayValue?.compactMap { $0.objectValue })
+                #expect(media.count == 3)
+                for (index, entry) in media.enumerated() {
+                    #expect(entry["status"] == .string("processed"))
+                    let template = try #require(entry["template"]?.objectValue)
+                    #expect(template["name"] == .string("pt_carousel") && template["page"] == .number("\(index + 1)"))
+                    #expect(template["aspect"] == .string("3:2") && template["max_bytes"] == .number("86000"))
+                    #expect(template["decoded_limit"] == .number("5000000"))
+                    let attachment = try #require(entry["attachment"]?.objectValue)
+                    #expect(attachment["width"] == .number("600") && attachment["height"] == .number("400"))
+                    #expect((attachment["bytes"]?.intValue ?? .max) <= 86_000)
+                }
+                let payload = try #require(answer["payload"]?.objectValue)
+                #expect(payload["pt_title"] == .string("Spring"))
+                #expect(payload["pt_img2"]?.stringValue?.hasSuffix(".jpg") == true)
+            }
+        }
+    }
+
     @Test func onRejectAndBudgetHeader() async throws {
         let server = try TestServer()
         origin.route("/gone", .status(404, body: "gone"))

@@ -108,7 +108,7 @@ struct CommandLineTests {
             "batch", work.file("samples"), "--out", work.file("out"), "--store", work.path,
         ])
         #expect(linked.status == 0, "\(linked.stderr)")
-        #expect(String(decoding: linked.stdout, as: UTF8.self).contains("30 payloads"))
+        #expect(String(decoding: linked.stdout, as: UTF8.self).contains("32 payloads"))
 
         try FileManager.default.createDirectory(atPath: work.file("empty"), withIntermediateDirectories: true)
         let empty = try await pushmedia(["batch", work.file("empty"), "--out", work.file("out2"), "--store", work.path])
@@ -123,7 +123,7 @@ struct CommandLineTests {
         ]
         let run = try await pushmedia(arguments)
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(String(decoding: run.stdout, as: UTF8.self).contains("30 payloads"))
+        #expect(String(decoding: run.stdout, as: UTF8.self).contains("32 payloads"))
 
         let expected: [String: (String, String?)] = [
             "01-photo-exif.json": ("processed", nil), "02-logo-alpha.json": ("passthrough", nil),
@@ -145,7 +145,8 @@ struct CommandLineTests {
             "25-onesignal.json": ("processed", nil), "26-airship.json": ("processed", nil),
             "27-braze.json": ("passthrough", nil),
             "28-clevertap.json": ("passthrough", nil), "29-iterable.json": ("processed", nil),
-            "30-customerio.json": ("processed", nil),
+            "30-customerio.json": ("processed", nil), "31-clevertap-carousel.json": ("processed", nil),
+            "32-braze-story.json": ("processed", nil),
         ]
         let report = try #require(
             try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
@@ -191,7 +192,7 @@ struct CommandLineTests {
         #expect(again.status == 0)
         let second = try #require(
             try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: work.file("out/report.json")))).objectValue)
-        #expect(second["summary"]?.objectValue?["cache_hits"] == .number("25"))
+        #expect(second["summary"]?.objectValue?["cache_hits"] == .number("27"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: work.file("out/03-webp.json"))) == first)
     }
 

@@ -49,6 +49,11 @@ struct VendorTests {
         ("28-clevertap.json", .clevertap, ["ct_mediaUrl"]),
         ("29-iterable.json", .iterable, ["itbl.attachment-url"]),
         ("30-customerio.json", .customerio, ["CIO.push.image"]),
+        (
+            "31-clevertap-carousel.json", .fcm,
+            (1...5).map { "message.data.pt_img\($0)" }
+        ),
+        ("32-braze-story.json", .braze, ["ab_c0_i", "ab_c1_i", "ab_c2_i"]),
     ])
     func detectsTheVendorByShape(file: String, vendor: Vendor, paths: [String]) throws {
         let payload = try sample(file)

@@ -21,6 +21,9 @@ public struct MediaSlot: Sendable, Equatable {
     public var iconTarget: JSONPath?
     /// The value found at `source`.
     public var value: JSONValue
+    /// Where it sits in a multi-image template (a carousel, a push story, a slider), and the
+    /// rules it is made by; nil for a single image.
+    public var template: TemplateRole? = nil
 
     /// A vendor field that names the media type.
     public enum TypeField: Sendable, Equatable {
@@ -78,8 +81,8 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
 
     private static let oneSignalAnchors = ["att", "os_data"]
     private static let airshipAnchors = [airshipKey]
-    private static let brazeAnchors = ["ab"]
-    private static let cleverTapAnchors = ["ct_mediaUrl"]
+    private static let brazeAnchors = ["ab", "ab_c"]
+    private static let cleverTapAnchors = ["ct_mediaUrl", "pt_id", "pt_json", "ct_ContentSlider"]
     private static let iterableAnchors = ["itbl"]
     private static let customerIOAnchors = ["CIO"]
 
@@ -123,8 +126,8 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
                 + "message.webpush.notification.image, fcm_options.image"
         case .onesignal: "att, os_data.att"
         case .airship: "\(Self.airshipKey).url, \(Self.airshipKey).urls[].url"
-        case .braze: "ab.att.url"
-        case .clevertap: "ct_mediaUrl"
+        case .braze: "ab.att.url, ab_cN_i (push stories)"
+        case .clevertap: "ct_mediaUrl, pt_imgN, pt_big_img, pt_gif, pt_ico, pt_json, ct_ContentSlider.items[].imageUrl"
         case .iterable: "itbl.attachment-url"
         case .customerio: "CIO.push.image"
         }
@@ -136,7 +139,8 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
         if payload["message"]?.objectValue != nil { return JSONPath(keys: "message") }
         let parts = ["apns", "android", "webpush"].contains { payload[$0]?.objectValue != nil }
         let addressed = ["token", "topic", "condition"].contains { payload[$0] != nil }
-        if payload["aps"] == nil && (parts || (addressed && payload["notification"]?.objectValue != nil)) {
+        let content = payload["notification"]?.objectValue != nil || payload["data"]?.objectValue != nil
+        if payload["aps"] == nil && (parts || (addressed && content)) {
             return JSONPath([])
         }
         return nil
@@ -204,13 +208,13 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
                 slot(
                     JSONPath(keys: "ab", "att", "url"), typeField: .fileExtension(JSONPath(keys: "ab", "att", "type")),
                     removals: [JSONPath(keys: "ab", "att")])
-            ].compactMap { $0 }
+            ].compactMap { $0 } + Templates.slots(in: payload, data: JSONPath([]), vendors: [.braze])
         case .clevertap:
             return [
                 slot(
                     JSONPath(keys: "ct_mediaUrl"), typeField: .mediaKind(JSONPath(keys: "ct_mediaType")),
                     removals: [JSONPath(keys: "ct_mediaUrl"), JSONPath(keys: "ct_mediaType")])
-            ].compactMap { $0 }
+            ].compactMap { $0 } + Templates.slots(in: payload, data: JSONPath([]), vendors: [.clevertap])
         case .iterable:
             return [slot(JSONPath(keys: "itbl", "attachment-url"))].compactMap { $0 }
         case .customerio:
@@ -221,8 +225,16 @@ public enum Vendor: String, Sendable, CaseIterable, Codable {
     /// FCM: one reference per platform part present (`apns` → ios, `android` → android, or huawei
     /// when that is the profile, `webpush` → web), each taking its own image or the message's
     /// common `notification.image`, and written into its own part. A message without platform
-    /// parts has its common image made for `profile`.
+    /// parts has its common image made for `profile`. Then the images of the multi-image
+    /// templates in the message's `data` (CleverTap's and Braze's data messages).
     private func fcmSlots(_ payload: JSONObject, profile: PlatformProfile) -> [MediaSlot] {
+        let templates = Self.fcmMessageRoot(payload).map {
+            Templates.slots(in: payload, data: $0.appending(key: "data"), vendors: [.clevertap, .braze])
+        }
+        return fcmNotificationSlots(payload, profile: profile) + (templates ?? [])
+    }
+
+    private func fcmNotificationSlots(_ payload: JSONObject, profile: PlatformProfile) -> [MediaSlot] {
         if payload["aps"] != nil, Self.fcmMessageRoot(payload) == nil {
             let path = JSONPath(keys: "fcm_options", "image")
             guard let value = payload[path: path] else { return [] }

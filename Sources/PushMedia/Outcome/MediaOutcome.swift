@@ -22,6 +22,8 @@ public struct MediaOutcome: Sendable, Equatable {
     public var hints: ThumbnailHints?
     /// Whether the result came from the cache.
     public var cacheHit: Bool?
+    /// For an image of a multi-image template: the template and the limits it was made within.
+    public var template: TemplateInfo?
     /// The cached result was past its freshness lifetime and the origin confirmed it (a 304, or
     /// the same bytes): renewed without transcoding again.
     public var revalidated: Bool?
@@ -46,7 +48,7 @@ extension MediaOutcome: Codable {
     static let fields: [JSONField<MediaOutcome>] =
         (flatFields + [
             .optional("hints", \.hints), .optional("icon", \.icon), .required("path", \.path),
-            .required("platform", \.platform),
+            .required("platform", \.platform), .optional("template", \.template),
         ]).sortedByKey()
 
     public init(from decoder: any Decoder) throws {
@@ -102,4 +104,48 @@ public struct ThumbnailHints: Codable, Sendable, Equatable {
     }
 
     public var isEmpty: Bool { clip == nil && hidden == nil && frame == nil && time == nil }
+}
+
+/// An image of a multi-image template in the outcome: which template and page, the limits it was
+/// made within, and what its attachment decodes to on the phone.
+public struct TemplateInfo: Codable, Sendable, Equatable {
+    /// `pt_carousel`, `ab_c`, `ct_ContentSlider`.
+    public var name: String
+    public var page: Int?
+    /// The shape it is cropped to, `3:2`; nil: kept (an animation).
+    public var aspect: String?
+    /// The template's byte limit for one image.
+    public var maxBytes: Int64
+    /// The attachment's decoded bitmap bytes on the phone (width × height × 4 × the frames the SDK
+    /// extracts), when one was made.
+    public var decodedBytes: Int64?
+    /// The limit of the notification's decoded bitmap bytes together (Android's 5,000,000).
+    public var decodedLimit: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case name, page, aspect
+        case maxBytes = "max_bytes"
+        case decodedBytes = "decoded_bytes"
+        case decodedLimit = "decoded_limit"
+    }
+
+    public init(
+        name: String, page: Int?, aspect: String?, maxBytes: Int64, decodedBytes: Int64? = nil,
+        decodedLimit: Int64? = nil
+    ) {
+        self.name = name
+        self.page = page
+        self.aspect = aspect
+        self.maxBytes = maxBytes
+        self.decodedBytes = decodedBytes
+        self.decodedLimit = decodedLimit
+    }
+
+    init(_ role: TemplateRole) {
+        name = role.template
+        page = role.page
+        aspect = role.spec.aspectText
+        maxBytes = role.spec.maxBytes
+        decodedLimit = role.decodedLimit
+    }
 }

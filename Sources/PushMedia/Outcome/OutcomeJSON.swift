@@ -53,6 +53,19 @@ extension AttachmentInfo: JSONWritable {
     }
 }
 
+extension TemplateInfo: JSONWritable {
+    var jsonValue: JSONValue {
+        var members: [(String, JSONValue)] = []
+        members.append(optional: "aspect", aspect.map(JSONValue.string))
+        members.append(optional: "decoded_bytes", decodedBytes.map { .number(String($0)) })
+        members.append(optional: "decoded_limit", decodedLimit.map { .number(String($0)) })
+        members.append(("max_bytes", .number(String(maxBytes))))
+        members.append(("name", .string(name)))
+        members.append(optional: "page", page.map { .number(String($0)) })
+        return .object(JSONObject(members))
+    }
+}
+
 extension StageTimings: JSONWritable {
     var jsonValue: JSONValue {
         .object(

@@ -38,6 +38,7 @@ struct SlotAnswer: Sendable {
         self.hidden = hidden
         outcome = MediaOutcome(path: slot.target.description, platform: slot.platform.id, status: .skipped)
         outcome.sourceURL = slot.value.stringValue
+        outcome.template = slot.template.map(TemplateInfo.init)
     }
 
     var edit: PayloadRewriter.Edit {
@@ -75,6 +76,16 @@ struct SlotAnswer: Sendable {
             ReasonCode.noAlert, message: "no aps.alert: the iOS service extension only runs for alert notifications")
     }
 
+    /// A page past its template's maximum count: removed with its keys, never fetched.
+    mutating func pastTemplateMaximum() {
+        guard let role = slot.template else { return }
+        rejected(
+            ReasonCode.tooManyPages,
+            message: "\(role.spec.source) takes at most \(role.spec.maximum) images: this one, page \(role.page ?? 0) "
+                + "of \(role.template), is removed with its keys")
+        media = .remove
+    }
+
     /// Rejected media: the reference is removed (or kept with `--on-reject keep`) and the
     /// descriptor says why.
     mutating func rejected(_ reason: String, message: String, sniffed: MediaFormat? = nil) {
@@ -85,6 +96,7 @@ struct SlotAnswer: Sendable {
         outcome.thumbnail = nil
         outcome.icon = nil
         outcome.hints = nil
+        outcome.template?.decodedBytes = nil
         media = onReject == .drop ? .remove : .keep
         typeValue =
             media == .keep && sniffed.map({ $0.kind != .unsupported }) == true
@@ -107,6 +119,9 @@ struct SlotAnswer: Sendable {
         outcome.attachment = info(attachment)
         outcome.thumbnail = entry.thumbnail.map(info)
         outcome.icon = entry.icon.map(info)
+        if let role = slot.template, let width = attachment.width, let height = attachment.height {
+            outcome.template?.decodedBytes = Int64(width) * Int64(height) * 4 * Int64(role.frames)
+        }
         // The payload's own options win over computed ones.
         let given = slot.givenHints
         let hints = ThumbnailHints(
@@ -312,6 +327,7 @@ struct PayloadResponse: Sendable {
     private mutating func result(_ rewritten: PayloadRewriter.Rewritten?) -> PipelineResult {
         let result = rewritten?.payload ?? payload
         let bytes = rewritten?.bytes ?? JSONValue.object(payload).serialized()
+        if let notes = rewritten?.notes, !notes.isEmpty { outcome.warnings = (outcome.warnings ?? []) + notes }
         if let dropped = rewritten?.droppedFields, !dropped.isEmpty {
             outcome.warnings =
                 (outcome.warnings ?? []) + [

@@ -63,7 +63,7 @@ extension Pipeline {
         let profile: PlatformProfile
         let fingerprint: String
         if let format = request.format {
-            if let known = delivering[request.profile.id]?[format] {
+            if request.profile.variant == nil, let known = delivering[request.profile.id]?[format] {
                 (profile, fingerprint) = known
             } else if let made = request.profile.delivering(format) {
                 (profile, fingerprint) = (made, Self.optionsFingerprint(config, profile: made))
@@ -77,12 +77,16 @@ extension Pipeline {
             }
         } else {
             profile = request.profile
-            fingerprint = fingerprints[profile.id] ?? Self.optionsFingerprint(config, profile: profile)
+            fingerprint =
+                profile.variant == nil
+                ? fingerprints[profile.id] ?? Self.optionsFingerprint(config, profile: profile)
+                : Self.optionsFingerprint(config, profile: profile)
         }
         let identity = source.identity + (request.cacheBuster.map { "\ncb=" + $0 } ?? "")
         // The profile's own entry (what the hook makes of the same source) answers when it is in the format asked.
         let alternate = request.format.flatMap { format in
-            request.cacheBuster == nil ? fingerprints[request.profile.id].map { (options: $0, mime: format.mime) } : nil
+            request.cacheBuster == nil && request.profile.variant == nil
+                ? fingerprints[request.profile.id].map { (options: $0, mime: format.mime) } : nil
         }
         let (resolution, _) = await resolve(
             MediaRequest(

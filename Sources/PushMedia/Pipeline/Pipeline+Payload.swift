@@ -31,6 +31,10 @@ extension Pipeline {
                 Vendor.detected(in: payload, extraKeys: config.extraMediaKeys, profile: profile)
             }
         var response = PayloadResponse(payload: payload, vendor: vendor, label: context.label)
+        if slots.contains(where: { $0.template != nil }) || vendor == .generic {
+            let problems = Templates.problems(in: payload)
+            if !problems.isEmpty { response.outcome.warnings = problems }
+        }
         let deadline = context.deadline ?? response.start + (context.budget ?? config.budget)
 
         guard !slots.isEmpty else {
@@ -83,6 +87,10 @@ extension Pipeline {
         case let .slots(slots): planned = slots
         }
         for index in planned.answers.indices {
+            if planned.answers[index].slot.template?.excess == true {
+                planned.answers[index].pastTemplateMaximum()
+                continue
+            }
             if planned.answers[index].isIOS && !planned.hasAlert {
                 planned.answers[index].skippedForNoAlert()
                 continue
@@ -180,7 +188,9 @@ extension Pipeline {
             // part of the key, so results for other times are not shared.
             let posterTime = slot.givenHints?.time.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
             let options =
-                (fingerprints[slot.platform.id] ?? optionsFingerprint)
+                (slot.platform.variant == nil
+                    ? fingerprints[slot.platform.id] ?? optionsFingerprint
+                    : Self.optionsFingerprint(config, profile: slot.platform))
                 + (posterTime.map { ";poster=\($0)" } ?? "")
             return SlotSource(
                 source: source, key: MediaStore.cacheKey(source: source.identity, options: options),

@@ -125,5 +125,6 @@ extension Pipeline {
             + "crop=\(config.crop.rawValue);clip=\(config.thumbnailAspect.map { String($0) } ?? "none");"
             + "private=\(config.allowPrivateNetworks);trusted=\(config.trustedPeers.sorted().joined(separator: ","))"
             + (p.delivers.map { ";as=\($0.id)" } ?? "")
+            + (p.variant.map { ";template=\($0),\(p.aspect ?? 0),\(p.longEdge ?? 0)" } ?? "")
     }
 }

@@ -13,6 +13,8 @@ enum ReasonCode {
     static let invalidURL = "invalid_url"
     static let unsupportedScheme = "unsupported_scheme"
     static let unsupportedType = "unsupported_type"
+    /// A page past its template's maximum count: removed, never fetched.
+    static let tooManyPages = "too_many_pages"
 
     // The job
     static let budgetExceeded = "budget_exceeded"

@@ -32,6 +32,9 @@ public struct PlatformProfile: Sendable, Equatable {
     /// The one format every attachment is made in (a media URL's extension, `delivering(_:)`);
     /// nil lets the rules above choose.
     public var delivers: MediaFormat? = nil
+    /// The template image this profile was made for (`pt_carousel.page`, `ab_c.page`), whose
+    /// shape, long edge and byte limit differ from the platform's own (`Templates.plan`).
+    public var variant: String? = nil
 
     /// Apple's `UNNotificationAttachment` rules: JPEG, GIF, PNG up to 10 MB; AIFF, WAV, MP3, M4A up
     /// to 5 MB; MPEG, MPEG-2, MPEG-4, AVI up to 50 MB.
@@ -63,6 +66,15 @@ public struct PlatformProfile: Sendable, Equatable {
     public static let profiles: [String: PlatformProfile] = [
         ios.id: ios, android.id: android, huawei.id: huawei, web.id: web,
     ]
+
+    /// A media URL's `pr:` preset: a platform profile by name, or a template image's
+    /// (`Templates.presets`: `carousel`, `icon`, `story`, `slider`).
+    public static func preset(named name: String) -> PlatformProfile? { profiles[name] ?? Templates.presets[name] }
+
+    /// Every `pr:` name, for messages.
+    public static var presetNames: String {
+        (profiles.keys.sorted() + Templates.presets.keys.sorted()).joined(separator: ", ")
+    }
 
     /// This profile making every attachment in `format` (what a media URL's extension asks for),
     /// or nil when the platform does not show that format. Only `format` is taken as it is; an

@@ -43,6 +43,8 @@ public enum PayloadRewriter {
         public var payload: JSONObject
         public var bytes: [UInt8]
         public var droppedFields: [String]
+        /// What a template's fallback or renumbering changed (`Templates.finish`).
+        public var notes: [String] = []
     }
 
     /// Applies `edits` in the shape of `vendor`. The descriptor goes into the APNs payload (the
@@ -88,6 +90,8 @@ public enum PayloadRewriter {
             }
         }
 
+        let notes = Templates.finish(&base, edits: edits)
+
         let aps = vendor.apsPath(in: payload)
         let iosReplaced = edits.contains { edit in
             if case .replace = edit.media { return edit.slot.platform.id == PlatformProfile.ios.id }
@@ -107,12 +111,14 @@ public enum PayloadRewriter {
             return bytes.count <= limit ? bytes : nil
         }
         guard let descriptor else {
-            return fitting(base).map { Rewritten(payload: base, bytes: $0, droppedFields: []) }
+            return fitting(base).map { Rewritten(payload: base, bytes: $0, droppedFields: [], notes: notes) }
         }
         let full = descriptor.json(omitting: [])
         var candidate = base
         candidate.set(full, at: descriptorPath)
-        if let bytes = fitting(candidate) { return Rewritten(payload: candidate, bytes: bytes, droppedFields: []) }
+        if let bytes = fitting(candidate) {
+            return Rewritten(payload: candidate, bytes: bytes, droppedFields: [], notes: notes)
+        }
         // A descriptor only adds bytes: without room for the payload with none, there is none for it.
         var bare = base
         bare.set(nil, at: descriptorPath)
@@ -124,11 +130,13 @@ public enum PayloadRewriter {
             candidate = base
             candidate.set(descriptor.json(omitting: Set(dropped)), at: descriptorPath)
             if let bytes = fitting(candidate) {
-                return Rewritten(payload: candidate, bytes: bytes, droppedFields: dropped)
+                return Rewritten(payload: candidate, bytes: bytes, droppedFields: dropped, notes: notes)
             }
         }
         // No room for a descriptor: an input's own `pushmedia` key would describe the wrong attachment.
-        return fitting(bare).map { Rewritten(payload: bare, bytes: $0, droppedFields: dropped + ["pushmedia"]) }
+        return fitting(bare).map {
+            Rewritten(payload: bare, bytes: $0, droppedFields: dropped + ["pushmedia"], notes: notes)
+        }
     }
 
     /// Deeper and higher-indexed paths first.

@@ -135,11 +135,10 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
             throw refused(error)
         }
         let profileName = url.preset ?? PlatformProfile.ios.id
-        guard let profile = PlatformProfile.profiles[profileName] else {
+        guard let profile = PlatformProfile.preset(named: profileName) else {
             throw answer(
                 .badRequest, code: "invalid_option",
-                message: "option \"pr\": unknown profile \"\(profileName)\"; use "
-                    + PlatformProfile.profiles.keys.sorted().joined(separator: ", "),
+                message: "option \"pr\": unknown profile \"\(profileName)\"; use \(PlatformProfile.presetNames)",
                 profile: "unknown")
         }
         if url.isUnsigned,
