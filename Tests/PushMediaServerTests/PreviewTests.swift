@@ -164,6 +164,32 @@ struct PreviewTests {
         #expect(config.previewEnabled)
     }
 
+    /// A carousel's card shows every page made, under its picture, and the notification's
+    /// decoded bytes against Android's limit.
+    @Test func aCarouselCardShowsEveryPage() throws {
+        var outcome = Outcome(status: .processed)
+        outcome.vendor = "clevertap"
+        outcome.media = (1...3).map { page in
+            var entry = MediaOutcome(path: "pt_img\(page)", platform: "android", status: .processed)
+            entry.attachment = AttachmentInfo(
+                url: "http://127.0.0.1:8080/media/" + String(format: "%064x", page) + ".jpg", mime: "image/jpeg",
+                uti: nil, bytes: 50_000, width: 600, height: 400)
+            entry.template = TemplateInfo(
+                name: "pt_carousel", page: page, aspect: "3:2", maxBytes: 86_000, decodedBytes: 960_000,
+                decodedLimit: 5_000_000)
+            return entry
+        }
+        var page = PreviewPage(payload: "{}", appName: "Shop")
+        page.result = PreviewPage.Result(
+            payload: JSONObject([("pt_id", .string("pt_carousel")), ("pt_title", .string("Looks"))]), bytes: 100,
+            outcome: outcome)
+        let html = page.render()
+        let pages = HTMLTags.scan(html).filter { $0.has(class: "nc-page") }
+        let sources: [String] = pages.compactMap { $0.attributes["src"] }.map { String($0.suffix(6)) }
+        #expect(sources == ["01.jpg", "02.jpg", "03.jpg"])
+        #expect(html.contains("pt_carousel: 3 of 3 images made, 2,880,000 of 5,000,000 decoded bytes"))
+    }
+
     @Test func anAndroidEntryGetsASecondCard() throws {
         func attachment(_ seed: Int, _ mime: String) -> AttachmentInfo {
             AttachmentInfo(

@@ -184,7 +184,20 @@ public struct HTMLReport: Sendable {
                 out += entryCells(entry) + "<td></td></tr>\n"
             }
         }
+        if let summary = TemplateSummary(entries) { out += templateRow(summary) }
         return out
+    }
+
+    /// A multi-image template as the phone pages it: every image made, in order, and their
+    /// decoded bytes against the notification's limit.
+    private func templateRow(_ summary: TemplateSummary) -> String {
+        var out = "<tr class=\"template\" data-template=\"\(HTML.escape(summary.name))\"><td colspan=\"11\">"
+        out += "<div class=\"pages\">"
+        for image in summary.images {
+            guard let attachment = image.attachment, let link = storeLink(attachment.url) else { continue }
+            out += "<img src=\"\(HTML.escape(link))\" alt=\"\(HTML.escape(image.path))\">"
+        }
+        return out + "</div><div class=\"template-line\">\(HTML.escape(summary.line))</div></td></tr>\n"
     }
 
     private func badge(_ status: OutcomeStatus) -> String {
@@ -331,6 +344,9 @@ public struct HTMLReport: Sendable {
         .box { display: inline-block; padding: 10px; border: 1px dashed #999; border-radius: 6px; color: #333; max-width: 200px; overflow-wrap: anywhere; }
         .missing { color: #8f1111; }
         .extras { font-size: 12px; margin-top: 4px; color: #555; }
+        .template .pages { display: flex; gap: 6px; overflow-x: auto; }
+        .template .pages img { height: 120px; border-radius: 6px; }
+        .template-line { font-size: 12px; margin-top: 4px; color: #555; }
         .platform { font-weight: 600; }
         """
 }

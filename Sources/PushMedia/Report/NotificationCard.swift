@@ -41,6 +41,8 @@ public struct NotificationCard: Sendable {
     public var platform: String
     /// Said in the caption, e.g. why there is no attachment.
     public var note: String?
+    /// A multi-image template's images, shown under the picture as the phone pages them.
+    public var pages: [Media] = []
 
     public init(
         style: Style, appName: String, text: NotificationText, media: Media?, platform: String? = nil,
@@ -72,6 +74,18 @@ public struct NotificationCard: Sendable {
         self.init(style: style, appName: appName, text: text, media: media, platform: entry?.platform, note: note)
     }
 
+    /// Shows the multi-image template of `entries` (for this card's platform): every image made
+    /// as a page, and their decoded bytes against the notification's limit in the caption.
+    public mutating func showTemplate(of entries: [MediaOutcome]) {
+        guard let summary = TemplateSummary(entries.filter { $0.platform == platform }) else { return }
+        pages = summary.images.compactMap { image in
+            image.attachment.map {
+                Media(source: $0.url, mime: $0.mime, width: $0.width, height: $0.height, bytes: $0.bytes)
+            }
+        }
+        note = [note, summary.line].compactMap { $0 }.joined(separator: " · ")
+    }
+
     public func html() -> String {
         let source = media.flatMap { HTML.safeURL($0.source) }
         let kind = MediaOutcome.kind(ofMIME: media?.mime)
@@ -95,6 +109,14 @@ public struct NotificationCard: Sendable {
             out += textBlock + "\n"
             if let source, let kind {
                 out += "<div class=\"nc-picture\">\(element(kind: kind, source: source))</div>\n"
+            }
+            out += "</div>\n"
+        }
+        let shown = pages.compactMap { page in HTML.safeURL(page.source) }
+        if !shown.isEmpty {
+            out += "<div class=\"nc-pages\">"
+            for (index, page) in shown.enumerated() {
+                out += "<img class=\"nc-page\" src=\"\(HTML.escape(page))\" alt=\"page \(index + 1)\">"
             }
             out += "</div>\n"
         }
@@ -195,5 +217,7 @@ public struct NotificationCard: Sendable {
         .nc-android .nc-title { font-weight: 500; }
         .nc-android .nc-picture { margin-top: 8px; border-radius: 14px; overflow: hidden; }
         .nc-android .nc-caption { color: #bbb; }
+        .nc-pages { display: flex; gap: 6px; margin-top: 8px; overflow-x: auto; }
+        .nc-page { height: 72px; border-radius: 8px; flex: none; }
         """
 }

@@ -164,12 +164,15 @@ struct PreviewPage {
                     text: NotificationText.find(in: result.payload, platform: android.platform.lowercased()),
                     entry: android))
         }
+        for index in cards.indices { cards[index].showTemplate(of: entries) }
         return cards
     }
 
     /// Media may come from this server and from wherever the attachments' URLs point (the base URL).
     var policy: String {
-        let origins = cards.compactMap { $0.media.flatMap { HTML.origin(of: $0.source) } }
+        let origins = cards.flatMap { card in
+            ([card.media].compactMap { $0 } + card.pages).compactMap { HTML.origin(of: $0.source) }
+        }
         var sources = ["'self'"]
         for origin in origins where !sources.contains(origin) { sources.append(origin) }
         return HTML.contentSecurityPolicy(mediaSources: sources, formAction: true)
