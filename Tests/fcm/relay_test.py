@@ -628,6 +628,53 @@ def relay_async_firebase_rich(world):
     rich_through_relay(world, AsyncFirebase)
 
 
+def jpeg_size(data):
+    """(width, height) of a baseline or progressive JPEG, from its SOF segment."""
+    i = 2
+    while i + 9 < len(data):
+        marker, length = data[i + 1], int.from_bytes(data[i + 2:i + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+        i += 2 + length
+    raise CheckFailed("no SOF segment in the JPEG")
+
+
+@check("relay")
+def relay_clevertap_carousel(world):
+    """A CleverTap carousel sent by firebase-admin as a data message through the relay: each
+    pt_imgN becomes a store URL of a 3:2 JPEG within CleverTap's 86 KB, in the data map that stays
+    all strings, its other keys as they were."""
+    relay = world.relay_tls
+    client = FirebaseAdmin(world, relay.base)
+    pattern = relay.store_url_re()
+    token = device_token()
+    pages = (1, 2, 3)
+    data = {"pt_id": "pt_carousel", "pt_title": TITLE, "pt_msg": BODY, "pt_dl1": "app://sale",
+            **{f"pt_img{n}": world.origin.url(f"/img/banner?page={n}") for n in pages}}
+    deadline = time.monotonic() + 10.0
+    attempts = 0
+    while True:
+        attempts += 1
+        client.send({"token": token, "data": dict(data)})
+        entries = world.wait_record(world.standin, {token}, attempts, timeout=5)
+        expect(len(entries) >= attempts and entries[-1]["status"] == 200,
+               f"message {attempts}: the stand-in recorded {entries[-1:]}")
+        got = json.loads(entries[-1]["body"])["message"].get("data") or {}
+        if all(pattern.match(str(got.get(f"pt_img{n}"))) for n in pages):
+            break
+        expect(time.monotonic() < deadline, f"after {attempts} messages in 10s the carousel arrived as {got}")
+        time.sleep(0.3)
+    expect(all(isinstance(value, str) for value in got.values()), f"a data value is not a string: {got}")
+    expect({key: got.get(key) for key in ("pt_id", "pt_title", "pt_msg", "pt_dl1")}
+           == {key: data[key] for key in ("pt_id", "pt_title", "pt_msg", "pt_dl1")}, f"data arrived as {got}")
+    for n in pages:
+        status, body = http_get(got[f"pt_img{n}"])
+        expect(status == 200 and body[:3] == b"\xff\xd8\xff" and len(body) <= 86_000,
+               f"pt_img{n}: {status}, {len(body)} bytes")
+        width, height = jpeg_size(body)
+        expect(abs(width / height - 1.5) < 0.015, f"pt_img{n} is {width}x{height}, not 3:2")
+
+
 @check("relay")
 def relay_outcome_header(world):
     relay = world.relay_tls
