@@ -61,13 +61,13 @@ public enum Templates {
     /// CleverTap Push Templates (Android), docs/CTPUSHTEMPLATES.md: carousels 3:2 at most 86 KB
     /// (at least 3 images), five icons 1:1 at most 50 KB, basic 500 KB, timer 326 KB.
     static let carouselPage = Spec(
-        aspect: 1.5, edge: 600, maxBytes: 86_000, minimum: 3, source: "CleverTap's carousel (86 KB, 3:2)")
+        aspect: 1.5, edge: 600, maxBytes: 86_000, minimum: 3, source: "CleverTap's carousel")
     static let productPage = Spec(
         aspect: 1, edge: 450, maxBytes: 86_000, minimum: 3, maximum: 3, source: "CleverTap's product display")
     static let icons = Spec(
-        aspect: 1, edge: 300, maxBytes: 50_000, minimum: 3, maximum: 5, source: "CleverTap's five icons (50 KB, 1:1)")
-    static let bigImage = Spec(aspect: 2, edge: 1080, maxBytes: 500_000, source: "CleverTap's basic (500 KB)")
-    static let timerImage = Spec(aspect: 2, edge: 1080, maxBytes: 326_000, source: "CleverTap's timer (326 KB)")
+        aspect: 1, edge: 300, maxBytes: 50_000, minimum: 3, maximum: 5, source: "CleverTap's five icons")
+    static let bigImage = Spec(aspect: 2, edge: 1080, maxBytes: 500_000, source: "CleverTap's basic template")
+    static let timerImage = Spec(aspect: 2, edge: 1080, maxBytes: 326_000, source: "CleverTap's timer template")
     static let gif = Spec(aspect: nil, edge: 300, maxBytes: 500_000, source: "CleverTap's GIF")
     static let largeIcon = Spec(aspect: 1, edge: 192, maxBytes: 50_000, source: "CleverTap's large icon")
     /// Braze push stories: 2:1, about 500 KB a page.
