@@ -77,10 +77,7 @@ extension Pipeline {
             }
         } else {
             profile = request.profile
-            fingerprint =
-                profile.variant == nil
-                ? fingerprints[profile.id] ?? Self.optionsFingerprint(config, profile: profile)
-                : Self.optionsFingerprint(config, profile: profile)
+            fingerprint = self.fingerprint(of: profile)
         }
         let identity = source.identity + (request.cacheBuster.map { "\ncb=" + $0 } ?? "")
         // The profile's own entry (what the hook makes of the same source) answers when it is in the format asked.

@@ -187,11 +187,7 @@ extension Pipeline {
             // A thumbnail time given with the media (Airship's `time`) picks a video's poster frame:
             // part of the key, so results for other times are not shared.
             let posterTime = slot.givenHints?.time.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
-            let options =
-                (slot.platform.variant == nil
-                    ? fingerprints[slot.platform.id] ?? optionsFingerprint
-                    : Self.optionsFingerprint(config, profile: slot.platform))
-                + (posterTime.map { ";poster=\($0)" } ?? "")
+            let options = fingerprint(of: slot.platform) + (posterTime.map { ";poster=\($0)" } ?? "")
             return SlotSource(
                 source: source, key: MediaStore.cacheKey(source: source.identity, options: options),
                 posterTime: posterTime)

@@ -115,6 +115,13 @@ extension Pipeline {
         return candidate.lowercased()
     }
 
+    /// The options fingerprint of a reference made for `profile`: the one computed at start for a
+    /// platform's own profile, computed now for a template image's (`PlatformProfile.variant`).
+    func fingerprint(of profile: PlatformProfile) -> String {
+        if profile.variant == nil, let known = fingerprints[profile.id] { return known }
+        return Self.optionsFingerprint(config, profile: profile)
+    }
+
     /// Everything that changes the output for the same source, made for `profile`.
     static func optionsFingerprint(_ config: PushMediaConfig, profile: PlatformProfile? = nil) -> String {
         let p = profile ?? config.profile
