@@ -35,8 +35,10 @@ struct BatchCommand: AsyncParsableCommand {
     var delete = false
     @Option(help: "Directory for rewritten payloads, report.json and report.html.")
     var out: String = "out"
-    @Option(help: "Media transcoded at once (default: one per core).")
-    var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(name: .customLong("concurrency"), help: "Media transcoded at once (default: one per core).")
+    var concurrencyGiven: Int?
+    /// `--concurrency`, one per core when not given.
+    var concurrency: Int { concurrencyGiven ?? ProcessInfo.processInfo.activeProcessorCount }
     @Option(
         help:
             ArgumentHelp(

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import PushMedia
-import PushMediaRelay
 
 struct ProcessCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -25,11 +24,13 @@ struct ProcessCommand: AsyncParsableCommand {
         let config = try options.config()
         let data: Data
         do {
+            // `readToEnd` throws where `readDataToEndOfFile` traps (standard input a folder).
             data =
                 input == "-"
-                ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: input))
+                ? try FileHandle.standardInput.readToEnd() ?? Data() : try Data(contentsOf: URL(fileURLWithPath: input))
         } catch {
-            FileHandle.writeError("pushmedia: \(input): cannot read: \(error.localizedDescription)")
+            let name = input == "-" ? "standard input" : input
+            FileHandle.writeError("pushmedia: \(name): cannot read: \(plainWords(error))")
             throw Exit.ioError
         }
         let pipeline = try await openPipeline(config)

@@ -18,7 +18,8 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
             Listens on 127.0.0.1:8080 by default. A non-loopback address needs --token or --hmac-secret \
             (or --insecure-no-auth). /preview, a page that shows a payload as notifications, is on \
             when no auth is configured, otherwise only with --preview. Stops gracefully on SIGTERM or SIGINT: no new connections, \
-            requests in flight finish within their budgets. SIGHUP reloads the --relay-credentials file.
+            requests in flight finish within their budgets. SIGHUP reads the settings file again (applying \
+            the settings whose help says so) and the --relay-credentials file.
             """
     )
 

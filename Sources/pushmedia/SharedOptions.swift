@@ -164,3 +164,16 @@ extension FileHandle {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 }
+
+/// A file error in plain words: the system's own for the errno underneath (`Is a directory`,
+/// `Permission denied`, `No such file or directory`), never Foundation's wrapper text.
+func plainWords(_ error: any Error) -> String {
+    var current = error as NSError
+    while true {
+        if current.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(current.code))) }
+        guard let underlying = current.userInfo[NSUnderlyingErrorKey] as? NSError else { break }
+        current = underlying
+    }
+    if let posix = error as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
+    return current.localizedDescription
+}

@@ -20,8 +20,10 @@ struct WorkCommand: AsyncParsableCommand {
 
     @Option(help: "The fleet batch to work on (`batch --fleet NAME`).")
     var fleet: String
-    @Option(help: "Payloads processed at once (default: one per core).")
-    var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(name: .customLong("concurrency"), help: "Payloads processed at once (default: one per core).")
+    var concurrencyGiven: Int?
+    /// `--concurrency`, one per core when not given.
+    var concurrency: Int { concurrencyGiven ?? ProcessInfo.processInfo.activeProcessorCount }
     @OptionGroup var fleetOptions: FleetOptions
     @OptionGroup var options: SharedOptions
 

@@ -116,6 +116,16 @@ struct CommandLineTests {
         #expect(empty.stderr.contains("empty: no *.json payloads under it"), "\(empty.stderr)")
     }
 
+    /// Standard input that cannot be read (a folder) is an I/O error in plain words, exit 74,
+    /// never a crash.
+    @Test func unreadableStandardInputIsAnIOError() async throws {
+        let run = try await pushmedia(
+            ["process"], wrapper: ["/bin/sh", "-c", "exec \"$0\" \"$@\" < /"])
+        #expect(run.status == 74, "\(run.stderr)")
+        #expect(run.stderr.contains("standard input: cannot read: Is a directory"), "\(run.stderr)")
+        #expect(!run.stderr.contains("Fatal error"))
+    }
+
     @Test func batchProcessesEverySampleAsDocumented() async throws {
         let work = TemporaryDirectory()
         let arguments = [

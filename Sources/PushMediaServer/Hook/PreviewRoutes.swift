@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import PushMedia
-import PushMediaRelay
 
 /// `GET /preview`: a form to paste a payload into; `POST /preview` (form field `payload`, and
 /// `app` for the app-name line): the payload goes through the same pipeline as
