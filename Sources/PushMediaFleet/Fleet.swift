@@ -8,9 +8,13 @@ import Tracing
 
 /// The nodes on one store as one: a lease per cache key in PostgreSQL (`INSERT … ON CONFLICT`)
 /// so that one node makes each media, `LISTEN`/`NOTIFY` so that the others hear at once how it
-/// ended and every node drops a purged entry from memory. When the database does not answer
-/// within `--fleet-db-timeout`, each claim answers `unavailable` (the job is shared per node)
-/// for a second before the database is tried again; a warning says so once per outage.
+/// ended and every node drops a purged entry from memory. A lease is tied to its holder's life
+/// (`FleetLife`): a dead holder's lease is taken over the moment PostgreSQL frees its lock (the
+/// waiting nodes watch the lock), a frozen one's once `--fleet-node-timeout` has passed, and
+/// `--fleet-lease` (renewed while the job runs) is the bound when neither is known. Each lease
+/// carries a fencing token: a holder taken for dead records nothing. When the database does not
+/// answer within `--fleet-db-timeout`, each claim answers `unavailable` (the job is shared per
+/// node) for a second before the database is tried again; a warning says so once per outage.
 public final class Fleet: JobCoordinator, Service {
     public let database: FleetDatabase
     /// This node's name in the leases it holds.
@@ -21,8 +25,16 @@ public final class Fleet: JobCoordinator, Service {
     let sampler: TraceSampler?
     private let client: PostgresClient
     private let logger: Logger
+    /// This node's life in the database: the pid its leases are held under.
+    let life: FleetLife
     /// Waiters for other nodes' jobs, by cache key.
-    private let waiters = Locked<[String: [ObjectIdentifier: OnceResolver<FleetJobEnd?>]]>([:])
+    private let waiters = Locked<[String: [ObjectIdentifier: Waiter]]>([:])
+    /// The watches on the lives of the holders this node waits for, by their pid: the
+    /// connection each waits on, once made (closed when nobody waits on that holder any more).
+    private let watches = Locked<[Int: PostgresConnection?]>([:])
+    /// The most holders watched at once (a connection each); waiters on others wait for the
+    /// lease's word or its expiry.
+    static let watchLimit = 32
     /// Whether this node hears the channel: without it, a wait is a short poll.
     private let listening = Locked(false)
     /// Until when claims skip the database (it failed a moment ago), and whether the outage was told.
@@ -49,6 +61,7 @@ public final class Fleet: JobCoordinator, Service {
         var quiet = logger
         quiet.logLevel = .critical
         client = PostgresClient(configuration: try database.clientConfiguration(), backgroundLogger: quiet)
+        life = FleetLife(database: database, logger: quiet)
     }
 
     /// Where its counters go, and what a purge of a key does on this node.
@@ -63,48 +76,69 @@ public final class Fleet: JobCoordinator, Service {
             await cancelWhenGracefulShutdown {
                 await withDiscardingTaskGroup { group in
                     group.addTask { await self.client.run() }
+                    group.addTask { await self.life.run {} }
                     group.addTask { await self.listen() }
                     group.addTask { await self.sweep() }
                 }
             }
         } onCancel: {
             stopping.withLock { $0 = true }
+            life.end()
         }
         stopping.withLock { $0 = true }
     }
 
     // MARK: Leases
 
-    public func claim(_ key: String) async -> FleetClaim {
+    public func claim(_ key: String) async -> FleetClaim { await claim(key, firstLife: true) }
+
+    private func claim(_ key: String, firstLife: Bool) async -> FleetClaim {
+        // A node without a life (just started, or connecting again) waits for one a moment
+        // (`--fleet-db-timeout`); without one then, jobs are shared per node for a second.
         guard available() else { return .unavailable }
+        guard let pid = await life.current(within: database.timeout) else {
+            unavailable(FleetError.unreachable(database.described, why: "the node's own connection is not open"))
+            return .unavailable
+        }
         let resolver = OnceResolver<FleetJobEnd?>()
         let id = ObjectIdentifier(resolver)
-        waiters.withLock { $0[key, default: [:]][id] = resolver }
+        waiters.withLock { $0[key, default: [:]][id] = Waiter(resolver: resolver) }
         let seconds = Double(lease.nanoseconds) / 1e9
         let node = self.node
         let started = ContinuousClock.now
-        let row: (state: String, reason: String, message: String, previous: String?)?
+        let row: Claimed?
         do {
+            // A running lease is taken over once it expired, or once its holder's life ended.
             row = try await statement { client in
                 let rows = try await client.query(
                     """
-                    WITH taken AS (
-                        INSERT INTO pushmedia_leases AS l (key, holder, expires, state)
-                        VALUES (\(key), \(node), now() + make_interval(secs => \(seconds)), 'running')
+                    WITH me AS (SELECT \(unescaped: FleetLife.alive("\(pid)")) AS alive),
+                    taken AS (
+                        INSERT INTO pushmedia_leases AS l (key, holder, holder_pid, epoch, expires, state)
+                        SELECT \(key), \(node), \(pid), nextval('pushmedia_lease_epochs'),
+                            now() + make_interval(secs => \(seconds)), 'running'
+                        FROM me WHERE me.alive
                         ON CONFLICT (key) DO UPDATE
-                            SET holder = EXCLUDED.holder, expires = EXCLUDED.expires, state = 'running',
-                                reason = '', message = ''
-                            WHERE l.expires < now()
+                            SET holder = EXCLUDED.holder, holder_pid = EXCLUDED.holder_pid, epoch = EXCLUDED.epoch,
+                                expires = EXCLUDED.expires, state = 'running', reason = '', message = ''
+                            WHERE CASE WHEN l.expires < now() THEN true WHEN l.state <> 'running' THEN false
+                                ELSE NOT \(unescaped: FleetLife.alive("l.holder_pid")) END
                         RETURNING 'taken'::text AS state, ''::text AS reason, ''::text AS message,
-                            (SELECT p.state FROM pushmedia_leases p WHERE p.key = l.key) AS previous)
-                    SELECT state, reason, message, previous FROM taken
+                            (SELECT p.state FROM pushmedia_leases p WHERE p.key = l.key) AS previous,
+                            l.epoch, l.holder_pid::int8 AS holder_pid)
+                    SELECT state, reason, message, previous, epoch, holder_pid FROM taken
                     UNION ALL
-                    SELECT state, reason, message, NULL FROM pushmedia_leases
-                    WHERE key = \(key) AND NOT EXISTS (SELECT 1 FROM taken)
+                    SELECT state, reason, message, NULL, epoch, holder_pid::int8 FROM pushmedia_leases
+                    WHERE key = \(key) AND NOT EXISTS (SELECT 1 FROM taken) AND (SELECT alive FROM me)
+                    UNION ALL
+                    SELECT 'lifeless', '', '', NULL, 0, 0 WHERE NOT (SELECT alive FROM me)
                     """)
-                var found: (String, String, String, String?)?
-                for try await row in rows.decode((String, String, String, String?).self) { found = row }
-                return found.map { (state: $0.0, reason: $0.1, message: $0.2, previous: $0.3) }
+                var found: Claimed?
+                for try await row in rows.decode((String, String, String, String?, Int64, Int).self) {
+                    found = Claimed(
+                        state: row.0, reason: row.1, message: row.2, previous: row.3, epoch: row.4, holder: row.5)
+                }
+                return found
             }
         } catch {
             forget(key, id)
@@ -113,10 +147,18 @@ public final class Fleet: JobCoordinator, Service {
         let counters = metrics.withLock { $0 }
         counters?.roundTrip.recordNanoseconds(started.duration(to: .now).nanoseconds)
         switch row?.state {
+        case "lifeless"?:
+            // This node's life ended without its knowing (its connection was ended while it
+            // was frozen): a new one begins, and the job is claimed under it.
+            forget(key, id)
+            life.lose(pid: pid)
+            return firstLife ? await claim(key, firstLife: false) : .unavailable
         case "taken"?:
             forget(key, id)
-            counters?.lease(row?.previous == "running" ? "expired" : "taken")
-            return .held(renewing(key))
+            let handover = row?.previous == "running"
+            counters?.lease(handover ? "expired" : "taken")
+            if handover { counters?.handovers.increment() }
+            return .held(renewing(key, epoch: row?.epoch ?? 0))
         case "made"?:
             forget(key, id)
             counters?.lease("ended")
@@ -132,6 +174,7 @@ public final class Fleet: JobCoordinator, Service {
         default:
             // Running elsewhere (or taken by another node within this very statement).
             counters?.lease("waited")
+            if let holder = row?.holder, holder != 0 { watch(holder, for: key, id) }
             let listening = self.listening
             return .elsewhere(
                 FleetWait { [weak self] until in
@@ -140,8 +183,10 @@ public final class Fleet: JobCoordinator, Service {
                         try? await Task.sleep(until: until, clock: .continuous)
                         resolver.resolve(nil)
                     }
+                    let waited = ContinuousClock.now
                     let end = await resolver.value()
                     timer.cancel()
+                    counters?.leaseWait.recordNanoseconds(waited.duration(to: .now).nanoseconds)
                     self?.forget(key, id)
                     return end
                 })
@@ -160,7 +205,7 @@ public final class Fleet: JobCoordinator, Service {
         // before the entry was written reads the store instead of making the media again.
         let keep = end == .abandoned ? 0 : Double(self.lease.nanoseconds) / 1e9
         let payload = ["end", lease.key, state, reason, Self.oneLine(message)].joined(separator: "\t")
-        let (key, node) = (lease.key, self.node)
+        let (key, node, epoch) = (lease.key, self.node, lease.epoch)
         _ = try? await statement { client in
             try await client.query(
                 """
@@ -168,15 +213,15 @@ public final class Fleet: JobCoordinator, Service {
                     UPDATE pushmedia_leases
                     SET state = \(state), reason = \(reason), message = \(message),
                         expires = now() + make_interval(secs => \(keep))
-                    WHERE key = \(key) AND holder = \(node)
+                    WHERE key = \(key) AND holder = \(node) AND epoch = \(epoch)
                     RETURNING 1)
-                SELECT pg_notify(\(FleetDatabase.channel), \(payload))
+                SELECT pg_notify(\(FleetDatabase.channel), \(payload)) FROM ended
                 """)
         }
     }
 
     /// A held lease whose expiry moves on every third of its period until it is finished.
-    private func renewing(_ key: String) -> FleetLease {
+    private func renewing(_ key: String, epoch: Int64) -> FleetLease {
         let (node, seconds) = (self.node, Double(lease.nanoseconds) / 1e9)
         let every = lease / 3
         let renewal = Task { [weak self] in
@@ -187,12 +232,19 @@ public final class Fleet: JobCoordinator, Service {
                     try await client.query(
                         """
                         UPDATE pushmedia_leases SET expires = now() + make_interval(secs => \(seconds))
-                        WHERE key = \(key) AND holder = \(node) AND state = 'running'
+                        WHERE key = \(key) AND holder = \(node) AND epoch = \(epoch) AND state = 'running'
                         """)
                 }
             }
         }
-        return FleetLease(key: key, stopRenewing: { renewal.cancel() })
+        let (life, metrics) = (self.life, self.metrics)
+        return FleetLease(
+            key: key, epoch: epoch, stopRenewing: { renewal.cancel() },
+            confirm: {
+                let check = await life.holds(key: key, epoch: epoch)
+                if check == .lost { metrics.withLock { $0 }?.fenced.increment() }
+                return check
+            })
     }
 
     // MARK: Purges
@@ -256,7 +308,8 @@ public final class Fleet: JobCoordinator, Service {
                 default: .abandoned
                 }
             let woken = waiters.withLock { $0.removeValue(forKey: fields[1]) } ?? [:]
-            for resolver in woken.values { resolver.resolve(end) }
+            for waiter in woken.values { waiter.resolver.resolve(end) }
+            unwatchIdle()
         case "purge"? where fields.count == 2:
             counters?.notification("purge")
             // A span of its own: the purge was sent by another process, which sends no context.
@@ -277,7 +330,8 @@ public final class Fleet: JobCoordinator, Service {
             defer { waiters.removeAll() }
             return waiters.values.flatMap(\.values)
         }
-        for resolver in all { resolver.resolve(nil) }
+        for waiter in all { waiter.resolver.resolve(nil) }
+        unwatchIdle()
     }
 
     private func forget(_ key: String, _ id: ObjectIdentifier) {
@@ -285,6 +339,67 @@ public final class Fleet: JobCoordinator, Service {
             waiters[key]?.removeValue(forKey: id)
             if waiters[key]?.isEmpty == true { waiters.removeValue(forKey: key) }
         }
+        unwatchIdle()
+    }
+
+    // MARK: Watching the holders' lives
+
+    /// A wait for another node's job, and the pid of the life that holds its lease.
+    struct Waiter {
+        let resolver: OnceResolver<FleetJobEnd?>
+        var holder: Int?
+    }
+
+    /// What a claim read of a key's lease.
+    struct Claimed {
+        let state: String, reason: String, message: String, previous: String?
+        let epoch: Int64
+        let holder: Int
+    }
+
+    /// Marks the waiter `id` of `key` as waiting on the life `holder`, and watches that life
+    /// (one connection per holder, however many keys wait on it): when it ends, every waiter on
+    /// it claims again at once, and takes the lease over.
+    private func watch(_ holder: Int, for key: String, _ id: ObjectIdentifier) {
+        waiters.withLock { $0[key]?[id]?.holder = holder }
+        let start = watches.withLock { watches -> Bool in
+            guard watches[holder] == nil, watches.count < Self.watchLimit else { return false }
+            watches[holder] = .some(nil)
+            return true
+        }
+        guard start else { return }
+        Task {
+            let ended = await life.watch(holder) { connection in
+                let kept = watches.withLock { watches -> Bool in
+                    guard watches[holder] != nil else { return false }
+                    watches[holder] = connection
+                    return true
+                }
+                if !kept { Task { try? await connection.close() } }
+            }
+            watches.withLock { _ = $0.removeValue(forKey: holder) }
+            // Ended, or the watch failed: the waiters on that holder claim again either way.
+            let woken = waiters.withLock { waiters in
+                waiters.values.flatMap { $0.values.filter { $0.holder == holder } }
+            }
+            if ended { metrics.withLock { $0 }?.lifeEnded.increment() }
+            for waiter in woken { waiter.resolver.resolve(nil) }
+        }
+    }
+
+    /// Closes the watches that nobody waits on any more.
+    private func unwatchIdle() {
+        let idle = watches.withLock { watches -> [PostgresConnection] in
+            guard !watches.isEmpty else { return [] }
+            let waited = waiters.withLock { Set($0.values.flatMap { $0.values.compactMap(\.holder) }) }
+            var closing: [PostgresConnection] = []
+            for (holder, connection) in watches where !waited.contains(holder) {
+                if let connection { closing.append(connection) }
+                watches.removeValue(forKey: holder)
+            }
+            return closing
+        }
+        for connection in idle { Task { try? await connection.close() } }
     }
 
     /// Removes leases ended over an hour ago, every ten minutes.
@@ -395,11 +510,23 @@ struct FleetMetrics: Sendable {
     let factory: any MetricsFactory
     let unavailable: CoreMetrics.Counter
     let roundTrip: CoreMetrics.Timer
+    /// Leases taken over from a holder that did not end them (it died, froze, or let them lapse).
+    let handovers: CoreMetrics.Counter
+    /// How long a claim waited for another node's job (its word, its holder's end, or a lapse).
+    let leaseWait: CoreMetrics.Timer
+    /// Results not recorded because their lease was taken over meanwhile (the fencing check).
+    let fenced: CoreMetrics.Counter
+    /// Holders' lives seen ending by this node's watches.
+    let lifeEnded: CoreMetrics.Counter
 
     init(factory: any MetricsFactory) {
         self.factory = factory
         unavailable = CoreMetrics.Counter(label: "pushmedia_fleet_unavailable_total", factory: factory)
         roundTrip = CoreMetrics.Timer(label: "pushmedia_fleet_db_seconds", factory: factory)
+        handovers = CoreMetrics.Counter(label: "pushmedia_fleet_lease_handovers_total", factory: factory)
+        leaseWait = CoreMetrics.Timer(label: "pushmedia_fleet_lease_wait_seconds", factory: factory)
+        fenced = CoreMetrics.Counter(label: "pushmedia_fleet_fenced_total", factory: factory)
+        lifeEnded = CoreMetrics.Counter(label: "pushmedia_fleet_holders_ended_total", factory: factory)
     }
 
     /// A claim's result: `taken`, `expired` (taken over from a holder that stopped renewing),

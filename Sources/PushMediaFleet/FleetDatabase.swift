@@ -61,7 +61,7 @@ public enum FleetError: Error, CustomStringConvertible, Sendable {
 /// The fleet's database: its address, its tables, and the connections to it.
 public struct FleetDatabase: Sendable {
     /// The version of the tables this build reads and writes.
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
     /// The one channel of `NOTIFY`: jobs' ends and purges.
     static let channel = "pushmedia"
 
@@ -69,6 +69,8 @@ public struct FleetDatabase: Sendable {
     let password: String?
     /// How long a statement may take before the node goes on without the fleet.
     public let timeout: Duration
+    /// How long a node's life connection may be silent before PostgreSQL ends it (`FleetLife`).
+    public let nodeTimeout: Duration
 
     /// The database `config` names (`--fleet-db`), with `--fleet-db-password-file`'s password; nil
     /// when no fleet is configured.
@@ -80,6 +82,7 @@ public struct FleetDatabase: Sendable {
         }
         self.address = address
         timeout = config.fleetDBTimeout
+        nodeTimeout = max(config.fleetNodeTimeout, .seconds(1))
         if let path = config.fleetDBPasswordFile {
             do {
                 let text = try String(contentsOfFile: path, encoding: .utf8)
@@ -328,6 +331,18 @@ public struct FleetDatabase: Sendable {
                 CREATE INDEX IF NOT EXISTS pushmedia_batch_items_unfinished
                     ON pushmedia_batch_items (state, expires) WHERE state <> 'done'
                 """, logger: logger)
+            // Version 3: leases and items tied to their holder's life (`FleetLife`): the pid of
+            // its life connection, and a fencing token per lease.
+            try await connection.query(
+                """
+                ALTER TABLE pushmedia_leases
+                    ADD COLUMN IF NOT EXISTS holder_pid integer NOT NULL DEFAULT 0,
+                    ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0
+                """, logger: logger)
+            try await connection.query("CREATE SEQUENCE IF NOT EXISTS pushmedia_lease_epochs", logger: logger)
+            try await connection.query(
+                "ALTER TABLE pushmedia_batch_items ADD COLUMN IF NOT EXISTS holder_pid integer NOT NULL DEFAULT 0",
+                logger: logger)
             try await connection.query("DELETE FROM pushmedia_schema", logger: logger)
             try await connection.query(
                 "INSERT INTO pushmedia_schema (version) VALUES (\(Self.schemaVersion))", logger: logger)
@@ -342,7 +357,8 @@ public struct FleetDatabase: Sendable {
 /// A deadline passed before the work ended.
 struct DeadlineExceeded: Error {}
 
-/// `work`, or `DeadlineExceeded` once `limit` has passed: the work is cancelled then, and not
+/// `work`, or `DeadlineExceeded` once `limit` has passed (`CancellationError` once the caller is
+/// cancelled): the work is cancelled then, and not
 /// waited for (not every step of a connection's start heeds cancellation); what it returns
 /// after the deadline goes to `late` (a connection to close).
 func withDeadline<T: Sendable>(
@@ -359,7 +375,12 @@ func withDeadline<T: Sendable>(
         try? await Task.sleep(for: limit)
         resolver.resolve(.failure(DeadlineExceeded()))
     }
-    let result = await resolver.value()
+    // The caller's cancellation ends the wait too.
+    let result = await withTaskCancellationHandler {
+        await resolver.value()
+    } onCancel: {
+        resolver.resolve(.failure(CancellationError()))
+    }
     timer.cancel()
     task.cancel()
     return try result.get()

@@ -103,21 +103,30 @@ public final class FleetQueue: Sendable {
         }
     }
 
-    /// Takes up to `count` items of `name` that no worker holds (queued, or their lease
-    /// lapsed), for `holder`, for `lease`. The locking select is a materialized CTE: as a
+    /// SQL true for an item no worker holds: queued, or taken by a worker whose lease lapsed or
+    /// whose life ended (`FleetLife`: it died, or froze past `--fleet-node-timeout`).
+    static let free = """
+        (state = 'queued' OR (state = 'taken' AND (expires < now() OR NOT \(FleetLife.alive("holder_pid")))))
+        """
+
+    /// Takes up to `count` items of `name` that no worker holds (`free`), for `holder` under its
+    /// life's pid `life`, for `lease`. The locking select is a materialized CTE: as a
     /// subquery the planner may run it again per row, and with SKIP LOCKED each run finds
     /// other rows (one worker would take them all).
-    public func take(name: String, holder: String, count: Int, lease: Duration) async throws(FleetError) -> [Item] {
+    public func take(name: String, holder: String, life: Int, count: Int, lease: Duration) async throws(FleetError)
+        -> [Item]
+    {
         let (logger, seconds) = (self.logger, Double(lease.nanoseconds) / 1e9)
         return try await run { connection in
             let rows = try await connection.query(
                 """
                 WITH s AS MATERIALIZED (
                     SELECT item FROM pushmedia_batch_items
-                    WHERE batch = \(name) AND (state = 'queued' OR (state = 'taken' AND expires < now()))
+                    WHERE batch = \(name) AND \(unescaped: Self.free)
                     ORDER BY item LIMIT \(count) FOR UPDATE SKIP LOCKED)
                 UPDATE pushmedia_batch_items AS t
-                SET state = 'taken', holder = \(holder), expires = now() + make_interval(secs => \(seconds))
+                SET state = 'taken', holder = \(holder), holder_pid = \(life),
+                    expires = now() + make_interval(secs => \(seconds))
                 FROM s WHERE t.batch = \(name) AND t.item = s.item
                 RETURNING t.item, t.file, t.payload
                 """, logger: logger)
@@ -129,7 +138,7 @@ public final class FleetQueue: Sendable {
         }
     }
 
-    /// The oldest batch with an item no worker holds (queued, or its lease lapsed): its name and
+    /// The oldest batch with an item no worker holds (`free`): its name and
     /// where it was read from; nil when every batch is done or held.
     public func batchWithWork() async throws(FleetError) -> (name: String, input: String)? {
         let logger = self.logger
@@ -138,8 +147,8 @@ public final class FleetQueue: Sendable {
                 """
                 SELECT b.name, b.input FROM pushmedia_batches b
                 WHERE EXISTS (
-                    SELECT 1 FROM pushmedia_batch_items i
-                    WHERE i.batch = b.name AND (i.state = 'queued' OR (i.state = 'taken' AND i.expires < now())))
+                    SELECT 1 FROM pushmedia_batch_items
+                    WHERE batch = b.name AND \(unescaped: Self.free))
                 ORDER BY b.created, b.name LIMIT 1
                 """, logger: logger)
             var found: (name: String, input: String)?

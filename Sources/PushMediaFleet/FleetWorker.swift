@@ -5,15 +5,17 @@ import Tracing
 /// Works fleet batches' items with a pipeline, for `pushmedia work` and `serve --fleet-worker`:
 /// takes them from the queue a few at a time under the node's name, renews their leases while it
 /// works (the fleet's lease), processes each as `batch` does and records its result, each item in
-/// a trace of its own when the fleet's sampler traces it. `concurrency` items are
-/// processed at once and as many more are taken ahead; a slot that frees takes the next item at
-/// once (no round waits for its slowest item).
+/// a trace of its own when the fleet's sampler traces it. `concurrency` items are processed at
+/// once and no more are taken; a slot that frees takes the next item at once (no round waits for
+/// its slowest item).
 public struct FleetWorker: Sendable {
     public let queue: FleetQueue
     /// The node it works for: items are held under its name, for its lease.
     public let fleet: Fleet
     public let pipeline: Pipeline
     public let concurrency: Int
+    /// How many more times an item whose media another node was making is processed.
+    static let fleetRetries = 3
 
     public init(queue: FleetQueue, fleet: Fleet, pipeline: Pipeline, concurrency: Int) {
         self.queue = queue
@@ -64,8 +66,18 @@ public struct FleetWorker: Sendable {
             return try await ServiceContext.$current.withValue(span.map(PipelineTrace.context(of:))) {
                 span?.attributes["pushmedia.batch"] = name
                 span?.attributes["pushmedia.batch.item"] = item.number
-                let (output, outcome) = await pipeline.processItem(
-                    item.payload, context: PayloadContext(mediaRoot: mediaRoot, label: item.file, refresh: false))
+                let context = PayloadContext(mediaRoot: mediaRoot, label: item.file, refresh: false)
+                var (output, outcome) = await pipeline.processItem(item.payload, context: context)
+                // No push waits on a batch: an item whose media another node was still making when
+                // its budget ran out is processed again (that node's job is bounded by its own
+                // budget), at most `fleetRetries` times, instead of being recorded raw.
+                var retries = 0
+                while retries < Self.fleetRetries, !Task.isCancelled,
+                    (outcome.media ?? [outcome.primary]).contains(where: \.waitedForFleet)
+                {
+                    retries += 1
+                    (output, outcome) = await pipeline.processItem(item.payload, context: context)
+                }
                 span?.attributes["pushmedia.outcome"] = outcome.label
                 if Task.isCancelled { return false }
                 let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
@@ -73,15 +85,22 @@ public struct FleetWorker: Sendable {
                     name: name, number: item.number, holder: holder, output: output, outcome: encoded)
             }
         }
-        let width = concurrency * 2
+        let width = concurrency
         var tally = Tally()
         var taken: [FleetQueue.Item] = []
         var running = 0
         try await withThrowingTaskGroup(of: Bool.self) { group in
+            // Takes only as many items as there are free slots: under load the others wait in
+            // the queue (for this worker or another), not here where their budget would run.
             func next() async throws -> FleetQueue.Item? {
                 await mayStart()
                 if taken.isEmpty {
-                    taken = try await queue.take(name: name, holder: holder, count: width, lease: lease)
+                    // Items are held under this node's life: none are taken between two lives.
+                    guard let life = await fleet.life.current(within: fleet.database.timeout) else {
+                        throw FleetError.unreachable(fleet.database.described, why: "the node's own connection is lost")
+                    }
+                    taken = try await queue.take(
+                        name: name, holder: holder, life: life, count: width - running, lease: lease)
                 }
                 return taken.isEmpty ? nil : taken.removeFirst()
             }
@@ -90,8 +109,12 @@ public struct FleetWorker: Sendable {
                 running += 1
             }
             while let recorded = try await group.next() {
+                running -= 1
                 if recorded { tally.recorded += 1 } else { tally.lost += 1 }
-                if let item = try await next() { group.addTask { try await process(item) } }
+                if let item = try await next() {
+                    group.addTask { try await process(item) }
+                    running += 1
+                }
             }
         }
         return tally

@@ -12,4 +12,6 @@ struct FleetOptions: ParsableArguments, SettingFlags {
     var fleetLease: String?
     @Option(name: .customLong("fleet-db-timeout"), help: .setting("fleet-db-timeout"))
     var fleetDBTimeout: String?
+    @Option(name: .customLong("fleet-node-timeout"), help: .setting("fleet-node-timeout"))
+    var fleetNodeTimeout: String?
 }

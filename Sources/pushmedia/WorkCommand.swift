@@ -12,7 +12,8 @@ struct WorkCommand: AsyncParsableCommand {
             Takes the batch's items from the fleet's queue (--fleet-db) a few at a time, each under a \
             lease (--fleet-lease) renewed while it works, processes them as `batch` does, and \
             records their results; exits 0 once every item of the batch is done. The items of a \
-            worker that dies go back to the queue when their lease lapses. Give the same settings \
+            worker that dies go back to the queue at once, a frozen one's after \
+            --fleet-node-timeout. Give the same settings \
             as the batch's other workers: the options that change the output are part of the \
             cache key. Exit status: 0 done, 64 usage error, 74 the database or the store failed.
             """
@@ -80,7 +81,8 @@ struct WorkCommand: AsyncParsableCommand {
                     break
                 }
                 if progress.finished { break }
-                // Others hold the rest: wait for them to finish, or for a dead one's lease to lapse.
+                // Others hold the rest: wait for them to finish, or for a dead or frozen one's items
+                // to come back to the queue.
                 try await Task.sleep(for: .milliseconds(500))
             }
         } catch {
@@ -93,7 +95,7 @@ struct WorkCommand: AsyncParsableCommand {
             ? ""
             : deleted
                 ? " (\(lost) more not recorded)"
-                : " (\(lost) more whose lease lapsed first: another worker recorded those)"
+                : " (\(lost) more that passed to another worker first: it recorded those)"
         print(
             "fleet batch \(name): this worker recorded \(worked) payloads\(others); "
                 + (deleted ? "the batch was deleted" : "the batch is done"))

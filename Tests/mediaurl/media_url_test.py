@@ -46,6 +46,7 @@ class Origin:
     def __init__(self, files):
         self.files = dict(files)
         self.gets = {}
+        self.started = {}
         self.lock = threading.Lock()
         origin = self
 
@@ -59,6 +60,7 @@ class Origin:
                 path = self.path.split("?", 1)[0]
                 with origin.lock:
                     origin.gets[path] = origin.gets.get(path, 0) + 1
+                    origin.started.setdefault(path, []).append(time.monotonic())
                     entry = origin.files.get(path)
                 if entry is None:
                     self.send_response(404)
@@ -92,6 +94,11 @@ class Origin:
     def hits(self, path):
         with self.lock:
             return self.gets.get(path, 0)
+
+    def starts(self, path):
+        """When each GET of `path` arrived (time.monotonic())."""
+        with self.lock:
+            return list(self.started.get(path, []))
 
     def add(self, path, body, content_type=None, delay=0):
         with self.lock:

@@ -149,11 +149,17 @@ extension PushMediaConfig {
         },
         .duration(
             "fleet-lease", "PUSHMEDIA_FLEET_LEASE", \.fleetLease, commands: [.serve, .purge, .batch, .work, .fleetDB],
-            help: "A job's lease in the fleet, renewed while it runs: a dead node's job is taken over this much later"),
+            help: "A job's lease in the fleet, renewed while it runs: the longest a node's job waits for a holder "
+                + "whose end the fleet cannot see"),
         .duration(
             "fleet-db-timeout", "PUSHMEDIA_FLEET_DB_TIMEOUT", \.fleetDBTimeout,
             commands: [.serve, .purge, .batch, .work, .fleetDB],
             help: "How long a node waits for the fleet database before it shares the job per node only"),
+        .duration(
+            "fleet-node-timeout", "PUSHMEDIA_FLEET_NODE_TIMEOUT", \.fleetNodeTimeout,
+            commands: [.serve, .purge, .batch, .work, .fleetDB],
+            help: "A node silent this long to the fleet database (frozen, cut off) loses its leases and batch items "
+                + "to the others; a dead node's pass at once"),
     ]
 
     /// Time, origins and downloads.

@@ -148,11 +148,16 @@ public struct PushMediaConfig: Configurable, Equatable {
     /// from this file (a password in `fleetDB` works too, but shows in `ps`).
     public var fleetDBPasswordFile: String?
     /// `--fleet-lease`, `PUSHMEDIA_FLEET_LEASE`: how long a job's lease lasts unless renewed (it is,
-    /// every third of it, while the job runs): a dead holder is replaced at most this much later.
+    /// every third of it, while the job runs): the bound on a handover when the holder's life cannot
+    /// be seen (a dead holder is replaced at once, a frozen one after `fleetNodeTimeout`).
     public var fleetLease: Duration = .seconds(10)
     /// `--fleet-db-timeout`, `PUSHMEDIA_FLEET_DB_TIMEOUT`: how long a node waits for the database
     /// before it shares the job per node only.
     public var fleetDBTimeout: Duration = .seconds(1)
+    /// `--fleet-node-timeout`, `PUSHMEDIA_FLEET_NODE_TIMEOUT`: how long a node's connection to the
+    /// database may be silent (the process frozen, or cut off) before PostgreSQL ends it, and the
+    /// node's leases and batch items pass to the others. A node speaks every fifth of it.
+    public var fleetNodeTimeout: Duration = .seconds(5)
 
     // Freshness of remote sources.
 

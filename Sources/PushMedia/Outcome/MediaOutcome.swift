@@ -22,6 +22,9 @@ public struct MediaOutcome: Sendable, Equatable {
     public var hints: ThumbnailHints?
     /// Whether the result came from the cache.
     public var cacheHit: Bool?
+    /// The budget ran out while another node of the fleet made the media (nothing was made
+    /// here): the same payload processed again once that node is done finds it. Not written.
+    public var waitedForFleet = false
     /// For an image of a multi-image template: the template and the limits it was made within.
     public var template: TemplateInfo?
     /// The cached result was past its freshness lifetime and the origin confirmed it (a 304, or

@@ -18,6 +18,8 @@ struct JobContext: Sendable {
     let progress: Locked<JobProgress>
     /// The download; other work files are named after it.
     let temporary: String
+    /// The fleet's lease the job runs under (nil: no fleet, or it cannot be reached).
+    let lease: FleetLease?
 
     let started = ContinuousClock.now
     var timings = StageTimings()
@@ -69,7 +71,8 @@ struct JobContext: Sendable {
 
     init(
         source: Pipeline.Source, key: String, profile: PlatformProfile, transcoder: Transcoder, posterTime: Double?,
-        previous: CacheEntry?, deadline: ContinuousClock.Instant, progress: Locked<JobProgress>, temporary: String
+        previous: CacheEntry?, deadline: ContinuousClock.Instant, progress: Locked<JobProgress>, temporary: String,
+        lease: FleetLease? = nil
     ) {
         self.source = source
         self.key = key
@@ -80,6 +83,7 @@ struct JobContext: Sendable {
         self.deadline = deadline
         self.progress = progress
         self.temporary = temporary
+        self.lease = lease
         decodable = temporary
         workFiles = [temporary]
     }

@@ -36,13 +36,35 @@ public enum FleetJobEnd: Sendable, Equatable {
 /// A held lease, renewed in the background until it is finished.
 public final class FleetLease: Sendable {
     public let key: String
+    /// The fencing token: every claim that takes the key's lease gets a greater one, and a
+    /// result is recorded only while the lease still has this one.
+    public let epoch: Int64
     /// Stops the renewal; called once by `finish`.
     public let stopRenewing: @Sendable () -> Void
+    /// Whether this node still holds the lease, asked just before the entry is recorded.
+    public let confirm: @Sendable () async -> LeaseCheck
 
-    public init(key: String, stopRenewing: @escaping @Sendable () -> Void) {
+    public init(
+        key: String, epoch: Int64 = 0, stopRenewing: @escaping @Sendable () -> Void,
+        confirm: @escaping @Sendable () async -> LeaseCheck = { .unknown }
+    ) {
         self.key = key
+        self.epoch = epoch
         self.stopRenewing = stopRenewing
+        self.confirm = confirm
     }
+}
+
+/// What a lease's holder learns when it asks whether it still holds the lease.
+public enum LeaseCheck: Sendable, Equatable {
+    /// It does: the entry may be recorded.
+    case held
+    /// It does not: the node was taken for dead (frozen, or cut off from the database) and
+    /// another node holds the lease now. The job's result is dropped; the other node's counts.
+    case lost
+    /// The database did not answer: the fleet is down to one job per node, as when a claim
+    /// cannot be made, and the entry is recorded (an entry is written whole, or not at all).
+    case unknown
 }
 
 /// A registered wait for another node's job.

@@ -2,6 +2,8 @@
 struct JobProgress: Sendable {
     /// False while the job waits in the queue for a slot.
     var started = false
+    /// Set while another node of the fleet makes the media (this node waits for its word).
+    var elsewhere = false
     var sniff: SniffResult?
     var sourceBytes: Int64?
     var thumbnail: StoredFile?
@@ -170,7 +172,11 @@ struct SlotAnswer: Sendable {
     mutating func bestAttempt(
         _ progress: JobProgress, reason: String = ReasonCode.budgetExceeded, why: String = "the budget ran out"
     ) {
-        guard progress.started else { return overloaded("the budget ran out while the job waited for a free slot") }
+        guard progress.started || progress.elsewhere else {
+            return overloaded("the budget ran out while the job waited for a free slot")
+        }
+        let why = progress.started ? why : "\(why) while another node of the fleet made the media"
+        outcome.waitedForFleet = !progress.started
         outcome.status = .bestAttempt
         outcome.reason = reason
         if let sniff = progress.sniff {

@@ -8,9 +8,11 @@ extension Pipeline {
     /// holder died is taken over) and read the entry from the store.
     func coordinated(
         key: String, remote: Bool, ticket: JobGate.Ticket, deadline: ContinuousClock.Instant,
-        progress: Locked<JobProgress>, run: @escaping @Sendable () async -> JobResult
+        progress: Locked<JobProgress>, run: @escaping @Sendable (FleetLease?) async -> JobResult
     ) async -> JobResult {
-        guard let coordinator else { return await admitted(ticket, deadline: deadline, progress: progress, run) }
+        guard let coordinator else {
+            return await admitted(ticket, deadline: deadline, progress: progress) { await run(nil) }
+        }
         var ticket: JobGate.Ticket? = ticket
         // Each claim in its span (`pushmedia.fleet.lease`): `taken`, `taken_over` (after waiting
         // for a holder that never told its end), `waited` (for another node's word),
@@ -25,10 +27,22 @@ extension Pipeline {
             switch await coordinator.claim(key) {
             case .unavailable:
                 claimed("unavailable")
-                return await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress, run)
+                return await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress) {
+                    await run(nil)
+                }
             case let .held(lease):
                 claimed(waitedInVain ? "taken_over" : "taken")
-                let result = await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress, run)
+                let result = await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress) {
+                    await run(lease)
+                }
+                ticket = nil
+                if case .superseded = result.kind {
+                    // Taken for dead while it worked: the node that holds the lease now records
+                    // the entry; wait for its word as any other node does.
+                    lease.stopRenewing()
+                    waitedInVain = true
+                    continue
+                }
                 // The entry is in the store: the answer does not wait for the other nodes' word.
                 Task { await coordinator.finish(lease, result.kind.fleetEnd) }
                 return result
@@ -39,10 +53,13 @@ extension Pipeline {
                     return result
                 }
                 // Made a moment ago, yet not in the store (removed since): made here, as alone.
-                return await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress, run)
+                return await admitted(ticket ?? reserveAgain(), deadline: deadline, progress: progress) {
+                    await run(nil)
+                }
             case let .elsewhere(wait):
                 await giveBack(ticket)
                 ticket = nil
+                progress.withLock { $0.elsewhere = true }
                 let end = await wait.end(min(deadline, .now + config.fleetLease))
                 span?.attributes["pushmedia.fleet.word"] = end.map { "\($0.name)" } ?? "none"
                 claimed("waited")
@@ -126,7 +143,7 @@ extension Pipeline.JobResult.Kind {
         switch self {
         case .ready, .renewed: .made
         case let .failed(reason, message): .failed(reason: reason, message: message)
-        case .storeUnavailable, .budgetExceeded: .abandoned
+        case .storeUnavailable, .budgetExceeded, .superseded: .abandoned
         }
     }
 }

@@ -81,14 +81,14 @@ extension Pipeline {
     /// renew that entry without transcoding.
     func runJob(
         source: Source, key: String, profile: PlatformProfile, posterTime: Double?, previous: CacheEntry?,
-        deadline: ContinuousClock.Instant, progress: Locked<JobProgress>
+        deadline: ContinuousClock.Instant, progress: Locked<JobProgress>, lease: FleetLease? = nil
     ) async -> JobResult {
         var job = JobContext(
             source: source, key: key, profile: profile,
             transcoder: transcoders[profile.id].flatMap { $0.profile == profile ? $0 : nil }
                 ?? Transcoder(config: config, profile: profile, threads: resources.vips),
             posterTime: posterTime, previous: previous, deadline: deadline, progress: progress,
-            temporary: store.temporaryPath())
+            temporary: store.temporaryPath(), lease: lease)
         resources.vips.jobBegan()
         runCount.withLock { $0 += 1 }
         let kind = await perform(&job)
@@ -294,6 +294,7 @@ extension Pipeline {
     /// Records the cache entry for what was stored.
     private func recordEntry(_ job: inout JobContext) async throws -> JobResult.Kind? {
         let entry = try job.entry(freshness: config.freshness, now: store.clock.now)
+        if await fenced(job) { return .superseded }
         let key = job.key
         let deadline = job.deadline
         try await io.run { [store] in try store.record(entry, key: key, deadline: deadline) }
@@ -306,10 +307,23 @@ extension Pipeline {
         job: JobContext
     ) async throws -> JobResult.Kind {
         let entry = previous.renewed(validators, policy: config.freshness, now: store.clock.now)
+        if await fenced(job) { return .superseded }
         let key = job.key
         let deadline = job.deadline
         try await io.run { [store] in try store.record(entry, key: key, deadline: deadline) }
         return .renewed(entry)
+    }
+
+    /// Whether the job's fleet lease is lost (checked just before its entry is recorded): a node
+    /// taken for dead while it worked leaves the entry to the node that took its lease over. The
+    /// files it put are content-addressed and unreferenced; the store's collection removes them.
+    private func fenced(_ job: JobContext) async -> Bool {
+        guard let lease = job.lease, await lease.confirm() == .lost else { return false }
+        // Its span: the refusal shows in the job's trace.
+        let span = PipelineTrace.child("pushmedia.fleet.fenced")
+        span?.attributes["pushmedia.fleet.epoch"] = lease.epoch
+        span?.end()
+        return true
     }
 
     /// A library's message without the store's work files in it (libvips names the file it read):

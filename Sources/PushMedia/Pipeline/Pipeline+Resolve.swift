@@ -97,7 +97,7 @@ extension Pipeline {
             resolution = .failed(reason: reason, message: message, progress: progress)
         case let .storeUnavailable(message)?:
             resolution = .storeUnavailable(why: "the store cannot be written (\(message))", progress: progress)
-        case .budgetExceeded?, nil:
+        case .budgetExceeded?, .superseded?, nil:
             resolution =
                 stale.map { .stale($0, why: "the budget ran out while revalidating with the origin") }
                 ?? .notReady(progress)

@@ -9,6 +9,9 @@ extension Pipeline {
             /// The store failed (unreachable, full): the result could not be kept.
             case storeUnavailable(String)
             case budgetExceeded
+            /// The fleet's lease was lost before the entry was recorded (this node was taken for
+            /// dead): the result is dropped, and the job is claimed again.
+            case superseded
         }
         var kind: Kind
         var timings: StageTimings
@@ -44,10 +47,10 @@ extension Pipeline {
                 defer { self.inFlight.withLock { _ = $0.removeValue(forKey: key) } }
                 return await self.coordinated(
                     key: key, remote: source.isRemote, ticket: ticket, deadline: deadline, progress: progress
-                ) {
+                ) { lease in
                     await self.runJob(
                         source: source, key: key, profile: profile, posterTime: posterTime,
-                        previous: previous, deadline: deadline, progress: progress)
+                        previous: previous, deadline: deadline, progress: progress, lease: lease)
                 }
             }
             let job = SharedJob(task: task, progress: progress)
