@@ -251,22 +251,25 @@ public final class Fleet: JobCoordinator, Service {
 
     /// Tells every node of the fleet on `database` to drop `keys` from memory, and ends their
     /// leases (a purged media is made again by the next request): `pushmedia purge`.
-    public static func announcePurge(_ keys: [String], on database: FleetDatabase) async throws(FleetError) {
+    /// The notification is in a span (`pushmedia.fleet.purge`) when `sampler` records it.
+    public static func announcePurge(_ keys: [String], on database: FleetDatabase, sampler: TraceSampler? = nil)
+        async throws(FleetError)
+    {
         guard !keys.isEmpty else { return }
         let logger = Logger(label: "pushmedia")
         let connection = try await database.connect(logger: logger, timeout: max(database.timeout, .seconds(5)))
         defer { Task { try? await connection.close() } }
         // The NOTIFY in its span (`pushmedia.fleet.purge`), with the number of keys.
-        let span = startSpan("pushmedia.fleet.purge", context: .topLevel, ofKind: .producer)
-        span.attributes["pushmedia.fleet.keys"] = keys.count
-        defer { span.end() }
+        let span = sampler?.start("pushmedia.fleet.purge", ofKind: .producer)
+        span?.attributes["pushmedia.fleet.keys"] = keys.count
+        defer { span?.end() }
         do {
             try await connection.query("DELETE FROM pushmedia_leases WHERE key = ANY(\(keys))", logger: logger)
             try await connection.query(
                 "SELECT pg_notify(\(FleetDatabase.channel), 'purge' || chr(9) || k) FROM unnest(\(keys)::text[]) k",
                 logger: logger)
         } catch {
-            span.setStatus(SpanStatus(code: .error, message: "the fleet database failed"))
+            span?.setStatus(SpanStatus(code: .error, message: "the fleet database failed"))
             throw database.classify(error)
         }
     }

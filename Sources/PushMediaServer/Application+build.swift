@@ -235,7 +235,7 @@ func buildApplication(
     if let exportURL = server.tracing.exportURL {
         // First of all, so the last to stop: it flushes the spans the others ended.
         let tracing = try TracingBackend(
-            config: server.tracing, exportURL: exportURL, metrics: parts.metrics, logger: logger)
+            config: server.tracing, exportURL: exportURL, factory: parts.metrics.factory, logger: logger)
         services.insert(tracing.service, at: 0)
         logger.info(
             "traces", metadata: ["endpoint": "\(exportURL)", "sampler": "\(server.tracing.sampler.rawValue)"])

@@ -23,6 +23,7 @@ struct PurgeCommand: AsyncParsableCommand {
     @Argument(help: "Media URLs exactly as payloads give them.")
     var urls: [String]
     @OptionGroup var fleet: FleetOptions
+    @OptionGroup var tracing: TracingOptions
     @OptionGroup var options: SharedOptions
 
     func validate() throws {
@@ -31,6 +32,8 @@ struct PurgeCommand: AsyncParsableCommand {
 
     func run() async throws {
         var config = try options.config()
+        // The fleet's notification in a trace (`pushmedia.fleet.purge`) when the sampler records it.
+        let traces = try tracing.commandTracing(configFile: options.configFile)
         do { try config.apply(fleet.given) } catch { throw ValidationError(error.description) }
         // The fleet is checked first: nothing is purged when its nodes could not be told.
         let fleetDatabase: FleetDatabase?
@@ -56,8 +59,9 @@ struct PurgeCommand: AsyncParsableCommand {
             print(text)
         }
         if let fleetDatabase {
+            let keys = urls.flatMap(pipeline.cacheKeys(url:))
             do {
-                try await Fleet.announcePurge(urls.flatMap(pipeline.cacheKeys(url:)), on: fleetDatabase)
+                try await traces.run { try await Fleet.announcePurge(keys, on: fleetDatabase, sampler: traces.sampler) }
             } catch {
                 FileHandle.writeError("pushmedia: purge: the fleet's nodes were not told: \(error)")
                 throw Exit.ioError

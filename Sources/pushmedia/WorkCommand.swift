@@ -26,6 +26,7 @@ struct WorkCommand: AsyncParsableCommand {
     /// `--concurrency`, one per core when not given.
     var concurrency: Int { concurrencyGiven ?? ProcessInfo.processInfo.activeProcessorCount }
     @OptionGroup var fleetOptions: FleetOptions
+    @OptionGroup var tracing: TracingOptions
     @OptionGroup var options: SharedOptions
 
     func validate() throws {
@@ -55,9 +56,11 @@ struct WorkCommand: AsyncParsableCommand {
             FileHandle.writeError("pushmedia: work --fleet \(name): \(error)")
             throw Exit.ioError
         }
+        // Each item in a trace of its own when the sampler records it (`--otel-*`, `OTEL_*`).
+        let traces = try tracing.commandTracing(configFile: options.configFile)
         // The same media in several workers' items is made once: the fleet's leases (and its
         // notifications) for the jobs, as `serve` nodes share them.
-        let coordinator = try Fleet(database: queue.database, lease: lease, logger: logger)
+        let coordinator = try Fleet(database: queue.database, lease: lease, sampler: traces.sampler, logger: logger)
         let coordination = Task { try? await coordinator.run() }
         defer { coordination.cancel() }
         let pipeline: Pipeline
@@ -71,19 +74,19 @@ struct WorkCommand: AsyncParsableCommand {
         }
         let mediaRoot = config.mediaRoot ?? FleetWorker.mediaRoot(ofLocation: input)
         let worker = FleetWorker(queue: queue, fleet: coordinator, pipeline: pipeline, concurrency: concurrency)
-        var tally = FleetWorker.Tally()
-        var deleted = false
+        let tally: FleetWorker.Tally
+        let deleted: Bool
         do {
-            while true {
-                tally += try await worker.work(batch: name, mediaRoot: mediaRoot)
-                guard let progress = try await queue.progress(name: name) else {
-                    deleted = true
-                    break
+            (tally, deleted) = try await traces.run {
+                var tally = FleetWorker.Tally()
+                while true {
+                    tally += try await worker.work(batch: name, mediaRoot: mediaRoot)
+                    guard let progress = try await queue.progress(name: name) else { return (tally, true) }
+                    if progress.finished { return (tally, false) }
+                    // Others hold the rest: wait for them to finish, or for a dead or frozen one's
+                    // items to come back to the queue.
+                    try await Task.sleep(for: .milliseconds(500))
                 }
-                if progress.finished { break }
-                // Others hold the rest: wait for them to finish, or for a dead or frozen one's items
-                // to come back to the queue.
-                try await Task.sleep(for: .milliseconds(500))
             }
         } catch {
             FileHandle.writeError("pushmedia: work --fleet \(name): \(error)")

@@ -299,12 +299,24 @@ def purge_reaches_every_node_within_a_second(world):
                             + world.store_flags(), env=world.env, capture_output=True, text=True, timeout=60)
     expect(purged.returncode == 0 and "told the fleet" in purged.stdout, f"purge: {purged.stdout}{purged.stderr}")
     told = time.monotonic()
-    time.sleep(1.0)
-    after = [answered_payload(request(world.ports[i], "POST", "/v1/process", body)[1]) for i in range(NODES)]
+    after = [first[0]] * NODES
+
+    def all_new():
+        for i in range(NODES):
+            if after[i] == first[0]:
+                after[i] = answered_payload(request(world.ports[i], "POST", "/v1/process", body)[1])
+        return all(answer != first[0] for answer in after)
+
+    until(all_new, 1.0, step=0.05)
     for i, answer in enumerate(after):
         expect(answer != first[0], f"node{i} answered its old entry {time.monotonic() - told:.2f}s after the purge")
     expect(len({json.dumps(p, sort_keys=True) for p in after}) == 1, f"nodes differ after the purge: {after}")
     expect(world.origin.hits(path) == 2, f"{world.origin.hits(path)} origin fetches (2 expected)")
+    # `purge` traces its notification as `serve` does (OTEL_EXPORTER_OTLP_ENDPOINT), and exports
+    # the span before it exits.
+    sent = [span for span in world.receiver.spans() if span["name"] == "pushmedia.fleet.purge"]
+    expect(len(sent) >= 1 and sent[-1]["attributes"].get("pushmedia.fleet.keys", 0) >= 1,
+           f"no pushmedia.fleet.purge span from `purge`: {sent}")
 
 
 def children(pid):
@@ -667,6 +679,10 @@ def a_fleet_batch_across_three_workers_one_killed(world):
         except subprocess.TimeoutExpired:
             raise CheckFailed(f"{worker.name} did not finish: {worker.stderr_tail()}")
         expect(worker.p.returncode == 0, f"{worker.name} exited {worker.p.returncode}: {worker.stderr_tail()}")
+    # `work` traces each item it processes (a trace of its own), exported before it exits.
+    items = [span for span in world.receiver.spans()
+             if span["name"] == "pushmedia.fleet.item" and span["attributes"].get("pushmedia.batch") == name]
+    expect(len(items) >= count // 4, f"{len(items)} pushmedia.fleet.item spans of the batch from the workers")
     fleet_out = os.path.join(world.work, name + "-fleet-out")
     status = world.pushmedia(["batch", "--fleet", name, "--status", "--out", fleet_out])
     expect(status.returncode == 0 and f"{count} payloads" in status.stdout, f"--status: {status.stdout}{status.stderr}")

@@ -18,8 +18,8 @@ import Tracing
         let service: any Service
 
         /// Sets the process's tracer (`InstrumentationSystem`, once per process), counting lost spans
-        /// on `metrics`; the exporter's own warnings go to `logger`.
-        init(config: TracingConfig, exportURL: String, metrics: ServerMetrics, logger: Logger) throws {
+        /// with `factory`; the exporter's own warnings go to `logger`.
+        init(config: TracingConfig, exportURL: String, factory: any MetricsFactory, logger: Logger) throws {
             var otel = OTel.Configuration.default
             otel.serviceName = config.serviceName
             otel.resourceAttributes = config.resourceAttributes
@@ -43,7 +43,7 @@ import Tracing
             // the spans that find the queue full meanwhile are counted sooner.
             otel.traces.batchSpanProcessor.exportTimeout = .seconds(5)
             otel.traces.otlpExporter.timeout = .seconds(5)
-            let lost = Counter(label: "pushmedia_trace_spans_dropped_total", factory: metrics.factory)
+            let lost = Counter(label: "pushmedia_trace_spans_dropped_total", factory: factory)
             otel.diagnosticLogger = .custom(
                 Logger(label: "pushmedia.otel") { label in LostSpans(forward: logger, lost: lost) })
             let (tracer, service) = try OTel.makeTracingBackend(configuration: otel)
@@ -99,7 +99,7 @@ import Tracing
     struct TracingBackend {
         let service: any Service
 
-        init(config: TracingConfig, exportURL: String, metrics: ServerMetrics, logger: Logger) throws {
+        init(config: TracingConfig, exportURL: String, factory: any MetricsFactory, logger: Logger) throws {
             throw ServerError.tracing(
                 "--otel-endpoint: this build of pushmedia has no OTLP exporter (built without the OTLP trait)")
         }

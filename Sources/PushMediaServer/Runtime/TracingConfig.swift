@@ -110,7 +110,8 @@ public struct TracingConfig: Equatable, Sendable {
     /// The settings, lifted into `serve`'s.
     static let settings: [Setting<ServerConfig>] = [
         Setting(
-            "otel-endpoint", "PUSHMEDIA_OTEL_ENDPOINT", fallback: "OTEL_EXPORTER_OTLP_ENDPOINT", commands: [.serve],
+            "otel-endpoint", "PUSHMEDIA_OTEL_ENDPOINT", fallback: "OTEL_EXPORTER_OTLP_ENDPOINT",
+            commands: [.serve, .work, .purge],
             default: "none",
             help: "Send traces to this OpenTelemetry collector's OTLP/HTTP base URL (/v1/traces is added); none: off"
         ) {
@@ -119,20 +120,22 @@ public struct TracingConfig: Equatable, Sendable {
         },
         Setting(
             "otel-traces-endpoint", "PUSHMEDIA_OTEL_TRACES_ENDPOINT", fallback: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-            commands: [.serve], default: "none", help: "Send traces to this full OTLP/HTTP URL instead"
+            commands: [.serve, .work, .purge], default: "none", help: "Send traces to this full OTLP/HTTP URL instead"
         ) {
             config, value throws(ConfigError) in
             config.tracing.tracesEndpoint = try endpointURL(value)
         },
         Setting(
-            "otel-headers", "PUSHMEDIA_OTEL_HEADERS", fallback: "OTEL_EXPORTER_OTLP_HEADERS", commands: [.serve],
+            "otel-headers", "PUSHMEDIA_OTEL_HEADERS", fallback: "OTEL_EXPORTER_OTLP_HEADERS",
+            commands: [.serve, .work, .purge],
             default: "none", help: "Headers sent with each export, key=value pairs separated by commas (an API key)"
         ) {
             config, value throws(ConfigError) in
             config.tracing.headers = try pairs(value, secret: true)
         },
         Setting(
-            "otel-service-name", "PUSHMEDIA_OTEL_SERVICE_NAME", fallback: "OTEL_SERVICE_NAME", commands: [.serve],
+            "otel-service-name", "PUSHMEDIA_OTEL_SERVICE_NAME", fallback: "OTEL_SERVICE_NAME",
+            commands: [.serve, .work, .purge],
             default: "`pushmedia`", help: "service.name of the spans"
         ) {
             config, value throws(ConfigError) in
@@ -141,14 +144,15 @@ public struct TracingConfig: Equatable, Sendable {
         },
         Setting(
             "otel-resource-attributes", "PUSHMEDIA_OTEL_RESOURCE_ATTRIBUTES", fallback: "OTEL_RESOURCE_ATTRIBUTES",
-            commands: [.serve], default: "none",
+            commands: [.serve, .work, .purge], default: "none",
             help: "More attributes of the spans' resource, key=value pairs separated by commas"
         ) {
             config, value throws(ConfigError) in
             config.tracing.resourceAttributes = try pairs(value, secret: false)
         },
         Setting(
-            "otel-sampler", "PUSHMEDIA_OTEL_SAMPLER", fallback: "OTEL_TRACES_SAMPLER", commands: [.serve],
+            "otel-sampler", "PUSHMEDIA_OTEL_SAMPLER", fallback: "OTEL_TRACES_SAMPLER",
+            commands: [.serve, .work, .purge],
             default: "`parentbased_always_on`",
             help: "Which traces are recorded: " + TraceSampler.Rule.allCases.map(\.rawValue).joined(separator: ", ")
         ) {
@@ -159,7 +163,8 @@ public struct TracingConfig: Equatable, Sendable {
             config.tracing.sampler = sampler
         },
         Setting(
-            "otel-sampler-arg", "PUSHMEDIA_OTEL_SAMPLER_ARG", fallback: "OTEL_TRACES_SAMPLER_ARG", commands: [.serve],
+            "otel-sampler-arg", "PUSHMEDIA_OTEL_SAMPLER_ARG", fallback: "OTEL_TRACES_SAMPLER_ARG",
+            commands: [.serve, .work, .purge],
             default: "`1`", help: "The ratio of traces the *traceidratio samplers record, 0 to 1"
         ) {
             config, value throws(ConfigError) in
@@ -169,7 +174,8 @@ public struct TracingConfig: Equatable, Sendable {
             config.tracing.samplerRatio = ratio
         },
         Setting(
-            "otel-max-queue", "PUSHMEDIA_OTEL_MAX_QUEUE", fallback: "OTEL_BSP_MAX_QUEUE_SIZE", commands: [.serve],
+            "otel-max-queue", "PUSHMEDIA_OTEL_MAX_QUEUE", fallback: "OTEL_BSP_MAX_QUEUE_SIZE",
+            commands: [.serve, .work, .purge],
             default: "`2048`",
             help: "Finished spans held for export; past it new ones are dropped and counted "
                 + "(pushmedia_trace_spans_dropped_total)"
