@@ -16,21 +16,30 @@ struct HealthCommand: ParsableCommand {
         commandName: "health",
         abstract: "Check that the running `serve` answers GET /healthz (for a container's HEALTHCHECK).",
         discussion: """
-            Reads the settings `serve` reads (PUSHMEDIA_CONFIG's file, then the PUSHMEDIA_* environment) \
-            and asks http://HOST:PORT/healthz, where a wildcard host (0.0.0.0, ::) is asked on the loopback \
-            address. Exit status: 0 healthy, 1 not (the reason is printed), 64 the settings do not read.
+            Reads the settings `serve` reads (the --config file or PUSHMEDIA_CONFIG's, then the \
+            PUSHMEDIA_* environment, then --host and --port) and asks http://HOST:PORT/healthz, where a \
+            wildcard host (0.0.0.0, ::) is asked on the loopback address. Exit status: 0 healthy, 1 not \
+            (the reason is printed), 64 the settings do not read.
             """
     )
 
     @Option(help: "Seconds to wait for the answer, connecting included.")
     var timeout: Int = 4
+    @Option(name: .customLong("config"), help: "The settings file `serve` was given (default: PUSHMEDIA_CONFIG).")
+    var configFile: String?
+    @Option(help: "The port `serve` was given with --port (default: the settings').")
+    var port: String?
+    @Option(help: "The address `serve` was given with --host (default: the settings').")
+    var host: String?
 
     func run() throws {
         let environment = ProcessInfo.processInfo.environment
-        let server: ServerConfig
+        var server: ServerConfig
         do {
-            let file = try environment["PUSHMEDIA_CONFIG"].map(SettingsFile.read)
+            let file = try (configFile ?? environment["PUSHMEDIA_CONFIG"]).map(SettingsFile.read)
             server = try ServerConfig.fromSources(file: file, environment: environment)
+            if let port { try server.set("port", to: port) }
+            if let host { try server.set("host", to: host) }
         } catch {
             FileHandle.writeError("pushmedia: \(error)")
             throw Exit.usage

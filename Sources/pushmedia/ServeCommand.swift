@@ -161,22 +161,7 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
     var relayUpstreamPing: String?
     @Option(name: .customLong("relay-fair-quantum"), help: .setting("relay-fair-quantum"))
     var relayFairQuantum: String?
-    @Option(name: .customLong("otel-endpoint"), help: .setting("otel-endpoint"))
-    var otelEndpoint: String?
-    @Option(name: .customLong("otel-traces-endpoint"), help: .setting("otel-traces-endpoint"))
-    var otelTracesEndpoint: String?
-    @Option(name: .customLong("otel-headers"), help: .setting("otel-headers"))
-    var otelHeaders: String?
-    @Option(name: .customLong("otel-service-name"), help: .setting("otel-service-name"))
-    var otelServiceName: String?
-    @Option(name: .customLong("otel-resource-attributes"), help: .setting("otel-resource-attributes"))
-    var otelResourceAttributes: String?
-    @Option(name: .customLong("otel-sampler"), help: .setting("otel-sampler"))
-    var otelSampler: String?
-    @Option(name: .customLong("otel-sampler-arg"), help: .setting("otel-sampler-arg"))
-    var otelSamplerArg: String?
-    @Option(name: .customLong("otel-max-queue"), help: .setting("otel-max-queue"))
-    var otelMaxQueue: String?
+    @OptionGroup var tracing: TracingOptions
     @Flag(name: .customLong("otel-origin-traceparent"), help: .setting("otel-origin-traceparent"))
     var otelOriginTraceparent = false
     @OptionGroup var fleet: FleetOptions
@@ -230,7 +215,9 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
     func run() async throws {
         Self.raiseOpenFileLimit()
         let environment = ProcessInfo.processInfo.environment
-        let flags = (options.given + fleet.given + given).compactMap { name, text in text.map { (name, $0) } }
+        let flags = (options.given + fleet.given + tracing.given + given).compactMap { name, text in
+            text.map { (name, $0) }
+        }
         let configFile = options.configFile ?? environment["PUSHMEDIA_CONFIG"]
         let start: SettingsSnapshot
         do { start = try Self.snapshot(flags: flags, configFile: configFile, environment: environment) } catch {
@@ -292,6 +279,13 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
         // Past the drain limit the requests still in flight are cancelled: an object store's
         // transfers end with them, and the process exits.
         group.maximumGracefulShutdownDuration = server.drainLimit
-        try await ServiceGroup(configuration: group).run()
+        do {
+            try await ServiceGroup(configuration: group).run()
+        } catch {
+            // A listener that cannot bind: which address, and why, in plain words.
+            guard let why = ListenFailure.describe(error, server: server) else { throw error }
+            FileHandle.writeError("pushmedia: \(why)")
+            throw Exit.ioError
+        }
     }
 }

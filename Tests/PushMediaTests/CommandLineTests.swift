@@ -126,6 +126,63 @@ struct CommandLineTests {
         #expect(!run.stderr.contains("Fatal error"))
     }
 
+    /// `help` with a name that is no command is a usage error naming the commands.
+    @Test func helpForNoSuchCommandIsAUsageError() async throws {
+        let run = try await pushmedia(["help", "nosuch"])
+        #expect(run.status == 64, "\(run.stderr)")
+        #expect(run.stderr.contains("there is no command nosuch; the commands are process, batch"), "\(run.stderr)")
+        let known = try await pushmedia(["help", "purge"])
+        #expect(known.status == 0, "\(known.stderr)")
+    }
+
+    /// A command's own error comes with its own usage, not the top level's.
+    @Test func aCommandsErrorShowsItsOwnUsage() async throws {
+        let run = try await pushmedia(["process", "--budget", "soon"])
+        #expect(run.status == 64, "\(run.stderr)")
+        #expect(run.stderr.contains("Usage: pushmedia process"), "\(run.stderr)")
+        #expect(!run.stderr.contains("<subcommand>"), "\(run.stderr)")
+    }
+
+    /// A store path that cannot be made says which directory and why in plain words.
+    @Test func aStorePathUnderAFileIsNamed() async throws {
+        let work = TemporaryDirectory()
+        FileManager.default.createFile(atPath: work.file("plain"), contents: Data("x".utf8))
+        let run = try await pushmedia(
+            ["process", "--store", work.file("plain") + "/media"], stdin: Data(#"{"aps":{"alert":"hi"}}"#.utf8))
+        #expect(run.status == 74, "\(run.stderr)")
+        #expect(run.stderr.contains("\(work.file("plain")) is a file, not a directory"), "\(run.stderr)")
+        #expect(!run.stderr.contains("NSCocoaErrorDomain"), "\(run.stderr)")
+    }
+
+    /// `serve` on a port in use names the address and the flag, exit 74; `health` asks the port
+    /// given with --port.
+    @Test func servingOnAPortInUseNamesTheAddress() async throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                bind(listener, address, length) == 0 && listen(listener, 1) == 0
+                    && getsockname(listener, address, &length) == 0
+            }
+        }
+        #expect(bound)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let work = TemporaryDirectory()
+        let run = try await pushmedia(["serve", "--port", "\(port)", "--store", work.file("store")])
+        #expect(run.status == 74, "\(run.stderr)")
+        #expect(
+            run.stderr.contains("cannot listen on 127.0.0.1:\(port) (--host/--port): the address is in use"),
+            "\(run.stderr)")
+        // Nothing answers HTTP there: `health --port` asks that port, and says so.
+        let health = try await pushmedia(["health", "--port", "\(port)", "--timeout", "1"])
+        #expect(health.status == 1, "\(health.stderr)")
+        #expect(health.stderr.contains("127.0.0.1:\(port)/healthz"), "\(health.stderr)")
+    }
+
     @Test func batchProcessesEverySampleAsDocumented() async throws {
         let work = TemporaryDirectory()
         let arguments = [

@@ -15,9 +15,7 @@ final class LocalBackend: StoreBackend {
         let root = URL(fileURLWithPath: absolute).standardizedFileURL.path
         self.directory = root
         for path in [root, root + "/.index"] {
-            do { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
-                throw .io(path: path, reason: "cannot create directory (\(error.localizedDescription))")
-            }
+            try makeDirectories(path)
         }
         guard access(root, W_OK) == 0 else { throw .io(path: root, reason: "not writable") }
     }

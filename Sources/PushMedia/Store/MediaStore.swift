@@ -163,9 +163,7 @@ public final class MediaStore: Sendable {
         entries = EntryCache(capacity: entryCapacity)
         self.useInterval = useInterval
         for path in [incoming, workspace] {
-            do { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
-                throw .io(path: path, reason: "cannot create directory (\(error.localizedDescription))")
-            }
+            try makeDirectories(path)
         }
         removeAbandonedWorkspaces()
     }

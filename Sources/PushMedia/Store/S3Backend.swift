@@ -17,9 +17,7 @@ final class S3Backend: StoreBackend {
         signal(SIGPIPE, SIG_IGN)
         let absolute = workRoot.hasPrefix("/") ? workRoot : FileManager.default.currentDirectoryPath + "/" + workRoot
         self.workRoot = URL(fileURLWithPath: absolute).standardizedFileURL.path
-        do { try FileManager.default.createDirectory(atPath: self.workRoot, withIntermediateDirectories: true) } catch {
-            throw .io(path: self.workRoot, reason: "cannot create directory (\(error.localizedDescription))")
-        }
+        try makeDirectories(self.workRoot)
     }
 
     var settings: S3Settings { client.settings }
