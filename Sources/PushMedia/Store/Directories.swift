@@ -21,6 +21,7 @@ func makeDirectories(_ path: String) throws(StoreError) {
             if info.st_mode & S_IFMT == S_IFDIR { continue }
             throw .io(path: path, reason: "cannot create directory: \(current) is a file, not a directory")
         }
-        throw .io(path: path, reason: "cannot create directory \(current): \(String(cString: strerror(code)).lowercased())")
+        throw .io(
+            path: path, reason: "cannot create directory \(current): \(String(cString: strerror(code)).lowercased())")
     }
 }
