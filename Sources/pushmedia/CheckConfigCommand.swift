@@ -8,12 +8,14 @@ struct CheckConfigCommand: ParsableCommand {
         commandName: "check-config",
         abstract: "Check a settings file (--config): every name a setting's, every value one the setting takes.",
         discussion: """
-            Reads FILE as `--config FILE` does (YAML, or JSON), without the environment or flags, and \
-            checks each setting with the same rules and messages as its flag, then every rule `serve` \
-            checks before it opens a listener, with the same messages: the settings that go together \
-            (--url-key with --url-salt, the relays' TLS files, --apns-key with its ID and team, \
+            Reads FILE as `serve --config FILE` does (YAML, or JSON), then the PUSHMEDIA_* environment as \
+            `serve` does (a Secret's token, say), and checks each setting with the same rules and \
+            messages as its flag (a name that is no setting's gets the nearest one's), then every rule \
+            `serve` checks before it opens a listener, with the same messages: the settings that go \
+            together (--url-key with --url-salt, the relays' TLS files, --apns-key with its ID and team, \
             --fleet-worker with --fleet-db), the relays' credentials file, and who may reach each \
-            listener (a public address needs auth). Exit status: 0 valid, 65 not (each problem is printed).
+            listener (a public address needs auth). Every problem is printed, one a line. Exit status: \
+            0 valid, 65 not.
             """
     )
 
@@ -21,13 +23,34 @@ struct CheckConfigCommand: ParsableCommand {
     var file: String
 
     func run() throws {
+        let environment = ProcessInfo.processInfo.environment
         let entries: Int
         do {
-            let parsed = try SettingsFile.read(file)
-            let config = try PushMediaConfig.fromSources(file: parsed, environment: [:])
-            let server = try ServerConfig.fromSources(file: parsed, environment: [:])
-            let checks = try StartChecks(
-                config: config, server: server, environment: ProcessInfo.processInfo.environment)
+            let parsed = try SettingsFile.readAll(file)
+            // Each setting on its own, so that every value refused is told in one run.
+            var config = PushMediaConfig()
+            var server = ServerConfig()
+            var problems = parsed.problems
+            for (name, text) in parsed.entries {
+                do throws(ConfigError) {
+                    if PushMediaConfig.setting(named: name) != nil {
+                        try config.set(name, to: text)
+                    } else {
+                        try server.set(name, to: text)
+                    }
+                } catch {
+                    problems.append(.inFile(path: file, error))
+                }
+            }
+            do throws(ConfigError) {
+                config = try PushMediaConfig.fromEnvironment(environment, over: config)
+                server = try ServerConfig.fromEnvironment(environment, over: server)
+            } catch {
+                problems.append(error)
+            }
+            if problems.count == 1 { throw problems[0] }
+            if !problems.isEmpty { throw ConfigError.several(problems) }
+            let checks = try StartChecks(config: config, server: server, environment: environment)
             for warning in checks.warnings { FileHandle.writeError("pushmedia: warning: \(warning.message)") }
             entries = parsed.entries.count
         } catch {

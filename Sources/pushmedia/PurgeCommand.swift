@@ -15,8 +15,9 @@ struct PurgeCommand: AsyncParsableCommand {
             stop using the entry within --index-cache-ttl (default 60s); with --fleet-db, every \
             node of the fleet drops it from memory at once. The media files stay \
             until `pushmedia gc` finds them unreferenced. For one request, `refresh=1` on \
-            /v1/process (or `process --refresh`) revalidates instead. Exit status: 0 done \
-            (also when nothing was cached), 64 usage error, 74 store error.
+            /v1/process (or `process --refresh`) revalidates instead. Exit status: 0 done, 1 \
+            nothing was cached for a URL with these settings (the others are purged), 64 usage \
+            error, 74 store error.
             """
     )
 
@@ -51,12 +52,16 @@ struct PurgeCommand: AsyncParsableCommand {
             throw Exit.ioError
         }
         for (url, entries) in purged {
-            let text =
-                entries == 0
-                ? "nothing cached for \(url) in \(pipeline.store.location) (with these settings)"
-                : "purged \(url): \(entries) cache \(entries == 1 ? "entry" : "entries") removed from "
-                    + "\(pipeline.store.location)"
-            print(text)
+            if entries == 0 {
+                FileHandle.writeError(
+                    "pushmedia: purge: nothing cached for \(url) in \(pipeline.store.location) with these settings: "
+                        + "the settings that change the output (profiles, sizes, --allow-private-networks…) are part "
+                        + "of the cache key; give the ones the nodes serve with")
+            } else {
+                print(
+                    "purged \(url): \(entries) cache \(entries == 1 ? "entry" : "entries") removed from "
+                        + "\(pipeline.store.location)")
+            }
         }
         if let fleetDatabase {
             let keys = urls.flatMap(pipeline.cacheKeys(url:))
@@ -68,5 +73,7 @@ struct PurgeCommand: AsyncParsableCommand {
             }
             print("told the fleet's nodes (\(fleetDatabase.described)) to drop the entries from memory")
         }
+        // Nothing matched a URL: the caller's settings, or the URL, are not the ones cached.
+        if purged.contains(where: { $0.entries == 0 }) { throw ExitCode(1) }
     }
 }

@@ -283,6 +283,19 @@ struct FleetTests {
         purge.waitUntilExit()
         #expect(purge.terminationStatus == 0)
         #expect(printed.contains("purged \(origin.url("/banner.jpg")): 1 cache entry removed"), "\(printed)")
+        // Again: nothing is cached for it now, which is said, with exit 1.
+        let again = Process()
+        again.executableURL = purge.executableURL
+        again.arguments = purge.arguments
+        again.environment = purge.environment
+        let told = Pipe()
+        again.standardError = told
+        again.standardOutput = FileHandle.nullDevice
+        try again.run()
+        let said = String(decoding: told.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        again.waitUntilExit()
+        #expect(again.terminationStatus == 1, "\(said)")
+        #expect(said.contains("nothing cached for \(origin.url("/banner.jpg"))"), "\(said)")
         clock.advance(by: .seconds(1))  // --index-cache-ttl
         let refetched = try await b.process(payload)
         #expect(refetched.outcome.cacheHit == false && refetched.payload["image_url"]?.stringValue == new)

@@ -58,7 +58,7 @@ struct SettingsFileTests {
                 return "accepted"
             } catch { return "\(error)" }
         }
-        #expect(problem("budgt: 3s") == "bad.yaml: unknown setting --budgt")
+        #expect(problem("budgt: 3s") == "bad.yaml: unknown setting --budgt (did you mean --budget?)")
         #expect(problem("budget: soon").hasPrefix("bad.yaml: invalid value \"soon\" for --budget: expected"))
         #expect(problem("port: 99999").hasPrefix("bad.yaml: invalid value \"99999\" for --port"))
         #expect(problem("budget: [1s, 2s]").contains("not repeatable"))

@@ -261,6 +261,29 @@ struct SettingsTableTests {
         #expect(missing.status == 65)
     }
 
+    /// `check-config` names every problem of a file in one run, with the nearest setting for a
+    /// name that is none, and reads the environment as `serve` does.
+    @Test func checkConfigNamesEveryProblem() async throws {
+        let directory = TemporaryDirectory()
+        let three = directory.file("three.yaml")
+        try "budjet: 3s\nport: 99999\nmax-jobs: lots\n".write(toFile: three, atomically: true, encoding: .utf8)
+        let run = try await Self.pushmedia(["check-config", three])
+        #expect(run.status == 65)
+        let lines = run.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(run.stderr)")
+        #expect(run.stderr.contains("unknown setting --budjet (did you mean --budget?)"), "\(run.stderr)")
+        #expect(run.stderr.contains("invalid value \"99999\" for --port"), "\(run.stderr)")
+        #expect(run.stderr.contains("invalid value \"lots\" for --max-jobs"), "\(run.stderr)")
+        // A public address needs auth: the token the environment gives (a Kubernetes Secret's) counts.
+        let open = directory.file("open.yaml")
+        try "host: 0.0.0.0\n".write(toFile: open, atomically: true, encoding: .utf8)
+        let alone = try await Self.pushmedia(["check-config", open])
+        #expect(alone.status == 65, "\(alone.stderr)")
+        let withToken = try await Self.pushmedia(
+            ["check-config", open], environment: ["PUSHMEDIA_TOKENS": "a-token-0123456789"])
+        #expect(withToken.status == 0, "\(withToken.stderr)")
+    }
+
     /// `--log-level warning` leaves out the info lines, such as "listening".
     @Test func logLevel() async throws {
         let store = TemporaryDirectory()
@@ -292,9 +315,11 @@ struct SettingsTableTests {
     static let runner = BlockingExecutor(name: "test-settings-cli", maxThreads: 4)
 
     /// Runs `pushmedia` with `options` then `arguments`, without the environment's `PUSHMEDIA_*`.
-    static func pushmedia(_ options: [String], arguments: [String] = []) async throws -> Run {
+    static func pushmedia(_ options: [String], arguments: [String] = [], environment: [String: String] = [:])
+        async throws -> Run
+    {
         try await runner.run {
-            let (process, out, err) = try started(options + arguments)
+            let (process, out, err) = try started(options + arguments, environment: environment)
             let stdout = out.fileHandleForReading.readDataToEndOfFile()
             let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()
@@ -304,13 +329,15 @@ struct SettingsTableTests {
 
     /// `pushmedia` with `arguments`, started without the environment's `PUSHMEDIA_*` and `AWS_*`,
     /// its standard output and error in pipes.
-    static func started(_ arguments: [String]) throws -> (Process, out: Pipe, err: Pipe) {
+    static func started(_ arguments: [String], environment: [String: String] = [:]) throws -> (
+        Process, out: Pipe, err: Pipe
+    ) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.filter {
             !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_")
-        }
+        }.merging(environment) { _, given in given }
         let (out, err) = (Pipe(), Pipe())
         process.standardOutput = out
         process.standardError = err

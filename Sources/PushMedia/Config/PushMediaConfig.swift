@@ -251,20 +251,53 @@ public struct PushMediaConfig: Configurable, Equatable {
 /// A setting that could not be applied.
 public enum ConfigError: Error, CustomStringConvertible, Sendable {
     case invalidValue(name: String, value: String, expected: String)
-    case unknownSetting(String)
+    /// A name that is no setting's, with the nearest setting's name when one is close.
+    case unknownSetting(String, nearest: String? = nil)
     indirect case inEnvironment(variable: String, ConfigError)
     /// A settings file (`--config`) that cannot be read or is not a mapping of settings.
     case file(path: String, reason: String)
     /// A setting of a settings file, and what is wrong with it.
     indirect case inFile(path: String, ConfigError)
+    /// Every problem of a settings file, each on its own line.
+    indirect case several([ConfigError])
 
     public var description: String {
         switch self {
         case let .invalidValue(name, value, expected): "invalid value \"\(value)\" for --\(name): expected \(expected)"
-        case let .unknownSetting(name): "unknown setting --\(name)"
+        case let .unknownSetting(name, nearest):
+            "unknown setting --\(name)" + (nearest.map { " (did you mean --\($0)?)" } ?? "")
         case let .inEnvironment(variable, error): "\(variable): \(error)"
         case let .file(path, reason): "\(path): \(reason)"
         case let .inFile(path, error): "\(path): \(error)"
+        case let .several(problems): problems.map(\.description).joined(separator: "\n")
         }
+    }
+
+    /// Each problem, one per line (`several`'s, or this one).
+    public var problems: [ConfigError] {
+        if case let .several(problems) = self { return problems.flatMap(\.problems) }
+        return [self]
+    }
+
+    /// The name among `names` nearest to `name` (at most a third of its letters off, 2 at least),
+    /// for a "did you mean".
+    public static func nearest(to name: String, among names: [String]) -> String? {
+        let limit = max(2, name.count / 3)
+        let scored = names.map { ($0, editDistance(name, $0)) }.filter { $0.1 <= limit }
+        return scored.min { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0 < $1.0) }?.0
+    }
+
+    /// Levenshtein's distance: the fewest letters inserted, removed or changed from `a` to `b`.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let (a, b) = (Array(a), Array(b))
+        var previous = Array(0...b.count)
+        for i in 1...max(1, a.count) where !a.isEmpty {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in stride(from: 1, through: b.count, by: 1) {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
     }
 }

@@ -36,6 +36,7 @@ public struct StartChecks: Sendable {
     /// Each problem of an error `init` threw, one a line (a credentials file may have several).
     public static func lines(of error: any Error) -> [String] {
         if let credentials = error as? CredentialsError { return credentials.all.map(\.description) }
+        if let config = error as? ConfigError { return config.problems.map(\.description) }
         return ["\(error)"]
     }
 

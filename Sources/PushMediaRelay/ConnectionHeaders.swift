@@ -1,10 +1,3 @@
-import Foundation
-import NIOSSL
-import PushMedia
-
-// What the relays' listeners share besides their HTTP/2 client: the headers a relay does not
-// pass on and the reasons it does not start.
-
 /// Headers a relay does not pass on to Apple or Google: those of a connection rather than of
 /// the request, HTTP/2 pseudo-headers (set anew) and HTTP/1's hop-by-hop ones (`content-length`
 /// is set for the body sent); and the sender's trace context (`traceparent`, `tracestate`), whose
@@ -16,18 +9,5 @@ func isConnectionHeader(_ name: String) -> Bool {
         "http2-settings", "traceparent", "tracestate":
         return true
     default: return false
-    }
-}
-
-/// Why the relay cannot start.
-public enum RelaySetupError: Error, CustomStringConvertible {
-    case incomplete(String)
-    case unreadable(what: String, path: String, why: String)
-
-    public var description: String {
-        switch self {
-        case let .incomplete(message): message
-        case let .unreadable(what, path, why): "\(what) \(path): \(why)"
-        }
     }
 }
