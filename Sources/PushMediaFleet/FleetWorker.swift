@@ -96,7 +96,8 @@ public struct FleetWorker: Sendable {
                 await mayStart()
                 if taken.isEmpty {
                     // Items are held under this node's life: none are taken between two lives.
-                    guard let life = await fleet.life.current(within: fleet.database.timeout) else {
+                    let wait = max(fleet.database.timeout, fleet.database.nodeTimeout)
+                    guard let life = await fleet.life.current(within: wait) else {
                         throw FleetError.unreachable(fleet.database.described, why: "the node's own connection is lost")
                     }
                     taken = try await queue.take(

@@ -993,6 +993,16 @@ def relay_hostile_media(world):
                f"{url}: media URL became {payload.get('media_url')!r}")
 
 
+def sentinel_after(world, relay, standin, headers):
+    """A push sent through `relay` after the ones a check says must not reach `standin`, waited
+    for there: the relay forwards what it lets through at once, so once the later push is in, an
+    earlier one let through would be too (instead of waiting a while for what should not come)."""
+    token = device_token()
+    (r,) = relay.h2(world, [Request(f"/3/device/{token}", headers, b'{"aps":{"alert":"sentinel"}}')])
+    expect(r.status == 200, f"the sentinel push answered {r!r}")
+    world.single_entry(standin, token)
+
+
 @check("relay")
 def relay_bad_method_and_path(world):
     relay = world.relay_tls
@@ -1008,7 +1018,7 @@ def relay_bad_method_and_path(world):
            f"POST /4/other answered {responses[1]!r}")
     for r in responses:
         expect(r.headers.get("apns-id"), f"no apns-id in {r.headers}")
-    time.sleep(0.3)
+    sentinel_after(world, relay, world.standin, push_headers(world))
     leaked = [e for e in world.standin.entries(since=mark) if e["token"] == get_token or e["path"] == "/4/other"]
     expect(not leaked, f"reached the stand-in: {[e['path'] for e in leaked]}")
 
@@ -1035,7 +1045,7 @@ def relay_body_past_limit(world):
     status, _, reason, _ = PyAPNsClient(world, relay.port).push(
         by_client, {"aps": {"alert": {"title": "t", "body": "b"}}, "blob": blob})
     expect((status, reason) == (413, "PayloadTooLarge"), f"pyapns_client's 1 MiB push: {status} {reason}")
-    time.sleep(0.3)
+    sentinel_after(world, relay, world.standin, push_headers(world))
     leaked = [e for e in world.standin.entries(since=mark) if e["token"] in (big, by_client)]
     expect(not leaked, f"reached the stand-in: {[e['token'] for e in leaked]}")
 
@@ -1095,7 +1105,8 @@ def relay_allowed_teams(world):
     expect(responses[0].status == 200, f"allowed team: {responses[0]!r}")
     expect(responses[1].status == 403 and responses[1].json() == {"reason": "InvalidProviderToken"},
            f"other team: {responses[1]!r}")
-    time.sleep(0.3)
+    # The allowed push of the same batch has reached the stand-in: the refused one would have too.
+    world.single_entry(world.standin, ours)
     leaked = [e for e in world.standin.entries(since=mark) if e["token"] == theirs]
     expect(not leaked, "the other team's push reached the stand-in")
 
@@ -1334,7 +1345,12 @@ def relay_certificate_sender(world):
     (r,) = h2_run(relay.port, [Request(f"/3/device/{device_token()}", [], b'{"aps":{"alert":"x"}}')],
                   ssl_context=cert_context(world, pem))
     expect(r.status == 400 and r.json() == {"reason": "MissingTopic"}, f"no apns-topic, two topics: {r!r}")
-    time.sleep(0.3)
+    # A push to its own topic, sent after: once it reaches the stand-in, the refused one would have.
+    last = device_token()
+    (r,) = h2_run(relay.port, [Request(f"/3/device/{last}", [("apns-topic", LEGACY)], b'{"aps":{"alert":"x"}}')],
+                  ssl_context=cert_context(world, pem))
+    expect(r.status == 200, f"to its own topic: {r!r}")
+    world.single_entry(standin, last)
     expect(not standin.entries({other}), "the push to another app's topic reached the stand-in")
 
 
@@ -1362,8 +1378,9 @@ def relay_held_credentials_clients(world):
     expect(responses[0].status == 200, f"a listed client: {responses[0]!r}")
     expect(responses[1].status == 403 and responses[1].json() == {"reason": "Forbidden"},
            f"a client the entry does not list: {responses[1]!r}")
+    # The listed client's push of the same batch has reached the stand-in (single_entry waits for
+    # it): the refused one would have too.
     expect(credential_of(world.single_entry(standin, ours)) == ("key", TEAM, KEY_ID), "shop's push under another key")
-    time.sleep(0.3)
     expect(not standin.entries({theirs}), "the refused push reached the stand-in")
 
 
@@ -1463,13 +1480,22 @@ def relay_reload_under_load(world):
         while log_count(outcome) == before:
             expect(time.monotonic() < deadline, f"no '{outcome}' in the log within 10 s of SIGHUP")
             time.sleep(0.05)
-        time.sleep(1.0)
+        # The batch in flight as the reload was logged may have been answered under the old set:
+        # the pushes after it were all sent under the new one.
+        pushing(len(results) + 30)
         return len(results)
+
+    def pushing(count):
+        """Waits until the campaign has `count` answers (it goes on meanwhile)."""
+        deadline = time.monotonic() + 20
+        while len(results) < count:
+            expect(time.monotonic() < deadline and not failures, f"the campaign stalled at {len(results)} pushes")
+            time.sleep(0.02)
 
     sender = threading.Thread(target=campaign)
     sender.start()
     try:
-        time.sleep(1.0)
+        pushing(20)
         added = replace(["shop", "legacy", "news"])
         rotated = replace(["shop-rotated", "legacy", "news"])
         removed = replace(["shop-rotated", "news"])

@@ -325,7 +325,10 @@ def run_attack(target, attack, material, seconds, hook_port=None, metrics_port=N
     shed_before = shed_counts(metrics_port)
     legit = Legit(target, material)
     legit.start()
-    time.sleep(1.0)  # connected and pushing
+    # Connected and pushing: a few of its pushes answered.
+    deadline = time.monotonic() + 10
+    while sum(1 for _, ok, _ in list(legit.results) if ok) < 5 and time.monotonic() < deadline:
+        time.sleep(0.02)
     before = rss_mb(target.pid)
     cpu_before = cpu_seconds(target.pid)
     sampler = Sampler(target.pid)
@@ -346,7 +349,10 @@ def run_attack(target, attack, material, seconds, hook_port=None, metrics_port=N
         sent = json.loads(run.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         sent = {"error": run.stderr[-500:]}
-    time.sleep(0.5)
+    # A few more of its pushes after the attack's end (the service it gets once the attack stops).
+    deadline = time.monotonic() + 10
+    while sum(1 for started_at, _, _ in list(legit.results) if started_at > ended) < 5 and time.monotonic() < deadline:
+        time.sleep(0.02)
     legit.running = False
     legit.join(10)
     during = legit.between(started, ended)
