@@ -76,7 +76,7 @@ public final class Fleet: JobCoordinator, Service {
             await cancelWhenGracefulShutdown {
                 await withDiscardingTaskGroup { group in
                     group.addTask { await self.client.run() }
-                    group.addTask { await self.life.run {} }
+                    group.addTask { await self.life.run() }
                     group.addTask { await self.listen() }
                     group.addTask { await self.sweep() }
                 }

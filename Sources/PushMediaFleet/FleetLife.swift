@@ -67,11 +67,10 @@ final class FleetLife: Sendable {
     /// timeout, and connects again at once when the connection is lost (its leases are lost with
     /// it: a fencing check then says so). Returns when cancelled, closing the connection, which
     /// hands every lease over at once.
-    func run(onChange: @escaping @Sendable () -> Void) async {
+    func run() async {
         let every = database.nodeTimeout / 5
         while !Task.isCancelled {
             if let (connection, _) = try? await begin() {
-                onChange()
                 let lost = OnceResolver<Void>()
                 lostSignal.withLock { $0 = lost }
                 // Speaks until a statement fails, or until the life is found lost elsewhere.
@@ -96,7 +95,6 @@ final class FleetLife: Sendable {
                 // Not waited for: a connection the server ended while this process was stopped
                 // may take its time to close, and a new life begins at once.
                 Task { try? await connection.close() }
-                onChange()
                 continue
             }
             guard !Task.isCancelled else { break }
