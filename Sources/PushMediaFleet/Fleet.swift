@@ -28,10 +28,10 @@ public final class Fleet: JobCoordinator, Service {
     /// This node's life in the database: the pid its leases are held under.
     let life: FleetLife
     /// Waiters for other nodes' jobs, by cache key.
-    private let waiters = Locked<[String: [ObjectIdentifier: Waiter]]>([:])
+    let waiters = Locked<[String: [ObjectIdentifier: Waiter]]>([:])
     /// The watches on the lives of the holders this node waits for, by their pid: the
     /// connection each waits on, once made (closed when nobody waits on that holder any more).
-    private let watches = Locked<[Int: PostgresConnection?]>([:])
+    let watches = Locked<[Int: PostgresConnection?]>([:])
     /// The most holders watched at once (a connection each); waiters on others wait for the
     /// lease's word or its expiry.
     static let watchLimit = 32
@@ -41,7 +41,7 @@ public final class Fleet: JobCoordinator, Service {
     private let outage = Locked<(until: ContinuousClock.Instant?, told: Bool)>((nil, false))
     /// What a purge notification does here (drop the entry from memory).
     private let purged = Locked<(@Sendable (String) -> Void)?>(nil)
-    private let metrics = Locked<FleetMetrics?>(nil)
+    let metrics = Locked<FleetMetrics?>(nil)
     /// Set once `run` is cancelled: statements failing then are the pool closing, not an outage.
     private let stopping = Locked(false)
 
@@ -345,66 +345,6 @@ public final class Fleet: JobCoordinator, Service {
         unwatchIdle()
     }
 
-    // MARK: Watching the holders' lives
-
-    /// A wait for another node's job, and the pid of the life that holds its lease.
-    struct Waiter {
-        let resolver: OnceResolver<FleetJobEnd?>
-        var holder: Int?
-    }
-
-    /// What a claim read of a key's lease.
-    struct Claimed {
-        let state: String, reason: String, message: String, previous: String?
-        let epoch: Int64
-        let holder: Int
-    }
-
-    /// Marks the waiter `id` of `key` as waiting on the life `holder`, and watches that life
-    /// (one connection per holder, however many keys wait on it): when it ends, every waiter on
-    /// it claims again at once, and takes the lease over.
-    private func watch(_ holder: Int, for key: String, _ id: ObjectIdentifier) {
-        waiters.withLock { $0[key]?[id]?.holder = holder }
-        let start = watches.withLock { watches -> Bool in
-            guard watches[holder] == nil, watches.count < Self.watchLimit else { return false }
-            watches[holder] = .some(nil)
-            return true
-        }
-        guard start else { return }
-        Task {
-            let ended = await life.watch(holder) { connection in
-                let kept = watches.withLock { watches -> Bool in
-                    guard watches[holder] != nil else { return false }
-                    watches[holder] = connection
-                    return true
-                }
-                if !kept { Task { try? await connection.close() } }
-            }
-            watches.withLock { _ = $0.removeValue(forKey: holder) }
-            // Ended, or the watch failed: the waiters on that holder claim again either way.
-            let woken = waiters.withLock { waiters in
-                waiters.values.flatMap { $0.values.filter { $0.holder == holder } }
-            }
-            if ended { metrics.withLock { $0 }?.lifeEnded.increment() }
-            for waiter in woken { waiter.resolver.resolve(nil) }
-        }
-    }
-
-    /// Closes the watches that nobody waits on any more.
-    private func unwatchIdle() {
-        let idle = watches.withLock { watches -> [PostgresConnection] in
-            guard !watches.isEmpty else { return [] }
-            let waited = waiters.withLock { Set($0.values.flatMap { $0.values.compactMap(\.holder) }) }
-            var closing: [PostgresConnection] = []
-            for (holder, connection) in watches where !waited.contains(holder) {
-                if let connection { closing.append(connection) }
-                watches.removeValue(forKey: holder)
-            }
-            return closing
-        }
-        for connection in idle { Task { try? await connection.close() } }
-    }
-
     /// Removes leases ended over an hour ago, every ten minutes.
     private func sweep() async {
         while !Task.isCancelled {
@@ -505,52 +445,5 @@ public final class Fleet: JobCoordinator, Service {
     /// A message on one line, without the separator of the notification's fields.
     static func oneLine(_ text: String) -> String {
         String(text.prefix(1000).map { $0 == "\t" || $0.isNewline ? " " : $0 })
-    }
-}
-
-/// The fleet's counters, on the server's registry.
-struct FleetMetrics: Sendable {
-    let factory: any MetricsFactory
-    let unavailable: CoreMetrics.Counter
-    let roundTrip: CoreMetrics.Timer
-    /// Leases taken over from a holder that did not end them (it died, froze, or let them lapse).
-    let handovers: CoreMetrics.Counter
-    /// How long a claim waited for another node's job (its word, its holder's end, or a lapse).
-    let leaseWait: CoreMetrics.Timer
-    /// Results not recorded because their lease was taken over meanwhile (the fencing check).
-    let fenced: CoreMetrics.Counter
-    /// Holders' lives seen ending by this node's watches.
-    let lifeEnded: CoreMetrics.Counter
-
-    init(factory: any MetricsFactory) {
-        self.factory = factory
-        unavailable = CoreMetrics.Counter(label: "pushmedia_fleet_unavailable_total", factory: factory)
-        roundTrip = CoreMetrics.Timer(label: "pushmedia_fleet_db_seconds", factory: factory)
-        handovers = CoreMetrics.Counter(label: "pushmedia_fleet_lease_handovers_total", factory: factory)
-        leaseWait = CoreMetrics.Timer(label: "pushmedia_fleet_lease_wait_seconds", factory: factory)
-        fenced = CoreMetrics.Counter(label: "pushmedia_fleet_fenced_total", factory: factory)
-        lifeEnded = CoreMetrics.Counter(label: "pushmedia_fleet_holders_ended_total", factory: factory)
-    }
-
-    /// A claim's result: `taken`, `expired` (taken over from a holder that stopped renewing),
-    /// `waited` (another node runs it) or `ended` (another node has just made it).
-    func lease(_ result: String) {
-        CoreMetrics.Counter(label: "pushmedia_fleet_leases_total", dimensions: [("result", result)], factory: factory)
-            .increment()
-    }
-
-    /// The fleet batches' items waiting for a worker and being worked on.
-    func queue(queued: Int, working: Int) {
-        for (state, count) in [("queued", queued), ("working", working)] {
-            CoreMetrics.Gauge(label: "pushmedia_fleet_queue_items", dimensions: [("state", state)], factory: factory)
-                .record(count)
-        }
-    }
-
-    /// A notification heard: `end` or `purge`.
-    func notification(_ kind: String) {
-        CoreMetrics.Counter(
-            label: "pushmedia_fleet_notifications_total", dimensions: [("kind", kind)], factory: factory
-        ).increment()
     }
 }
