@@ -377,7 +377,7 @@ w("")
 conn = re.search(r"-c(\d+)", text("serve_miss.wrk.txt")) or None
 w(f"All passes at {os.environ.get('CONNECTIONS', '64')} connections (`wrk -t1`, `--timeout 120s`, budget 60 s). "
   "Errors: socket errors + non-2xx answers. Outcomes come from the `X-PushMedia-Outcome` header. "
-  "In the miss pass the 64 requests queue for PushMedia's jobs (`--max-jobs` = 2 per core), so its latency is mostly "
+  "In the miss pass the 64 requests queue for PushMedia's jobs (`--max-jobs` = 2 per core, at least 10), so its latency is mostly "
   "queueing; requests still in flight when wrk stops are not counted (the server's CPU in that pass includes the "
   "work on them). *wrk CPU-s*: the load generator's own CPU, on the same 2 CPUs. *other CPU-s*: the machine's busy "
   "time minus the server's and wrk's (other processes, the soak's miss stream, the measuring).")

@@ -101,8 +101,13 @@ public struct ServerConfig: Configurable, Equatable {
     /// Whether `/preview` is answered: when no auth is configured, or with `--preview`.
     public var previewEnabled: Bool { preview || (tokens.isEmpty && hmacSecret == nil) }
 
-    /// Jobs running at once when `--max-jobs` is not given: 2 per core.
-    public static var defaultMaxJobs: Int { ProcessInfo.processInfo.activeProcessorCount * 2 }
+    /// Jobs running at once when `--max-jobs` is not given: 2 per core, and never fewer than a
+    /// template's pages (`Templates.maximumPages`), so every image of one carousel is fetched at
+    /// once on any machine. The CPU they share is bounded apart (one libvips thread per core,
+    /// `--decode-memory`), so more jobs than cores wait for CPU, not memory.
+    public static var defaultMaxJobs: Int {
+        max(ProcessInfo.processInfo.activeProcessorCount * 2, Templates.maximumPages)
+    }
     /// How long a job may go on after its budget when `--background-limit` is not given: 60 s.
     public static let defaultBackgroundLimit: Duration = .seconds(60)
 

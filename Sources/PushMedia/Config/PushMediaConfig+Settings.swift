@@ -321,7 +321,7 @@ extension PushMediaConfig {
     static let serving: [Setting<PushMediaConfig>] = [
         .integer(
             "max-jobs", "PUSHMEDIA_MAX_JOBS", \.maxJobs, in: 1...10_000, commands: [.serve],
-            default: "2 per core", help: "Jobs running at once"),
+            default: "2 per core, at least 10", help: "Jobs running at once"),
         .integer(
             "max-queue", "PUSHMEDIA_MAX_QUEUE", \.maxQueuedJobs, in: 0...100_000, commands: [.serve],
             help: "Jobs waiting for a slot before answers are 'overloaded'"),

@@ -91,7 +91,7 @@ public struct PushMediaConfig: Configurable, Equatable {
     /// `pushmedia serve` takes as its own default.
     public private(set) var givenBackgroundLimit: Duration?
     /// `--max-jobs`, `PUSHMEDIA_MAX_JOBS`: jobs (fetch + transcode) running at once; nil = no limit
-    /// (`pushmedia serve` defaults to 2 per core).
+    /// (`pushmedia serve` defaults to 2 per core, at least `Templates.maximumPages`).
     public var maxJobs: Int?
     /// Jobs past their fetch (sniff, decode, encode, store) at once; nil = as many as the CPU
     /// executor has threads (one per core). `pushmedia batch` sets it to `--concurrency` and keeps

@@ -12,7 +12,7 @@ import Foundation
 /// | `mediaReads`: a local store's files read and checked for `/media` | 4 threads |
 /// | `store`: writing down when cache entries were used; `serve`'s retention (`--gc-every`) | 2 threads |
 /// | `housekeeping`: readiness checks, reloads on SIGHUP (never behind a long retention run); `gc` | 1 thread |
-/// | `gate`: jobs at once, and waiting (`--max-jobs`, `--max-queue`) | as configured (`serve`: 2 per core) |
+/// | `gate`: jobs at once, and waiting (`--max-jobs`, `--max-queue`) | as configured (`serve`: 2 per core, at least 10) |
 /// | `transcodeGate`: jobs past their fetch (`config.maxTranscodes`) | `batch`: its `--concurrency`; else none |
 /// | `decodeBudget`: memory of the image decodes at once (`--decode-memory`) | as configured |
 /// | `vips`: libvips' threads per image | every core for the only image being worked on, else one |
