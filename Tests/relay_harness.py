@@ -63,6 +63,26 @@ def http_get(url, timeout=10.0):
         return e.code, e.read()
 
 
+def jpeg_size(data):
+    """(width, height) of a baseline or progressive JPEG, from its SOF segment."""
+    i = 2
+    while i + 9 < len(data):
+        marker, length = data[i + 1], int.from_bytes(data[i + 2:i + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+        i += 2 + length
+    raise CheckFailed("no SOF segment in the JPEG")
+
+
+def image_size(data):
+    """("jpeg" or "png", width, height) of a file a phone is sent; CheckFailed for another format."""
+    if data[:3] == b"\xff\xd8\xff":
+        return ("jpeg", *jpeg_size(data))
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        return "png", int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    raise CheckFailed(f"neither a JPEG nor a PNG: it starts {data[:8].hex()}")
+
+
 # -- test certificates --------------------------------------------------------------------------
 
 def private_pem(key):

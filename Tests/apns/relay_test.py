@@ -49,7 +49,7 @@ import relay_harness  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tracing"))
 from trace_checks import expect_logged, expect_relayed_push, named, relay_receiver, trace, traceparent  # noqa: E402
 from relay_harness import (  # noqa: E402
-    CHECKS, CheckFailed, check, expect, free_port, http_get, private_pem, run_checks)
+    CHECKS, CheckFailed, check, expect, free_port, http_get, image_size, private_pem, run_checks)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STANDIN = os.path.join(HERE, "standin.py")
@@ -828,6 +828,46 @@ def background_through_relay(world, client_cls):
 @check("relay")
 def relay_aioapns_rich(world):
     rich_through_relay(world, AioAPNs)
+
+
+@check("relay")
+def relay_clevertap_slider(world):
+    """A CleverTap iOS slider pushed by aioapns through the relay: each item's imageUrl becomes a
+    store URL of a 16:9 JPEG or PNG, the item whose image the origin has not is removed with its
+    caption and link, and the alert, category and slider's other keys arrive as they were."""
+    relay = world.relay_tls
+    client = AioAPNs(world, relay.port)
+    pattern = relay.store_url_re()
+    token = device_token()
+    items = [{"caption": "one", "imageUrl": world.origin.url("/img/banner?slide=1"), "actionUrl": "app://1"},
+             {"caption": "gone", "imageUrl": world.origin.url("/img/missing"), "actionUrl": "app://x"},
+             {"caption": "two", "imageUrl": world.origin.url("/img/banner?slide=2"), "actionUrl": "app://2"}]
+    message = {"aps": {"alert": dict(RICH_TEXT), "mutable-content": 1, "category": "CTNotification"},
+               "ct_ContentSlider": {"orientation": "landscape", "showsPaging": 1, "items": items}}
+    deadline = time.monotonic() + 10.0
+    attempts = 0
+    while True:
+        attempts += 1
+        status, _, reason, _ = client.push(token, message)
+        expect(status == 200, f"push {attempts}: {status} {reason}")
+        entries = world.wait_record(world.standin, {token}, attempts, timeout=5)
+        expect(len(entries) >= attempts, f"push {attempts}: the stand-in recorded {len(entries)} pushes")
+        payload = json.loads(entries[-1]["body"])
+        got = (payload.get("ct_ContentSlider") or {}).get("items") or []
+        if len(got) == 2 and all(pattern.match(str(item.get("imageUrl"))) for item in got):
+            break
+        expect(time.monotonic() < deadline, f"after {attempts} pushes in 10s the slider arrived as {got}")
+        time.sleep(0.3)
+    expect([(item.get("caption"), item.get("actionUrl")) for item in got] == [("one", "app://1"), ("two", "app://2")],
+           f"items arrived as {got}")
+    expect(payload["aps"].get("alert") == RICH_TEXT and payload["aps"].get("category") == "CTNotification",
+           f"aps changed: {payload['aps']!r}")
+    expect(payload["ct_ContentSlider"].get("orientation") == "landscape", f"slider arrived as {payload}")
+    for item in got:
+        status, body = http_get(item["imageUrl"])
+        expect(status == 200, f"GET {item['imageUrl']}: {status}")
+        kind, width, height = image_size(body)
+        expect(abs(width / height - 16 / 9) < 0.02, f"{item['caption']}: a {width}x{height} {kind}, not 16:9")
 
 
 @check("relay")

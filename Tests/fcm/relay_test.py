@@ -52,7 +52,7 @@ import relay_harness  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tracing"))
 from trace_checks import expect_logged, expect_relayed_push, named, relay_receiver, trace, traceparent  # noqa: E402
 from relay_harness import (  # noqa: E402
-    CHECKS, CheckFailed, check, expect, free_port, http_get, private_pem, run_checks)
+    CHECKS, CheckFailed, check, expect, free_port, http_get, jpeg_size, private_pem, run_checks)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STANDIN = os.path.join(HERE, "standin.py")
@@ -626,17 +626,6 @@ def relay_firebase_admin_rich(world):
 @check("relay")
 def relay_async_firebase_rich(world):
     rich_through_relay(world, AsyncFirebase)
-
-
-def jpeg_size(data):
-    """(width, height) of a baseline or progressive JPEG, from its SOF segment."""
-    i = 2
-    while i + 9 < len(data):
-        marker, length = data[i + 1], int.from_bytes(data[i + 2:i + 4], "big")
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
-        i += 2 + length
-    raise CheckFailed("no SOF segment in the JPEG")
 
 
 @check("relay")
