@@ -232,6 +232,43 @@ int pm_vips_gifsave(pm_image *in, void **buffer, size_t *length) {
     return vips_gifsave_buffer(in, buffer, length, PM_NO_METADATA, NULL);
 }
 
+int pm_vips_keep_frames(pm_image *in, int step, pm_image **out) {
+    int page_height = vips_image_get_page_height(in);
+    int pages = vips_image_get_n_pages(in);
+    if (step < 2 || pages < 2 || page_height <= 0) return vips_copy(in, out, NULL);
+    int kept = (pages + step - 1) / step;
+    int *delays = NULL, n_delays = 0;
+    if (vips_image_get_typeof(in, "delay") && vips_image_get_array_int(in, "delay", &delays, &n_delays))
+        return -1;
+    VipsImage **frames = g_new0(VipsImage *, kept);
+    int *kept_delays = g_new0(int, kept);
+    int result = 0;
+    for (int k = 0; k < kept && result == 0; k++) {
+        result = vips_extract_area(in, &frames[k], 0, k * step * page_height, in->Xsize, page_height, NULL);
+        for (int page = k * step; page < (k + 1) * step && page < pages; page++)
+            kept_delays[k] += page < n_delays ? delays[page] : 100;
+    }
+    VipsImage *joined = NULL;
+    if (result == 0) result = vips_arrayjoin(frames, &joined, kept, "across", 1, NULL);
+    for (int k = 0; k < kept; k++)
+        if (frames[k]) g_object_unref(frames[k]);
+    g_free(frames);
+    /* Metadata is set on a copy of its own, never on an operation's output. */
+    if (result == 0) result = vips_copy(joined, out, NULL);
+    if (joined) g_object_unref(joined);
+    if (result == 0) {
+        vips_image_set_int(*out, "page-height", page_height);
+        vips_image_set_int(*out, "n-pages", kept);
+        vips_image_set_array_int(*out, "delay", kept_delays, kept);
+        vips_image_set_int(*out, "gif-delay", (kept_delays[0] + 5) / 10);
+        int loop = 0;
+        if (vips_image_get_typeof(in, "loop") && vips_image_get_int(in, "loop", &loop) == 0)
+            vips_image_set_int(*out, "loop", loop);
+    }
+    g_free(kept_delays);
+    return result;
+}
+
 int pm_vips_from_memory(const void *pixels, size_t length, int width, int height, int bands, pm_image **out) {
     *out = vips_image_new_from_memory_copy(pixels, length, width, height, bands, VIPS_FORMAT_UCHAR);
     if (*out == NULL) return -1;

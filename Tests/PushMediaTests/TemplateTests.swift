@@ -183,6 +183,73 @@ struct TemplateTests {
         #expect((gif.template?.decodedBytes ?? .max) < Templates.androidBitmapLimit)
     }
 
+    /// An animated `pt_gif` over its template's 500 KB keeps one frame in n, each shown as long
+    /// as those it stands for, instead of becoming a still: still an animated GIF within the cap,
+    /// and the outcome says how many frames were kept.
+    @Test func aGIFOverItsCapKeepsFewerFrames() async throws {
+        let work = TemporaryDirectory()
+        let source = work.file("noisy.gif")
+        // 40 frames of noise at 10 fps: about 2.5 MB, five times the cap.
+        let made = try VideoFrames.run(
+            VideoFrames.ffmpeg,
+            [
+                "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
+                "testsrc2=size=300x200:rate=10:duration=4,noise=alls=80:allf=t", "-y", source,
+            ], deadline: .now + .seconds(60), memoryLimit: 0)
+        #expect(made.status == 0, "\(String(decoding: made.stderr, as: UTF8.self))")
+        let body = Array(try Data(contentsOf: URL(fileURLWithPath: source)))
+        #expect(Int64(body.count) > 2 * Templates.gif.maxBytes)
+        origin.route("/noisy", .file(body: body, contentType: "image/gif"))
+        let result = try await process("{\"pt_id\": \"pt_basic\", \"pt_gif\": \"\(origin.url("/noisy"))\"}")
+        let gif = try #require(result.outcome.media?.first)
+        #expect(gif.status == .processed, "\(gif)")
+        let file = try stored(gif.attachment?.url)
+        #expect(file.format == .gif && Int64(file.bytes) <= Templates.gif.maxBytes)
+        #expect(file.header.frames >= 2 && file.header.frames < 40, "\(file.header.frames) frames")
+        #expect(
+            (result.outcome.warnings ?? []).contains { $0.contains("of its 40 frames are kept") },
+            "\(result.outcome.warnings ?? [])")
+        // Each kept frame lasts as long as the frames it stands for: the loop still takes 4 s.
+        let name = try #require(gif.attachment?.url.split(separator: "/").last.map(String.init))
+        let delays = try gifDelays(Array(try Data(contentsOf: URL(fileURLWithPath: store.file(name)))))
+        #expect(delays.count == file.header.frames && delays.reduce(0, +) == 400, "\(delays)")
+    }
+
+    /// The delays, in hundredths of a second, of a GIF's frames: its blocks walked in order, the
+    /// delay read from each graphic control extension.
+    func gifDelays(_ bytes: [UInt8]) throws -> [Int] {
+        func skipSubBlocks(_ index: inout Int) throws {
+            while true {
+                let length = Int(try #require(bytes.indices.contains(index) ? bytes[index] : nil))
+                index += 1 + length
+                if length == 0 { return }
+            }
+        }
+        var index = 13
+        if bytes[10] & 0x80 != 0 { index += 3 << (Int(bytes[10] & 7) + 1) }
+        var delays: [Int] = []
+        while bytes.indices.contains(index) {
+            switch bytes[index] {
+            case 0x21:
+                if bytes[index + 1] == 0xF9 { delays.append(Int(bytes[index + 4]) | Int(bytes[index + 5]) << 8) }
+                index += 2
+                try skipSubBlocks(&index)
+            case 0x2C:
+                let flags = bytes[index + 9]
+                index += 10
+                if flags & 0x80 != 0 { index += 3 << (Int(flags & 7) + 1) }
+                index += 1  // LZW minimum code size
+                try skipSubBlocks(&index)
+            case 0x3B:
+                return delays
+            default:
+                Issue.record("no GIF block at \(index)")
+                return delays
+            }
+        }
+        return delays
+    }
+
     /// More pages than a template takes: the extra ones are removed with their keys, unfetched,
     /// and named in the outcome.
     @Test func pagesPastTheMaximumAreRemoved() async throws {

@@ -157,6 +157,10 @@ int pm_vips_flatten_white(pm_image *in, pm_image **out);
 int pm_vips_jpegsave(pm_image *in, int quality, void **buffer, size_t *length);
 int pm_vips_pngsave(pm_image *in, void **buffer, size_t *length);
 int pm_vips_gifsave(pm_image *in, void **buffer, size_t *length);
+/** An animation with every `step`-th frame of `in` (the first, then every `step`-th after it),
+ *  each shown as long as the frames it stands for were (their delays added up); the loop count
+ *  is kept. A copy of `in` when `step` < 2 or `in` has one frame. */
+int pm_vips_keep_frames(pm_image *in, int step, pm_image **out);
 /** An 8-bit image from interleaved pixels (copied). */
 int pm_vips_from_memory(const void *pixels, size_t length, int width, int height, int bands, pm_image **out);
 /** Uncompressed TIFF, used as a trusted intermediate for formats PushMedia decodes itself. */

@@ -299,11 +299,8 @@ public struct Transcoder: Sendable {
     public func attachment(path: String, header: ImageHeader) throws(TranscodeError) -> EncodedImage {
         if keepsAnimation(header) {
             do {
-                if let gif = try encodeAnimated(path, edge: longEdge, profile: header.hasProfile),
-                    gif.bytes.count <= maxBytes
-                {
-                    return gif
-                }
+                let gif = try encodeAnimated(path, edge: longEdge, profile: header.hasProfile)
+                if gif.bytes.count <= maxBytes { return gif }
             } catch {
                 var still = try attachment(of: decode(path: path, header: header))
                 still.note =
@@ -342,14 +339,41 @@ public struct Transcoder: Sendable {
         return nil
     }
 
-    private func encodeAnimated(_ path: String, edge: Int, profile: Bool) throws(TranscodeError) -> EncodedImage? {
+    /// The animation as a GIF at `edge`. One over `maxBytes` keeps every second frame (then
+    /// every fourth, …), each shown as long as the frames it stands for, while at least two
+    /// remain: the same motion, in coarser steps, within the cap. The caller checks the size of
+    /// what comes back.
+    private func encodeAnimated(_ path: String, edge: Int, profile: Bool) throws(TranscodeError) -> EncodedImage {
         let image = try load(path, width: edge, height: edge, crop: 0, animated: true, profile: profile)
         defer { pm_image_unref(image) }
-        let bytes = try save { pm_vips_gifsave(image, $0, $1) }
-        let pageHeight = Int(pm_image_page_height(image))
-        return EncodedImage(
-            bytes: bytes, format: .gif, width: Int(pm_image_width(image)), height: pageHeight,
-            frames: Int(pm_image_n_pages(image)))
+        var gif = try encodeGIF(image)
+        let frames = gif.frames
+        guard gif.bytes.count > maxBytes, frames > 2 else { return gif }
+        // The frames are decoded once, and each try picks from them.
+        var decoded: OpaquePointer?
+        guard pm_vips_copy_memory(image, &decoded) == 0, let decoded else { throw .decodeFailed(takeVipsError()) }
+        defer { pm_image_unref(decoded) }
+        // The bytes grow about with the frames: start near the step that fits, and double it.
+        var step = max(2, Int((Double(gif.bytes.count) * 1.1 / Double(maxBytes)).rounded(.up)))
+        while gif.bytes.count > maxBytes, (frames + step - 1) / step >= 2 {
+            var fewer: OpaquePointer?
+            guard pm_vips_keep_frames(decoded, Int32(step), &fewer) == 0, let fewer else {
+                throw .encodeFailed(takeVipsError())
+            }
+            defer { pm_image_unref(fewer) }
+            gif = try encodeGIF(fewer)
+            gif.note =
+                "\(gif.frames) of its \(frames) frames are kept (one in \(step), each shown as long as those it stands "
+                + "for) to fit \(maxBytes) bytes"
+            step *= 2
+        }
+        return gif
+    }
+
+    private func encodeGIF(_ image: OpaquePointer) throws(TranscodeError) -> EncodedImage {
+        EncodedImage(
+            bytes: try save { pm_vips_gifsave(image, $0, $1) }, format: .gif, width: Int(pm_image_width(image)),
+            height: Int(pm_image_page_height(image)), frames: Int(pm_image_n_pages(image)))
     }
 
     /// Decodes and shrinks; an embedded ICC profile (`profile`) is transformed to sRGB, otherwise
