@@ -115,6 +115,12 @@ public final class AttachmentLoader: @unchecked Sendable {
         }
     }
 
+    /// A loader of `url`, a reference found beforehand (one item of a descriptor with several).
+    init(url: URL, descriptor: PushMediaDescriptor?, configuration: Configuration) {
+        self.configuration = configuration
+        plan = .download(url: url, descriptor: descriptor)
+    }
+
     /// The descriptor read from the payload (nil when it had none or it was invalid).
     public var descriptor: PushMediaDescriptor? {
         if case let .download(_, descriptor) = plan { return descriptor }

@@ -30,15 +30,46 @@ public enum MediaURLLocator {
         -> Candidate?
     {
         let found = references(in: userInfo)
-        var chosen = found.first
-        if let items = descriptor?.items, !items.isEmpty {
-            chosen =
-                items.lazy.filter { $0.status.hasAttachment }.compactMap { item in found.first { $0.path == item.path }
-                }.first ?? chosen
+        guard let chosen = usableItems(in: userInfo, descriptor: descriptor, found: found).first ?? found.first else {
+            return nil
         }
-        guard let chosen else { return nil }
-        guard let url = httpURL(chosen.value) else { throw .invalidURL(key: chosen.path, value: chosen.value) }
-        return Candidate(path: chosen.path, url: url)
+        return try candidate(chosen)
+    }
+
+    /// Every media URL to attach when the descriptor's items mark several references usable
+    /// (a carousel's pages, a slider's items): at most `limit` of them, in the descriptor's
+    /// order, each a candidate or why its value is not a URL. The first is `attachmentURL`'s.
+    /// Empty when fewer than two are usable.
+    public static func attachmentURLs(in userInfo: [AnyHashable: Any], descriptor: PushMediaDescriptor?, limit: Int)
+        -> [Result<Candidate, NSEError>]
+    {
+        let items = usableItems(in: userInfo, descriptor: descriptor, found: references(in: userInfo))
+        guard items.count > 1 else { return [] }
+        return items.prefix(max(1, limit)).map { item in
+            do throws(NSEError) {
+                return .success(try candidate(item))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// The descriptor's items marked usable whose path leads to a string, in its order: at a
+    /// key `references` knows, or else read at the item's path (a template's page).
+    private static func usableItems(
+        in userInfo: [AnyHashable: Any], descriptor: PushMediaDescriptor?, found: [(path: String, value: String)]
+    ) -> [(path: String, value: String)] {
+        (descriptor?.items ?? []).filter { $0.status.hasAttachment }.compactMap { item in
+            let value =
+                found.first { $0.path == item.path }?.value ?? UserInfoPath.value(at: item.path, in: userInfo)
+                as? String
+            return value.map { (item.path, $0) }
+        }
+    }
+
+    private static func candidate(_ reference: (path: String, value: String)) throws(NSEError) -> Candidate {
+        guard let url = httpURL(reference.value) else { throw .invalidURL(key: reference.path, value: reference.value) }
+        return Candidate(path: reference.path, url: url)
     }
 
     /// Every string at a media key, as (path, value), in search order.

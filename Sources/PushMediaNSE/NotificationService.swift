@@ -26,8 +26,9 @@
         }
     }
 
-    /// One notification's content, with PushMedia's attachment when it arrives in time. The content
-    /// handler is called exactly once: with the attachment, the thumbnail, or the original content.
+    /// One notification's content, with PushMedia's attachments when they arrive in time (every
+    /// usable reference of a descriptor with several, in its order). The content handler is
+    /// called exactly once: with the attachments, the thumbnail, or the original content.
     ///
     /// ```swift
     /// let loader = NotificationContentLoader(request: request, contentHandler: contentHandler)
@@ -37,7 +38,7 @@
     /// ```
     public final class NotificationContentLoader: @unchecked Sendable {
         private let request: UNNotificationRequest
-        private let loader: AttachmentLoader
+        private let loader: AttachmentGroupLoader
         private let deliver: DeliverOnce<UNNotificationContent>
 
         public init(
@@ -46,7 +47,7 @@
             contentHandler: @escaping (UNNotificationContent) -> Void
         ) {
             self.request = request
-            loader = AttachmentLoader(userInfo: request.content.userInfo, configuration: configuration)
+            loader = AttachmentGroupLoader(userInfo: request.content.userInfo, configuration: configuration)
             deliver = DeliverOnce(contentHandler)
         }
 
@@ -58,15 +59,18 @@
                 return
             }
             let deliver = self.deliver
-            loader.start { outcome in
-                if let attachment = outcome.attachment {
+            loader.start { report in
+                var attachments: [UNNotificationAttachment] = []
+                for (index, attachment) in report.attachments.enumerated() {
                     do {
-                        content.attachments = [try attachment.notificationAttachment()]
+                        let identifier = index == 0 ? "pushmedia" : "pushmedia-\(index)"
+                        attachments.append(try attachment.notificationAttachment(identifier: identifier))
                     } catch {
                         try? FileManager.default.removeItem(at: attachment.file.fileURL)
                     }
                 }
-                prepare?(content, outcome)
+                if !attachments.isEmpty { content.attachments = attachments }
+                prepare?(content, report.primary)
                 deliver(content)
             }
         }

@@ -140,6 +140,15 @@ public struct PushMediaDescriptor: Sendable, Equatable {
         }
     }
 
+    /// What is known of one further item of a descriptor with several: its status and type (the
+    /// size, thumbnail and hints describe the first attachment only).
+    init(item: Item, version: Int) {
+        self.version = version
+        status = item.status
+        type = item.type
+        items = []
+    }
+
     /// The attachment options these hints make for the attachment itself.
     public var options: AttachmentOptions {
         AttachmentOptions(

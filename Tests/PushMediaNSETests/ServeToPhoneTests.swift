@@ -156,6 +156,46 @@ struct ServeToPhoneTests {
         }
     }
 
+    /// A CleverTap slider through the server: the phone attaches every image the server made,
+    /// in the slider's order, each the file the server stored; the item the origin had not is
+    /// gone from the payload and from the attachments.
+    @Test func aSlidersEveryImageArrivesOnThePhone() async throws {
+        let origin = try TestOrigin()
+        for name in ["photo-exif.jpg", "banner.webp", "sunset.avif"] {
+            origin.route("/s/" + name, .file(body: try sampleMedia(name), contentType: "application/octet-stream"))
+        }
+        let store = TemporaryDirectory()
+        let server = try ServeProcess(arguments: ["--store", store.path, "--allow-private-networks"])
+        defer { _ = server.stop() }
+        let items = ["photo-exif.jpg", "missing.jpg", "banner.webp", "sunset.avif"].map {
+            #"{"caption":"\#($0)","imageUrl":"\#(origin.url("/s/" + $0))"}"#
+        }
+        let rewritten = try await Self.process(
+            server,
+            #"{"aps":{"alert":{"title":"Slides","body":"New in"},"mutable-content":1,"category":"CTNotification"},"#
+                + #""ct_ContentSlider":{"orientation":"landscape","items":[\#(items.joined(separator: ","))]}}"#)
+        let stored = try #require(
+            JSONValue.object(rewritten)[path: JSONPath(keys: "ct_ContentSlider", "items")]?.arrayValue
+        ).compactMap { $0.objectValue?["imageUrl"]?.stringValue }
+        #expect(stored.count == 3 && stored.allSatisfy { $0.hasPrefix("http://127.0.0.1:\(server.port)/media/") })
+        let directory = TemporaryDirectory()
+        let loader = AttachmentGroupLoader(
+            userInfo: try Self.delivered(rewritten), configuration: configuration(directory))
+        #expect(loader.count == 3)
+        let report = await withCheckedContinuation {
+            (continuation: CheckedContinuation<AttachmentGroupLoader.Report, Never>) in
+            loader.start { continuation.resume(returning: $0) }
+        }
+        #expect(report.attachments.map(\.source.absoluteString) == stored, "\(report)")
+        for (attachment, url) in zip(report.attachments, stored) {
+            let name = String(url.split(separator: "/").last!)
+            #expect(
+                try Data(contentsOf: attachment.file.fileURL)
+                    == Data(contentsOf: URL(fileURLWithPath: store.file(name))))
+            #expect([.jpeg, .png].contains(attachment.file.type))
+        }
+    }
+
     /// The video's descriptor carries its poster frame; when the movie itself is missing, the
     /// phone shows the poster.
     @Test func aMissingMovieFallsBackToItsPoster() async throws {

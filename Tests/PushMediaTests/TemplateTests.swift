@@ -313,6 +313,10 @@ struct TemplateTests {
         let items = try #require(result.payload[path: JSONPath(keys: "ct_ContentSlider", "items")]?.arrayValue)
         #expect(items.count == 2)
         #expect(items.map { $0.objectValue?["caption"] } == [.string("one"), .string("two")])
+        // The descriptor names each item where it now is, for the phone to attach every image.
+        let described = try #require(result.descriptor?["items"]?.arrayValue).map { $0.objectValue?["path"] }
+        #expect(
+            described == [.string("ct_ContentSlider.items[0].imageUrl"), .string("ct_ContentSlider.items[1].imageUrl")])
         for item in items {
             let file = try stored(try #require(item.objectValue?["imageUrl"]?.stringValue))
             #expect([.jpeg, .png].contains(file.format))

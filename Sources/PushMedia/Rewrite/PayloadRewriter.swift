@@ -47,6 +47,47 @@ public enum PayloadRewriter {
         public var notes: [String] = []
     }
 
+    /// `descriptor` with its items where the rewritten payload has them: the item of a removed
+    /// reference is gone, and one after a removed array element (a slider's item, an Airship
+    /// URL) has the index it now has, so the phone finds each item at its path.
+    static func placed(_ descriptor: Descriptor, edits: [Edit], removals: [JSONPath]) -> Descriptor {
+        guard let items = descriptor.items else { return descriptor }
+        var targets: [String: JSONPath] = [:]
+        var removed: Set<String> = []
+        for edit in edits {
+            let name = edit.slot.target.description
+            targets[name] = edit.slot.target
+            if edit.media == .remove { removed.insert(name) }
+        }
+        let gone = Set(removals)
+        let kept = items.compactMap { item -> Descriptor.Item? in
+            guard !removed.contains(item.path) else { return nil }
+            guard let target = targets[item.path] else { return item }
+            var item = item
+            item.path = shifted(target, by: gone).description
+            return item
+        }
+        var placed = descriptor
+        placed.items = kept.count > 1 ? kept : nil
+        return placed
+    }
+
+    /// `path` once the array elements at `removals` are gone: each index lowered by the removed
+    /// elements before it in the same array (all paths as they were before the removals).
+    static func shifted(_ path: JSONPath, by removals: Set<JSONPath>) -> JSONPath {
+        var steps = path.steps
+        for removal in removals {
+            let depth = removal.steps.count - 1
+            guard depth >= 0, depth < path.steps.count, case let .index(removed) = removal.steps[depth],
+                case let .index(index) = path.steps[depth], removed < index,
+                Array(path.steps.prefix(depth)) == Array(removal.steps.prefix(depth)),
+                case let .index(current) = steps[depth]
+            else { continue }
+            steps[depth] = .index(current - 1)
+        }
+        return JSONPath(steps)
+    }
+
     /// Applies `edits` in the shape of `vendor`. The descriptor goes into the APNs payload (the
     /// top level, or `message.apns.payload` of an FCM message). Returns nil when even the smallest
     /// form (no descriptor) exceeds `limit`.
@@ -91,6 +132,7 @@ public enum PayloadRewriter {
         }
 
         let notes = Templates.finish(&base, edits: edits)
+        let descriptor = descriptor.map { placed($0, edits: edits, removals: removals) }
 
         let aps = vendor.apsPath(in: payload)
         let iosReplaced = edits.contains { edit in
