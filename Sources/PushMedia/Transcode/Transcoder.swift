@@ -339,9 +339,9 @@ public struct Transcoder: Sendable {
         return nil
     }
 
-    /// The animation as a GIF at `edge`. One over `maxBytes` keeps every second frame (then
-    /// every fourth, …), each shown as long as the frames it stands for, while at least two
-    /// remain: the same motion, in coarser steps, within the cap. The caller checks the size of
+    /// The animation as a GIF at `edge`. One over `maxBytes` keeps one frame in n (n from how
+    /// far over it is, at least 2, doubled until it fits), each shown as long as the frames it
+    /// stands for, while at least two remain: the same motion, in coarser steps, within the cap. The caller checks the size of
     /// what comes back.
     private func encodeAnimated(_ path: String, edge: Int, profile: Bool) throws(TranscodeError) -> EncodedImage {
         let image = try load(path, width: edge, height: edge, crop: 0, animated: true, profile: profile)
