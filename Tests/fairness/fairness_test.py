@@ -140,13 +140,24 @@ def light_flow(world, kind, port, name, headers=(), h1=False, project="project-b
     return samples(log)
 
 
+def connected(port):
+    """Established TCP connections to 127.0.0.1:`port` (their client ends), from /proc/net/tcp."""
+    with open("/proc/net/tcp") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    return sum(1 for row in rows if row[3] == "01" and int(row[2].split(":")[1], 16) == port)
+
+
 def compare(world, kind, port, name, heavy, light_headers=(), h1=False, light_project="project-b"):
     """The light flow alone, then beside `heavy()`, which starts the heavy flow and returns a
     function that waits for its end and gives its (start, end) in seconds since the epoch."""
     alone = [end - start for start, end in light_flow(world, kind, port, f"{name}-alone", light_headers, h1,
                                                       light_project)]
+    before = connected(port)
     wait = heavy()
-    time.sleep(0.2)
+    # The light flow starts once the heavy one has connected.
+    deadline = time.monotonic() + 10
+    while connected(port) <= before and time.monotonic() < deadline:
+        time.sleep(0.01)
     beside = light_flow(world, kind, port, f"{name}-beside", light_headers, h1, light_project)
     flood_start, flood_end = wait()
     during = [end - start for start, end in beside if start < flood_end and end > flood_start]

@@ -352,13 +352,19 @@ def kill_the_lease_holder(world, path, mid_job, extension, budget_ms):
         time.sleep(0.02)
     expect(mid_job(world.nodes[holder].p.pid), "the first node did not get there")
     expect(world.origin.hits(path) == 1, "the first node did not fetch")
+    waited = 'pushmedia_fleet_leases_total{result="waited"}'
+    waited_before = [metric(world.metrics(i), waited) for i in (1, 2)]
     started = time.monotonic()
     waiting = concurrent.futures.ThreadPoolExecutor(max_workers=40)
     parents = [traceparent() for _ in range(40)]
     futures = [waiting.submit(request, world.ports[1 + i % 2], "POST", f"/v1/process?budget_ms={budget_ms}", body,
                               headers={"traceparent": parents[i][0]})
                for i in range(40)]
-    time.sleep(0.5)
+    # Both other nodes have found the job held and wait for its end.
+    deadline = time.monotonic() + 5
+    while any(metric(world.metrics(i), waited) <= waited_before[i - 1] for i in (1, 2)) \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
     expect(mid_job(world.nodes[holder].p.pid), "the first node is past the point where it should be killed")
     killed = time.monotonic()
     os.killpg(world.nodes[holder].p.pid, signal.SIGKILL)
@@ -830,7 +836,9 @@ def a_deleted_batch_stops_its_worker(world):
         except subprocess.TimeoutExpired:
             raise CheckFailed(f"the worker goes on after its batch was deleted: {worker.stderr_tail()}")
         expect(worker.p.returncode == 0, f"the worker exited {worker.p.returncode}: {worker.stderr_tail()}")
-        time.sleep(0.2)
+        deadline = time.monotonic() + 5
+        while not any("the batch was deleted" in line for line in worker.out) and time.monotonic() < deadline:
+            time.sleep(0.02)
         expect(any("the batch was deleted" in line for line in worker.out), f"the worker said {worker.out}")
     finally:
         worker.stop()

@@ -350,7 +350,13 @@ def no_endpoint_no_export(world):
     serve = world.serve("off", endpoint=None, env={"OTEL_BSP_SCHEDULE_DELAY": "100"})
     header, trace_id, _ = traceparent()
     serve.processed("/img/hit", parent=header)
-    time.sleep(1.0)
+    # A traced server's request after it, waited for at the receiver: both export every 100 ms,
+    # so a span the server without an endpoint sent would be in by then.
+    sentinel = world.serve("off-sentinel")
+    sentinel_header, sentinel_id, _ = traceparent()
+    sentinel.processed("/img/hit", parent=sentinel_header)
+    expect(trace(world.receiver, sentinel_id, lambda s: named(s, "POST /v1/process")),
+           "the traced server's spans did not arrive")
     expect(not receiver.requests and not [s for s in world.receiver.spans() if s["trace_id"] == trace_id],
            "spans were exported without an endpoint")
     expect(serve.metric("pushmedia_trace_spans_dropped_total") is None, "the dropped-span metric exists with traces off")
