@@ -1,3 +1,5 @@
+import PushMediaFormats
+
 /// The options of a `UNNotificationAttachment`, from the descriptor: type hint, thumbnail
 /// clipping rectangle, hidden thumbnail, thumbnail frame or time.
 public struct AttachmentOptions: Sendable, Equatable {

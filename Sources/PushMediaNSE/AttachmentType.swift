@@ -32,14 +32,7 @@ public struct AttachmentType: Sendable, Hashable, CustomStringConvertible {
     /// either reading of Apple's numbers).
     public var maxBytes: Int64 { Self.maxBytes(for: kind) }
 
-    public static func maxBytes(for kind: Kind) -> Int64 {
-        switch kind {
-        case .image: 10_000_000
-        case .audio: 5_000_000
-        case .video: 50_000_000
-        case .unsupported: 0
-        }
-    }
+    public static func maxBytes(for kind: Kind) -> Int64 { AppleAttachmentLimits.maxBytes(for: kind) }
 
     public static let jpeg = AttachmentType(format: .jpeg, family: .jpeg)
     public static let png = AttachmentType(format: .png, family: .png)

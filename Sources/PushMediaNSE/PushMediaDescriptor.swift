@@ -1,4 +1,5 @@
 import Foundation
+import PushMediaFormats
 
 /// The `pushmedia` descriptor PushMedia adds to a payload it rewrote: what the attachment is, how
 /// big, its thumbnail and the thumbnail hints. Fields the server dropped to fit APNs' 4096 bytes
@@ -7,29 +8,11 @@ public struct PushMediaDescriptor: Sendable, Equatable {
     /// Key of the descriptor in the payload.
     public static let key = "pushmedia"
 
-    /// What the server did with the media.
-    public enum Status: String, Sendable {
-        case processed, passthrough, rejected, skipped
-        case bestAttempt = "best_attempt"
+    /// What the server did with the media (`hasAttachment`: whether its URL is worth downloading).
+    public typealias Status = OutcomeStatus
 
-        /// Whether the media URL is worth downloading.
-        public var hasAttachment: Bool { self == .processed || self == .passthrough || self == .bestAttempt }
-    }
-
-    /// A normalized rectangle (0…1) with the keys of a CGRect dictionary.
-    public struct ClipRect: Sendable, Equatable {
-        public var x, y, width, height: Double
-
-        public init(x: Double, y: Double, width: Double, height: Double) {
-            self.x = x
-            self.y = y
-            self.width = width
-            self.height = height
-        }
-
-        /// `X`, `Y`, `Width`, `Height`: what `CGRect(dictionaryRepresentation:)` reads.
-        public var dictionary: [String: Double] { ["X": x, "Y": y, "Width": width, "Height": height] }
-    }
+    /// A normalized rectangle (0…1) with the keys of a CGRect dictionary (`dictionary`).
+    public typealias ClipRect = PushMediaFormats.ClipRect
 
     /// One media reference of a payload with several.
     public struct Item: Sendable, Equatable {

@@ -115,16 +115,25 @@ public struct FreshnessPolicy: Sendable, Equatable {
 }
 
 extension CacheEntry {
+    /// Whole seconds of freshness left at `now` for an entry recorded fresh until `freshUntil`
+    /// (seconds since 1970): 0 once stale, and for an entry recorded without freshness. The one
+    /// rule behind `isFresh` and the `Cache-Control` lifetime of an answer made from an entry.
+    public static func secondsFresh(until freshUntil: Int64?, at now: Date) -> Int64 {
+        guard let freshUntil else { return 0 }
+        return max(0, freshUntil - Int64(now.timeIntervalSince1970.rounded(.down)))
+    }
+
     /// Whether the entry may be used at `now` without revalidating its source. Entries of local
     /// sources are always fresh; remote ones written before freshness was recorded never are.
     public func isFresh(remote: Bool, now: Date) -> Bool {
-        guard remote else { return true }
-        guard let freshUntil else { return false }
-        return now.timeIntervalSince1970 < Double(freshUntil)
+        !remote || Self.secondsFresh(until: freshUntil, at: now) > 0
     }
 }
 
 extension MediaStore {
+    /// The time by the store's clock, which freshness is read against.
+    public var now: Date { clock.now }
+
     /// The entry remembered for `key` (`remembered(key:)`) when it is fresh by the store's clock:
     /// the one freshness decision of an answer from memory (a lookup's first step, `Pipeline.begin`,
     /// an answer kept ready).

@@ -1,3 +1,5 @@
+import PushMediaFormats
+
 /// One media reference of a payload and what became of it. A payload may hold several (OneSignal's
 /// `att`, Airship's `urls`, an FCM message with an APNs and an Android part).
 public struct MediaOutcome: Sendable, Equatable {
@@ -73,20 +75,9 @@ public struct AttachmentInfo: Codable, Sendable, Equatable {
 }
 
 /// A normalized rectangle (0...1 of the attachment's width and height), as
-/// `UNNotificationAttachmentOptionsThumbnailClippingRectKey` takes it.
-public struct ClipRect: Codable, Sendable, Equatable {
-    public var x: Double
-    public var y: Double
-    public var width: Double
-    public var height: Double
-
-    public init(x: Double, y: Double, width: Double, height: Double) {
-        self.x = x
-        self.y = y
-        self.width = width
-        self.height = height
-    }
-}
+/// `UNNotificationAttachmentOptionsThumbnailClippingRectKey` takes it; shared with the phone's
+/// library (`PushMediaFormats`).
+public typealias ClipRect = PushMediaFormats.ClipRect
 
 /// What the phone's service extension passes as `UNNotificationAttachment` options.
 public struct ThumbnailHints: Codable, Sendable, Equatable {

@@ -1,19 +1,7 @@
-/// How a payload came out.
-public enum OutcomeStatus: String, Codable, Sendable, CaseIterable {
-    /// The media was transcoded into an attachment the phone accepts.
-    case processed
-    /// The media already complied and was re-hosted byte for byte.
-    case passthrough
-    /// The budget ran out: the payload carries the best result ready at that moment.
-    case bestAttempt = "best_attempt"
-    /// The media cannot be used (see `reason`); the text is delivered without it.
-    case rejected
-    /// Nothing to do: no media reference, or no alert for the service extension to run on.
-    case skipped
+import PushMediaFormats
 
-    /// The media goes out on the store's URL: `processed` or `passthrough`.
-    public var delivered: Bool { self == .processed || self == .passthrough }
-}
+/// How a payload came out; shared with the phone's library (`PushMediaFormats`).
+public typealias OutcomeStatus = PushMediaFormats.OutcomeStatus
 
 /// Milliseconds spent in each stage.
 public struct StageTimings: Codable, Sendable, Equatable {

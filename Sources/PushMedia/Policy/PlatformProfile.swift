@@ -1,3 +1,5 @@
+import PushMediaFormats
+
 /// A platform profile: which formats a platform's notification shows, how big they may be, and
 /// what shape the image is made into. Every profile is one row of `profiles`; nothing else in
 /// the code branches on the platform.
@@ -39,7 +41,8 @@ public struct PlatformProfile: Sendable, Equatable {
     /// Apple's `UNNotificationAttachment` rules: JPEG, GIF, PNG up to 10 MB; AIFF, WAV, MP3, M4A up
     /// to 5 MB; MPEG, MPEG-2, MPEG-4, AVI up to 50 MB.
     public static let ios = PlatformProfile(
-        id: "ios", maxImageBytes: 10_000_000, maxAudioBytes: 5_000_000, maxVideoBytes: 50_000_000,
+        id: "ios", maxImageBytes: AppleAttachmentLimits.image, maxAudioBytes: AppleAttachmentLimits.audio,
+        maxVideoBytes: AppleAttachmentLimits.video,
         acceptedFormats: [.jpeg, .png, .gif, .mp3, .m4a, .wav, .aiff, .mpeg, .mp4, .avi],
         longEdge: nil, aspect: nil, animation: true, alpha: true, thumbnail: true, iconEdge: nil, source: "Apple's")
     /// FCM on Android: JPEG, PNG and BMP images up to 1 MB, shown as a 2:1 expanded image

@@ -77,7 +77,7 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
                 counted: metrics.mediaURLCounter(
                     profile: profile.id, outcome: cacheHit ? "cache" : entry.status.rawValue))
             // A fresh entry's answer from the cache is given again for a second (not a stale one's).
-            if cacheHit, Self.lifetime(entry) > 0 {
+            if cacheHit, lifetime(entry.freshUntil) > 0 {
                 paths.keep(path, answer: answer, generation: current.generation, now: now)
             }
             return try await send(answer, request: request, context: context)
@@ -105,7 +105,7 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
     private func send(_ answer: MediaURLPaths.Answer, request: Request, context: Context) async throws -> Response {
         answer.counted.increment()
         var headers = answer.headers
-        headers[.cacheControl] = "public, max-age=\(Self.lifetime(answer.freshUntil))"
+        headers[.cacheControl] = "public, max-age=\(lifetime(answer.freshUntil))"
         return try await media.respond(answer.file, request: request, context: context, headers: headers)
     }
 
@@ -180,7 +180,7 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
             status: .found,
             headers: [
                 .location: "/" + signature + path + (query.map { "?" + $0 } ?? ""),
-                .cacheControl: "public, max-age=\(Self.lifetime(entry))", .contentLength: "0",
+                .cacheControl: "public, max-age=\(lifetime(entry.freshUntil))", .contentLength: "0",
                 .pushMediaOutcome: "redirect/extension",
             ])
     }
@@ -243,16 +243,11 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
         }
     }
 
-    /// Seconds a cache may keep the answer: the entry's freshness left (the store's rules: the
-    /// origin's, within --min-ttl and --max-ttl).
-    static func lifetime(_ entry: CacheEntry, now: Date = Date()) -> Int64 {
-        lifetime(entry.freshUntil, now: now)
-    }
-
-    /// The same, for an entry's `freshUntil`.
-    static func lifetime(_ freshUntil: Int64?, now: Date = Date()) -> Int64 {
-        guard let freshUntil else { return 86_400 }
-        return max(0, freshUntil - Int64(now.timeIntervalSince1970))
+    /// Seconds a cache may keep an answer made from an entry fresh until `freshUntil`: its
+    /// freshness left by the store's clock (the store's rules: the origin's, within --min-ttl and
+    /// --max-ttl; 0 for a stale entry).
+    private func lifetime(_ freshUntil: Int64?) -> Int64 {
+        CacheEntry.secondsFresh(until: freshUntil, at: pipeline.store.now)
     }
 
     /// `url` with every byte of a non-ASCII character percent-encoded, for a header.
