@@ -201,7 +201,7 @@ let package = Package(
         // Shared by the test targets: a real HTTP origin on 127.0.0.1, samples, temp dirs.
         .target(
             name: "PushMediaTestSupport",
-            dependencies: ["PushMedia"],
+            dependencies: ["PushMedia", .product(name: "_CryptoExtras", package: "swift-crypto")],
             path: "Tests/Support"),
         .testTarget(
             name: "PushMediaTests",
@@ -211,6 +211,25 @@ let package = Package(
             name: "PushMediaNSETests",
             dependencies: ["PushMediaNSE", "PushMedia", "PushMediaTestSupport"],
             path: "Tests/PushMediaNSETests"),
+        // The relays through their own parts (`RelayParts` with test metrics and lines), without
+        // the server.
+        .testTarget(
+            name: "PushMediaRelayTests",
+            dependencies: [
+                "PushMediaRelay",
+                "PushMediaTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            path: "Tests/PushMediaRelayTests"),
         .testTarget(
             name: "PushMediaServerTests",
             dependencies: [

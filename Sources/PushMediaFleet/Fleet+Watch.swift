@@ -42,7 +42,7 @@ extension Fleet {
             let woken = waiters.withLock { waiters in
                 waiters.values.flatMap { $0.values.filter { $0.holder == holder } }
             }
-            if ended { metrics.withLock { $0 }?.lifeEnded.increment() }
+            if ended { metrics?.lifeEnded.increment() }
             for waiter in woken { waiter.resolver.resolve(nil) }
         }
     }

@@ -40,19 +40,25 @@ public final class Fleet: JobCoordinator, Service {
     /// Until when claims skip the database (it failed a moment ago), and whether the outage was told.
     private let outage = Locked<(until: ContinuousClock.Instant?, told: Bool)>((nil, false))
     /// What a purge notification does here (drop the entry from memory).
-    private let purged = Locked<(@Sendable (String) -> Void)?>(nil)
-    let metrics = Locked<FleetMetrics?>(nil)
+    private let purged: (@Sendable (String) -> Void)?
+    /// Its counters, when it has somewhere to count.
+    let metrics: FleetMetrics?
     /// Set once `run` is cancelled: statements failing then are the pool closing, not an outage.
     private let stopping = Locked(false)
 
     /// The fleet on `database`, for jobs whose leases last `lease` (renewed every third of it).
-    /// `sampler` decides which purges heard from other nodes begin a trace (nil: traces off).
-    public init(database: FleetDatabase, lease: Duration, sampler: TraceSampler? = nil, logger: Logger)
-        throws(FleetError)
-    {
+    /// `sampler` decides which purges heard from other nodes begin a trace (nil: traces off);
+    /// its counters go to `metrics` (none without), and a purge heard from another node calls
+    /// `onPurge` with the key (the store forgets its entry).
+    public init(
+        database: FleetDatabase, lease: Duration, sampler: TraceSampler? = nil, metrics: (any MetricsFactory)? = nil,
+        onPurge: (@Sendable (String) -> Void)? = nil, logger: Logger
+    ) throws(FleetError) {
         self.database = database
         self.lease = lease
         self.sampler = sampler
+        self.metrics = metrics.map { FleetMetrics(factory: $0) }
+        purged = onPurge
         self.logger = logger
         let host = ProcessInfo.processInfo.hostName
         node = "\(host)-\(getpid())-\(UInt32.random(in: 0...UInt32.max) & 0xffff)"
@@ -62,12 +68,6 @@ public final class Fleet: JobCoordinator, Service {
         quiet.logLevel = .critical
         client = PostgresClient(configuration: try database.clientConfiguration(), backgroundLogger: quiet)
         life = FleetLife(database: database, logger: quiet)
-    }
-
-    /// Where its counters go, and what a purge of a key does on this node.
-    public func attach(metrics factory: any MetricsFactory, onPurge: @escaping @Sendable (String) -> Void) {
-        metrics.withLock { $0 = FleetMetrics(factory: factory) }
-        purged.withLock { $0 = onPurge }
     }
 
     /// The pool and the listener, until the process stops.
@@ -144,7 +144,7 @@ public final class Fleet: JobCoordinator, Service {
             forget(key, id)
             return .unavailable
         }
-        let counters = metrics.withLock { $0 }
+        let counters = metrics
         counters?.roundTrip.recordNanoseconds(started.duration(to: .now).nanoseconds)
         switch row?.state {
         case "lifeless"?:
@@ -242,7 +242,7 @@ public final class Fleet: JobCoordinator, Service {
             key: key, epoch: epoch, stopRenewing: { renewal.cancel() },
             confirm: {
                 let check = await life.holds(key: key, epoch: epoch)
-                if check == .lost { metrics.withLock { $0 }?.fenced.increment() }
+                if check == .lost { metrics?.fenced.increment() }
                 return check
             })
     }
@@ -300,7 +300,7 @@ public final class Fleet: JobCoordinator, Service {
     /// A notification: a job's end (wakes this node's waiters for the key) or a purge.
     private func heard(_ payload: String) {
         let fields = payload.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-        let counters = metrics.withLock { $0 }
+        let counters = metrics
         switch fields.first {
         case "end"? where fields.count == 5:
             counters?.notification("end")
@@ -317,7 +317,7 @@ public final class Fleet: JobCoordinator, Service {
             counters?.notification("purge")
             // A span of its own: the purge was sent by another process, which sends no context.
             let span = sampler?.start("pushmedia.fleet.purge_heard", ofKind: .consumer)
-            purged.withLock { $0 }?(fields[1])
+            purged?(fields[1])
             span?.end()
         default:
             logger.warning(
@@ -362,7 +362,7 @@ public final class Fleet: JobCoordinator, Service {
     /// `/metrics` is read, at most once every `queueDepthInterval`, so the numbers are at most one
     /// scrape old and a node that nobody scrapes asks nothing. Skipped while the database is out.
     public func refreshQueueDepth() {
-        guard let metrics = metrics.withLock({ $0 }), available() else { return }
+        guard let metrics, available() else { return }
         let due = queueDepthAsked.withLock { last in
             let now = ContinuousClock.now
             guard last.map({ now - $0 >= Self.queueDepthInterval }) ?? true else { return false }
@@ -426,7 +426,7 @@ public final class Fleet: JobCoordinator, Service {
             defer { state.told = true }
             return !state.told
         }
-        metrics.withLock { $0 }?.unavailable.increment()
+        metrics?.unavailable.increment()
         if tell {
             logger.warning(
                 "fleet database unavailable: jobs are shared per node until it is back",

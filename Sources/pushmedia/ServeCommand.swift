@@ -248,13 +248,8 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
                         let line = "PushMedia metrics on http://\(metricsHost):\(port)/metrics\n"
                         FileHandle.standardOutput.write(Data(line.utf8))
                     },
-                    onAPNsRunning: { [apnsHost = server.apns.host] port, tls in
-                        let line = "PushMedia APNs relay on \(tls ? "https" : "http")://\(apnsHost):\(port)\n"
-                        FileHandle.standardOutput.write(Data(line.utf8))
-                    },
-                    onFCMRunning: { [fcmHost = server.fcm.host] port, tls in
-                        let line = "PushMedia FCM relay on \(tls ? "https" : "http")://\(fcmHost):\(port)\n"
-                        FileHandle.standardOutput.write(Data(line.utf8))
+                    onRelayRunning: { relay in
+                        FileHandle.standardOutput.write(Data("PushMedia \(relay.title) relay on \(relay.url)\n".utf8))
                     },
                     onRunning: { port in
                         FileHandle.standardOutput.write(Data("PushMedia listening on http://\(host):\(port)\n".utf8))

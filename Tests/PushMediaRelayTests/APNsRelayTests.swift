@@ -6,7 +6,6 @@ import PushMediaTestSupport
 import Testing
 
 @testable import PushMediaRelay
-@testable import PushMediaServer
 
 /// The relay's parts that need no network: provider tokens, the settings' rules, what counts as
 /// a rich alert. The relay itself runs end to end, with real APNs clients, in
@@ -103,7 +102,7 @@ struct APNsRelayTests {
     }
 
     @Test func settingsThatGoTogether() throws {
-        var config = ServerConfig()
+        var config = RelaysConfig()
         try config.set("apns-port", to: "0")
         try config.apns.validate()
         let (key, _, directory) = try Self.keyFile()

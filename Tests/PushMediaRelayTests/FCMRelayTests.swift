@@ -5,7 +5,6 @@ import PushMediaTestSupport
 import Testing
 
 @testable import PushMediaRelay
-@testable import PushMediaServer
 
 /// The FCM relay's parts that need no network; the relay runs end to end, with real FCM
 /// clients, in `scripts/fcm-relay.sh`.
@@ -87,7 +86,7 @@ struct FCMRelayTests {
     }
 
     @Test func settings() throws {
-        var config = ServerConfig()
+        var config = RelaysConfig()
         try config.set("fcm-port", to: "0")
         try config.fcm.validate()
         #expect(config.fcm.upstreamEndpoint == UpstreamEndpoint(host: "fcm.googleapis.com", port: 443))

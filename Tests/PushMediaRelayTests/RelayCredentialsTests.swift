@@ -10,7 +10,6 @@ import X509
 import _CryptoExtras
 
 @testable import PushMediaRelay
-@testable import PushMediaServer
 
 /// The credentials file and what it names: parsing, the checks that refuse an entry, topics read
 /// from certificates, service-account assertions, reconnect backoff. The relays use them end to

@@ -10,7 +10,6 @@ import Testing
 import _CryptoExtras
 
 @testable import PushMediaRelay
-@testable import PushMediaServer
 
 /// The relays' one path (`Relay`) and its two policies, without sockets: requests built as the
 /// transport builds them, handled on an event loop, sent to an in-process upstream that records
@@ -81,7 +80,7 @@ struct RelayExchangeTests {
     let directory = TemporaryDirectory()
     let upstreams = Upstreams()
     let origin: TestOrigin
-    let parts: ServerParts
+    let relays: TestRelayParts
 
     /// A relay of each kind, holding an APNs key for `com.shop.app` and a service account for
     /// project `shop-1234`, passing other apps' pushes through with their own authorization.
@@ -100,13 +99,12 @@ struct RelayExchangeTests {
           - {name: shop-fcm, project_id: shop-1234, service_account: \(account)}
         """.write(toFile: credentials, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: credentials)
-        var server = ServerConfig()
-        try server.set("relay-credentials", to: credentials)
-        try server.set("relay-pass-through", to: "true")
-        try server.set("apns-upstream", to: "https://apns.test")
-        try server.set("fcm-upstream", to: "https://fcm.test")
-        parts = try ServerParts(
-            config: testConfig(store: directory), server: server, upstreams: upstreams.maker)
+        var config = RelaysConfig()
+        try config.set("relay-credentials", to: credentials)
+        try config.set("relay-pass-through", to: "true")
+        try config.set("apns-upstream", to: "https://apns.test")
+        try config.set("fcm-upstream", to: "https://fcm.test")
+        relays = try TestRelayParts(relays: config, store: directory, upstreams: upstreams.maker)
     }
 
     /// One request through `relay`, as the transport hands it over; its answer.
@@ -129,8 +127,8 @@ struct RelayExchangeTests {
 
     @Test func apnsRequests() async throws {
         let upstream = upstreams.upstream("apns.test")
-        let policy = try APNsPolicy(config: parts.server.apns, parts: parts.relay, logger: Logger(label: "t"))
-        let relay = Relay(policy: policy, limits: parts.server.relay)
+        let policy = try APNsPolicy(config: relays.relays.apns, parts: relays.parts, logger: Logger(label: "t"))
+        let relay = Relay(policy: policy, limits: relays.relays.limits)
         let connection = ObjectIdentifier(upstream)
         let plain = #"{"aps":{"content-available":1}}"#
         let background = [
@@ -195,17 +193,24 @@ struct RelayExchangeTests {
             let forwarded = try #require(upstream.received.last)
             let payload = try #require(try JSONValue.parse(Array(forwarded.push.body.readableBytesView)).objectValue)
             let media = try #require(payload["media_url"]?.stringValue)
-            #expect(media.hasPrefix(parts.baseURL.withLock { $0 }), "the forwarded payload names the stored media")
+            #expect(media.hasPrefix(TestRelayParts.baseURL), "the forwarded payload names the stored media")
             #expect(payload["pushmedia"] != nil)
         }
         #expect(handled.allSatisfy { $0 == "processed" }, "\(handled)")
         #expect(origin.hits("/hero") == 1)
-        #expect(parts.answers.given >= 1, "the fourth identical push came from the memo")
+        #expect(relays.answers.given >= 1, "the fourth identical push came from the memo")
+
+        // Each push counted once and written as one line, with no more of the token than 8 characters.
+        let pushes = relays.metrics.counts.filter { $0.hasPrefix("apns ") }
+        #expect(pushes.count == refusals.count + 8 && relays.lines.lines.count == pushes.count, "\(pushes)")
+        #expect(pushes.contains("apns 405 MethodNotAllowed refused") && pushes.contains("apns 200 memo"), "\(pushes)")
+        #expect(relays.lines.lines.allSatisfy { $0.message == "push" })
+        #expect(relays.lines.lines.compactMap { $0.fields.first { $0.0 == "device" }?.1 }.allSatisfy { $0.count <= 8 })
     }
 
     @Test func fcmRequests() async throws {
-        let policy = try FCMPolicy(config: parts.server.fcm, parts: parts.relay, logger: Logger(label: "t"))
-        let relay = Relay(policy: policy, limits: parts.server.relay)
+        let policy = try FCMPolicy(config: relays.relays.fcm, parts: relays.parts, logger: Logger(label: "t"))
+        let relay = Relay(policy: policy, limits: relays.relays.limits)
         let upstream = upstreams.upstream("fcm.test")
         let connection = ObjectIdentifier(upstream)
         let message = #"{"message":{"token":"device-1","data":{"k":"v"}}}"#
@@ -257,7 +262,7 @@ struct RelayExchangeTests {
                 try JSONValue.parse(Array(forwarded.push.body.readableBytesView)).objectValue?["message"]?.objectValue)
             #expect(sentMessage["token"] == .string(device))
             let imageURL = sentMessage["notification"]?.objectValue?["image"]?.stringValue ?? ""
-            #expect(imageURL.hasPrefix(parts.baseURL.withLock { $0 }))
+            #expect(imageURL.hasPrefix(TestRelayParts.baseURL))
         }
         #expect(origin.hits("/hero") <= 1)
     }

@@ -6,7 +6,6 @@ import PushMedia
 import Testing
 
 @testable import PushMediaRelay
-@testable import PushMediaServer
 
 /// The listener's bounds on what clients hold: unread answers, bytes per connection and in all,
 /// the count of connections, empty DATA frames.

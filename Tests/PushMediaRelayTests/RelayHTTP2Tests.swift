@@ -6,7 +6,6 @@ import PushMedia
 import Testing
 
 @testable import PushMediaRelay
-@testable import PushMediaServer
 
 /// The relays' two HTTP/2 ends (libnghttp2 through the shim) talking to each other: the
 /// listener's connection handler and the upstream client's, each on an embedded channel, the

@@ -71,8 +71,8 @@ struct CredentialsLifecycleTests {
         let logger = Logger(label: "test")
         let app = try await buildApplication(
             config: testConfig(store: directory), server: server, baseURLGiven: false, logger: logger, logSink: nil,
-            settings: nil, upstreams: upstreams, onMetricsRunning: { _ in }, onAPNsRunning: { _, _ in },
-            onFCMRunning: { _, _ in running.continuation.yield() }, onRunning: { _ in })
+            settings: nil, upstreams: upstreams, onMetricsRunning: { _ in },
+            onRelayRunning: { relay in if relay.title == "FCM" { running.continuation.yield() } }, onRunning: { _ in })
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }

@@ -37,10 +37,11 @@ import Testing
             if config.fleetDB == FleetCoordinationTests.database {
                 _ = try await database.initialize(logger: Logger(label: "test"))
             }
-            fleet = try Fleet(database: database, lease: config.fleetLease, logger: Logger(label: "test"))
-            pipeline = try Pipeline(config: config, coordinator: fleet)
-            fleet.attach(metrics: ServerMetrics(gate: nil).factory) { [store = pipeline.store] in store.forget(key: $0)
-            }
+            let store = try MediaStore(config: config)
+            fleet = try Fleet(
+                database: database, lease: config.fleetLease, metrics: ServerMetrics().factory,
+                onPurge: { store.forget(key: $0) }, logger: Logger(label: "test"))
+            pipeline = try Pipeline(config: config, store: store, coordinator: fleet)
             running = Task { [fleet] in try? await fleet.run() }
         }
 

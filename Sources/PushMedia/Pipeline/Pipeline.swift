@@ -41,19 +41,24 @@ public final class Pipeline: Sendable {
     /// The fleet's coordination of shared jobs (`--fleet-db`), or nil: jobs are shared per node.
     public let coordinator: (any JobCoordinator)?
 
-    /// Opens the store named by `config` and sets up the transcoders, on the process's
-    /// `resources` (made for `config` when not given: a command builds them once and passes them),
-    /// sharing its jobs with a fleet's other nodes through `coordinator` when given. Freshness is
-    /// judged by `clock` (the store's).
+    /// Opens the store named by `config` (or takes `store`, opened first by a caller whose other
+    /// parts need it) and sets up the transcoders, on the process's `resources` (made for
+    /// `config` when not given: a command builds them once and passes them), sharing its jobs with
+    /// a fleet's other nodes through `coordinator` when given. Freshness is judged by `clock` (the
+    /// store's).
     public init(
-        config: PushMediaConfig, resources: ProcessResources? = nil, coordinator: (any JobCoordinator)? = nil,
-        clock: WallClock = .system
+        config: PushMediaConfig, resources: ProcessResources? = nil, store: MediaStore? = nil,
+        coordinator: (any JobCoordinator)? = nil, clock: WallClock = .system
     ) throws(StoreError) {
         self.config = config
         self.coordinator = coordinator
         let resources = resources ?? ProcessResources(config: config)
         self.resources = resources
-        store = try MediaStore(config: config, background: resources.store, clock: clock)
+        if let store {
+            self.store = store
+        } else {
+            self.store = try MediaStore(config: config, background: resources.store, clock: clock)
+        }
         fetcher = Fetcher(executor: resources.io)
         var profiles = PlatformProfile.profiles
         profiles[config.profile.id] = config.profile

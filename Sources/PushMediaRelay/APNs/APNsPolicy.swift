@@ -71,6 +71,12 @@ final class APNsPolicy: RelayPolicy {
             extraCA: config.upstreamCA, caSetting: "--apns-upstream-ca", logger: logger)
     }
 
+    /// The relay's own connections to Apple, and the held credentials' pools'.
+    var upstreamConnections: Int { upstream.connectionCount + credentials.connectionCount }
+
+    /// Whether it signs with credentials it holds or passes the sender's through.
+    var listening: Logger.Metadata { ["auth": "\(credentials.holdsAPNs ? "held credentials" : "pass-through")"] }
+
     /// The largest body Apple takes: 4096 bytes, 5120 for VoIP.
     static func payloadLimit(pushType: String?) -> Int { pushType == "voip" ? 5120 : 4096 }
 

@@ -3,35 +3,28 @@ import PushMedia
 
 /// The APNs relay's settings (`serve --apns-port …`), part of `RelaysConfig` as `apns`. The relay
 /// is off unless `port` is set.
+@dynamicMemberLookup
 public struct APNsRelayConfig: Sendable, Equatable {
-    /// `--apns-port`, `PUSHMEDIA_APNS_PORT`: port of the relay's HTTP/2 listener (0 picks a free
-    /// one); nil (the default): no relay.
-    public var port: Int?
-    /// `--apns-host`, `PUSHMEDIA_APNS_HOST`: its address: 127.0.0.1.
-    public var host = "127.0.0.1"
-    /// `--apns-tls-cert`, `--apns-tls-key`: PEM certificate chain and key; without them the relay
-    /// speaks cleartext HTTP/2 with prior knowledge (h2c), for a sidecar on loopback.
-    public var tlsCertificate: String?
-    public var tlsKey: String?
-    /// `--apns-client-ca`: accept only clients with a certificate signed by this CA (mutual TLS).
-    public var clientCA: String?
+    /// `--apns-port`, `-host`, `-tls-cert`, `-tls-key`, `-client-ca`, `-upstream-ca`, `-budget`,
+    /// `-upstream-timeout`: the listener's settings, read as this value's own (`port`, `budget`…).
+    public var listener = RelayListenerSettings()
     /// `--apns-allow-team` (repeatable): teams (`iss` of the provider token) that may push.
     public var allowedTeams: [String] = []
     /// `--apns-upstream`: `production`, `development` or an `https://host[:port]` URL.
     public var upstream = "production"
-    /// `--apns-upstream-ca`: an extra CA trusted for the upstream (a private egress proxy).
-    public var upstreamCA: String?
     /// `--apns-key`, `--apns-key-id`, `--apns-team-id`: sign provider tokens with this `.p8` key
     /// instead of passing the client's through.
     public var key: String?
     public var keyID: String?
     public var teamID: String?
-    /// `--apns-budget`: time a rich push may spend on its media before it goes on: 2 s.
-    public var budget: Duration = .seconds(2)
-    /// `--apns-upstream-timeout`: connecting to and hearing from the upstream: 10 s.
-    public var upstreamTimeout: Duration = .seconds(10)
 
     public init() {}
+
+    /// The listener's settings, as this value's own fields.
+    public subscript<Value>(dynamicMember field: WritableKeyPath<RelayListenerSettings, Value>) -> Value {
+        get { listener[keyPath: field] }
+        set { listener[keyPath: field] = newValue }
+    }
 
     /// The upstream's host and port.
     public typealias Upstream = UpstreamEndpoint
@@ -101,7 +94,7 @@ public struct APNsRelayConfig: Sendable, Equatable {
 
     /// Settings that only make sense together: the listener's, and the key with its ID and team.
     public func validate() throws(RelaySetupError) {
-        guard port != nil else { return }
+        guard listener.port != nil else { return }
         try checkListenerPairs()
         if key != nil || keyID != nil || teamID != nil, key == nil || keyID == nil || teamID == nil {
             throw .incomplete("--apns-key, --apns-key-id and --apns-team-id go together")

@@ -51,6 +51,15 @@ protocol RelayPolicy: Sendable {
     func finished(_ exchange: RelayExchange, route: Route?, answer: RelayAnswer, handled: RelayHandled)
     /// Closes what the policy holds open upstream.
     func shutdown() async
+    /// Open connections upstream: the relay's own, and those of credentials it holds.
+    var upstreamConnections: Int { get }
+    /// What the relay's "listening" line says of it beside its address, TLS and upstream.
+    var listening: Logger.Metadata { get }
+}
+
+extension RelayPolicy {
+    var upstreamConnections: Int { upstream.connectionCount }
+    var listening: Logger.Metadata { [:] }
 }
 
 /// How a relay handled a request's body.

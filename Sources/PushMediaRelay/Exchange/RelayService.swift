@@ -7,11 +7,22 @@ import ServiceLifecycle
 struct RelayService<Policy: RelayPolicy>: RelayServing {
     let relay: Relay<Policy>
     let listener: RelayListener<Relay<Policy>>
+    let config: Policy.Config
+    let logger: Logger
     let onRunning: @Sendable (_ port: Int, _ tls: Bool) async -> Void
 
     func run() async throws {
         let tls = listener.tls != nil
-        try await listener.run { port in await onRunning(port, tls) }
+        try await listener.run { port in
+            // Its address, TLS, upstream, and what the policy adds (how the APNs relay signs).
+            let metadata: Logger.Metadata = [
+                "address": "\(config.listener.host):\(port)", "tls": "\(tls)",
+                "upstream": "\(config.upstreamEndpoint.authority)",
+            ]
+            logger.info(
+                "\(relay.policy.name) relay listening", metadata: metadata.merging(relay.policy.listening) { $1 })
+            await onRunning(port, tls)
+        }
         await relay.shutdown()
     }
 }
@@ -31,15 +42,17 @@ extension RelayService {
         let relay = Relay(policy: policy, limits: parts.limits, sampler: parts.sampler)
         self.relay = relay
         listener = RelayListener(
-            endpoint: relay, host: config.host, port: config.port, tls: try config.serverTLS(),
+            endpoint: relay, host: config.listener.host, port: config.listener.port, tls: try config.serverTLS(),
             http1: Policy.Config.protocols.contains("http/1.1"), drainLimit: config.drainLimit,
             budget: RelayBudget(limits: parts.limits) { metrics.relayShed(relay: name, reason: $0) },
             housekeeping: parts.pipeline.resources.housekeeping)
+        self.config = config
+        self.logger = logger
         self.onRunning = onRunning
     }
 
-    /// Open connections to the relay's own upstream.
-    var upstreamConnections: Int { relay.policy.upstream.connectionCount }
+    /// Open connections upstream: the relay's own, and its held credentials'.
+    var upstreamConnections: Int { relay.policy.upstreamConnections }
 }
 
 /// A relay as a service of `serve`.
@@ -49,8 +62,16 @@ package protocol RelayServing: Service {
 }
 
 /// Which relay.
-package enum RelayName: String, Sendable {
+package enum RelayName: String, Sendable, CaseIterable {
     case apns, fcm
+
+    /// In messages: `APNs`, `FCM`.
+    package var title: String {
+        switch self {
+        case .apns: APNsRelayConfig.title
+        case .fcm: FCMRelayConfig.title
+        }
+    }
 }
 
 extension RelaysConfig {
@@ -63,6 +84,14 @@ extension RelaysConfig {
         switch name {
         case .apns: try RelayService<APNsPolicy>(apns, parts: parts, logger: logger, onRunning: onRunning)
         case .fcm: try RelayService<FCMPolicy>(fcm, parts: parts, logger: logger, onRunning: onRunning)
+        }
+    }
+
+    /// The listener's settings of relay `name`.
+    package func listener(_ name: RelayName) -> RelayListenerSettings {
+        switch name {
+        case .apns: apns.listener
+        case .fcm: fcm.listener
         }
     }
 

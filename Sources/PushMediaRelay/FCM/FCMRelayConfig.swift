@@ -3,30 +3,23 @@ import PushMedia
 
 /// The FCM relay's settings (`serve --fcm-port …`), part of `RelaysConfig` as `fcm`. The relay is
 /// off unless `port` is set.
+@dynamicMemberLookup
 public struct FCMRelayConfig: Sendable, Equatable {
-    /// `--fcm-port`, `PUSHMEDIA_FCM_PORT`: port of the relay's listener (0 picks a free one); nil
-    /// (the default): no relay.
-    public var port: Int?
-    /// `--fcm-host`, `PUSHMEDIA_FCM_HOST`: its address: 127.0.0.1.
-    public var host = "127.0.0.1"
-    /// `--fcm-tls-cert`, `--fcm-tls-key`: PEM certificate chain and key (HTTP/1.1 and HTTP/2 by
-    /// ALPN); without them, cleartext HTTP/1.1 and h2c (prior knowledge) for a sidecar on loopback.
-    public var tlsCertificate: String?
-    public var tlsKey: String?
-    /// `--fcm-client-ca`: accept only clients with a certificate signed by this CA.
-    public var clientCA: String?
+    /// `--fcm-port`, `-host`, `-tls-cert`, `-tls-key`, `-client-ca`, `-upstream-ca`, `-budget`,
+    /// `-upstream-timeout`: the listener's settings, read as this value's own (`port`, `budget`…).
+    public var listener = RelayListenerSettings()
     /// `--fcm-allow-project` (repeatable): Firebase projects that may send through the relay.
     public var allowedProjects: [String] = []
     /// `--fcm-upstream`: `https://host[:port]`: Google's `https://fcm.googleapis.com`.
     public var upstream = "https://fcm.googleapis.com"
-    /// `--fcm-upstream-ca`: an extra CA trusted for the upstream.
-    public var upstreamCA: String?
-    /// `--fcm-budget`: time a message may spend on its media before it goes on: 2 s.
-    public var budget: Duration = .seconds(2)
-    /// `--fcm-upstream-timeout`: connecting to and hearing from the upstream: 10 s.
-    public var upstreamTimeout: Duration = .seconds(10)
 
     public init() {}
+
+    /// The listener's settings, as this value's own fields.
+    public subscript<Value>(dynamicMember field: WritableKeyPath<RelayListenerSettings, Value>) -> Value {
+        get { listener[keyPath: field] }
+        set { listener[keyPath: field] = newValue }
+    }
 
     /// `upstream` resolved.
     public var upstreamEndpoint: UpstreamEndpoint {
@@ -63,7 +56,7 @@ public struct FCMRelayConfig: Sendable, Equatable {
 
     /// Settings that only make sense together.
     public func validate() throws(RelaySetupError) {
-        guard port != nil else { return }
+        guard listener.port != nil else { return }
         try checkListenerPairs()
     }
 }

@@ -8,6 +8,8 @@ import PushMediaRelay
 struct HealthRoutes<Context: RequestContext>: Sendable {
     let pipeline: Pipeline
     let metrics: ServerMetrics
+    /// What `/metrics` reads from the other parts.
+    let readings: MetricsReadings
     /// `--min-free-space`: the download disk's free bytes below which `/readyz` is not ready.
     let minFreeSpace: Int64
     let executor: BlockingExecutor
@@ -19,7 +21,7 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
     func add(to router: Router<Context>, metrics scrape: RouterGroup<Context>?) {
         router.get("healthz") { _, _ in Response.json(.object(JSONObject([("status", .string("ok"))]))) }
         router.get("readyz", use: ready)
-        scrape?.get { [metrics] _, _ in Self.exposition(metrics) }
+        scrape?.get { [metrics, readings] _, _ in Self.exposition(metrics, readings) }
         router.get("openapi.yaml") { _, _ in
             guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
                 let data = try? Data(contentsOf: url)
@@ -33,9 +35,9 @@ struct HealthRoutes<Context: RequestContext>: Sendable {
         }
     }
 
-    /// The Prometheus text exposition of `metrics`.
-    static func exposition(_ metrics: ServerMetrics) -> Response {
-        let text = metrics.render()
+    /// The Prometheus text exposition of `metrics`, with what `readings` reads now.
+    static func exposition(_ metrics: ServerMetrics, _ readings: MetricsReadings) -> Response {
+        let text = metrics.render(readings)
         return Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .contentLength: String(text.count)],

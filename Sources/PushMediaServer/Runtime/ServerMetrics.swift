@@ -9,7 +9,6 @@ public final class ServerMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     /// Where other parts (the fleet) make their metrics, on the same registry.
     public let factory: PrometheusMetricsFactory
-    private let gate: JobGate?
     private let inFlight: CoreMetrics.Gauge
     private let queued: CoreMetrics.Gauge
     /// Counters by label and dimension values, timers by label, made once: creating them costs a
@@ -28,11 +27,9 @@ public final class ServerMetrics: Sendable {
     private let cacheMisses: CoreMetrics.Counter
     private let outcomeCounters = Locked<[OutcomeStatus: CoreMetrics.Counter]>([:])
 
-    /// `jobsRun`: the jobs the pipeline has run so far (`Pipeline.jobsRun`); `logDrops`: the
-    /// log's dropped lines so far (`LogSink.droppedLines`), when the server logs through one.
-    public init(gate: JobGate?, jobsRun: (@Sendable () -> Int)? = nil, logDrops: (@Sendable () -> Int)? = nil) {
-        self.jobsRun = jobsRun
-        self.logDrops = logDrops
+    /// An empty registry: the other parts count into it, and what it reads from them as it is
+    /// scraped comes with each `render` (`MetricsReadings`).
+    public init() {
         registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
         let buckets: [Duration] = [
@@ -42,7 +39,6 @@ public final class ServerMetrics: Sendable {
         ]
         factory.defaultDurationHistogramBuckets = buckets
         self.factory = factory
-        self.gate = gate
         inFlight = CoreMetrics.Gauge(label: "pushmedia_jobs_in_flight", factory: factory)
         queued = CoreMetrics.Gauge(label: "pushmedia_jobs_queued", factory: factory)
         apnsUpstreamConnections = CoreMetrics.Gauge(label: "pushmedia_apns_upstream_connections", factory: factory)
@@ -137,13 +133,9 @@ public final class ServerMetrics: Sendable {
             [("profile", profile), ("outcome", outcome)])
     }
 
-    /// Jobs the pipeline has run (`Pipeline.jobsRun`): `pushmedia_jobs_total`, one per media
-    /// fetched and made here, however many requests waited for it.
-    private let jobsRun: (@Sendable () -> Int)?
+    /// The jobs counted in `pushmedia_jobs_total` so far.
     private let countedJobs = Locked(0)
-
     /// Open connections to the APNs upstream, when the relay runs.
-    let apnsConnections = Locked<(@Sendable () -> Int)?>(nil)
     private let apnsUpstreamConnections: CoreMetrics.Gauge
 
     /// Counts one push through the APNs relay: Apple's status and reason (or the relay's own
@@ -205,39 +197,30 @@ public final class ServerMetrics: Sendable {
         .increment()
     }
 
-    /// The log's dropped lines so far: `pushmedia_log_lines_dropped_total`.
-    private let logDrops: (@Sendable () -> Int)?
+    /// The log's dropped lines counted in `pushmedia_log_lines_dropped_total` so far.
     private let loggedDrops = Locked(0)
 
-    /// Called as `/metrics` is read, before it is rendered: a part that counts in the background
-    /// (the fleet's queue) starts its next count, to be shown by a later read.
-    public let onRead = Locked<[@Sendable () -> Void]>([])
-
-    /// Prometheus text exposition.
-    public func render() -> [UInt8] {
-        for read in onRead.withLock({ $0 }) { read() }
-        if let drops = logDrops {
-            let total = drops()
-            let new = loggedDrops.withLock { seen in
-                defer { seen = max(seen, total) }
-                return total - seen
-            }
-            let counter = counter(MetricKey("pushmedia_log_lines_dropped_total"))
-            if new > 0 { counter.increment(by: new) }
+    /// Prometheus text exposition, with what `readings` reads from the other parts now.
+    public func render(_ readings: MetricsReadings) -> [UInt8] {
+        for read in readings.onRead { read() }
+        if let drops = readings.logDrops {
+            add(total: drops(), to: "pushmedia_log_lines_dropped_total", seen: loggedDrops)
         }
-        if let jobs = jobsRun {
-            let total = jobs()
-            let new = countedJobs.withLock { seen in
-                defer { seen = max(seen, total) }
-                return total - seen
-            }
-            let counter = counter(MetricKey("pushmedia_jobs_total"))
-            if new > 0 { counter.increment(by: new) }
-        }
-        inFlight.record(gate?.inFlight ?? 0)
-        queued.record(gate?.queued ?? 0)
-        if let connections = apnsConnections.withLock({ $0 }) { apnsUpstreamConnections.record(connections()) }
+        if let jobs = readings.jobsRun { add(total: jobs(), to: "pushmedia_jobs_total", seen: countedJobs) }
+        inFlight.record(readings.gate?.inFlight ?? 0)
+        queued.record(readings.gate?.queued ?? 0)
+        if let connections = readings.apnsConnections { apnsUpstreamConnections.record(connections()) }
         return registry.emitToBuffer()
+    }
+
+    /// Counts in `label` what `total` (a part's running count) has gained since `seen`.
+    private func add(total: Int, to label: String, seen: Locked<Int>) {
+        let new = seen.withLock { seen in
+            defer { seen = max(seen, total) }
+            return total - seen
+        }
+        let counter = counter(MetricKey(label))
+        if new > 0 { counter.increment(by: new) }
     }
 }
 
