@@ -10,14 +10,14 @@ struct PurgeCommand: AsyncParsableCommand {
         abstract: "Forget the cached results of media URLs, so that the next request fetches them again.",
         discussion: """
             Removes the URL's cache entries from the store's index, for every platform profile. \
-            Give the same settings as the nodes that serve (the same PUSHMEDIA_* environment): \
-            the options that change the output are part of the cache key. Nodes on the same store \
+            With the nodes' settings (the same PUSHMEDIA_* environment) the entries are found by \
+            their keys at once; with other settings, the whole index is read for the entries made \
+            from the URL (slower on a large store). Nodes on the same store \
             stop using the entry within --index-cache-ttl (default 60s); with --fleet-db, every \
             node of the fleet drops it from memory at once. The media files stay \
             until `pushmedia gc` finds them unreferenced. For one request, `refresh=1` on \
             /v1/process (or `process --refresh`) revalidates instead. Exit status: 0 done, 1 \
-            nothing was cached for a URL with these settings (the others are purged), 64 usage \
-            error, 74 store error.
+            nothing was cached for a URL (the others are purged), 64 usage error, 74 store error.
             """
     )
 
@@ -46,25 +46,27 @@ struct PurgeCommand: AsyncParsableCommand {
             throw error.isOutage ? Exit.ioError : Exit.usage
         }
         let pipeline = try await openPipeline(config)
-        let purged: [(url: String, entries: Int)]
+        let purged: [(url: String, keys: [String], searched: Bool)]
         do { purged = try await pipeline.purge(urls: urls) } catch {
             FileHandle.writeError("pushmedia: purge: \(error)")
             throw Exit.ioError
         }
-        for (url, entries) in purged {
-            if entries == 0 {
+        for (url, keys, searched) in purged {
+            let entries = "\(keys.count) cache \(keys.count == 1 ? "entry" : "entries")"
+            if keys.isEmpty {
                 FileHandle.writeError(
-                    "pushmedia: purge: nothing cached for \(url) in \(pipeline.store.location) with these settings: "
-                        + "the settings that change the output (profiles, sizes, --allow-private-networks…) are part "
-                        + "of the cache key; give the ones the nodes serve with")
-            } else {
+                    "pushmedia: purge: nothing cached for \(url) in \(pipeline.store.location): no entry of the index "
+                        + "was made from this URL (give it exactly as payloads give it)")
+            } else if searched {
                 print(
-                    "purged \(url): \(entries) cache \(entries == 1 ? "entry" : "entries") removed from "
-                        + "\(pipeline.store.location)")
+                    "purged \(url): \(entries) removed from \(pipeline.store.location), made with other settings "
+                        + "than these (found by reading the whole index)")
+            } else {
+                print("purged \(url): \(entries) removed from \(pipeline.store.location)")
             }
         }
         if let fleetDatabase {
-            let keys = urls.flatMap(pipeline.cacheKeys(url:))
+            let keys = Array(Set(urls.flatMap(pipeline.cacheKeys(url:)) + purged.flatMap(\.keys)))
             do {
                 try await traces.run { try await Fleet.announcePurge(keys, on: fleetDatabase, sampler: traces.sampler) }
             } catch {
@@ -74,6 +76,6 @@ struct PurgeCommand: AsyncParsableCommand {
             print("told the fleet's nodes (\(fleetDatabase.described)) to drop the entries from memory")
         }
         // Nothing matched a URL: the caller's settings, or the URL, are not the ones cached.
-        if purged.contains(where: { $0.entries == 0 }) { throw ExitCode(1) }
+        if purged.contains(where: { $0.keys.isEmpty }) { throw ExitCode(1) }
     }
 }

@@ -233,9 +233,24 @@ struct FreshnessTests {
         #expect((await Self.run(pipeline, url)).outcome.cacheHit == true)
 
         let purged = try await pipeline.purge(urls: [url, origin.url("/never-seen.jpg")])
-        #expect(purged.map(\.entries) == [1, 0])
+        #expect(purged.map(\.keys.count) == [1, 0] && purged.map(\.searched) == [false, true])
         let after = await Self.run(pipeline, url)
         #expect(after.outcome.cacheHit == false)
         #expect(origin.hits("/hero.jpg") == 2)
+
+        // With settings that change the options (so the keys), the entry is found by reading the
+        // index for the entries made from the URL.
+        var other = testConfig(store: store)
+        other.allowPrivateNetworks = false
+        other.thumbnailHidden = true
+        let elsewhere = try Pipeline(config: other)
+        #expect(Set(elsewhere.cacheKeys(url: url)).isDisjoint(with: pipeline.cacheKeys(url: url)))
+        let found = try await elsewhere.purge(urls: [url])
+        #expect(found.map(\.keys.count) == [1] && found.map(\.searched) == [true])
+        // Gone from the index: a process that reads it (another node, or this one after
+        // --index-cache-ttl) fetches again.
+        let next = try Self.pipeline(store, minTTL: .seconds(3600))
+        #expect((await Self.run(next, url)).outcome.cacheHit == false)
+        #expect(origin.hits("/hero.jpg") == 3)
     }
 }

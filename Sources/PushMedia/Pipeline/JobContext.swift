@@ -132,6 +132,7 @@ struct JobContext: Sendable {
             sourceMIME: sniff.format.mime, sourceBytes: bytes, pipeline: PushMediaVersion.pipeline,
             icon: stored.icon, clip: clip, frame: frame)
         entry.reason = reason
+        entry.sourceID = MediaStore.sourceID(source.identity)
         if !notes.isEmpty { entry.message = notes.joined(separator: "; ") }
         if let validators {
             entry.stamp(validators, policy: freshness, now: now)

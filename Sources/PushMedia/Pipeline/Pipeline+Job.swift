@@ -306,7 +306,10 @@ extension Pipeline {
         _ previous: CacheEntry, _ validators: OriginValidators,
         job: JobContext
     ) async throws -> JobResult.Kind {
-        let entry = previous.renewed(validators, policy: config.freshness, now: store.clock.now)
+        var renewed = previous.renewed(validators, policy: config.freshness, now: store.clock.now)
+        // An entry written before entries recorded their source learns it now.
+        renewed.sourceID = renewed.sourceID ?? MediaStore.sourceID(job.source.identity)
+        let entry = renewed
         if await fenced(job) { return .superseded }
         let key = job.key
         let deadline = job.deadline

@@ -92,21 +92,30 @@ public final class Pipeline: Sendable {
         return options.sorted().map { MediaStore.cacheKey(source: identity, options: $0) }
     }
 
-    /// Removes the cached results for each of `urls` (under every profile, in every format a
-    /// media URL can ask for, with this configuration's options; not those of a media URL with a
-    /// `cb:` option), so that the next request fetches and processes it again. Other
-    /// processes on the same store notice within `--index-cache-ttl`. Returns, per URL, how many
-    /// entries there were.
-    public func purge(urls: [String]) async throws(StoreError) -> [(url: String, entries: Int)] {
+    /// Removes the cached results for each of `urls`, so that the next request fetches and
+    /// processes it again: first those this configuration's options name (under every profile, in
+    /// every format a media URL can ask for; not those of a media URL with a `cb:` option), and,
+    /// when there are none, every entry made from the URL whatever options made it (the whole
+    /// index read: the settings differ from the ones that served). Other processes on the same
+    /// store notice within `--index-cache-ttl`. Returns, per URL, the keys removed and whether
+    /// they were found by reading the index.
+    public func purge(urls: [String]) async throws(StoreError) -> [(url: String, keys: [String], searched: Bool)] {
         let store = self.store
         let keys = urls.map { ($0, cacheKeys(url: $0)) }
-        let result = await io.run { () -> Result<[(url: String, entries: Int)], StoreError> in
+        let result = await io.run { () -> Result<[(url: String, keys: [String], searched: Bool)], StoreError> in
             do throws(StoreError) {
-                var counts: [(url: String, entries: Int)] = []
+                var purged: [(url: String, keys: [String], searched: Bool)] = []
                 for (url, keys) in keys {
-                    counts.append((url, try store.purge(keys: keys, deadline: .now + .seconds(30)).count))
+                    let named = try store.purge(keys: keys, deadline: .now + .seconds(30))
+                    if !named.isEmpty {
+                        purged.append((url, named, false))
+                    } else {
+                        let identity = url.trimmingCharacters(in: .whitespaces)
+                        let found = try store.purge(sourceID: MediaStore.sourceID(identity), deadline: .now + .seconds(30))
+                        purged.append((url, found, true))
+                    }
                 }
-                return .success(counts)
+                return .success(purged)
             } catch { return .failure(error) }
         }
         return try result.get()

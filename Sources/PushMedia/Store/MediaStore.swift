@@ -41,6 +41,10 @@ public struct CacheEntry: Codable, Sendable, Equatable {
     /// SHA-256 of the source bytes: a refetch that brings the same bytes renews the entry
     /// without transcoding again.
     public var sourceSHA256: String?
+    /// The source it was made from, as `MediaStore.sourceID` names it (a digest, never the URL):
+    /// `purge` finds a source's entries by it whatever options made them. Nil in entries
+    /// written before it was recorded.
+    public var sourceID: String?
 
     public init(
         status: OutcomeStatus, attachment: StoredFile, thumbnail: StoredFile?, sourceMIME: String,
@@ -88,6 +92,7 @@ public struct CacheEntry: Codable, Sendable, Equatable {
         case checkedAt = "checked_at"
         case lastModified = "last_modified"
         case sourceSHA256 = "source_sha256"
+        case sourceID = "source_id"
     }
 }
 
@@ -336,6 +341,22 @@ public final class MediaStore: Sendable {
     /// Removes the index entries of `keys` (here and in memory); the next request for them
     /// fetches and processes again. Other processes notice within their `memoryTTL`. The media
     /// stay until retention finds them unreferenced. Returns the keys that had an entry. Blocking.
+    /// Removes every entry made from `sourceID`'s source, whatever options made it, by reading
+    /// the whole index (an entry that does not record its source is passed over): the keys removed.
+    public func purge(sourceID: String, deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> [String] {
+        var purged: [String] = []
+        for object in try backend.list(.index) where object.name.hasSuffix(".json") {
+            let key = String(object.name.dropLast(".json".count))
+            guard let (data, _) = try backend.readEntry(key, deadline: deadline),
+                let entry = try? JSONDecoder().decode(CacheEntry.self, from: Data(data)), entry.sourceID == sourceID
+            else { continue }
+            entries.remove(key)
+            try backend.delete(.index, object.name)
+            purged.append(key)
+        }
+        return purged
+    }
+
     public func purge(keys: [String], deadline: ContinuousClock.Instant? = nil) throws(StoreError) -> [String] {
         var purged: [String] = []
         for key in keys {
@@ -379,6 +400,13 @@ public final class MediaStore: Sendable {
     }
 
     /// The key under which a source's result is cached: source identity, options and pipeline version.
+    /// What an entry records of its source (`CacheEntry.sourceID`): a digest of its identity,
+    /// which a URL's query (a signature, a token) is not readable from.
+    public static func sourceID(_ source: String) -> String {
+        var text = "pushmedia/source\n\(source)"
+        return hex(text.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) })
+    }
+
     public static func cacheKey(source: String, options: String) -> String {
         var text = "pushmedia/\(PushMediaVersion.pipeline)\n\(source)\n\(options)"
         return hex(text.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) })
