@@ -111,7 +111,8 @@ public final class Pipeline: Sendable {
                         purged.append((url, named, false))
                     } else {
                         let identity = url.trimmingCharacters(in: .whitespaces)
-                        let found = try store.purge(sourceID: MediaStore.sourceID(identity), deadline: .now + .seconds(30))
+                        let found = try store.purge(
+                            sourceID: MediaStore.sourceID(identity), deadline: .now + .seconds(30))
                         purged.append((url, found, true))
                     }
                 }
