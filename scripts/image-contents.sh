@@ -50,10 +50,10 @@ table() {
   while IFS=$'\t' read -r size path; do
     why=$(reason "$path")
     total=$((total + size))
-    printf '| `%s` | %s | %s |\n' "$path" "$(awk -v s="$size" 'BEGIN { if (s >= 1048576) printf "%.1f MB", s / 1048576; else printf "%d kB", (s + 1023) / 1024 }')" "${why:-**not explained**}"
+    printf '| `%s` | %s | %s |\n' "$path" "$(awk -v s="$size" 'BEGIN { if (s >= 1048576) printf "%.1f MiB", s / 1048576; else printf "%d KiB", (s + 1023) / 1024 }')" "${why:-**not explained**}"
   done <<<"$files"
   echo
-  echo "$(wc -l <<<"$files") files, $(awk -v s="$total" 'BEGIN { printf "%.1f MB", s / 1048576 }') in all."
+  echo "$(wc -l <<<"$files") files, $(awk -v s="$total" 'BEGIN { printf "%.1f MiB", s / 1048576 }') in all."
 }
 
 case $MODE in
