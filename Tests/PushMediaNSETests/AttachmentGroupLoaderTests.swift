@@ -10,13 +10,11 @@ import Testing
 @Suite("PushMediaNSE attachment groups", .serialized)
 struct AttachmentGroupLoaderTests {
     let origin: TestOrigin
-    let photo: [UInt8]
-    let png: [UInt8]
+    let photo = DownloadSamples.bytes.photo
+    let png = DownloadSamples.bytes.png
 
     init() throws {
         origin = try TestOrigin()
-        photo = try sampleMedia("photo-exif.jpg")
-        png = try sampleMedia("logo-alpha.png")
     }
 
     /// A CleverTap slider's items as the server leaves them: the store's URLs at each item's

@@ -9,13 +9,11 @@ import Testing
 @Suite("PushMediaNSE downloads", .serialized)
 struct AttachmentLoaderTests {
     let origin: TestOrigin
-    let photo: [UInt8]
-    let png: [UInt8]
+    let photo = DownloadSamples.bytes.photo
+    let png = DownloadSamples.bytes.png
 
     init() throws {
         origin = try TestOrigin()
-        photo = try sampleMedia("photo-exif.jpg")
-        png = try sampleMedia("logo-alpha.png")
         origin.route("/photo.jpg", .file(body: photo, contentType: "image/jpeg"))
         origin.route("/thumb.jpg", .file(body: photo, contentType: "image/jpeg"))
     }

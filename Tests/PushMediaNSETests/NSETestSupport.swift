@@ -87,3 +87,13 @@ final class Recorder<Value>: @unchecked Sendable {
     var first: Value? { values.first }
     var count: Int { values.count }
 }
+
+/// The two samples the download tests serve: a JPEG photo and a PNG with alpha (read once).
+enum DownloadSamples {
+    static let bytes: (photo: [UInt8], png: [UInt8]) = {
+        guard let photo = try? sampleMedia("photo-exif.jpg"), let png = try? sampleMedia("logo-alpha.png") else {
+            fatalError("the samples photo-exif.jpg and logo-alpha.png are missing from samples/media")
+        }
+        return (photo, png)
+    }()
+}

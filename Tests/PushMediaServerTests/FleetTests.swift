@@ -40,6 +40,30 @@ struct FleetTests {
         #"{"aps":{"alert":{"title":"Spring sale","body":"Up to 40% off"},"mutable-content":1},"image_url":"\#(url)"}"#
     }
 
+    /// `pushmedia ARGUMENTS` run to its end with the object store's credentials (`environment`
+    /// over them) and none of the caller's `PUSHMEDIA_*` or `AWS_*`: its exit status, standard
+    /// output and standard error (each written to a file, so neither can fill a pipe).
+    static func pushmedia(_ arguments: [String], environment: [String: String] = [:]) throws -> (
+        status: Int32, out: String, err: String
+    ) {
+        let files = TemporaryDirectory()
+        let (outPath, errPath) = (files.file("out"), files.file("err"))
+        FileManager.default.createFile(atPath: outPath, contents: nil)
+        FileManager.default.createFile(atPath: errPath, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.filter {
+            !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_")
+        }.merging(TestObjectStore.environment) { _, given in given }.merging(environment) { _, given in given }
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        try process.run()
+        process.waitUntilExit()
+        func text(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+        return (process.terminationStatus, text(outPath), text(errPath))
+    }
+
     static func hex(_ bytes: Data) -> String { SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined() }
 
     /// Every media object in the bucket holds exactly the bytes its name says, and every index
@@ -264,38 +288,20 @@ struct FleetTests {
         #expect(origin.hits("/banner.jpg") == 3, "node B reads the renewed entry from the index")
 
         // An operator purges the URL: both nodes fetch it again (within --index-cache-ttl).
-        let purge = Process()
-        purge.executableURL = URL(fileURLWithPath: pushmediaExecutable)
-        purge.arguments =
+        let purge =
             [
                 "purge", origin.url("/banner.jpg"), "--store", "s3://\(bucket)/media", "--s3-endpoint",
                 TestObjectStore.endpoint,
                 "--work-dir", workA.path, "--allow-private-networks", "--base-url",
                 TestObjectStore.publicURL + "/" + bucket + "/media",
             ] + settings
-        purge.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }.merging(
-            TestObjectStore.environment
-        ) { _, given in given }
-        let output = Pipe()
-        purge.standardOutput = output
-        try purge.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        purge.waitUntilExit()
-        #expect(purge.terminationStatus == 0)
-        #expect(printed.contains("purged \(origin.url("/banner.jpg")): 1 cache entry removed"), "\(printed)")
+        let purged = try Self.pushmedia(purge)
+        #expect(purged.status == 0)
+        #expect(purged.out.contains("purged \(origin.url("/banner.jpg")): 1 cache entry removed"), "\(purged.out)")
         // Again: nothing is cached for it now, which is said, with exit 1.
-        let again = Process()
-        again.executableURL = purge.executableURL
-        again.arguments = purge.arguments
-        again.environment = purge.environment
-        let told = Pipe()
-        again.standardError = told
-        again.standardOutput = FileHandle.nullDevice
-        try again.run()
-        let said = String(decoding: told.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        again.waitUntilExit()
-        #expect(again.terminationStatus == 1, "\(said)")
-        #expect(said.contains("nothing cached for \(origin.url("/banner.jpg"))"), "\(said)")
+        let again = try Self.pushmedia(purge)
+        #expect(again.status == 1, "\(again.err)")
+        #expect(again.err.contains("nothing cached for \(origin.url("/banner.jpg"))"), "\(again.err)")
         clock.advance(by: .seconds(1))  // --index-cache-ttl
         let refetched = try await b.process(payload)
         #expect(refetched.outcome.cacheHit == false && refetched.payload["image_url"]?.stringValue == new)
@@ -312,24 +318,10 @@ struct FleetTests {
         func start(
             _ store: String, endpoint: String = TestObjectStore.endpoint, secret: String = TestObjectStore.secretKey
         ) throws -> (Int32, String) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
-            process.arguments = [
-                "serve", "--port", "0", "--store", store, "--s3-endpoint", endpoint, "--work-dir", work.path,
-            ]
-            process.environment = ProcessInfo.processInfo.environment.filter {
-                !$0.key.hasPrefix("PUSHMEDIA_") && !$0.key.hasPrefix("AWS_")
-            }
-            .merging(["AWS_ACCESS_KEY_ID": TestObjectStore.accessKey, "AWS_SECRET_ACCESS_KEY": secret]) { _, given in
-                given
-            }
-            let errors = Pipe()
-            process.standardError = errors
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return (process.terminationStatus, text)
+            let run = try Self.pushmedia(
+                ["serve", "--port", "0", "--store", store, "--s3-endpoint", endpoint, "--work-dir", work.path],
+                environment: ["AWS_SECRET_ACCESS_KEY": secret])
+            return (run.status, run.err)
         }
         let (wrongStatus, wrong) = try start("s3://\(bucket)", secret: "not-the-secret")
         #expect(wrongStatus == 74)
@@ -356,22 +348,12 @@ struct FleetTests {
         #expect(node.stop() == 0)
 
         func gc(_ arguments: [String]) throws -> (Int32, JSONObject?) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: pushmediaExecutable)
-            process.arguments =
+            let run = try Self.pushmedia(
                 [
                     "gc", "--store", "s3://\(bucket)/media", "--s3-endpoint", TestObjectStore.endpoint, "--work-dir",
                     work.path, "--json",
-                ] + arguments
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHMEDIA_") }
-                .merging(TestObjectStore.environment) { _, given in given }
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, try? JSONValue.parse(data).objectValue)
+                ] + arguments)
+            return (run.status, try? JSONValue.parse(Array(run.out.utf8)).objectValue)
         }
         // --verify reads every object again: one overwritten with other bytes under its name is
         // reported (dry run), then removed; the others stay.
