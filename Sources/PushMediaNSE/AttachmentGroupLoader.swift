@@ -61,10 +61,11 @@ public final class AttachmentGroupLoader: @unchecked Sendable {
         }
         self.loaders = loaders
         self.outcomes = outcomes
+        count = outcomes.count
     }
 
     /// How many references are attached when they all arrive.
-    public var count: Int { outcomes.count }
+    public let count: Int
 
     /// Starts every download; `completion` is called exactly once, on some thread. A second
     /// `start` is ignored.

@@ -353,9 +353,11 @@ public struct Transcoder: Sendable {
         var decoded: OpaquePointer?
         guard pm_vips_copy_memory(image, &decoded) == 0, let decoded else { throw .decodeFailed(takeVipsError()) }
         defer { pm_image_unref(decoded) }
-        // The bytes grow about with the frames: start near the step that fits, and double it.
-        var step = max(2, Int((Double(gif.bytes.count) * 1.1 / Double(maxBytes)).rounded(.up)))
-        while gif.bytes.count > maxBytes, (frames + step - 1) / step >= 2 {
+        // The bytes grow about with the frames: start near the step that fits, and double it, up
+        // to the step that keeps two frames.
+        let widest = (frames + 1) / 2
+        var step = min(widest, max(2, Int((Double(gif.bytes.count) * 1.1 / Double(maxBytes)).rounded(.up))))
+        while gif.bytes.count > maxBytes {
             var fewer: OpaquePointer?
             guard pm_vips_keep_frames(decoded, Int32(step), &fewer) == 0, let fewer else {
                 throw .encodeFailed(takeVipsError())
@@ -365,7 +367,8 @@ public struct Transcoder: Sendable {
             gif.note =
                 "\(gif.frames) of its \(frames) frames are kept (one in \(step), each shown as long as those it stands "
                 + "for) to fit \(maxBytes) bytes"
-            step *= 2
+            if step == widest { break }
+            step = min(widest, step * 2)
         }
         return gif
     }
