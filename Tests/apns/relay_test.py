@@ -775,15 +775,12 @@ def run_h2load(world, base, tokens, body, clients=4, streams=100, headers=None, 
 
 # b. Real clients through the relay.
 
-def rich_through_relay(world, client_cls):
-    relay = world.relay_tls
-    client = client_cls(world, relay.port)
-    pattern = relay.store_url_re()
-    message = rich_message(world)
-    token = device_token()
+def push_until_made(world, client, token, message, made, describe):
+    """Pushes `message` to `token` until the stand-in receives a payload that `made(payload)`
+    accepts (the relay sends the first pushes on before their media is made), within 10 s:
+    that payload. Each push answers 200 with the apns-id the stand-in saw."""
     deadline = time.monotonic() + 10.0
     attempts = 0
-    entry = None
     while True:
         attempts += 1
         status, apns_id, reason, _ = client.push(token, message)
@@ -793,11 +790,25 @@ def rich_through_relay(world, client_cls):
         entry = entries[-1]
         expect(entry["apns_id"] == apns_id, f"stand-in answered apns-id {entry['apns_id']}, client has {apns_id}")
         payload = json.loads(entry["body"])
-        if isinstance(payload.get("media_url"), str) and pattern.match(payload["media_url"]):
-            break
-        expect(time.monotonic() < deadline,
-               f"after {attempts} pushes in 10s the media URL is still {payload.get('media_url')!r}")
+        if made(payload):
+            return payload
+        expect(time.monotonic() < deadline, f"after {attempts} pushes in 10s {describe(payload)}")
         time.sleep(0.3)
+
+
+def rich_through_relay(world, client_cls):
+    relay = world.relay_tls
+    client = client_cls(world, relay.port)
+    pattern = relay.store_url_re()
+    message = rich_message(world)
+    token = device_token()
+
+    def made(payload):
+        media = payload.get("media_url")
+        return isinstance(media, str) and pattern.match(media)
+
+    payload = push_until_made(world, client, token, message, made,
+                              lambda payload: f"the media URL is still {payload.get('media_url')!r}")
     expect(payload["aps"].get("alert") == RICH_TEXT, f"alert changed: {payload['aps'].get('alert')!r}")
     expect(payload.get("custom") == CUSTOM, f"custom changed: {payload.get('custom')!r}")
     status, data = http_get(payload["media_url"])
@@ -844,20 +855,16 @@ def relay_clevertap_slider(world):
              {"caption": "two", "imageUrl": world.origin.url("/img/banner?slide=2"), "actionUrl": "app://2"}]
     message = {"aps": {"alert": dict(RICH_TEXT), "mutable-content": 1, "category": "CTNotification"},
                "ct_ContentSlider": {"orientation": "landscape", "showsPaging": 1, "items": items}}
-    deadline = time.monotonic() + 10.0
-    attempts = 0
-    while True:
-        attempts += 1
-        status, _, reason, _ = client.push(token, message)
-        expect(status == 200, f"push {attempts}: {status} {reason}")
-        entries = world.wait_record(world.standin, {token}, attempts, timeout=5)
-        expect(len(entries) >= attempts, f"push {attempts}: the stand-in recorded {len(entries)} pushes")
-        payload = json.loads(entries[-1]["body"])
-        got = (payload.get("ct_ContentSlider") or {}).get("items") or []
-        if len(got) == 2 and all(pattern.match(str(item.get("imageUrl"))) for item in got):
-            break
-        expect(time.monotonic() < deadline, f"after {attempts} pushes in 10s the slider arrived as {got}")
-        time.sleep(0.3)
+
+    def slides(payload):
+        return (payload.get("ct_ContentSlider") or {}).get("items") or []
+
+    def made(payload):
+        return len(slides(payload)) == 2 and all(pattern.match(str(s.get("imageUrl"))) for s in slides(payload))
+
+    payload = push_until_made(world, client, token, message, made,
+                              lambda payload: f"the slider arrived as {slides(payload)}")
+    got = slides(payload)
     expect([(item.get("caption"), item.get("actionUrl")) for item in got] == [("one", "app://1"), ("two", "app://2")],
            f"items arrived as {got}")
     expect(payload["aps"].get("alert") == RICH_TEXT and payload["aps"].get("category") == "CTNotification",
