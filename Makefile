@@ -109,4 +109,4 @@ object-store-stop:
 	@scripts/object-store.sh stop
 
 clean:
-	rm -rf .build .build-asan .build-tsan .build-fuzz .build-static out pushmedia pushmedia-store pushmedia_*.deb
+	rm -rf .build .build-sanitizer .build-asan .build-tsan .build-fuzz .build-static out pushmedia pushmedia-store pushmedia_*.deb

@@ -11,8 +11,8 @@ let package = Package(
         .executable(name: "pushmedia", targets: ["pushmedia"]),
     ],
     traits: [
-        // The OTLP/HTTP trace exporter (swift-otel) in `serve`. Without it (`--disable-default-traits`:
-        // ThreadSanitizer's build, which cannot compile swift-otel), `--otel-endpoint` is refused.
+        // The OTLP/HTTP trace exporter (swift-otel) in `serve`. Without it (`--disable-default-traits`),
+        // `--otel-endpoint` is refused.
         .trait(name: "OTLP", description: "Export traces over OTLP/HTTP with swift-otel"),
         .default(enabledTraits: ["OTLP"]),
     ],
@@ -251,3 +251,15 @@ let package = Package(
             path: "Tests/PushMediaServerTests"),
     ]
 )
+
+// The sanitizer builds (scripts/test.sh): PUSHMEDIA_SANITIZE=address or thread instruments the
+// package's own targets, and only them. The dependencies stay uninstrumented (their code is not
+// what the suites check), so the AddressSanitizer and ThreadSanitizer builds share one build of
+// them and differ only in the package's own modules.
+if let sanitizer = Context.environment["PUSHMEDIA_SANITIZE"], !sanitizer.isEmpty {
+    for target in package.targets where target.type != .system {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"])]
+        target.cSettings = (target.cSettings ?? []) + [.unsafeFlags(["-fsanitize=\(sanitizer)"])]
+        target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"])]
+    }
+}

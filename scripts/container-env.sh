@@ -174,3 +174,14 @@ EOF
   rm -rf "$context"
   log "swift image $SWIFT_IMAGE ready in $(since "$start") s"
 }
+
+# The Containerfile's `media` stage (libvips, FFmpeg, libheif and libcurl compiled: about 20
+# minutes on 2 cores) is in podman's cache as long as its lines and the base image are the
+# same; scripts/image.sh names it MEDIA_IMAGE (localhost/pushmedia-media:<its key>) once built.
+# Call after ensure_base_image.
+media_image() {
+  local key
+  key=$({ sed -n '/^FROM .* AS media$/,/^COPY packaging/p' Containerfile
+    podman image inspect --format '{{.Id}}' "$BASE_IMAGE"; } | sha256sum | cut -c1-16)
+  echo "localhost/pushmedia-media:$key"
+}

@@ -4,6 +4,15 @@
 #   scripts/image-test.sh          # `make test`: the runtime stage around the release binary in
 #                                  # .build-static/stage (scripts/release-static.sh), no compiler
 #   scripts/image-test.sh --full   # `make image-test`: the whole Containerfile, compile stage too
+#   scripts/image-test.sh --lean   # the runtime stage around the release binary, the `media`
+#                                  # stage built first if podman has not got it (about 20 min)
+# On a machine whose podman has not built the `media` stage (libvips, FFmpeg, libheif and
+# libcurl compiled), the default tests the image's stand-in around Debian's own libraries
+# instead (`--target prebuilt-debian`, minutes): the same runtime stage, root assembly, user,
+# volume, healthcheck and entrypoint, the same checks below except what the image holds (step
+# 7: Debian's libraries are not the lean list). .ci/run then runs `--lean`, so CI checks the
+# image that ships on every machine, and `make test` after it finds `media` in the cache. The
+# flavour tested is written to .build/packaging/image-media.
 # Then, against the image:
 #   - without PUSHMEDIA_TOKENS (or another auth setting) the container refuses to start (exit 64);
 #   - with a token (and a read-only root file system, /tmp a tmpfs) it answers /healthz 200 on a
@@ -30,11 +39,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/container-env.sh
 
-FULL=()
+IMAGE_ARGS=()
+MEDIA=auto
 for argument in "$@"; do
   case $argument in
-    --full) FULL=(--full) ;;
-    *) echo "usage: scripts/image-test.sh [--full]" >&2; exit 64 ;;
+    --full) IMAGE_ARGS=(--full) MEDIA=lean ;;
+    --lean) MEDIA=lean ;;
+    *) echo "usage: scripts/image-test.sh [--full|--lean]" >&2; exit 64 ;;
   esac
 done
 
@@ -51,8 +62,18 @@ fi
 
 VERSION=$(sed -n 's/.*static let string = "\(.*\)".*/\1/p' Sources/PushMedia/Support/Version.swift)
 export IMAGE=${IMAGE:-localhost/pushmedia:$VERSION}
+ensure_base_image || { log "FAILED: the base image"; exit 1; }
+if [ "$MEDIA" = auto ]; then
+  if podman image exists "$(media_image)"; then MEDIA=lean; else MEDIA=debian; fi
+fi
+echo "$MEDIA" >"$CACHE/image-media"
+if [ "$MEDIA" = debian ]; then
+  log "the media stage is not built here yet: testing the image around Debian's libraries" \
+    "(scripts/image-test.sh --lean builds and tests the image that ships)"
+  IMAGE_ARGS=(--debian)
+fi
 build_start=$(now)
-scripts/image.sh "${FULL[@]}"
+scripts/image.sh "${IMAGE_ARGS[@]}"
 BUILD_SECONDS=$(since "$build_start")
 
 TOKEN=image-test-$RANDOM$RANDOM
@@ -262,10 +283,13 @@ podman stop -t "$GRACE" "$NAME-again" >/dev/null 2> >(quiet)
 ok "a new container on the same volume serves /media/${STORED[0]}, and stops with 0"
 
 # 7. What the image holds: exactly docs/deployment.md's list, nothing forbidden, within 200 MB.
-scripts/image-contents.sh "$IMAGE" --check >"$work/contents" 2>&1 || fail "$(cat "$work/contents")"
-SIZE=$(podman image inspect --format '{{.Size}}' "$IMAGE")
-[ "$SIZE" -le 200000000 ] || fail "the image is $((SIZE / 1000000)) MB, over 200 MB"
-ok "$(cat "$work/contents"); $((SIZE / 1000000)) MB"
+#    (The stand-in around Debian's libraries holds theirs: not checked.)
+if [ "$MEDIA" = lean ]; then
+  scripts/image-contents.sh "$IMAGE" --check >"$work/contents" 2>&1 || fail "$(cat "$work/contents")"
+  SIZE=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+  [ "$SIZE" -le 200000000 ] || fail "the image is $((SIZE / 1000000)) MB, over 200 MB"
+  ok "$(cat "$work/contents"); $((SIZE / 1000000)) MB"
+fi
 
 # 8. Parity: the image's libvips and FFmpeg (only what PushMedia uses) against the host's
 #    Debian builds: the same payloads, every corpus format, for iOS and Android; the outcomes'
@@ -371,5 +395,5 @@ KUBE_UP=0
 ok "podman kube down removed the pod"
 
 SIZE=$(podman image inspect --format '{{.Size}}' "$IMAGE")
-echo "image-test: timings: build $BUILD_SECONDS s ($([ ${#FULL[@]} = 1 ] && echo "whole Containerfile" || echo "runtime stage around the prebuilt binary")), start until /healthz 200 $START_SECONDS s, stop $STOP_SECONDS s, whole test $(since "$T0") s; image $IMAGE $((SIZE / 1000000)) MB"
+echo "image-test: timings: build $BUILD_SECONDS s ($([ "${IMAGE_ARGS[*]}" = --full ] && echo "whole Containerfile" || echo "runtime stage around the prebuilt binary")$([ "$MEDIA" = debian ] && echo ", Debian's libraries")), start until /healthz 200 $START_SECONDS s, stop $STOP_SECONDS s, whole test $(since "$T0") s; image $IMAGE $((SIZE / 1000000)) MB"
 echo "image-test: $PASSED passed, 0 failed"

@@ -5,6 +5,9 @@
 #                                # (`--target prebuilt`; run scripts/release-static.sh first)
 #                                # and the `media` stage (libvips, FFmpeg; cached after once)
 #   scripts/image.sh --full      # the whole Containerfile, the compile stage included
+#   scripts/image.sh --debian    # the stand-in around the prebuilt binary and Debian's own
+#                                # libvips, FFmpeg and libcurl (`--target prebuilt-debian`: no
+#                                # `media` stage; what `make test` checks until `media` is built)
 # With podman (the default), on a machine that reaches no registry: the base images are made
 # here (scripts/container-env.sh): localhost/debian:bookworm-slim with debootstrap, and for
 # --full localhost/swift:6.3-bookworm from this machine's toolchain; they are passed as the
@@ -16,10 +19,12 @@ cd "$(dirname "$0")/.."
 . scripts/container-env.sh
 
 FULL=0
+DEBIAN=0
 for argument in "$@"; do
   case $argument in
     --full) FULL=1 ;;
-    *) echo "usage: scripts/image.sh [--full]" >&2; exit 64 ;;
+    --debian) DEBIAN=1 ;;
+    *) echo "usage: scripts/image.sh [--full|--debian]" >&2; exit 64 ;;
   esac
 done
 
@@ -46,7 +51,7 @@ if [ "$FULL" = 1 ]; then
   context=.
 else
   [ -x "$STAGE/pushmedia" ] || { log "$STAGE/pushmedia is missing: run scripts/release-static.sh first"; exit 1; }
-  args+=(--target prebuilt)
+  if [ "$DEBIAN" = 1 ]; then args+=(--target prebuilt-debian); else args+=(--target prebuilt); fi
   # The context: the staged binary (hard links, no copy) and the root's assembly script.
   context=$CACHE/image-context
   rm -rf "$context"
@@ -65,10 +70,16 @@ if ! $ENGINE build "${args[@]}" "$context" >"$CACHE/image-build.log" 2>&1; then
   exit 1
 fi
 seconds=$(since "$start")
+# The `media` stage just built (or found in the cache) gets its name, for scripts/image-test.sh.
+if [ "$ENGINE" = podman ] && [ "$DEBIAN" = 0 ]; then
+  $ENGINE build -f Containerfile --format docker --pull=never --build-arg "DEBIAN_IMAGE=$BASE_IMAGE" \
+    --target media -t "$(media_image)" "$context" >>"$CACHE/image-build.log" 2>&1 ||
+    log "could not name the media stage (it is built again next time)"
+fi
 new=$($ENGINE image inspect --format '{{.Id}}' "$IMAGE")
 # The image this build replaced, when nothing else names it any more.
 if [ -n "$old" ] && [ "$old" != "$new" ] && [ "$($ENGINE image inspect --format '{{len .RepoTags}}' "$old" 2>/dev/null)" = 0 ]; then
   $ENGINE rmi "$old" >/dev/null 2>&1 || true
 fi
 size=$($ENGINE image inspect --format '{{.Size}}' "$IMAGE")
-log "built $IMAGE ($([ "$FULL" = 1 ] && echo "whole Containerfile" || echo "prebuilt binary")) in $seconds s, $((size / 1000000)) MB"
+log "built $IMAGE ($([ "$FULL" = 1 ] && echo "whole Containerfile" || echo "prebuilt binary")$([ "$DEBIAN" = 1 ] && echo ", Debian's libraries")) in $seconds s, $((size / 1000000)) MB"

@@ -44,22 +44,47 @@ TSAN_SUITES+='|PipelineTests|BestAttemptTests|ResolveTests|StoreTests|LogSinkTes
 TSAN_SUITES+='|MediaURLRouteTests|MediaBurstTests|ServeEndToEndTests|RelayHTTP2Tests|RelayExchangeTests'
 TSAN_SUITES+='|CredentialsLifecycleTests|FleetTests|FleetCoordinationTests|DeliverOnceTests)/'
 
+# The sanitizer builds instrument the package's own targets only (PUSHMEDIA_SANITIZE, read by
+# Package.swift); the dependencies stay uninstrumented, so both builds can start from one build
+# of them. SwiftPM's compile commands name the build folder's path, so the two trees take turns
+# at one path, .build-sanitizer (its file `sanitizer` says whose it is), and the other waits
+# beside it as .build-asan or .build-tsan. A tree that does not exist yet starts as a copy of
+# the other: only the package's own modules are compiled again.
+SANITIZER_TREE=.build-sanitizer
+use_tree() {
+  local want=$1 current=""
+  [ -d "$SANITIZER_TREE" ] && current=$(cat "$SANITIZER_TREE/sanitizer" 2>/dev/null || echo unknown)
+  [ "$current" = "$want" ] && return 0
+  # A tree that says nothing of itself is not one of these: built again.
+  [ "$current" = unknown ] && { rm -rf "$SANITIZER_TREE"; current=""; }
+  if [ -n "$current" ]; then
+    rm -rf ".build-$current"
+    mv "$SANITIZER_TREE" ".build-$current"
+  fi
+  # A tree without the file is of an older layout (every module instrumented): built again.
+  [ -f ".build-$want/sanitizer" ] || rm -rf ".build-$want"
+  if [ -f ".build-$want/sanitizer" ]; then
+    mv ".build-$want" "$SANITIZER_TREE"
+  elif [ -n "$current" ]; then
+    cp -a --reflink=auto ".build-$current" "$SANITIZER_TREE"
+  fi
+  mkdir -p "$SANITIZER_TREE"
+  echo "$want" >"$SANITIZER_TREE/sanitizer"
+}
+
 # Leak checking is off: the Swift runtime's, Foundation's and SwiftNIO's process-wide singletons
 # (thread pools, Process and URLSession bookkeeping) are still allocated at exit and would be
 # reported on every run. Memory errors (overflows, use after free) are what ASan checks here.
 asan() {
-  env ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address \
-    $SWIFT "$1" --sanitize=address --scratch-path .build-asan "${@:2}"
+  use_tree asan
+  env ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address PUSHMEDIA_SANITIZE=address \
+    $SWIFT "$1" --scratch-path "$SANITIZER_TREE" "${@:2}"
 }
-# ThreadSanitizer's build leaves out the OTLP exporter (the package's default trait OTLP): with
-# -sanitize=thread, Swift 6.3 reports a data race in swift-otel 1.6.0 (OTelBatchLogRecordProcessor,
-# a closure capturing a logger) that the same compiler does not report without the sanitizer,
-# and Swift 6's language mode makes it an error. The exporter is tested by the scripts
-# (scripts/tracing.sh) on the release binary.
 tsan() {
+  use_tree tsan
   env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
-    PUSHMEDIA_TEST_SANITIZER=thread \
-    $SWIFT "$1" --sanitize=thread --scratch-path .build-tsan --disable-default-traits "${@:2}"
+    PUSHMEDIA_TEST_SANITIZER=thread PUSHMEDIA_SANITIZE=thread \
+    $SWIFT "$1" --scratch-path "$SANITIZER_TREE" "${@:2}"
 }
 
 case "${1:-all}" in
@@ -108,7 +133,7 @@ in_background .build-static/build.log release-static bash -c \
 timed asan-suite asan test --skip-build --no-parallel --skip "$TSAN_SUITES"
 await_background .build-static/build.log
 
-in_background .build-tsan/build.log tsan-build tsan build --build-tests
+in_background .build/tsan-build.log tsan-build tsan build --build-tests
 timed api-conformance scripts/api-conformance.sh
 timed apns-relay scripts/apns-relay.sh
 timed fcm-relay scripts/fcm-relay.sh
@@ -117,7 +142,7 @@ timed tracing scripts/tracing.sh
 timed docs-examples scripts/docs-examples.sh
 timed image-test scripts/image-test.sh
 timed deb-test scripts/deb-test.sh
-await_background .build-tsan/build.log
+await_background .build/tsan-build.log
 
 timed relay-attacks scripts/relay-attacks.sh
 timed fleet scripts/fleet.sh
