@@ -10,12 +10,6 @@ let package = Package(
         .library(name: "PushMediaNSE", targets: ["PushMediaNSE"]),
         .executable(name: "pushmedia", targets: ["pushmedia"]),
     ],
-    traits: [
-        // The OTLP/HTTP trace exporter (swift-otel) in `serve`. Without it (`--disable-default-traits`),
-        // `--otel-endpoint` is refused.
-        .trait(name: "OTLP", description: "Export traces over OTLP/HTTP with swift-otel"),
-        .default(enabledTraits: ["OTLP"]),
-    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: ["FullFoundation"]),
@@ -35,10 +29,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         // A fleet's coordination (`--fleet-db`): leases, notifications, in PostgreSQL.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
-        // Traces: the API the pipeline, the relays and the fleet instrument with, and its
-        // exporter over OTLP/HTTP (protobuf) only: the OTLPHTTP trait, so gRPC is not built.
+        // Traces: the API the pipeline, the relays and the fleet instrument with, and the
+        // protobuf runtime of the OTLP types the exporter sends (PushMediaTrace).
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
-        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.31.0"),
     ],
     targets: [
         // System libraries: headers and link flags only. Nothing but the shim includes them.
@@ -135,6 +129,22 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/PushMediaRelay"),
+        // Traces out of the process: PushMedia's tracer (spans as plain values, a lock-free ring,
+        // ids per thread) and its exporter thread posting OTLP/HTTP (protobuf) with libcurl.
+        // `Generated/`: opentelemetry-proto's common, resource, trace and trace-service types as
+        // protoc-gen-swift generates them (taken unchanged from swift-otel 1.6.0).
+        .target(
+            name: "PushMediaTrace",
+            dependencies: [
+                "PushMedia",
+                "CPushMediaShim",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Sources/PushMediaTrace"),
         // The HTTP hook: thin Hummingbird routes over the library, and `serve`'s wiring of the
         // hook, the relays and the fleet.
         .target(
@@ -155,8 +165,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-                // The exporter of `--otel-endpoint`: OTLP/HTTP.
-                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
+                // The tracer and exporter of `--otel-endpoint`.
+                "PushMediaTrace",
             ],
             path: "Sources/PushMediaServer",
             resources: [.copy("openapi.yaml")]),
@@ -230,6 +240,18 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             path: "Tests/PushMediaRelayTests"),
+        // The span path on its own: the ring, the OTLP encoding, the tracer's propagation.
+        .testTarget(
+            name: "PushMediaTraceTests",
+            dependencies: [
+                "PushMediaTrace",
+                "PushMedia",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            path: "Tests/PushMediaTraceTests"),
         .testTarget(
             name: "PushMediaServerTests",
             dependencies: [

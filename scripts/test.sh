@@ -37,12 +37,13 @@ timed() {
 # The suites that exercise concurrency: executors, gates and deadlines, the pipeline's shared
 # jobs and best attempts, stores under concurrent writers, the log sink, the hook's routes and
 # memos, bursts and `serve` stopping, the relays' HTTP/2 and exchange, the credentials'
-# lifecycle, the fleet, the extension's exactly-once delivery. A suite of `Tests/` is named
-# here by its type; a new suite that starts threads, tasks or processes that race belongs here.
+# lifecycle, the fleet, the extension's exactly-once delivery, the span path's ring. A suite of
+# `Tests/` is named here by its type; a new suite that starts threads, tasks or processes that
+# race belongs here.
 TSAN_SUITES='\.(BlockingExecutorTests|BoundedConcurrencyTests|DeadlineSemaphoreTests|ProcessResourcesTests'
 TSAN_SUITES+='|PipelineTests|BestAttemptTests|ResolveTests|StoreTests|LogSinkTests|RouterTests'
 TSAN_SUITES+='|MediaURLRouteTests|MediaBurstTests|ServeEndToEndTests|RelayHTTP2Tests|RelayExchangeTests'
-TSAN_SUITES+='|CredentialsLifecycleTests|FleetTests|FleetCoordinationTests|DeliverOnceTests)/'
+TSAN_SUITES+='|CredentialsLifecycleTests|FleetTests|FleetCoordinationTests|DeliverOnceTests|SpanPathTests)/'
 
 # The sanitizer builds instrument the package's own targets only (PUSHMEDIA_SANITIZE, read by
 # Package.swift); the dependencies stay uninstrumented, so both builds can start from one build

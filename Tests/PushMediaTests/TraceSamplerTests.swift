@@ -52,6 +52,19 @@ struct TraceSamplerTests {
         #expect(!sampler.samples(traceparent: "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-more"))
     }
 
+    @Test func traceparentIsReadAndWrittenAsW3CSpellsIt() throws {
+        let parent = try #require(TraceParent(Self.sampled))
+        #expect(parent.traceHigh == 0x4bf9_2f35_77b3_4da6 && parent.traceLow == 0xa3ce_929d_0e0e_4736)
+        #expect(parent.parentID == 0x00f0_67aa_0ba9_02b7 && parent.sampled)
+        #expect(parent.header == Self.sampled)
+        #expect(parent.traceIDText == "4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(TraceParent.text(ofSpanID: 1) == "0000000000000001")
+        #expect(TraceParent(Self.unsampled)?.header == Self.unsampled)
+        // A later version's is read as version 00, and written so.
+        let later = try #require(TraceParent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03-more"))
+        #expect(later.header == Self.sampled)
+    }
+
     @Test func ratioOfTracesBegunHere() {
         let sampler = TraceSampler(rule: .parentBasedTraceIDRatio, ratio: 0.01)
         let recorded = (0..<100_000).filter { _ in sampler.samples(traceparent: nil) }.count

@@ -60,11 +60,10 @@ public struct FetchResponse: Sendable {
 /// deadline. Transfers block, so they run on `executor`'s threads.
 public final class Fetcher: Sendable {
     private let executor: BlockingExecutor
-    private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     public init(executor: BlockingExecutor) {
         self.executor = executor
-        _ = Self.globalInit
+        _ = Curl.ready
     }
 
     /// Downloads `url` into the file at `path` (created or truncated). With `revalidating`, the

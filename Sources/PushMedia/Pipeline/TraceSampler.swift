@@ -85,44 +85,104 @@ public struct TraceSampler: Sendable {
     }
 }
 
-/// What a sampler reads of a W3C `traceparent` (`00-<trace id>-<parent id>-<flags>`): the sampled
-/// flag and the trace id's last 8 bytes. Nil for one W3C calls invalid (a tracer ignores it too).
-struct TraceParent {
-    var sampled: Bool
-    var ratioValue: UInt64
+/// A W3C `traceparent` (`00-<trace id>-<parent id>-<flags>`): the trace id's 16 bytes as two
+/// big-endian halves, the parent span's 8 bytes and the sampled flag. What samplers read, and
+/// what a tracer joins a caller's trace by and sends on. Nil for one W3C calls invalid (a tracer
+/// ignores it too).
+public struct TraceParent: Sendable, Hashable {
+    /// The trace id's first 8 bytes, big-endian.
+    public var traceHigh: UInt64
+    /// The trace id's last 8 bytes, big-endian.
+    public var traceLow: UInt64
+    /// The parent span's id (the caller's span).
+    public var parentID: UInt64
+    public var sampled: Bool
 
-    init?(_ field: String) {
-        let bytes = Array(field.utf8)
+    public init(traceHigh: UInt64, traceLow: UInt64, parentID: UInt64, sampled: Bool) {
+        self.traceHigh = traceHigh
+        self.traceLow = traceLow
+        self.parentID = parentID
+        self.sampled = sampled
+    }
+
+    public init?(_ field: String) {
+        var text = field
+        guard let parsed = text.withUTF8({ Self.parse($0) }) else { return nil }
+        self = parsed
+    }
+
+    /// What the ratio samplers compare: bytes 8 to 15 of the trace id, the first the least
+    /// significant (as OpenTelemetry's SDKs read them).
+    var ratioValue: UInt64 { traceLow.byteSwapped }
+
+    /// The field's text (version 00).
+    public var header: String {
+        String(unsafeUninitializedCapacity: 55) { text in
+            text[0] = UInt8(ascii: "0")
+            text[1] = UInt8(ascii: "0")
+            text[2] = UInt8(ascii: "-")
+            Self.write(traceHigh, into: text, at: 3)
+            Self.write(traceLow, into: text, at: 19)
+            text[35] = UInt8(ascii: "-")
+            Self.write(parentID, into: text, at: 36)
+            text[52] = UInt8(ascii: "-")
+            text[53] = UInt8(ascii: "0")
+            text[54] = sampled ? UInt8(ascii: "1") : UInt8(ascii: "0")
+            return 55
+        }
+    }
+
+    /// The trace id as 32 lowercase hex digits (W3C's and OpenTelemetry's form).
+    public var traceIDText: String {
+        String(unsafeUninitializedCapacity: 32) { text in
+            Self.write(traceHigh, into: text, at: 0)
+            Self.write(traceLow, into: text, at: 16)
+            return 32
+        }
+    }
+
+    /// An 8-byte span id as 16 lowercase hex digits.
+    public static func text(ofSpanID id: UInt64) -> String {
+        String(unsafeUninitializedCapacity: 16) { text in
+            write(id, into: text, at: 0)
+            return 16
+        }
+    }
+
+    private static func write(_ value: UInt64, into text: UnsafeMutableBufferPointer<UInt8>, at start: Int) {
+        let digits: StaticString = "0123456789abcdef"
+        for index in 0..<16 {
+            let nibble = Int(truncatingIfNeeded: value >> UInt64(60 - 4 * index)) & 0xF
+            text[start + index] = digits.utf8Start[nibble]
+        }
+    }
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> TraceParent? {
+        let dash = UInt8(ascii: "-")
         // Version 00 is exactly 55 characters; a later version may add fields after a dash.
-        guard bytes.count >= 55, bytes[2] == UInt8(ascii: "-"), bytes[35] == UInt8(ascii: "-"),
-            bytes[52] == UInt8(ascii: "-")
+        guard bytes.count >= 55, bytes[2] == dash, bytes[35] == dash, bytes[52] == dash,
+            let version = hex(bytes, from: 0, count: 2), let high = hex(bytes, from: 3, count: 16),
+            let low = hex(bytes, from: 19, count: 16), let parent = hex(bytes, from: 36, count: 16),
+            let flags = hex(bytes, from: 53, count: 2)
         else { return nil }
-        func hex(_ range: Range<Int>) -> [UInt8]? {
-            var values: [UInt8] = []
-            values.reserveCapacity(range.count)
-            for byte in bytes[range] {
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(byte - UInt8(ascii: "0"))
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): values.append(byte - UInt8(ascii: "a") + 10)
-                default: return nil
-                }
-            }
-            return values
-        }
-        guard let version = hex(0..<2), let traceID = hex(3..<35), let parentID = hex(36..<52),
-            let flags = hex(53..<55)
+        guard version != 0xFF, bytes.count == 55 || (version != 0 && bytes[55] == dash), high | low != 0,
+            parent != 0
         else { return nil }
-        let isZero = version == [0, 0]
-        guard version != [15, 15], bytes.count == 55 || (!isZero && bytes[55] == UInt8(ascii: "-")),
-            traceID.contains(where: { $0 != 0 }), parentID.contains(where: { $0 != 0 })
-        else { return nil }
-        sampled = flags[1] & 1 == 1
-        // Bytes 8 to 15 of the id, the first the least significant.
+        return TraceParent(traceHigh: high, traceLow: low, parentID: parent, sampled: flags & 1 == 1)
+    }
+
+    /// `count` (at most 16) lowercase hex digits from `start`, or nil.
+    private static func hex(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, count: Int) -> UInt64? {
         var value: UInt64 = 0
-        for index in 0..<8 {
-            let byte = UInt64(traceID[16 + 2 * index] << 4 | traceID[17 + 2 * index])
-            value |= byte << (8 * UInt64(index))
+        for byte in bytes[start..<start + count] {
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt64(digit)
         }
-        ratioValue = value
+        return value
     }
 }

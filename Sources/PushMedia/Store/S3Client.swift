@@ -55,10 +55,8 @@ public final class S3Client: Sendable {
         self.settings = settings
         self.requestTimeout = requestTimeout
         self.connectTimeout = connectTimeout
-        _ = Self.globalInit
+        _ = Curl.ready
     }
-
-    static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     /// What to send.
     enum Body {

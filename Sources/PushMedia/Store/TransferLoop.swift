@@ -34,7 +34,7 @@ public final class TransferLoop: @unchecked Sendable {
     }
 
     public init(name: String, maxConnections: Int) {
-        _ = S3Client.globalInit
+        _ = Curl.ready
         self.name = name
         self.maxConnections = max(1, maxConnections)
         multi = curl_multi_init()

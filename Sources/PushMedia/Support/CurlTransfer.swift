@@ -85,42 +85,50 @@ final class CurlTransfer: @unchecked Sendable {
     }
 }
 
+/// libcurl's process-wide set-up (`curl_global_init`), done once before the first handle:
+/// `_ = Curl.ready` where handles are made (the fetcher, the bucket's client, the trace exporter).
+package enum Curl {
+    package static let ready: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+}
+
 /// Options set on a libcurl handle in order: the first that fails is kept and the rest are
 /// skipped, so a transfer checks one code before it performs.
-struct CurlOptions {
-    let handle: UnsafeMutableRawPointer
-    private(set) var code: CURLcode
+package struct CurlOptions {
+    package let handle: UnsafeMutableRawPointer
+    package private(set) var code: CURLcode
 
-    init(handle: UnsafeMutableRawPointer, code: CURLcode = CURLE_OK) {
+    package init(handle: UnsafeMutableRawPointer, code: CURLcode = CURLE_OK) {
         self.handle = handle
         self.code = code
     }
 
-    mutating func set(_ option: CURLoption, _ value: Int) {
+    package mutating func set(_ option: CURLoption, _ value: Int) {
         let handle = handle
         then { pm_curl_setopt_long(handle, option, value) }
     }
-    mutating func set(_ option: CURLoption, _ value: String) {
+    package mutating func set(_ option: CURLoption, _ value: String) {
         let handle = handle
         then { pm_curl_setopt_string(handle, option, value) }
     }
-    mutating func set(_ option: CURLoption, size value: Int64) {
+    package mutating func set(_ option: CURLoption, size value: Int64) {
         let handle = handle
         then { pm_curl_setopt_off(handle, option, curl_off_t(value)) }
     }
-    mutating func set(_ option: CURLoption, list value: UnsafeMutablePointer<curl_slist>?) {
+    package mutating func set(_ option: CURLoption, list value: UnsafeMutablePointer<curl_slist>?) {
         let handle = handle
         then { pm_curl_setopt_slist(handle, option, value) }
     }
     /// Runs a step that sets options its own way (an upload, a receive buffer) unless one failed.
-    mutating func then(_ step: () -> CURLcode) { if code == CURLE_OK { code = step() } }
+    package mutating func then(_ step: () -> CURLcode) { if code == CURLE_OK { code = step() } }
 }
 
 /// What a handle reports of its last transfer.
-struct CurlInfo {
-    let handle: UnsafeMutableRawPointer
+package struct CurlInfo {
+    package let handle: UnsafeMutableRawPointer
 
-    func int(_ info: CURLINFO) -> Int? {
+    package init(handle: UnsafeMutableRawPointer) { self.handle = handle }
+
+    package func int(_ info: CURLINFO) -> Int? {
         var value = 0
         return pm_curl_getinfo_long(handle, info, &value) == CURLE_OK ? value : nil
     }
@@ -135,5 +143,5 @@ struct CurlInfo {
     /// The last response's header `name` (after redirects).
     func header(_ name: String) -> String? { pm_curl_response_header(handle, name).map { String(cString: $0) } }
     /// The HTTP status of the last response; 0 when none arrived.
-    var status: Int { int(CURLINFO_RESPONSE_CODE) ?? 0 }
+    package var status: Int { int(CURLINFO_RESPONSE_CODE) ?? 0 }
 }

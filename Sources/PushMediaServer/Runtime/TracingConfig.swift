@@ -50,16 +50,16 @@ public struct TracingConfig: Equatable, Sendable {
     ]
 
     /// Refuses an `OTEL_*` variable whose value differs from the setting it stands for (a flag or
-    /// `PUSHMEDIA_OTEL_*` said otherwise): the exporter would read the variable, and the traces
-    /// would go where the settings do not say.
+    /// `PUSHMEDIA_OTEL_*` said otherwise): the process and the tools that read OpenTelemetry's
+    /// variables would disagree about where the traces go.
     func checkAgainst(environment: [String: String]) throws(ServerError) {
         guard exportURL != nil else { return }
         if tracesEndpoint != nil, environment["OTEL_EXPORTER_OTLP_ENDPOINT"] != nil,
             environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == nil
         {
             throw .tracing(
-                "OTEL_EXPORTER_OTLP_ENDPOINT is set beside --otel-traces-endpoint: the exporter would send to the "
-                    + "variable's /v1/traces; unset it, or set OTEL_EXPORTER_OTLP_TRACES_ENDPOINT instead")
+                "OTEL_EXPORTER_OTLP_ENDPOINT is set beside --otel-traces-endpoint: traces go to the setting's URL, "
+                    + "not to the variable's /v1/traces; unset it, or set OTEL_EXPORTER_OTLP_TRACES_ENDPOINT instead")
         }
         for (variable, setting) in Self.conventionVariables {
             guard let text = environment[variable],
@@ -73,7 +73,7 @@ public struct TracingConfig: Equatable, Sendable {
             if differs {
                 let shown = setting == "otel-headers" ? "(hidden)" : text
                 throw .tracing(
-                    "\(variable)=\(shown) differs from --\(setting): the exporter reads the variable; unset it or "
+                    "\(variable)=\(shown) differs from --\(setting): OpenTelemetry's tools read the variable; unset it or "
                         + "give the setting the same value")
             }
         }

@@ -1,0 +1,155 @@
+import Foundation
+import PushMedia
+package import SwiftProtobuf
+import Tracing
+
+typealias ProtoSpan = Opentelemetry_Proto_Trace_V1_Span
+typealias ProtoKeyValue = Opentelemetry_Proto_Common_V1_KeyValue
+typealias ProtoValue = Opentelemetry_Proto_Common_V1_AnyValue
+
+/// Finished spans as OTLP's `ExportTraceServiceRequest` (protobuf, opentelemetry-proto's types
+/// as protoc-gen-swift generates them): one resource (`service.name` and the operator's
+/// attributes), one instrumentation scope (`pushmedia`), the spans with their attributes,
+/// events, links and status.
+struct OTLPEncoding: Sendable {
+    private let resource: Opentelemetry_Proto_Resource_V1_Resource
+    private let scope: Opentelemetry_Proto_Common_V1_InstrumentationScope
+
+    init(serviceName: String, resourceAttributes: [String: String]) {
+        var attributes = resourceAttributes
+        attributes["service.name"] = serviceName
+        attributes["telemetry.sdk.name"] = "pushmedia"
+        attributes["telemetry.sdk.language"] = "swift"
+        attributes["telemetry.sdk.version"] = PushMediaVersion.string
+        var resource = Opentelemetry_Proto_Resource_V1_Resource()
+        resource.attributes = attributes.sorted { $0.key < $1.key }.map { Self.keyValue($0.key, string: $0.value) }
+        self.resource = resource
+        var scope = Opentelemetry_Proto_Common_V1_InstrumentationScope()
+        scope.name = "pushmedia"
+        scope.version = PushMediaVersion.string
+        self.scope = scope
+    }
+
+    /// The request's bytes for `spans`.
+    func encode(_ spans: [FinishedSpan]) throws -> [UInt8] {
+        var scopeSpans = Opentelemetry_Proto_Trace_V1_ScopeSpans()
+        scopeSpans.scope = scope
+        scopeSpans.spans = spans.map(Self.span)
+        var resourceSpans = Opentelemetry_Proto_Trace_V1_ResourceSpans()
+        resourceSpans.resource = resource
+        resourceSpans.scopeSpans = [scopeSpans]
+        var request = Opentelemetry_Proto_Collector_Trace_V1_ExportTraceServiceRequest()
+        request.resourceSpans = [resourceSpans]
+        return try request.serializedBytes()
+    }
+
+    static func span(_ finished: FinishedSpan) -> ProtoSpan {
+        var span = ProtoSpan()
+        span.traceID = traceID(finished.identity)
+        span.spanID = id(finished.identity.spanID)
+        if finished.parentID != 0 { span.parentSpanID = id(finished.parentID) }
+        if let state = finished.identity.traceState { span.traceState = state }
+        span.name = finished.name
+        span.kind = kind(finished.kind)
+        span.startTimeUnixNano = finished.start
+        span.endTimeUnixNano = finished.end
+        span.attributes = keyValues(finished.attributes)
+        span.events = finished.events.map { event in
+            var encoded = ProtoSpan.Event()
+            encoded.name = event.name
+            encoded.timeUnixNano = event.nanosecondsSinceEpoch
+            encoded.attributes = keyValues(event.attributes)
+            return encoded
+        }
+        span.links = finished.links.compactMap { link in
+            guard let identity = link.context.spanIdentity else { return nil }
+            var encoded = ProtoSpan.Link()
+            encoded.traceID = traceID(identity)
+            encoded.spanID = id(identity.spanID)
+            if let state = identity.traceState { encoded.traceState = state }
+            encoded.attributes = keyValues(link.attributes)
+            return encoded
+        }
+        if let status = finished.status {
+            var encoded = Opentelemetry_Proto_Trace_V1_Status()
+            switch status.code {
+            case .ok: encoded.code = .ok
+            case .error: encoded.code = .error
+            }
+            if let message = status.message { encoded.message = message }
+            span.status = encoded
+        }
+        return span
+    }
+
+    private static func kind(_ kind: SpanKind) -> ProtoSpan.SpanKind {
+        switch kind {
+        case .server: .server
+        case .client: .client
+        case .producer: .producer
+        case .consumer: .consumer
+        case .internal: .internal
+        }
+    }
+
+    private static func traceID(_ identity: SpanIdentity) -> Data {
+        var bytes = Data(count: 16)
+        bytes.withUnsafeMutableBytes { buffer in
+            buffer.storeBytes(of: identity.traceHigh.bigEndian, toByteOffset: 0, as: UInt64.self)
+            buffer.storeBytes(of: identity.traceLow.bigEndian, toByteOffset: 8, as: UInt64.self)
+        }
+        return bytes
+    }
+
+    private static func id(_ value: UInt64) -> Data {
+        withUnsafeBytes(of: value.bigEndian) { Data($0) }
+    }
+
+    static func keyValues(_ attributes: SpanAttributes) -> [ProtoKeyValue] {
+        var encoded: [ProtoKeyValue] = []
+        encoded.reserveCapacity(attributes.count)
+        // SpanAttributes is not a Sequence: its own forEach.
+        // swift-format-ignore: ReplaceForEachWithForLoop
+        attributes.forEach { key, attribute in
+            guard let encodedValue = value(attribute) else { return }
+            var pair = ProtoKeyValue()
+            pair.key = key
+            pair.value = encodedValue
+            encoded.append(pair)
+        }
+        return encoded
+    }
+
+    private static func keyValue(_ key: String, string: String) -> ProtoKeyValue {
+        var pair = ProtoKeyValue()
+        pair.key = key
+        pair.value.stringValue = string
+        return pair
+    }
+
+    private static func value(_ attribute: SpanAttribute) -> ProtoValue? {
+        var value = ProtoValue()
+        switch attribute {
+        case .int32(let number): value.intValue = Int64(number)
+        case .int64(let number): value.intValue = number
+        case .double(let number): value.doubleValue = number
+        case .bool(let flag): value.boolValue = flag
+        case .string(let text): value.stringValue = text
+        case .stringConvertible(let item): value.stringValue = item.description
+        case .int32Array(let numbers): value.arrayValue = array(numbers.map { .int64(Int64($0)) })
+        case .int64Array(let numbers): value.arrayValue = array(numbers.map { .int64($0) })
+        case .doubleArray(let numbers): value.arrayValue = array(numbers.map { .double($0) })
+        case .boolArray(let flags): value.arrayValue = array(flags.map { .bool($0) })
+        case .stringArray(let texts): value.arrayValue = array(texts.map { .string($0) })
+        case .stringConvertibleArray(let items): value.arrayValue = array(items.map { .string($0.description) })
+        default: return nil
+        }
+        return value
+    }
+
+    private static func array(_ attributes: [SpanAttribute]) -> Opentelemetry_Proto_Common_V1_ArrayValue {
+        var array = Opentelemetry_Proto_Common_V1_ArrayValue()
+        array.values = attributes.compactMap(value)
+        return array
+    }
+}

@@ -1,0 +1,94 @@
+import Synchronization
+import Tracing
+
+/// A span this process records: its name, attributes, events, links and status until it ends,
+/// then one `FinishedSpan` put in the exporter's ring. Its state is its own, behind its own
+/// lock, which only the task doing the span's work takes: the tracer keeps no table of live
+/// spans, and ending a span wakes no one.
+public final class RecordedSpan: Span, Sendable {
+    public let context: ServiceContext
+    private let kind: SpanKind
+    private let identity: SpanIdentity
+    private let parentID: UInt64
+    private let start: UInt64
+    private let exporter: SpanExporter
+    private let state: Mutex<State>
+
+    private struct State {
+        var name: String
+        var attributes = SpanAttributes()
+        var events: [SpanEvent] = []
+        var links: [SpanLink] = []
+        var status: SpanStatus?
+        var ended = false
+    }
+
+    init(
+        name: String, kind: SpanKind, context: ServiceContext, identity: SpanIdentity, parentID: UInt64,
+        start: UInt64, exporter: SpanExporter
+    ) {
+        self.context = context
+        self.kind = kind
+        self.identity = identity
+        self.parentID = parentID
+        self.start = start
+        self.exporter = exporter
+        state = Mutex(State(name: name))
+    }
+
+    public var operationName: String {
+        get { state.withLock { $0.name } }
+        set { state.withLock { if !$0.ended { $0.name = newValue } } }
+    }
+
+    public var attributes: SpanAttributes {
+        get { state.withLock { $0.attributes } }
+        set { state.withLock { if !$0.ended { $0.attributes = newValue } } }
+    }
+
+    /// Changes the attributes in place (no copy of the set, as the protocol's default makes).
+    public func updateAttributes(_ update: (inout SpanAttributes) -> Void) {
+        state.withLock { if !$0.ended { update(&$0.attributes) } }
+    }
+
+    public var isRecording: Bool { state.withLock { !$0.ended } }
+
+    public func setStatus(_ status: SpanStatus) {
+        state.withLock { state in
+            guard !state.ended else { return }
+            // OpenTelemetry: Ok is final; an error does not replace it.
+            if state.status?.code == .ok { return }
+            state.status = status
+        }
+    }
+
+    public func addEvent(_ event: SpanEvent) {
+        state.withLock { if !$0.ended { $0.events.append(event) } }
+    }
+
+    public func addLink(_ link: SpanLink) {
+        state.withLock { if !$0.ended { $0.links.append(link) } }
+    }
+
+    /// OpenTelemetry's `exception` event: the error's type and description.
+    public func recordError<Instant: TracerInstant>(
+        _ error: any Error, attributes: SpanAttributes, at instant: @autoclosure () -> Instant
+    ) {
+        var fields = attributes
+        fields["exception.type"] = String(describing: type(of: error))
+        fields["exception.message"] = String(describing: error)
+        addEvent(SpanEvent(name: "exception", at: instant(), attributes: fields))
+    }
+
+    public func end<Instant: TracerInstant>(at instant: @autoclosure () -> Instant) {
+        let end = instant().nanosecondsSinceEpoch
+        let finished: FinishedSpan? = state.withLock { state in
+            guard !state.ended else { return nil }
+            state.ended = true
+            return FinishedSpan(
+                name: state.name, kind: kind, identity: identity, parentID: parentID, start: start, end: end,
+                attributes: state.attributes, events: state.events, links: state.links, status: state.status)
+        }
+        if let finished { exporter.add(finished) }
+    }
+}

@@ -1,0 +1,177 @@
+import CoreMetrics
+import Foundation
+import Logging
+import PushMedia
+import SwiftProtobuf
+import Synchronization
+import Testing
+import Tracing
+
+@testable import PushMediaTrace
+
+/// PushMedia's span path: the ring ended spans go into, their OTLP encoding, and the tracer's
+/// W3C Trace Context in and out. (scripts/tracing.sh checks the exports at a real receiver.)
+@Suite("Span path")
+struct SpanPathTests {
+    static let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+    static func finished(spanID: UInt64) -> FinishedSpan {
+        FinishedSpan(
+            name: "span", kind: .internal,
+            identity: SpanIdentity(traceHigh: 1, traceLow: 2, spanID: spanID, sampled: true, traceState: nil),
+            parentID: 0, start: 1, end: 2, attributes: [:], events: [], links: [], status: nil)
+    }
+
+    /// Four producers put 40,000 spans into a ring of 1,024 while one thread takes them: every
+    /// span is taken once or counted as dropped, none twice.
+    @Test func theRingHandsEverySpanOverOnceOrCountsItDropped() async throws {
+        let ring = SpanRing(minimum: 1024)
+        let producers = 4
+        let each = 10_000
+        let shared = Consumer()
+        let consumer = Thread {
+            var ids: [UInt64] = []
+            while shared.producing.load(ordering: .acquiring) {
+                if let span = ring.take() { ids.append(span.identity.spanID) }
+            }
+            while let span = ring.take() { ids.append(span.identity.spanID) }
+            shared.taken.withLock { $0 = ids }
+        }
+        consumer.start()
+        await withTaskGroup(of: Void.self) { group in
+            for producer in 0..<producers {
+                group.addTask {
+                    for index in 0..<each { _ = ring.put(Self.finished(spanID: UInt64(producer * each + index + 1))) }
+                }
+            }
+        }
+        shared.producing.store(false, ordering: .releasing)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while shared.taken.withLock({ $0 }) == nil, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let ids = try #require(shared.taken.withLock { $0 })
+        let dropped = ring.takeDropped()
+        #expect(Set(ids).count == ids.count, "a span was taken twice")
+        #expect(ids.count + dropped == producers * each, "\(ids.count) taken, \(dropped) dropped")
+        #expect(ids.allSatisfy { (1...UInt64(producers * each)).contains($0) })
+    }
+
+    @Test func aFullRingKeepsWhatItHoldsAndCountsTheRest() {
+        let ring = SpanRing(minimum: 3)
+        #expect(ring.capacity == 4)
+        let stored = (1...6).map { ring.put(Self.finished(spanID: UInt64($0))).stored }
+        #expect(stored == [true, true, true, true, false, false])
+        #expect(ring.takeDropped() == 2 && ring.takeDropped() == 0)
+        #expect((1...4).map { _ in ring.take()?.identity.spanID } == [1, 2, 3, 4])
+        #expect(ring.take() == nil)
+        // The slots are used again once taken.
+        #expect(ring.put(Self.finished(spanID: 7)).stored && ring.take()?.identity.spanID == 7)
+    }
+
+    @Test func aSpanIsEncodedAsOpenTelemetryDefinesIt() throws {
+        var attributes = SpanAttributes()
+        attributes["http.response.status_code"] = 200
+        attributes["pushmedia.status"] = "processed"
+        attributes["pushmedia.best_attempt"] = false
+        attributes["pushmedia.ratio"] = 0.5
+        let parent = try #require(TraceParent(Self.caller))
+        var linked = ServiceContext.topLevel
+        linked.spanIdentity = SpanIdentity(traceHigh: 7, traceLow: 8, spanID: 9, sampled: true, traceState: nil)
+        let span = FinishedSpan(
+            name: "POST /v1/process", kind: .server,
+            identity: SpanIdentity(
+                traceHigh: parent.traceHigh, traceLow: parent.traceLow, spanID: 0x1234, sampled: true,
+                traceState: "vendor=1"),
+            parentID: parent.parentID, start: 1_000, end: 2_500, attributes: attributes,
+            events: [SpanEvent(name: "retry", at: DefaultTracerClock.now, attributes: ["attempt": 2])],
+            links: [SpanLink(context: linked, attributes: [:])], status: SpanStatus(code: .error, message: "rejected"))
+        let bytes = try OTLPEncoding(serviceName: "push", resourceAttributes: ["deployment.environment": "test"])
+            .encode([span])
+        let request = try Opentelemetry_Proto_Collector_Trace_V1_ExportTraceServiceRequest(serializedBytes: bytes)
+        let resource = try #require(request.resourceSpans.first)
+        let resourceAttributes = Dictionary(
+            uniqueKeysWithValues: resource.resource.attributes.map { ($0.key, $0.value.stringValue) })
+        #expect(resourceAttributes["service.name"] == "push")
+        #expect(resourceAttributes["deployment.environment"] == "test")
+        #expect(resource.scopeSpans.first?.scope.name == "pushmedia")
+        let encoded = try #require(resource.scopeSpans.first?.spans.first)
+        #expect(encoded.traceID.map { String(format: "%02x", $0) }.joined() == "4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(encoded.parentSpanID.map { String(format: "%02x", $0) }.joined() == "00f067aa0ba902b7")
+        #expect(encoded.spanID == Data([0, 0, 0, 0, 0, 0, 0x12, 0x34]))
+        #expect(encoded.traceState == "vendor=1")
+        #expect(encoded.name == "POST /v1/process" && encoded.kind == .server)
+        #expect(encoded.startTimeUnixNano == 1_000 && encoded.endTimeUnixNano == 2_500)
+        let values = Dictionary(uniqueKeysWithValues: encoded.attributes.map { ($0.key, $0.value) })
+        #expect(values["http.response.status_code"]?.intValue == 200)
+        #expect(values["pushmedia.status"]?.stringValue == "processed")
+        #expect(values["pushmedia.best_attempt"]?.boolValue == false)
+        #expect(values["pushmedia.ratio"]?.doubleValue == 0.5)
+        #expect(encoded.events.first?.name == "retry" && encoded.events.first?.attributes.first?.value.intValue == 2)
+        #expect(encoded.links.first?.spanID == Data([0, 0, 0, 0, 0, 0, 0, 9]))
+        #expect(encoded.status.code == .error && encoded.status.message == "rejected")
+    }
+
+    /// A caller's trace is joined, its `tracestate` passed on; each span is the parent of the
+    /// next; spans that cannot reach a collector are counted lost.
+    @Test func theTracerJoinsTheCallersTraceAndCountsWhatTheCollectorDidNotTake() async throws {
+        let lost = LostSpans()
+        // Port 9 (discard) on loopback: nothing listens, the connection is refused.
+        let exporter = SpanExporter(
+            settings: .init(
+                url: "http://127.0.0.1:9/v1/traces", headers: [("api-key", "secret")], serviceName: "test",
+                resourceAttributes: [:], maxQueue: 64),
+            lost: Counter(label: "lost", dimensions: [], handler: lost), logger: Logger(label: "test"))
+        let tracer = PushMediaTracer(exporter: exporter)
+        var context = ServiceContext.topLevel
+        tracer.extract(["traceparent": Self.caller, "tracestate": "a=1"], into: &context, using: Fields())
+        let server = tracer.startSpan(
+            "server", context: context, ofKind: .server, at: DefaultTracerClock.now, function: #function,
+            file: #fileID, line: #line)
+        let child = tracer.startSpan(
+            "child", context: server.context, ofKind: .client, at: DefaultTracerClock.now, function: #function,
+            file: #fileID, line: #line)
+        let serverID = try #require(server.context.spanIdentity)
+        let childID = try #require(child.context.spanIdentity)
+        #expect(serverID.traceParent.traceIDText == "4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(childID.traceLow == serverID.traceLow && childID.spanID != serverID.spanID && childID.spanID != 0)
+        var sent: [String: String] = [:]
+        tracer.inject(child.context, into: &sent, using: Fields())
+        #expect(
+            sent["traceparent"]
+                == "00-4bf92f3577b34da6a3ce929d0e0e4736-\(TraceParent.text(ofSpanID: childID.spanID))-01")
+        #expect(sent["tracestate"] == "a=1")
+        // A trace begun here has ids of its own.
+        let root = tracer.startSpan(
+            "root", context: .topLevel, ofKind: .internal, at: DefaultTracerClock.now, function: #function,
+            file: #fileID, line: #line)
+        #expect(root.context.spanIdentity?.traceLow != serverID.traceLow)
+        child.attributes["k"] = "v"
+        child.end()
+        child.attributes["after"] = "end"
+        #expect(!child.isRecording && child.attributes.get("after") == nil)
+        server.end()
+        root.end()
+        await exporter.shutdown()
+        #expect(lost.total == 3)
+    }
+}
+
+/// What the ring's consumer thread shares with the test.
+private final class Consumer: Sendable {
+    let producing = Atomic<Bool>(true)
+    let taken = Mutex<[UInt64]?>(nil)
+}
+
+/// Header fields as a dictionary, both ways.
+private struct Fields: Extractor, Injector {
+    func extract(key: String, from carrier: [String: String]) -> String? { carrier[key] }
+    func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) { carrier[key] = value }
+}
+
+private final class LostSpans: CounterHandler, Sendable {
+    private let count = Mutex(0)
+    var total: Int { count.withLock { $0 } }
+    func increment(by amount: Int64) { count.withLock { $0 += Int(amount) } }
+    func reset() { count.withLock { $0 = 0 } }
+}
