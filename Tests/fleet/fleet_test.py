@@ -588,6 +588,17 @@ def postgres_down_mid_campaign(world):
         world.postgres.start()
     # Back once every node holds its life again (they connect again every quarter second).
     expect(until(lambda: int(world.postgres.psql(lives())) >= NODES, 10), "the nodes did not begin new lives")
+    # A node's pooled connections to the stopped server fail only when next used (and that
+    # media is then made by the node alone): each node first claims a lease through the
+    # database again, for a media of its own sent straight to it.
+    for i in range(NODES):
+        def claimed(i=i):
+            before = metric(world.metrics(i), "pushmedia_fleet_leases_total")
+            warm = f"/warm-{i}-{uuid.uuid4().hex[:8]}.webp"
+            world.origin.add(warm, sample("banner.webp"), "image/webp")
+            request(world.ports[i], "POST", f"/v1/process?budget_ms={BUDGET_MS}", payload(world.origin.url(warm)))
+            return metric(world.metrics(i), "pushmedia_fleet_leases_total") > before
+        expect(until(claimed, 10, step=0.1), f"node{i} claimed no lease through the database once it was back")
     results = at_once(90, lambda _: request(world.nginx.port, "POST", f"/v1/process?budget_ms={BUDGET_MS}",
                                              payload(world.origin.url(after))))
     expect({s for s, _ in results} == {200}, f"statuses after {[s for s, _ in results]}")
