@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # What traces cost, on three paths, in one run, every server on the same 2 cores:
-#   before       `pushmedia serve` built before traces existed (BEFORE=<binary>): today's CPU
+#   before       `pushmedia serve` built before traces existed (BEFORE=<binary>; without it,
+#                this build with no --otel-endpoint, the same as `off`)
 #   off          this build, no --otel-endpoint (as shipped)
-#   sampled_1    --otel-endpoint, --otel-sampler parentbased_traceidratio --otel-sampler-arg 0.01
+#   sampled      --otel-endpoint, --otel-sampler parentbased_traceidratio --otel-sampler-arg RATIO
+#                (default 0.1)
 #   sampled_100  --otel-endpoint: every request traced and exported (the default sampler; the
 #                load carries no traceparent)
+# The spans the sink received during each traced pass, per request, are printed beside the
+# ratios: an exporter that drops spans is not cheaper, it is broken.
 # Each runs as shipped otherwise: default settings, a log line per request or push written to
 # a file. Each is one process with the hook, media URLs and the APNs relay; the spans go to an
 # OTLP/HTTP sink in a process of its own (bench/otlp_sink.py: it decodes every export with
@@ -16,7 +20,7 @@
 # The server's CPU per request from /proc, ROUNDS rounds, the order reversed every other one;
 # each ratio is to `before` in the same round, and the table gives the median of the rounds.
 #
-#   BEFORE=/path/to/old/pushmedia bench/tracing.sh      SECONDS_EACH=10 PUSHES=50000 ROUNDS=2
+#   BEFORE=/path/to/old/pushmedia bench/tracing.sh      SECONDS_EACH=10 PUSHES=50000 ROUNDS=2 RATIO=0.1
 #
 # Writes bench/out/tracing/results.json and prints a table.
 set -euo pipefail
@@ -30,7 +34,8 @@ ROUNDS=${ROUNDS:-2}
 CONNECTIONS=${CONNECTIONS:-4}
 STREAMS=${STREAMS:-100}
 BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
-BEFORE=${BEFORE:?BEFORE=<a pushmedia binary built before traces> is required}
+BEFORE=${BEFORE:-$BIN}
+RATIO=${RATIO:-0.1}
 source "$BENCH/lib.sh"
 source "$BENCH/relay-lib.sh"
 command -v wrk >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
@@ -40,7 +45,7 @@ relay_setup 'status 200 hdr apns-id "%[uuid]"'
 . "$ROOT/scripts/venv.sh"
 ensure_venv "$ROOT/.build/tools/tracing" "$ROOT/Tests/tracing/requirements.txt"
 SINK_OTLP=$(free_port)
-"$ROOT/.build/tools/tracing/bin/python" "$BENCH/otlp_sink.py" "$SINK_OTLP" >otlp-sink.out 2>otlp-sink.log &
+"$ROOT/.build/tools/tracing/bin/python" "$BENCH/otlp_sink.py" "$SINK_OTLP" "$PWD/sink.count" >otlp-sink.out 2>otlp-sink.log &
 OTLP_PID=$!
 PIDS+=($OTLP_PID)
 for _ in $(seq 100); do grep -q '^otlp sink on' otlp-sink.out && break; sleep 0.1; done
@@ -62,15 +67,15 @@ MEDIA_URL_PATH="/insecure/pr:ios/plain/http://127.0.0.1:$ORIGIN/banner@jpg"
 
 log "servers"
 declare -A PID_OF HOOK_OF RELAY_OF
-NAMES=(before off sampled_1 sampled_100)
+NAMES=(before off sampled sampled_100)
 for name in "${NAMES[@]}"; do
   extra=(--url-allow-source "http://127.0.0.1:$ORIGIN/")
   case $name in
     before) BIN=$BEFORE ;;
     off) BIN=$NEW_BIN ;;
-    sampled_1) BIN=$NEW_BIN
+    sampled) BIN=$NEW_BIN
       extra+=(--otel-endpoint "http://127.0.0.1:$SINK_OTLP" --otel-sampler parentbased_traceidratio
-              --otel-sampler-arg 0.01) ;;
+              --otel-sampler-arg "$RATIO") ;;
     sampled_100) BIN=$NEW_BIN; extra+=(--otel-endpoint "http://127.0.0.1:$SINK_OTLP") ;;
   esac
   start_relay apns "$name" "${extra[@]}"
@@ -98,9 +103,34 @@ for name in "${NAMES[@]}"; do
   [[ $outcome == processed/cache || $outcome == processed ]] || die "$name: the media URL answers $outcome"
 done
 
+# The spans the sink has received so far; after a pass, once the exporter has sent what the
+# pass ended (it wakes every half second).
+sink_spans() { cat sink.count 2>/dev/null || echo 0; }
+settled_spans() {
+  local last now
+  last=$(sink_spans)
+  while sleep 1; now=$(sink_spans); [[ $now != "$last" ]]; do last=$now; done
+  echo "$now"
+}
+# with_spans NAME BEFORE: adds the spans received since BEFORE, per request, to NAME's record.
+with_spans() {
+  python3 - "$1" "$2" "$(settled_spans)" <<'PY'
+import json, sys
+name, before, after = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+lines = open("runs.jsonl").read().splitlines()
+for i, line in enumerate(lines):
+    r = json.loads(line)
+    if r["name"] == name:
+        r["spans_per_request"] = round((after - before) / max(1, r["ok"]), 3)
+        lines[i] = json.dumps(r)
+open("runs.jsonl", "w").write("\n".join(lines) + "\n")
+PY
+}
+
 # wrk_pass NAME CONFIG PATH-KIND: one wrk pass, recorded in runs.jsonl with the server's CPU per request.
 wrk_pass() {
-  local name=$1 config=$2 kind=$3 pid=${PID_OF[$2]} port=${HOOK_OF[$2]} before after
+  local name=$1 config=$2 kind=$3 pid=${PID_OF[$2]} port=${HOOK_OF[$2]} before after spans
+  spans=$(settled_spans)
   before=$(cpu_ticks "$pid")
   if [[ $kind == process ]]; then
     wrk -t1 -c32 -d"${SECONDS_EACH}s" --latency -s "$BENCH/wrk_process.lua" "http://127.0.0.1:$port" -- hit urls.txt \
@@ -121,20 +151,23 @@ r = {"name": name, "per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", text).g
 print(json.dumps(r))
 print(f"  {name:<26} {r['per_s']:>9.0f} req/s  {r['cpu_us']:>7} µs CPU/request  errors {bad}", file=sys.stderr)
 PY
+  with_spans "$name" "$spans"
 }
 
 : >runs.jsonl
 for round in $(seq "$ROUNDS"); do
   order=("${NAMES[@]}")
-  ((round % 2 == 0)) && order=(sampled_100 sampled_1 off before)
+  ((round % 2 == 0)) && order=(sampled_100 sampled off before)
   log "round $round"
   for config in "${order[@]}"; do wrk_pass "process_${config}#$round" "$config" process; done
   for config in "${order[@]}"; do wrk_pass "media_url_${config}#$round" "$config" media_url; done
   for config in "${order[@]}"; do
     sed "s|^|https://localhost:${RELAY_OF[$config]}|" tokens.txt >"uris-$config.txt"
+    spans=$(settled_spans)
     h2load_run "apns_${config}#$round" "${PID_OF[$config]}" pushes -i "uris-$config.txt" \
       -d rich.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$PUSHES" \
       -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert"
+    with_spans "apns_${config}#$round" "$spans"
   done
 done
 
@@ -144,12 +177,12 @@ wait "$OTLP_PID" 2>/dev/null || true
 SPANS=$(sed -n 's/^spans //p' otlp-sink.out)
 DROPPED=$(curl -s "http://127.0.0.1:${HOOK_OF[sampled_100]}/metrics" | sed -n 's/^pushmedia_trace_spans_dropped_total //p')
 
-python3 - "$SPANS" "${DROPPED:-0}" "$ROUNDS" <<'PY'
+python3 - "$SPANS" "${DROPPED:-0}" "$ROUNDS" "$RATIO" <<'PY'
 import json, statistics, sys
-spans, dropped, rounds = sys.argv[1], sys.argv[2], range(1, int(sys.argv[3]) + 1)
+spans, dropped, rounds, ratio = sys.argv[1], sys.argv[2], range(1, int(sys.argv[3]) + 1), float(sys.argv[4])
 runs = {r["name"]: r for r in map(json.loads, open("runs.jsonl"))}
 paths = ["process", "media_url", "apns"]
-configs = ["off", "sampled_1", "sampled_100"]
+configs = ["off", "sampled", "sampled_100"]
 ratios = {}
 for path in paths:
     for config in configs:
@@ -158,12 +191,14 @@ for path in paths:
 bad = {n: r for n, r in runs.items() if r.get("errors") or r.get("ok", 1) == 0}
 json.dump({"runs": runs, "ratios": ratios, "spans_received": int(spans or 0), "spans_dropped": float(dropped),
            "errors": list(bad)}, open("results.json", "w"), indent=1)
-print("\n| path | before, CPU-µs/request | off | 1 % sampled | 100 % sampled, exported |\n|---|---:|---:|---:|---:|")
+print(f"\n| path | before, CPU-µs/request | off | {ratio * 100:g} % sampled | 100 % sampled, exported | spans per request ({ratio * 100:g} %, 100 %) |\n|---|---:|---:|---:|---:|---:|")
 names = {"process": "cached `/v1/process`", "media_url": "cached media URL", "apns": "APNs campaign push"}
 for path in paths:
     base = statistics.median(runs[f"{path}_before#{n}"]["cpu_us"] for n in rounds)
     cells = [f"{ratios[f'{path}/{c}']['median']:.3f}× ({', '.join(f'{x:.3f}' for x in ratios[f'{path}/{c}']['rounds'])})"
              for c in configs]
-    print(f"| {names[path]} | {base:.1f} | " + " | ".join(cells) + " |")
+    per = [statistics.median(runs[f"{path}_{c}#{n}"].get("spans_per_request", 0) for n in rounds)
+           for c in ("sampled", "sampled_100")]
+    print(f"| {names[path]} | {base:.1f} | " + " | ".join(cells) + f" | {per[0]:.2f}, {per[1]:.2f} |")
 print(f"\nspans received by the sink: {spans}; dropped (sampled_100): {dropped}; failed passes: {list(bad) or 'none'}")
 PY
