@@ -8,6 +8,9 @@
 #   scripts/image.sh --debian    # the stand-in around the prebuilt binary and Debian's own
 #                                # libvips, FFmpeg and libcurl (`--target prebuilt-debian`: no
 #                                # `media` stage; what `make test` checks until `media` is built)
+#   scripts/image.sh --prepare   # only what needs no binary, ahead of a test: the base image,
+#                                # and when `media` is not built here, the Debian libraries'
+#                                # stage (`--target media-debian`), left in podman's cache
 # With podman (the default), on a machine that reaches no registry: the base images are made
 # here (scripts/container-env.sh): localhost/debian:bookworm-slim with debootstrap, and for
 # --full localhost/swift:6.3-bookworm from this machine's toolchain; they are passed as the
@@ -20,11 +23,13 @@ cd "$(dirname "$0")/.."
 
 FULL=0
 DEBIAN=0
+PREPARE=0
 for argument in "$@"; do
   case $argument in
     --full) FULL=1 ;;
     --debian) DEBIAN=1 ;;
-    *) echo "usage: scripts/image.sh [--full|--debian]" >&2; exit 64 ;;
+    --prepare) PREPARE=1 ;;
+    *) echo "usage: scripts/image.sh [--full|--debian|--prepare]" >&2; exit 64 ;;
   esac
 done
 
@@ -35,7 +40,8 @@ STAGE=${PUSHMEDIA_STATIC_BUILD:-.build-static}/stage
 
 args=(-f Containerfile -t "$IMAGE" -t "${IMAGE%:*}:latest")
 if [ "$ENGINE" = podman ]; then
-  container_setup || { log "$CONTAINER_PROBLEM"; exit 1; }
+  # Ahead of a test, a machine without a working podman is the image test's to report.
+  container_setup || { log "$CONTAINER_PROBLEM"; exit $((1 - PREPARE)); }
   ensure_base_image
   # docker format: OCI images have no HEALTHCHECK.
   args+=(--format docker --pull=never --build-arg "DEBIAN_IMAGE=$BASE_IMAGE")
@@ -45,6 +51,27 @@ if [ "$ENGINE" = podman ]; then
     # The stand-in's git rewrites github.com to the mirrors folder; mount it for the build.
     [ -d "$SWIFT_PACKAGE_MIRRORS" ] && args+=(-v "$SWIFT_PACKAGE_MIRRORS:$SWIFT_PACKAGE_MIRRORS:ro")
   fi
+fi
+
+if [ "$PREPARE" = 1 ]; then
+  [ "$ENGINE" = podman ] || exit 0
+  podman image exists "$(media_image)" && exit 0
+  # The same files as the image's own context holds for that stage, so the build that follows
+  # finds its layers in the cache.
+  context=$CACHE/prepare-context
+  mkdir -p "$CACHE"
+  rm -rf "$context"
+  mkdir -p "$context/packaging"
+  cp -a packaging/image "$context/packaging/image"
+  start=$(now)
+  if ! $ENGINE build -f Containerfile --format docker --pull=never --build-arg "DEBIAN_IMAGE=$BASE_IMAGE" \
+    --target media-debian "$context" >"$CACHE/image-prepare.log" 2>&1; then
+    tail -40 "$CACHE/image-prepare.log" >&2
+    log "FAILED: the Debian libraries' stage (whole log: $CACHE/image-prepare.log)"
+    exit 1
+  fi
+  log "the Debian libraries' stage built in $(since "$start") s"
+  exit 0
 fi
 
 if [ "$FULL" = 1 ]; then

@@ -20,8 +20,7 @@ PY=$TOOLS/bin/python
 ensure_venv "$TOOLS" Tests/apns/requirements.txt
 command -v h2load >/dev/null || { echo "relay-fairness: h2load is missing (Debian: nghttp2-client)" >&2; exit 1; }
 [ -x "$BIN" ] || { echo "relay-fairness: $BIN is missing: run scripts/release-static.sh first" >&2; exit 1; }
-swift build -c release --product relay-standin --static-swift-stdlib --scratch-path "$SCRATCH" >/dev/null
-STANDIN=$(swift build -c release --product relay-standin --static-swift-stdlib --scratch-path "$SCRATCH" --show-bin-path)/relay-standin
+STANDIN=$(PUSHMEDIA_STATIC_BUILD=$SCRATCH scripts/release-static.sh --product relay-standin)
 # Hundreds of connections at once: one file descriptor each.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 

@@ -12,11 +12,12 @@
 #
 # The three builds (AddressSanitizer, ThreadSanitizer, the release binary with the Swift runtime
 # linked in) are most of the run's CPU, and the tests and scripts leave much of it idle. So the
-# release build runs in the background at the lowest priority (nice 19) while the
-# AddressSanitizer suite runs, and the ThreadSanitizer build while the scripts that check
-# answers rather than latencies run; each is waited for before what needs it, and the scripts
+# release build runs in the background at the lowest priority (nice 19) from the start, beside
+# the AddressSanitizer build and suite, and the ThreadSanitizer build beside the scripts that
+# check answers rather than latencies; the scripts' tools (venvs, the image's base) are
+# installed beside the first build. Each is waited for before what needs it, and the scripts
 # that measure latency (relay attacks, the fleet, fair shares) run with nothing beside them. A
-# step that fails fails the run; the build in the background is stopped with it.
+# step that fails fails the run; the jobs in the background are stopped with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,45 +97,56 @@ case "${1:-all}" in
 esac
 
 start=$(date +%s)
-# One build at a time runs in the background, at the lowest priority, in a process group of its
-# own (stopped whole if the run fails); its output goes to LOG, shown if it fails.
-background=""
-stop_background() { [ -z "$background" ] || kill -- "-$background" 2>/dev/null || true; }
+# Jobs in the background, each in a process group of its own (stopped whole if the run fails),
+# their output in a log shown if they fail: `in_background NAME NICE LOG COMMAND ...`, then
+# `await_background NAME` before what needs it.
+declare -A BACKGROUND_PID BACKGROUND_LOG
+stop_background() {
+  local name
+  for name in "${!BACKGROUND_PID[@]}"; do kill -- "-${BACKGROUND_PID[$name]}" 2>/dev/null || true; done
+}
 trap stop_background EXIT
 in_background() {
-  local log=$1
-  shift
+  local name=$1 niceness=$2 log=$3
+  shift 3
   mkdir -p "$(dirname "$log")"
   set -m
   (
-    renice -n 19 -p "$BASHPID" >/dev/null
-    timed "$@"
+    renice -n "$niceness" -p "$BASHPID" >/dev/null
+    timed "$name" "$@"
   ) >"$log" 2>&1 &
-  background=$!
+  BACKGROUND_PID[$name]=$!
+  BACKGROUND_LOG[$name]=$log
   set +m
 }
 await_background() {
-  local log=$1 waited
+  local name=$1 waited status=0
   waited=$(date +%s)
-  if ! wait "$background"; then
-    background=""
-    cat "$log" >&2
-    echo "test: the build in the background failed" >&2
+  wait "${BACKGROUND_PID[$name]}" || status=$?
+  unset "BACKGROUND_PID[$name]"
+  if [ "$status" != 0 ]; then
+    cat "${BACKGROUND_LOG[$name]}" >&2
+    echo "test: $name, in the background, failed" >&2
     exit 1
   fi
-  background=""
-  grep '^timed:' "$log" >&2 || true
-  echo "timed: waited $(($(date +%s) - waited)) s for it" >&2
+  grep '^timed:' "${BACKGROUND_LOG[$name]}" >&2 || true
+  echo "timed: waited $(($(date +%s) - waited)) s for $name" >&2
 }
 
+# What the scripts install for themselves (venvs from PyPI, the image's Debian base), made
+# beside the builds rather than between the scripts.
+in_background test-tools 0 .build/test-tools.log scripts/test-tools.sh
+# The release binary, and the fair-share check's stand-in for Apple and Google beside it: from
+# the start, at the lowest priority, so that it takes what the AddressSanitizer build and suite
+# leave idle (links, the ends of the module graph, tests that wait).
+in_background release-static 19 .build-static/build.log bash -c \
+  "scripts/release-static.sh && scripts/release-static.sh --product relay-standin >/dev/null"
 timed asan-build asan build --build-tests
-# The release binary, and the fair-share check's stand-in for Apple and Google beside it.
-in_background .build-static/build.log release-static bash -c \
-  "scripts/release-static.sh && $SWIFT build -c release --product relay-standin --static-swift-stdlib --scratch-path .build-static"
 timed asan-suite asan test --skip-build --no-parallel --skip "$TSAN_SUITES"
-await_background .build-static/build.log
+await_background release-static
 
-in_background .build/tsan-build.log tsan-build tsan build --build-tests
+in_background tsan-build 19 .build/tsan-build.log tsan build --build-tests
+await_background test-tools
 timed api-conformance scripts/api-conformance.sh
 timed apns-relay scripts/apns-relay.sh
 timed fcm-relay scripts/fcm-relay.sh
@@ -143,7 +155,7 @@ timed tracing scripts/tracing.sh
 timed docs-examples scripts/docs-examples.sh
 timed image-test scripts/image-test.sh
 timed deb-test scripts/deb-test.sh
-await_background .build/tsan-build.log
+await_background tsan-build
 
 timed relay-attacks scripts/relay-attacks.sh
 timed fleet scripts/fleet.sh
