@@ -112,12 +112,34 @@ in_background() {
   mkdir -p "$(dirname "$log")"
   set -m
   (
-    renice -n "$niceness" -p "$BASHPID" >/dev/null
+    local job=$BASHPID
+    # The watcher first, at the caller's priority, so that it keeps up with the job's.
+    [ "$niceness" = 0 ] || keep_niceness "$job" "$niceness" &
+    renice -n "$niceness" -p "$job" >/dev/null
     timed "$name" "$@"
   ) >"$log" 2>&1 &
   BACKGROUND_PID[$name]=$!
   BACKGROUND_LOG[$name]=$log
   set +m
+}
+# SwiftPM starts each compiler at priority 0, whatever its own: every second, the processes
+# below ROOT that have appeared since (this watcher's own excepted) are given NICENESS too,
+# until ROOT ends.
+keep_niceness() {
+  local root=$1 niceness=$2 self=$BASHPID pids
+  while kill -0 "$root" 2>/dev/null; do
+    pids=$(ps -eo pid=,ppid=,ni= | awk -v root="$root" -v self="$self" -v want="$niceness" '
+      { parent[$1] = $2; nice[$1] = $3 }
+      END {
+        for (pid in parent) {
+          for (p = pid; p in parent && p != 1 && p != self; p = parent[p]) {
+            if (p == root) { if (nice[pid] != want) print pid; break }
+          }
+        }
+      }')
+    [ -z "$pids" ] || renice -n "$niceness" -p $pids >/dev/null 2>&1 || true
+    sleep 1
+  done
 }
 await_background() {
   local name=$1 waited status=0
