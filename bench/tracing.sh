@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What traces cost, on three paths, in one run, every server on the same 2 cores:
+# What traces cost, on four paths, in one run, every server on the same 2 cores:
 #   before       `pushmedia serve` built before traces existed (BEFORE=<binary>; without it,
 #                this build with no --otel-endpoint, the same as `off`)
 #   off          this build, no --otel-endpoint (as shipped)
@@ -10,19 +10,21 @@
 # The spans the sink received during each traced pass, per request, are printed beside the
 # ratios: an exporter that drops spans is not cheaper, it is broken.
 # Each runs as shipped otherwise: default settings, a log line per request or push written to
-# a file. Each is one process with the hook, media URLs and the APNs relay; the spans go to an
+# a file. Each is one process with the hook, media URLs and both relays; the spans go to an
 # OTLP/HTTP sink in a process of its own (bench/otlp_sink.py: it decodes every export with
-# opentelemetry-proto), the pushes to HAProxy answering as APNs (bench/relay-lib.sh).
+# opentelemetry-proto), the pushes and messages to HAProxy answering as APNs and as FCM
+# (bench/relay-lib.sh).
 # The paths:
 #   process      wrk POSTs /v1/process payloads whose media is cached (bench/wrk_process.lua, hit)
 #   media_url    wrk GETs one cached media URL (unsigned, an allow-listed source)
 #   apns         h2load pushes one rich campaign payload (its media cached) to many device tokens
+#   fcm          h2load sends one FCM message with an image (cached) through the FCM relay
 # The server's CPU per request from /proc, ROUNDS rounds, the order reversed every other one;
 # each ratio is to `before` in the same round, and the table gives the median of the rounds.
 #
 #   BEFORE=/path/to/old/pushmedia bench/tracing.sh      SECONDS_EACH=10 PUSHES=50000 ROUNDS=2 RATIO=0.1
 #
-# Writes bench/out/tracing/results.json and prints a table.
+# Writes bench/out/tracing/results.json and the 100 % server's profiles, and prints a table.
 set -euo pipefail
 
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -41,7 +43,9 @@ source "$BENCH/relay-lib.sh"
 command -v wrk >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 NEW_BIN=$BIN
 
-relay_setup 'status 200 hdr apns-id "%[uuid]"'
+# One sink for both relays: FCM's answer to its send path, APNs' to every other request.
+relay_setup 'status 200 content-type application/json string "{\"name\":\"projects/bench/messages/1\"}" if { path_beg /v1/projects/ }
+  http-request return status 200 hdr apns-id "%[uuid]"'
 . "$ROOT/scripts/venv.sh"
 ensure_venv "$ROOT/.build/tools/tracing" "$ROOT/Tests/tracing/requirements.txt"
 SINK_OTLP=$(free_port)
@@ -62,11 +66,19 @@ random.seed(7)
 with open("tokens.txt", "w") as f:
     for _ in range(10000): f.write("/3/device/%064x\n" % random.getrandbits(256))
 open("urls.txt", "w").write(f"http://127.0.0.1:{origin}/banner\n")
+message = {"message": {"token": "bench-device-token-0001",
+                       "notification": {"title": "Weekend sale", "body": "Half price on everything",
+                                        "image": f"http://127.0.0.1:{origin}/banner"},
+                       "android": {"priority": "high", "notification": {"channel_id": "deals"}},
+                       "apns": {"payload": {"aps": {"sound": "default"}}},
+                       "data": {"campaign": "c-1"}}}
+open("message.json", "w").write(json.dumps(message, separators=(",", ":")))
 EOF
+SEND=/v1/projects/bench/messages:send
 MEDIA_URL_PATH="/insecure/pr:ios/plain/http://127.0.0.1:$ORIGIN/banner@jpg"
 
 log "servers"
-declare -A PID_OF HOOK_OF RELAY_OF
+declare -A PID_OF HOOK_OF RELAY_OF FCM_OF
 NAMES=(before off sampled sampled_100)
 for name in "${NAMES[@]}"; do
   extra=(--url-allow-source "http://127.0.0.1:$ORIGIN/")
@@ -78,11 +90,18 @@ for name in "${NAMES[@]}"; do
               --otel-sampler-arg "$RATIO") ;;
     sampled_100) BIN=$NEW_BIN; extra+=(--otel-endpoint "http://127.0.0.1:$SINK_OTLP") ;;
   esac
-  start_relay apns "$name" "${extra[@]}"
+  start_relay apns "$name" "${extra[@]}" --fcm-port 0 --fcm-tls-cert server.pem --fcm-tls-key server.key \
+    --fcm-upstream "https://localhost:$SINK" --fcm-upstream-ca ca.pem
   PID_OF[$name]=$RELAY_PID
   RELAY_OF[$name]=$RELAY
   HOOK_OF[$name]=$(sed -n 's|^PushMedia listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "relay-$name.out" | head -1)
   [[ -n ${HOOK_OF[$name]} ]] || die "$name: no hook port"
+  for _ in $(seq 100); do
+    FCM_OF[$name]=$(sed -n 's|.*FCM relay on https://127.0.0.1:\([0-9]*\).*|\1|p' "relay-$name.out" | head -1)
+    [[ -n ${FCM_OF[$name]} ]] && break
+    sleep 0.1
+  done
+  [[ -n ${FCM_OF[$name]} ]] || die "$name: no FCM relay port"
 done
 BIN=$NEW_BIN
 
@@ -96,6 +115,8 @@ for name in "${NAMES[@]}"; do
       "https://localhost:${RELAY_OF[$name]}/3/device/$(printf 'ab%.0s' {1..32})" \
       -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert" \
       --data-binary @rich.json
+    curl -s --cacert ca.pem --http2 -o /dev/null -X POST "https://localhost:${FCM_OF[$name]}$SEND" \
+      -H "authorization: Bearer bench-oauth-token" -H "content-type: application/json" --data-binary @message.json
     sleep 1
   done
   outcome=$(curl -s -D - -o /dev/null "http://127.0.0.1:${HOOK_OF[$name]}$MEDIA_URL_PATH" | tr -d '\r' |
@@ -169,7 +190,23 @@ for round in $(seq "$ROUNDS"); do
       -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert"
     with_spans "apns_${config}#$round" "$spans"
   done
+  for config in "${order[@]}"; do
+    spans=$(settled_spans)
+    h2load_run "fcm_${config}#$round" "${PID_OF[$config]}" messages "https://localhost:${FCM_OF[$config]}$SEND" \
+      -d message.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$PUSHES" \
+      -H "authorization: Bearer bench-oauth-token" -H "content-type: application/json"
+    with_spans "fcm_${config}#$round" "$spans"
+  done
 done
+
+# Where the 100 % server's CPU goes: perf profiles (call graphs) of a hook pass and of a push
+# pass, summed by shared object and by symbol (perf-*-dso.txt, perf-*-symbols.txt,
+# perf-*-inclusive.txt). PERF=0 skips.
+relay_perf process_100 "${PID_OF[sampled_100]}" wrk -t1 -c32 -d9s -s "$BENCH/wrk_process.lua" \
+  "http://127.0.0.1:${HOOK_OF[sampled_100]}" -- hit urls.txt
+relay_perf apns_100 "${PID_OF[sampled_100]}" h2load -i "uris-sampled_100.txt" -d rich.json -c "$CONNECTIONS" \
+  -m "$STREAMS" -t 1 -n "$PUSHES" -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" \
+  -H "apns-push-type: alert"
 
 sleep 2
 kill "$OTLP_PID" 2>/dev/null || true
@@ -181,7 +218,7 @@ python3 - "$SPANS" "${DROPPED:-0}" "$ROUNDS" "$RATIO" <<'PY'
 import json, statistics, sys
 spans, dropped, rounds, ratio = sys.argv[1], sys.argv[2], range(1, int(sys.argv[3]) + 1), float(sys.argv[4])
 runs = {r["name"]: r for r in map(json.loads, open("runs.jsonl"))}
-paths = ["process", "media_url", "apns"]
+paths = ["process", "media_url", "apns", "fcm"]
 configs = ["off", "sampled", "sampled_100"]
 ratios = {}
 for path in paths:
@@ -192,7 +229,8 @@ bad = {n: r for n, r in runs.items() if r.get("errors") or r.get("ok", 1) == 0}
 json.dump({"runs": runs, "ratios": ratios, "spans_received": int(spans or 0), "spans_dropped": float(dropped),
            "errors": list(bad)}, open("results.json", "w"), indent=1)
 print(f"\n| path | before, CPU-µs/request | off | {ratio * 100:g} % sampled | 100 % sampled, exported | spans per request ({ratio * 100:g} %, 100 %) |\n|---|---:|---:|---:|---:|---:|")
-names = {"process": "cached `/v1/process`", "media_url": "cached media URL", "apns": "APNs campaign push"}
+names = {"process": "cached `/v1/process`", "media_url": "cached media URL", "apns": "APNs campaign push",
+         "fcm": "FCM campaign message"}
 for path in paths:
     base = statistics.median(runs[f"{path}_before#{n}"]["cpu_us"] for n in rounds)
     cells = [f"{ratios[f'{path}/{c}']['median']:.3f}× ({', '.join(f'{x:.3f}' for x in ratios[f'{path}/{c}']['rounds'])})"

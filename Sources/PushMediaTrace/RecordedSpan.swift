@@ -44,11 +44,16 @@ public final class RecordedSpan: Span, Sendable {
     public var attributes: SpanAttributes {
         get { state.withLock { $0.attributes } }
         set { state.withLock { if !$0.ended { $0.attributes = newValue } } }
-    }
-
-    /// Changes the attributes in place (no copy of the set, as the protocol's default makes).
-    public func updateAttributes(_ update: (inout SpanAttributes) -> Void) {
-        state.withLock { if !$0.ended { update(&$0.attributes) } }
+        // `span.attributes["key"] = value` changes the set in place: taken out while it
+        // changes, so that it is not copied (a span's attributes are its own task's to set).
+        _modify {
+            var attributes = state.withLock { state in
+                defer { state.attributes = [:] }
+                return state.attributes
+            }
+            yield &attributes
+            state.withLock { if !$0.ended { $0.attributes = attributes } }
+        }
     }
 
     public var isRecording: Bool { state.withLock { !$0.ended } }

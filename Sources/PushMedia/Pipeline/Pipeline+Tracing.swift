@@ -60,7 +60,7 @@ public enum PipelineTrace {
     /// budget, and whether the answer is a best attempt.
     public static func record(_ outcome: Outcome, budget: Duration?, on span: any Span) {
         guard span.isRecording else { return }
-        span.updateAttributes { attributes in
+        span.editAttributes { attributes in
             attributes["pushmedia.status"] = outcome.primary.status.rawValue
             if let reason = outcome.primary.reason { attributes["pushmedia.reason"] = reason }
             if let hit = outcome.primary.cacheHit { attributes["pushmedia.cache_hit"] = hit }
@@ -105,7 +105,7 @@ public enum PipelineTrace {
         _ resolution: Pipeline.Resolution, profile: PlatformProfile, source: Pipeline.Source, on span: any Span
     ) {
         guard span.isRecording else { return }
-        span.updateAttributes { attributes in
+        span.editAttributes { attributes in
             attributes["pushmedia.profile"] = profile.id
             if case let .remote(url) = source { origin(url, into: &attributes) }
             switch resolution {
@@ -135,7 +135,7 @@ public enum PipelineTrace {
     /// A job step's attributes, from what the step found or made.
     static func record(step: String, job: JobContext, on span: any Span) {
         guard span.isRecording else { return }
-        span.updateAttributes { attributes in
+        span.editAttributes { attributes in
             switch step {
             case "fetch":
                 if case let .remote(url) = job.source { origin(url, into: &attributes) }
@@ -182,5 +182,13 @@ public enum PipelineTrace {
     private static func size(_ path: String) -> Int? {
         var info = stat()
         return stat(path, &info) == 0 ? Int(info.st_size) : nil
+    }
+}
+
+extension Span {
+    /// Changes the span's attributes in place, through its own accessor (the protocol's
+    /// `updateAttributes` reads the whole set, changes a copy and writes it back).
+    public func editAttributes(_ update: (inout SpanAttributes) -> Void) {
+        update(&attributes)
     }
 }

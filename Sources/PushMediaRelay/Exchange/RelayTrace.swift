@@ -25,7 +25,7 @@ enum RelayTrace {
     /// What the push's route says of it.
     static func routed(_ span: any Span, _ exchange: RelayExchange, app: String, priority: Int) {
         guard span.isRecording else { return }
-        span.updateAttributes { attributes in
+        span.editAttributes { attributes in
             attributes["pushmedia.app"] = app
             attributes["pushmedia.priority_class"] = priority
             if let topic = exchange.headers.first(name: "apns-topic") { attributes["apns.topic"] = topic }
