@@ -9,7 +9,8 @@
 #   .build-static/stage/PushMedia_PushMediaServer.resources/
 # It is built without debug information (`-debug-info-format none`): the staged binary is
 # stripped of it anyway, and not making it saves about an eighth of the build. A rebuild with
-# nothing changed takes seconds; from scratch about 20 minutes on 2 cores.
+# nothing changed takes seconds; from scratch, beside `make test`'s other builds, about 40 minutes
+# on 2 cores.
 #   scripts/release-static.sh
 #   scripts/release-static.sh --product relay-standin   # another product of the package, built
 #                                   # the same way in the same folder; prints its path
