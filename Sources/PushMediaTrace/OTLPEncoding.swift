@@ -11,9 +11,18 @@ typealias ProtoValue = Opentelemetry_Proto_Common_V1_AnyValue
 /// as protoc-gen-swift generates them): one resource (`service.name` and the operator's
 /// attributes), one instrumentation scope (`pushmedia`), the spans with their attributes,
 /// events, links and status.
+///
+/// swift-protobuf encodes each span, and the resource and the scope once. The three messages
+/// around them (the request, its resource spans, their scope spans) are only the spans' bytes
+/// with a field's key and length before each: they are framed here, because swift-protobuf
+/// sizes a nested message again at every level that encloses it, and a whole request encoded
+/// at once spent most of its time sizing each attribute six times.
 struct OTLPEncoding: Sendable {
     private let resource: Opentelemetry_Proto_Resource_V1_Resource
     private let scope: Opentelemetry_Proto_Common_V1_InstrumentationScope
+    /// `ResourceSpans` with the resource only, and `ScopeSpans` with the scope only, encoded.
+    private let resourceField: [UInt8]
+    private let scopeField: [UInt8]
 
     init(serviceName: String, resourceAttributes: [String: String]) {
         var attributes = resourceAttributes
@@ -28,19 +37,57 @@ struct OTLPEncoding: Sendable {
         scope.name = "pushmedia"
         scope.version = PushMediaVersion.string
         self.scope = scope
-    }
-
-    /// The request's bytes for `spans`.
-    func encode(_ spans: [FinishedSpan]) throws -> [UInt8] {
-        var scopeSpans = Opentelemetry_Proto_Trace_V1_ScopeSpans()
-        scopeSpans.scope = scope
-        scopeSpans.spans = spans.map(Self.span)
         var resourceSpans = Opentelemetry_Proto_Trace_V1_ResourceSpans()
         resourceSpans.resource = resource
-        resourceSpans.scopeSpans = [scopeSpans]
-        var request = Opentelemetry_Proto_Collector_Trace_V1_ExportTraceServiceRequest()
-        request.resourceSpans = [resourceSpans]
-        return try request.serializedBytes()
+        resourceField = (try? resourceSpans.serializedBytes()) ?? []
+        var scopeSpans = Opentelemetry_Proto_Trace_V1_ScopeSpans()
+        scopeSpans.scope = scope
+        scopeField = (try? scopeSpans.serializedBytes()) ?? []
+    }
+
+    /// The request's bytes for `spans`: what swift-protobuf makes of
+    /// `ExportTraceServiceRequest { resource_spans: [{ resource, scope_spans: [{ scope, spans }] }] }`.
+    func encode(_ spans: [FinishedSpan]) throws -> [UInt8] {
+        let encoded = try spans.map { finished -> [UInt8] in try Self.span(finished).serializedBytes() }
+        // ScopeSpans: the scope (field 1), then each span (field 2, `spans`).
+        let scopeSpansLength = encoded.reduce(scopeField.count) { $0 + Self.fieldLength($1.count) }
+        // ResourceSpans: the resource (field 1), then the scope spans (field 2, `scope_spans`).
+        let resourceSpansLength = resourceField.count + Self.fieldLength(scopeSpansLength)
+        var request: [UInt8] = []
+        request.reserveCapacity(Self.fieldLength(resourceSpansLength))
+        // ExportTraceServiceRequest: the resource spans (field 1, `resource_spans`).
+        Self.appendKey(field: 1, length: resourceSpansLength, to: &request)
+        request += resourceField
+        Self.appendKey(field: 2, length: scopeSpansLength, to: &request)
+        request += scopeField
+        for span in encoded {
+            Self.appendKey(field: 2, length: span.count, to: &request)
+            request += span
+        }
+        return request
+    }
+
+    /// A length-delimited field's key (field number, wire type 2) and length, as protobuf's
+    /// encoding defines them.
+    private static func appendKey(field: UInt8, length: Int, to bytes: inout [UInt8]) {
+        bytes.append(field << 3 | 2)
+        var rest = UInt64(length)
+        while rest >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: rest) | 0x80)
+            rest >>= 7
+        }
+        bytes.append(UInt8(rest))
+    }
+
+    /// The bytes a length-delimited field of `length` bytes takes: its key, length and bytes.
+    private static func fieldLength(_ length: Int) -> Int {
+        var varint = 1
+        var rest = UInt64(length) >> 7
+        while rest > 0 {
+            varint += 1
+            rest >>= 7
+        }
+        return 1 + varint + length
     }
 
     static func span(_ finished: FinishedSpan) -> ProtoSpan {

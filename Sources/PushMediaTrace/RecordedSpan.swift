@@ -45,14 +45,15 @@ public final class RecordedSpan: Span, Sendable {
         get { state.withLock { $0.attributes } }
         set { state.withLock { if !$0.ended { $0.attributes = newValue } } }
         // `span.attributes["key"] = value` changes the set in place: taken out while it
-        // changes, so that it is not copied (a span's attributes are its own task's to set).
+        // changes, so that it is not copied (a span's attributes are its own task's to set),
+        // and put back even when the change throws.
         _modify {
             var attributes = state.withLock { state in
                 defer { state.attributes = [:] }
                 return state.attributes
             }
+            defer { state.withLock { if !$0.ended { $0.attributes = attributes } } }
             yield &attributes
-            state.withLock { if !$0.ended { $0.attributes = attributes } }
         }
     }
 

@@ -112,6 +112,28 @@ struct SpanPathTests {
         #expect(encoded.status.code == .error && encoded.status.message == "rejected")
     }
 
+    /// The request's enclosing messages are framed around the spans as swift-protobuf encodes
+    /// each: the bytes are the ones swift-protobuf makes of the whole request, lengths of one to
+    /// three bytes included.
+    @Test func aBatchIsTheRequestSwiftProtobufWouldEncode() throws {
+        let encoding = OTLPEncoding(serviceName: "push", resourceAttributes: [:])
+        for count in [1, 3, 300] {
+            let spans = (0..<count).map { index in
+                var attributes = SpanAttributes()
+                for key in 0..<(index % 7) { attributes["key.\(key)"] = String(repeating: "v", count: index) }
+                var span = Self.finished(spanID: UInt64(index + 1))
+                span.attributes = attributes
+                return span
+            }
+            let bytes = try encoding.encode(spans)
+            let request = try Opentelemetry_Proto_Collector_Trace_V1_ExportTraceServiceRequest(serializedBytes: bytes)
+            #expect(request.resourceSpans.count == 1 && request.resourceSpans[0].scopeSpans.count == 1)
+            #expect(request.resourceSpans[0].scopeSpans[0].spans.count == count)
+            let whole: [UInt8] = try request.serializedBytes()
+            #expect(whole == bytes)
+        }
+    }
+
     /// A caller's trace is joined, its `tracestate` passed on; each span is the parent of the
     /// next; spans that cannot reach a collector are counted lost.
     @Test func theTracerJoinsTheCallersTraceAndCountsWhatTheCollectorDidNotTake() async throws {
@@ -146,7 +168,17 @@ struct SpanPathTests {
             "root", context: .topLevel, ofKind: .internal, at: DefaultTracerClock.now, function: #function,
             file: #fileID, line: #line)
         #expect(root.context.spanIdentity?.traceLow != serverID.traceLow)
+        // Set in place, through the span and through `editAttributes` on any span.
         child.attributes["k"] = "v"
+        let span: any Span = server
+        span.editAttributes { attributes in
+            attributes["a"] = 1
+            attributes["b"] = "x"
+        }
+        span.attributes["c"] = true
+        #expect(child.attributes.get("k") == .string("v"))
+        #expect(server.attributes.get("a") == .int64(1) && server.attributes.get("b") == .string("x"))
+        #expect(server.attributes.get("c") == .bool(true))
         child.end()
         child.attributes["after"] = "end"
         #expect(!child.isRecording && child.attributes.get("after") == nil)
