@@ -2,6 +2,7 @@ import CoreMetrics
 import Dispatch
 import Foundation
 import Logging
+import PushMedia
 import ServiceLifecycle
 import Synchronization
 
@@ -43,7 +44,9 @@ public final class SpanExporter: Sendable {
     private let batchLimit: Int
     private let wake = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
-    private let exit = Mutex(Exit())
+    /// The thread's end and who waits for it: behind a lock ThreadSanitizer sees (the standard
+    /// library's `Mutex` is a bare futex on Linux, which it does not).
+    private let exit = Locked(Exit())
     private let encoding: OTLPEncoding
     private let lost: Counter
     private let logger: Logger
