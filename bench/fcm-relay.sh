@@ -30,18 +30,7 @@ source "$BENCH/relay-lib.sh"
 
 relay_setup 'status 200 content-type application/json string "{\"name\":\"projects/bench/messages/1\"}"'
 
-python3 - "$ORIGIN" <<'PY'
-import json, sys
-origin = sys.argv[1]
-message = {"message": {"token": "bench-device-token-0001",
-                       "notification": {"title": "Weekend sale", "body": "Half price on everything",
-                                        "image": f"http://127.0.0.1:{origin}/banner"},
-                       "android": {"priority": "high", "notification": {"channel_id": "deals"}},
-                       "apns": {"payload": {"aps": {"sound": "default"}}},
-                       "data": {"campaign": "c-1"}}}
-open("message.json", "w").write(json.dumps(message, separators=(",", ":")))
-PY
-SEND=/v1/projects/bench/messages:send
+relay_fcm_message
 
 # h2load run: name, port, pid whose CPU is counted ("" for none)
 run() {

@@ -124,6 +124,23 @@ start_relay() {
   [[ -n $RELAY ]] || { cat "relay-$name.log" >&2; exit 1; }
 }
 
+# relay_fcm_message: the FCM campaign message (an image from the origin, Android and iOS parts) in
+# message.json, and SEND, the path it is sent to.
+relay_fcm_message() {
+  python3 - "$ORIGIN" <<'PY'
+import json, sys
+origin = sys.argv[1]
+message = {"message": {"token": "bench-device-token-0001",
+                       "notification": {"title": "Weekend sale", "body": "Half price on everything",
+                                        "image": f"http://127.0.0.1:{origin}/banner"},
+                       "android": {"priority": "high", "notification": {"channel_id": "deals"}},
+                       "apns": {"payload": {"aps": {"sound": "default"}}},
+                       "data": {"campaign": "c-1"}}}
+open("message.json", "w").write(json.dumps(message, separators=(",", ":")))
+PY
+  SEND=/v1/projects/bench/messages:send
+}
+
 # An APNs provider token (ES256, key BENCHKEY01 of team BENCHTEAM1) signed with AuthKey.p8.
 relay_jwt() {
   python3 - <<'EOF'

@@ -66,15 +66,8 @@ random.seed(7)
 with open("tokens.txt", "w") as f:
     for _ in range(10000): f.write("/3/device/%064x\n" % random.getrandbits(256))
 open("urls.txt", "w").write(f"http://127.0.0.1:{origin}/banner\n")
-message = {"message": {"token": "bench-device-token-0001",
-                       "notification": {"title": "Weekend sale", "body": "Half price on everything",
-                                        "image": f"http://127.0.0.1:{origin}/banner"},
-                       "android": {"priority": "high", "notification": {"channel_id": "deals"}},
-                       "apns": {"payload": {"aps": {"sound": "default"}}},
-                       "data": {"campaign": "c-1"}}}
-open("message.json", "w").write(json.dumps(message, separators=(",", ":")))
 EOF
-SEND=/v1/projects/bench/messages:send
+relay_fcm_message
 MEDIA_URL_PATH="/insecure/pr:ios/plain/http://127.0.0.1:$ORIGIN/banner@jpg"
 
 log "servers"
