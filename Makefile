@@ -46,8 +46,8 @@ lint:
 format:
 	$(SWIFT) format format --in-place --recursive --parallel $(FORMATTED)
 
-## The whole test suite under AddressSanitizer / ThreadSanitizer (separate build folders;
-## scripts/test.sh says how).
+## The whole test suite under AddressSanitizer / ThreadSanitizer (the package's own modules
+## instrumented over the release build of the dependencies; scripts/release-tree.sh says how).
 asan: setup-test
 	scripts/test.sh asan
 
@@ -79,7 +79,8 @@ release: setup
 	$(SWIFT) build -c release --product pushmedia
 
 ## Packaging (docs/deployment.md). The image and the Debian package ship one binary: release,
-## the Swift runtime linked in statically, built in .build-static (scripts/release-static.sh).
+## the Swift runtime linked in statically, built in .build-static/tree, whose dependencies the
+## sanitizer builds share (scripts/release-static.sh, scripts/release-tree.sh).
 release-static: setup
 	@scripts/release-static.sh
 

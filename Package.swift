@@ -274,14 +274,43 @@ let package = Package(
     ]
 )
 
-// The sanitizer builds (scripts/test.sh): PUSHMEDIA_SANITIZE=address or thread instruments the
-// package's own targets, and only them. The dependencies stay uninstrumented (their code is not
-// what the suites check), so the AddressSanitizer and ThreadSanitizer builds share one build of
-// them and differ only in the package's own modules.
+// The release-mode builds share one build of the dependencies (scripts/release-tree.sh): the
+// binary that ships, and the package's own modules again for each sanitizer. They differ only in
+// what the lines below add to the package's own targets and to `pushmedia`'s link, so that every
+// dependency's compile command is the same in all three.
+//
+// PUSHMEDIA_SANITIZE=address or thread: the package's own targets instrumented, unoptimised, with
+// debug information and testable, as in a debug build; the dependencies stay optimised and
+// uninstrumented (their code is not what the suites check).
 if let sanitizer = Context.environment["PUSHMEDIA_SANITIZE"], !sanitizer.isEmpty {
     for target in package.targets where target.type != .system {
-        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"])]
-        target.cSettings = (target.cSettings ?? []) + [.unsafeFlags(["-fsanitize=\(sanitizer)"])]
+        target.swiftSettings =
+            (target.swiftSettings ?? []) + [
+                .unsafeFlags([
+                    "-sanitize=\(sanitizer)", "-Onone", "-no-whole-module-optimization", "-g", "-enable-testing",
+                ])
+            ]
+        target.cSettings = (target.cSettings ?? []) + [.unsafeFlags(["-fsanitize=\(sanitizer)", "-O0", "-g"])]
         target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"])]
+    }
+}
+
+// PUSHMEDIA_STATIC_STDLIB=1 (scripts/release-static.sh): the Swift runtime and Foundation linked
+// into `pushmedia` statically. Only that link changes. (SwiftPM's --static-swift-stdlib would
+// compile every module against the static SDK, which has no swift-testing, so the sanitizer
+// builds could not share the dependencies.) Modules compiled against the shared Foundation
+// name only libFoundation for the linker; the archives the static one needs are listed here.
+if Context.environment["PUSHMEDIA_STATIC_STDLIB"] == "1" {
+    let archives = [
+        "Foundation", "FoundationEssentials", "FoundationInternationalization", "_FoundationICU", "CoreFoundation",
+        "_FoundationCShims", "_FoundationCollections", "swiftSynchronization",
+    ]
+    for target in package.targets where target.name == "pushmedia" {
+        target.linkerSettings =
+            (target.linkerSettings ?? []) + [
+                .unsafeFlags(
+                    ["-static-stdlib", "-Xlinker", "--start-group"] + archives.flatMap { ["-Xlinker", "-l\($0)"] }
+                        + ["-Xlinker", "--end-group"])
+            ]
     }
 }

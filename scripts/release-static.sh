@@ -1,34 +1,40 @@
 #!/usr/bin/env bash
 # The binary that the Debian package and the container image ship, built once for both:
-# `swift build -c release --product pushmedia --static-swift-stdlib` (the Swift runtime and
-# Foundation linked in, so only Debian's libvips, libmagic, libcurl, libnghttp2 and libc are
-# needed at run time) in its own build folder, .build-static, which leaves `make release`'s
-# build in .build alone. The result is staged with its resource bundle (openapi.yaml, found
-# beside the binary) and without debug information (symbols stay, for crash backtraces):
+# `swift build -c release --product pushmedia` with PUSHMEDIA_STATIC_STDLIB=1 (the Swift runtime
+# and Foundation linked in, so only Debian's libvips, libmagic, libcurl, libnghttp2 and libc are
+# needed at run time; see Package.swift), in the release-mode tree it shares with the sanitizer
+# builds (scripts/release-tree.sh: .build-static/tree, parked as .build-static/plain), which
+# leaves `make release`'s build in .build alone. The result is staged with its resource bundle
+# (openapi.yaml, found beside the binary) and without debug information (symbols stay, for crash
+# backtraces):
 #   .build-static/stage/pushmedia
 #   .build-static/stage/PushMedia_PushMediaServer.resources/
 # It is built without debug information (`-debug-info-format none`): the staged binary is
 # stripped of it anyway, and not making it saves about an eighth of the build. A rebuild with
-# nothing changed takes seconds; from scratch, beside `make test`'s other builds, about 40 minutes
-# on 2 cores.
+# nothing changed takes seconds.
 #   scripts/release-static.sh
 #   scripts/release-static.sh --product relay-standin   # another product of the package, built
-#                                   # the same way in the same folder; prints its path
+#                  # the same way, copied to .build-static/products/; prints its path
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
-SCRATCH=${PUSHMEDIA_STATIC_BUILD:-.build-static}
-STAGE=$SCRATCH/stage
+. scripts/release-tree.sh
+STAGE=$RELEASE_BUILDS/stage
 BUNDLE=PushMedia_PushMediaServer.resources
-
-# The same flags for every product built here: another set would rebuild the whole folder.
-build=(build -c release --static-swift-stdlib -debug-info-format none --scratch-path "$SCRATCH")
+build=(build "${RELEASE_FLAGS[@]}")
+unset PUSHMEDIA_SANITIZE
+export PUSHMEDIA_STATIC_STDLIB=1
+lock_trees
+use_tree plain
 
 if [ "${1:-}" = --product ] && [ -n "${2:-}" ]; then
-  mkdir -p "$SCRATCH"
-  $SWIFT "${build[@]}" --product "$2" >"$SCRATCH/build-$2.log" 2>&1 || { cat "$SCRATCH/build-$2.log" >&2; exit 1; }
-  echo "$($SWIFT "${build[@]}" --show-bin-path)/$2"
+  products=$RELEASE_BUILDS/products
+  mkdir -p "$products"
+  $SWIFT "${build[@]}" --product "$2" >"$products/build-$2.log" 2>&1 || { cat "$products/build-$2.log" >&2; exit 1; }
+  cp "$($SWIFT "${build[@]}" --show-bin-path)/$2" "$products/$2.tmp"
+  mv "$products/$2.tmp" "$products/$2"
+  echo "$products/$2"
   exit 0
 fi
 [ $# = 0 ] || { echo "usage: scripts/release-static.sh [--product NAME]" >&2; exit 64; }

@@ -11,9 +11,11 @@
 # other tests are not saturating.
 #
 # The three builds (AddressSanitizer, ThreadSanitizer, the release binary with the Swift runtime
-# linked in) are most of the run's CPU, and the tests and scripts leave much of it idle. So the
-# release build runs in the background at the lowest priority (nice 19) from the start, beside
-# the AddressSanitizer build and suite, and the ThreadSanitizer build beside the scripts that
+# linked in) share one release build of the dependencies (scripts/release-tree.sh), and differ
+# in the package's own modules. They are most of the run's CPU, and the tests and scripts leave
+# much of it idle. So the first build (the dependencies and AddressSanitizer's modules) has both
+# cores, and the others run in the background at the lowest priority (nice 19): the release
+# binary's modules beside the AddressSanitizer suite, ThreadSanitizer's beside the scripts that
 # check answers rather than latencies; the scripts' tools (venvs, the image's base) are
 # installed beside the first build. Each is waited for before what needs it, and the scripts
 # that measure latency (relay attacks, the fleet, fair shares) run with nothing beside them. A
@@ -46,52 +48,38 @@ TSAN_SUITES+='|PipelineTests|BestAttemptTests|ResolveTests|StoreTests|LogSinkTes
 TSAN_SUITES+='|MediaURLRouteTests|MediaBurstTests|ServeEndToEndTests|RelayHTTP2Tests|RelayExchangeTests'
 TSAN_SUITES+='|CredentialsLifecycleTests|FleetTests|FleetCoordinationTests|DeliverOnceTests|SpanPathTests)/'
 
-# The sanitizer builds instrument the package's own targets only (PUSHMEDIA_SANITIZE, read by
-# Package.swift); the dependencies stay uninstrumented, so both builds can start from one build
-# of them. SwiftPM's compile commands name the build folder's path, so the two trees take turns
-# at one path, .build-sanitizer (its file `sanitizer` says whose it is), and the other waits
-# beside it as .build-asan or .build-tsan. A tree that does not exist yet starts as a copy of
-# the other: only the package's own modules are compiled again.
-SANITIZER_TREE=.build-sanitizer
-use_tree() {
-  local want=$1 current=""
-  [ -d "$SANITIZER_TREE" ] && current=$(cat "$SANITIZER_TREE/sanitizer" 2>/dev/null || echo unknown)
-  [ "$current" = "$want" ] && return 0
-  # A tree that says nothing of itself is not one of these: built again.
-  [ "$current" = unknown ] && { rm -rf "$SANITIZER_TREE"; current=""; }
-  if [ -n "$current" ]; then
-    rm -rf ".build-$current"
-    mv "$SANITIZER_TREE" ".build-$current"
-  fi
-  # A tree without the file is of an older layout (every module instrumented): built again.
-  [ -f ".build-$want/sanitizer" ] || rm -rf ".build-$want"
-  if [ -f ".build-$want/sanitizer" ]; then
-    mv ".build-$want" "$SANITIZER_TREE"
-  elif [ -n "$current" ]; then
-    cp -a --reflink=auto ".build-$current" "$SANITIZER_TREE"
-  fi
-  mkdir -p "$SANITIZER_TREE"
-  echo "$want" >"$SANITIZER_TREE/sanitizer"
-}
-
+# The sanitizer builds: the package's own modules instrumented and unoptimised, over the release
+# build of the dependencies that the binary that ships uses too (scripts/release-tree.sh: the
+# three trees take turns at one path). Each is built in place, then parked, and its suites run
+# from the parked tree while the next build has the path.
+. scripts/release-tree.sh
 # Leak checking is off: the Swift runtime's, Foundation's and SwiftNIO's process-wide singletons
 # (thread pools, Process and URLSession bookkeeping) are still allocated at exit and would be
 # reported on every run. Memory errors (overflows, use after free) are what ASan checks here.
-asan() {
-  use_tree asan
-  env ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address PUSHMEDIA_SANITIZE=address \
-    $SWIFT "$1" --scratch-path "$SANITIZER_TREE" "${@:2}"
+asan_env=(ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address PUSHMEDIA_SANITIZE=address)
+tsan_env=(TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
+  PUSHMEDIA_TEST_SANITIZER=thread PUSHMEDIA_SANITIZE=thread)
+# Builds VARIANT (asan or tsan) with its tests, and parks it: `sanitizer_build VARIANT`.
+sanitizer_build() {
+  local settings="${1}_env[@]"
+  (
+    lock_trees
+    use_tree "$1"
+    env "${!settings}" $SWIFT build "${RELEASE_FLAGS[@]}" --build-tests
+    park_tree >/dev/null
+  )
 }
-tsan() {
-  use_tree tsan
-  env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
-    PUSHMEDIA_TEST_SANITIZER=thread PUSHMEDIA_SANITIZE=thread \
-    $SWIFT "$1" --scratch-path "$SANITIZER_TREE" "${@:2}"
+# Runs VARIANT's tests from its parked tree: `sanitizer_test VARIANT [ARGUMENT ...]`, the
+# arguments `swift test`'s.
+sanitizer_test() {
+  local settings="${1}_env[@]" tree=$RELEASE_BUILDS/$1
+  shift
+  env "${!settings}" $SWIFT test -c release --scratch-path "$tree" --skip-build "$@"
 }
 
 case "${1:-all}" in
-  asan) timed asan-suite asan test --no-parallel; exit ;;
-  tsan) timed tsan-suite tsan test --no-parallel; exit ;;
+  asan) timed asan-build sanitizer_build asan; timed asan-suite sanitizer_test asan --no-parallel; exit ;;
+  tsan) timed tsan-build sanitizer_build tsan; timed tsan-suite sanitizer_test tsan --no-parallel; exit ;;
   all) ;;
   *) echo "usage: scripts/test.sh [asan|tsan]" >&2; exit 64 ;;
 esac
@@ -155,19 +143,45 @@ await_background() {
   echo "timed: waited $(($(date +%s) - waited)) s for $name" >&2
 }
 
-# What the scripts install for themselves (venvs from PyPI, the image's Debian base), made
-# beside the builds rather than between the scripts.
-in_background test-tools 0 .build/test-tools.log scripts/test-tools.sh
-# The release binary, and the fair-share check's stand-in for Apple and Google beside it: from
-# the start, at the lowest priority, so that it takes what the AddressSanitizer build and suite
-# leave idle (links, the ends of the module graph, tests that wait).
-in_background release-static 19 .build-static/build.log bash -c \
-  "scripts/release-static.sh && scripts/release-static.sh --product relay-standin >/dev/null"
-timed asan-build asan build --build-tests
-timed asan-suite asan test --skip-build --no-parallel --skip "$TSAN_SUITES"
-await_background release-static
+# Waits until the job NAME in the background has made FILE (a step of its own done), or fails
+# with it: `await_step NAME FILE`.
+await_step() {
+  local name=$1 file=$2 waited
+  waited=$(date +%s)
+  until [ -e "$file" ]; do
+    case "$(ps -o stat= -p "${BACKGROUND_PID[$name]}" 2>/dev/null)" in
+      '' | Z*)
+        await_background "$name"
+        [ -e "$file" ] || { echo "test: $name ended without making $file" >&2; exit 1; }
+        ;;
+    esac
+    sleep 1
+  done
+  echo "timed: waited $(($(date +%s) - waited)) s for $file" >&2
+}
 
-in_background tsan-build 19 .build/tsan-build.log tsan build --build-tests
+# The builds after the first, one after the other (they take turns at one path): the binary
+# that ships and the fair-share check's stand-in, which the scripts need (then RELEASE_DONE is
+# made), and ThreadSanitizer's modules, which only its suites need.
+RELEASE_DONE=$RELEASE_BUILDS/release-done
+later_builds() {
+  timed release-static scripts/release-static.sh
+  scripts/release-static.sh --product relay-standin >/dev/null
+  : >"$RELEASE_DONE"
+  timed tsan-build sanitizer_build tsan
+}
+
+# What the scripts install for themselves (venvs from PyPI, the image's Debian base), beside the
+# first build, at the lowest priority: much of it is waiting on the network and the disk.
+in_background test-tools 19 .build/test-tools.log scripts/test-tools.sh
+# The dependencies (release, uninstrumented) and the package for AddressSanitizer, with both
+# cores. Then its suites, and beside them and the scripts, at the lowest priority, the later
+# builds.
+timed asan-build sanitizer_build asan
+rm -f "$RELEASE_DONE"
+in_background later-builds 19 "$RELEASE_BUILDS/later-builds.log" later_builds
+timed asan-suite sanitizer_test asan --no-parallel --skip "$TSAN_SUITES"
+await_step later-builds "$RELEASE_DONE"
 await_background test-tools
 timed api-conformance scripts/api-conformance.sh
 timed apns-relay scripts/apns-relay.sh
@@ -177,10 +191,10 @@ timed tracing scripts/tracing.sh
 timed docs-examples scripts/docs-examples.sh
 timed image-test scripts/image-test.sh
 timed deb-test scripts/deb-test.sh
-await_background tsan-build
+await_background later-builds
 
 timed relay-attacks scripts/relay-attacks.sh
 timed fleet scripts/fleet.sh
 timed relay-fairness scripts/relay-fairness.sh
-timed tsan-suite tsan test --skip-build --no-parallel --filter "$TSAN_SUITES"
+timed tsan-suite sanitizer_test tsan --no-parallel --filter "$TSAN_SUITES"
 echo "timed: make-test $(($(date +%s) - start)) s" >&2

@@ -21,7 +21,7 @@ decides (a run saw one push at 113 ms among pushes of 25 to 50); a shared queue 
   streams_respected  no upstream connection carried more streams than the stand-in allows
 
   python3 Tests/fairness/fairness_test.py --bin .build-static/stage/pushmedia \\
-      --standin .build-static/release/relay-standin [--only NAME]
+      --standin .build-static/products/relay-standin [--only NAME]
 """
 
 import os
