@@ -94,17 +94,22 @@ stop_background() {
   for name in "${!BACKGROUND_PID[@]}"; do kill -- "-${BACKGROUND_PID[$name]}" 2>/dev/null || true; done
 }
 trap stop_background EXIT
+# Each job writes its exit status beside its log (LOG.status): a long run forks enough processes
+# for a finished job's process id to be used again, and the shell then forgets its status.
 in_background() {
   local name=$1 niceness=$2 log=$3
   shift 3
   mkdir -p "$(dirname "$log")"
+  rm -f "$log.status"
   set -m
   (
-    local job=$BASHPID
+    local job=$BASHPID status=0
     # The watcher first, at the caller's priority, so that it keeps up with the job's.
     [ "$niceness" = 0 ] || keep_niceness "$job" "$niceness" &
     renice -n "$niceness" -p "$job" >/dev/null
-    timed "$name" "$@"
+    timed "$name" "$@" || status=$?
+    echo "$status" >"$log.status"
+    exit "$status"
   ) >"$log" 2>&1 &
   BACKGROUND_PID[$name]=$!
   BACKGROUND_LOG[$name]=$log
@@ -130,13 +135,16 @@ keep_niceness() {
   done
 }
 await_background() {
-  local name=$1 waited status=0
+  local name=$1 waited status
   waited=$(date +%s)
-  wait "${BACKGROUND_PID[$name]}" || status=$?
+  # Ends when the job does (or at once, for one whose id the shell no longer knows).
+  wait "${BACKGROUND_PID[$name]}" 2>/dev/null || true
+  while [ ! -e "${BACKGROUND_LOG[$name]}.status" ] && [ -d "/proc/${BACKGROUND_PID[$name]}" ]; do sleep 1; done
+  status=$(cat "${BACKGROUND_LOG[$name]}.status" 2>/dev/null || echo "none (stopped)")
   unset "BACKGROUND_PID[$name]"
   if [ "$status" != 0 ]; then
     cat "${BACKGROUND_LOG[$name]}" >&2
-    echo "test: $name, in the background, failed" >&2
+    echo "test: $name, in the background, failed (exit status $status)" >&2
     exit 1
   fi
   grep '^timed:' "${BACKGROUND_LOG[$name]}" >&2 || true
@@ -149,12 +157,10 @@ await_step() {
   local name=$1 file=$2 waited
   waited=$(date +%s)
   until [ -e "$file" ]; do
-    case "$(ps -o stat= -p "${BACKGROUND_PID[$name]}" 2>/dev/null)" in
-      '' | Z*)
-        await_background "$name"
-        [ -e "$file" ] || { echo "test: $name ended without making $file" >&2; exit 1; }
-        ;;
-    esac
+    if [ -e "${BACKGROUND_LOG[$name]}.status" ]; then
+      await_background "$name"
+      [ -e "$file" ] || { echo "test: $name ended without making $file" >&2; exit 1; }
+    fi
     sleep 1
   done
   echo "timed: waited $(($(date +%s) - waited)) s for $file" >&2
