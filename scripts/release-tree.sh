@@ -47,6 +47,8 @@ use_tree() {
     source=""
   done
   if [ -n "$source" ]; then
+    # What an interrupted copy left.
+    rm -rf "$RELEASE_TREE.tmp"
     cp -a --reflink=auto "$RELEASE_BUILDS/$source" "$RELEASE_TREE.tmp"
     mv "$RELEASE_TREE.tmp" "$RELEASE_TREE"
   fi
