@@ -398,7 +398,7 @@ public final class Fleet: JobCoordinator, Service {
     // MARK: Availability
 
     /// Runs `work` on the pool within the timeout; a failure opens a second without the database.
-    /// A caller that gives up (its request's budget spent) says nothing of the database.
+    /// A caller that was cancelled (its task ended, the server stopping) says nothing of the database.
     private func statement<T: Sendable>(
         timeout: Duration? = nil, _ work: @escaping @Sendable (PostgresClient) async throws -> T
     ) async throws -> T {
