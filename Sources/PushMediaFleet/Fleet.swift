@@ -261,7 +261,7 @@ public final class Fleet: JobCoordinator, Service {
         defer { Task { try? await connection.close() } }
         // The NOTIFY in its span (`pushmedia.fleet.purge`), with the number of keys.
         let span = sampler?.start("pushmedia.fleet.purge", ofKind: .producer)
-        span?.attributes["pushmedia.fleet.keys"] = keys.count
+        span?.setAttribute("pushmedia.fleet.keys", keys.count)
         defer { span?.end() }
         do {
             try await connection.query("DELETE FROM pushmedia_leases WHERE key = ANY(\(keys))", logger: logger)

@@ -64,8 +64,8 @@ public struct FleetWorker: Sendable {
             let span = sampler?.start("pushmedia.fleet.item", ofKind: .consumer)
             defer { span?.end() }
             return try await ServiceContext.$current.withValue(span.map(PipelineTrace.context(of:))) {
-                span?.attributes["pushmedia.batch"] = name
-                span?.attributes["pushmedia.batch.item"] = item.number
+                span?.setAttribute("pushmedia.batch", name)
+                span?.setAttribute("pushmedia.batch.item", item.number)
                 let context = PayloadContext(mediaRoot: mediaRoot, label: item.file, refresh: false)
                 var (output, outcome) = await pipeline.processItem(item.payload, context: context)
                 // No push waits on a batch: an item whose media another node was still making when
@@ -78,7 +78,7 @@ public struct FleetWorker: Sendable {
                     retries += 1
                     (output, outcome) = await pipeline.processItem(item.payload, context: context)
                 }
-                span?.attributes["pushmedia.outcome"] = outcome.label
+                span?.setAttribute("pushmedia.outcome", outcome.label)
                 if Task.isCancelled { return false }
                 let encoded = (try? JSONEncoder().encode(outcome)).map { Array($0) } ?? Array("{}".utf8)
                 return try await queue.complete(

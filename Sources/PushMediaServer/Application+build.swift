@@ -105,15 +105,13 @@ func buildApplication(
         served.mediaRoot = nil
         return served
     }()  // the hook never reads local files
-    // Which work begins a recorded trace, decided in one place for the hook, the relays and the fleet.
-    let sampler = server.tracing.makeSampler()
     let fleetDatabase = try await checkedFleetDatabase(config: config, logger: logger)
     let publicMediaBase =
         baseURLGiven && config.baseURLIsTheBucket
         ? (config.baseURL.hasSuffix("/") ? String(config.baseURL.dropLast()) : config.baseURL) : nil
     let parts = try ServerParts(
         config: config, server: server, upstreams: upstreams, fleetDatabase: fleetDatabase, logger: logger,
-        logSink: logSink, publicMediaBase: publicMediaBase, sampler: sampler)
+        logSink: logSink, publicMediaBase: publicMediaBase)
     try await parts.pipeline.verifyStore()
     let host = server.host
     let retention = server.gcEvery.map {
@@ -147,10 +145,8 @@ func buildApplication(
         // First of the services, so the last to stop: after the relays that use them.
         services.insert(CredentialsService(credentials: parts.credentials), at: 0)
     }
-    if let exportURL = server.tracing.exportURL {
+    if let tracing = parts.tracing, let exportURL = server.tracing.exportURL {
         // First of all, so the last to stop: it flushes the spans the others ended.
-        let tracing = try TracingBackend(
-            config: server.tracing, exportURL: exportURL, factory: parts.metrics.factory, logger: logger)
         services.insert(tracing.service, at: 0)
         logger.info(
             "traces", metadata: ["endpoint": "\(exportURL)", "sampler": "\(server.tracing.sampler.rawValue)"])

@@ -29,8 +29,10 @@ public struct ServerParts: Sendable {
     /// `--base-url` when it is the bucket itself (`PushMediaConfig.baseURLIsTheBucket`): where
     /// `/media` sends a phone when the object store does not answer in time.
     let publicMediaBase: String?
+    /// The process's tracer and its exporter, when `--otel-endpoint` is given.
+    let tracing: TracingBackend?
     /// Which work begins a recorded trace: nil with traces off (no span is started at all).
-    let sampler: TraceSampler?
+    var sampler: TraceSampler? { tracing?.sampler }
     /// The log's dropped lines so far, when the server logs through a sink.
     private let logDrops: (@Sendable () -> Int)?
 
@@ -41,20 +43,26 @@ public struct ServerParts: Sendable {
 
     /// The same, with the relays' upstreams `upstreams` makes (HTTP/2 over TLS to Apple and
     /// Google, as shipped), the fleet on `fleetDatabase` (checked by the caller), the relays'
-    /// lines written to `logSink`, `publicMediaBase`, the traces' `sampler`, and the `clock` the
-    /// store judges freshness by.
+    /// lines written to `logSink`, `publicMediaBase`, and the `clock` the store judges freshness
+    /// by. With `--otel-endpoint`, this sets the process's tracer (once per process).
     init(
         config: PushMediaConfig, server: ServerConfig, upstreams: UpstreamMaker, fleetDatabase: FleetDatabase? = nil,
         logger: Logger = Logger(label: "pushmedia"), logSink: LogSink? = nil, publicMediaBase: String? = nil,
-        sampler: TraceSampler? = nil, clock: WallClock = .system
+        clock: WallClock = .system
     ) throws {
         let config = ServerConfig.served(config)
         self.server = server
         self.publicMediaBase = publicMediaBase
-        self.sampler = sampler
         live = try LiveSettings(server)
         let metrics = ServerMetrics()
         self.metrics = metrics
+        // Which work begins a recorded trace, decided in one place for the hook, the relays and
+        // the fleet; lost spans counted on /metrics.
+        let tracing = try server.tracing.exportURL.map { exportURL in
+            try TracingBackend(config: server.tracing, exportURL: exportURL, factory: metrics.factory, logger: logger)
+        }
+        self.tracing = tracing
+        let sampler = tracing?.sampler
         // The process's threads, gates and budgets, built once.
         let resources = ProcessResources(config: config)
         let store = try MediaStore(config: config, background: resources.store, clock: clock)

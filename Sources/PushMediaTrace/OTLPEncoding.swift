@@ -48,7 +48,16 @@ struct OTLPEncoding: Sendable {
     /// The request's bytes for `spans`: what swift-protobuf makes of
     /// `ExportTraceServiceRequest { resource_spans: [{ resource, scope_spans: [{ scope, spans }] }] }`.
     func encode(_ spans: [FinishedSpan]) throws -> [UInt8] {
-        let encoded = try spans.map { finished -> [UInt8] in try Self.span(finished).serializedBytes() }
+        // The spans of one trace end together (a push's two, a request's four): their trace id
+        // is made once.
+        var trace: (high: UInt64, low: UInt64, id: Data) = (0, 0, Data())
+        let encoded = try spans.map { finished -> [UInt8] in
+            let identity = finished.identity
+            if trace.id.isEmpty || identity.traceHigh != trace.high || identity.traceLow != trace.low {
+                trace = (identity.traceHigh, identity.traceLow, Self.traceID(identity))
+            }
+            return try Self.span(finished, traceID: trace.id).serializedBytes()
+        }
         // ScopeSpans: the scope (field 1), then each span (field 2, `spans`).
         let scopeSpansLength = encoded.reduce(scopeField.count) { $0 + Self.fieldLength($1.count) }
         // ResourceSpans: the resource (field 1), then the scope spans (field 2, `scope_spans`).
@@ -90,9 +99,10 @@ struct OTLPEncoding: Sendable {
         return 1 + varint + length
     }
 
-    static func span(_ finished: FinishedSpan) -> ProtoSpan {
+    /// `finished` as OTLP's span; `traceID` is its trace id's bytes.
+    static func span(_ finished: FinishedSpan, traceID: Data) -> ProtoSpan {
         var span = ProtoSpan()
-        span.traceID = traceID(finished.identity)
+        span.traceID = traceID
         span.spanID = id(finished.identity.spanID)
         if finished.parentID != 0 { span.parentSpanID = id(finished.parentID) }
         if let state = finished.identity.traceState { span.traceState = state }
@@ -105,16 +115,16 @@ struct OTLPEncoding: Sendable {
             var encoded = ProtoSpan.Event()
             encoded.name = event.name
             encoded.timeUnixNano = event.nanosecondsSinceEpoch
-            encoded.attributes = keyValues(event.attributes)
+            encoded.attributes = keyValues(SpanFields(event.attributes))
             return encoded
         }
         span.links = finished.links.compactMap { link in
             guard let identity = link.context.spanIdentity else { return nil }
             var encoded = ProtoSpan.Link()
-            encoded.traceID = traceID(identity)
+            encoded.traceID = Self.traceID(identity)
             encoded.spanID = id(identity.spanID)
             if let state = identity.traceState { encoded.traceState = state }
-            encoded.attributes = keyValues(link.attributes)
+            encoded.attributes = keyValues(SpanFields(link.attributes))
             return encoded
         }
         if let status = finished.status {
@@ -152,15 +162,13 @@ struct OTLPEncoding: Sendable {
         withUnsafeBytes(of: value.bigEndian) { Data($0) }
     }
 
-    static func keyValues(_ attributes: SpanAttributes) -> [ProtoKeyValue] {
+    static func keyValues(_ attributes: SpanFields) -> [ProtoKeyValue] {
         var encoded: [ProtoKeyValue] = []
         encoded.reserveCapacity(attributes.count)
-        // SpanAttributes is not a Sequence: its own forEach.
-        // swift-format-ignore: ReplaceForEachWithForLoop
-        attributes.forEach { key, attribute in
-            guard let encodedValue = value(attribute) else { return }
+        for index in attributes.fields.indices {
+            guard let encodedValue = value(attributes.fields[index].value) else { continue }
             var pair = ProtoKeyValue()
-            pair.key = key
+            pair.key = attributes.fields[index].key
             pair.value = encodedValue
             encoded.append(pair)
         }

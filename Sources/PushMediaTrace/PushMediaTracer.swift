@@ -57,13 +57,17 @@ public struct PushMediaTracer: Tracer {
         if let state = identity.traceState { injector.inject(state, forKey: "tracestate", into: &carrier) }
     }
 
-    /// `trace_id`, `span_id` and `trace_flags` of the current span, for a log line.
-    public static let logFields = Logger.MetadataProvider {
-        guard let identity = ServiceContext.current?.spanIdentity else { return [:] }
+    /// `span_id`, `trace_flags` and `trace_id` (sorted by name, as a line's fields are written)
+    /// of the current span, for a log line, when its trace is recorded (the ids of one that is
+    /// not lead to no trace); empty otherwise.
+    @Sendable public static func logFields() -> [(String, String)] {
+        guard let context = ServiceContext.current, PipelineTrace.isRecorded(context),
+            let identity = context.spanIdentity
+        else { return [] }
         return [
-            "trace_id": "\(identity.traceParent.traceIDText)",
-            "span_id": "\(TraceParent.text(ofSpanID: identity.spanID))",
-            "trace_flags": identity.sampled ? "01" : "00",
+            ("span_id", TraceParent.text(ofSpanID: identity.spanID)),
+            ("trace_flags", identity.sampled ? "01" : "00"),
+            ("trace_id", identity.traceParent.traceIDText),
         ]
     }
 }

@@ -1,3 +1,4 @@
+import PushMedia
 import Synchronization
 import Tracing
 
@@ -5,7 +6,7 @@ import Tracing
 /// then one `FinishedSpan` put in the exporter's ring. Its state is its own, behind its own
 /// lock, which only the task doing the span's work takes: the tracer keeps no table of live
 /// spans, and ending a span wakes no one.
-public final class RecordedSpan: Span, Sendable {
+public final class RecordedSpan: SpanFieldsEditing, Sendable {
     public let context: ServiceContext
     private let kind: SpanKind
     private let identity: SpanIdentity
@@ -16,7 +17,8 @@ public final class RecordedSpan: Span, Sendable {
 
     private struct State {
         var name: String
-        var attributes = SpanAttributes()
+        /// Room for the most any of PushMedia's spans carries, set once.
+        var attributes = SpanFields(minimumCapacity: 12)
         var events: [SpanEvent] = []
         var links: [SpanLink] = []
         var status: SpanStatus?
@@ -42,19 +44,12 @@ public final class RecordedSpan: Span, Sendable {
     }
 
     public var attributes: SpanAttributes {
-        get { state.withLock { $0.attributes } }
-        set { state.withLock { if !$0.ended { $0.attributes = newValue } } }
-        // `span.attributes["key"] = value` changes the set in place: taken out while it
-        // changes, so that it is not copied (a span's attributes are its own task's to set),
-        // and put back even when the change throws.
-        _modify {
-            var attributes = state.withLock { state in
-                defer { state.attributes = [:] }
-                return state.attributes
-            }
-            defer { state.withLock { if !$0.ended { $0.attributes = attributes } } }
-            yield &attributes
-        }
+        get { state.withLock { $0.attributes.attributes } }
+        set { state.withLock { if !$0.ended { $0.attributes = SpanFields(newValue) } } }
+    }
+
+    public func editFields(_ update: (inout SpanFields) -> Void) {
+        state.withLock { if !$0.ended { update(&$0.attributes) } }
     }
 
     public var isRecording: Bool { state.withLock { !$0.ended } }

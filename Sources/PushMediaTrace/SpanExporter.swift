@@ -68,7 +68,6 @@ public final class SpanExporter: Sendable {
         self.lost = lost
         self.logger = logger
         let thread = Thread { [self] in run() }
-        thread.name = "pushmedia-traces"
         thread.start()
     }
 
@@ -95,6 +94,9 @@ public final class SpanExporter: Sendable {
     }
 
     private func run() {
+        // Named where `top -H`, perf and /proc show threads (15 characters at most), from the
+        // thread itself: Foundation names only the current thread on Linux.
+        Thread.current.name = "pushmedia-trace"
         let client = CollectorClient(url: settings.url, headers: settings.headers, timeout: settings.timeout)
         var warnings = Warnings()
         var batch: [FinishedSpan] = []

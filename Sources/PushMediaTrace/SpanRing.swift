@@ -1,3 +1,4 @@
+import PushMedia
 import Synchronization
 import Tracing
 
@@ -11,7 +12,7 @@ struct FinishedSpan: Sendable {
     /// Nanoseconds since the epoch.
     var start: UInt64
     var end: UInt64
-    var attributes: SpanAttributes
+    var attributes: SpanFields
     var events: [SpanEvent]
     var links: [SpanLink]
     var status: SpanStatus?

@@ -83,7 +83,7 @@ struct SpanPathTests {
             identity: SpanIdentity(
                 traceHigh: parent.traceHigh, traceLow: parent.traceLow, spanID: 0x1234, sampled: true,
                 traceState: "vendor=1"),
-            parentID: parent.parentID, start: 1_000, end: 2_500, attributes: attributes,
+            parentID: parent.parentID, start: 1_000, end: 2_500, attributes: SpanFields(attributes),
             events: [SpanEvent(name: "retry", at: DefaultTracerClock.now, attributes: ["attempt": 2])],
             links: [SpanLink(context: linked, attributes: [:])], status: SpanStatus(code: .error, message: "rejected"))
         let bytes = try OTLPEncoding(serviceName: "push", resourceAttributes: ["deployment.environment": "test"])
@@ -184,6 +184,36 @@ struct SpanPathTests {
         #expect(!child.isRecording && child.attributes.get("after") == nil)
         server.end()
         root.end()
+        await exporter.shutdown()
+        #expect(lost.total == 3)
+    }
+
+    /// The sampler's first span marks its trace recorded, with the tracer: its work's child spans
+    /// and log lines (their trace ids) follow from the context alone; outside it there are none.
+    @Test func aTraceTheSamplerBeginsCarriesItsTracerToEveryChild() async throws {
+        let lost = LostSpans()
+        let exporter = SpanExporter(
+            settings: .init(
+                url: "http://127.0.0.1:9/v1/traces", headers: [], serviceName: "test", resourceAttributes: [:],
+                maxQueue: 64),
+            lost: Counter(label: "lost", dimensions: [], handler: lost), logger: Logger(label: "test"))
+        let sampler = TraceSampler(rule: .alwaysOn, tracer: PushMediaTracer(exporter: exporter))
+        let root = try #require(sampler.start("root", ofKind: .server))
+        #expect(PipelineTrace.isRecorded(root.context) && !PipelineTrace.isRecorded(.topLevel))
+        let upstream = try #require(PipelineTrace.child("upstream", of: root, ofKind: .client))
+        let rootID = try #require(root.context.spanIdentity)
+        let upstreamID = try #require(upstream.context.spanIdentity)
+        #expect(upstreamID.traceLow == rootID.traceLow && upstreamID.spanID != rootID.spanID)
+        let (inner, fields) = ServiceContext.$current.withValue(PipelineTrace.context(of: root)) {
+            (PipelineTrace.child("inner"), PushMediaTracer.logFields())
+        }
+        #expect(inner?.context.spanIdentity?.traceHigh == rootID.traceHigh)
+        #expect(fields.map(\.0) == ["span_id", "trace_flags", "trace_id"])
+        #expect(fields.first?.1 == TraceParent.text(ofSpanID: rootID.spanID))
+        #expect(fields.last?.1 == rootID.traceParent.traceIDText)
+        // Outside a recorded trace: no child span, no trace fields.
+        #expect(PipelineTrace.child("none") == nil && PushMediaTracer.logFields().isEmpty)
+        for span in [inner, upstream, root] { span?.end() }
         await exporter.shutdown()
         #expect(lost.total == 3)
     }

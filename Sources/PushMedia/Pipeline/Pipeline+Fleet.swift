@@ -21,7 +21,7 @@ extension Pipeline {
         while ContinuousClock.now < deadline {
             let span = PipelineTrace.child("pushmedia.fleet.lease")
             func claimed(_ what: String) {
-                span?.attributes["pushmedia.fleet.lease"] = what
+                span?.setAttribute("pushmedia.fleet.lease", what)
                 span?.end()
             }
             switch await coordinator.claim(key) {
@@ -61,7 +61,7 @@ extension Pipeline {
                 ticket = nil
                 progress.withLock { $0.elsewhere = true }
                 let end = await wait.end(min(deadline, .now + config.fleetLease))
-                span?.attributes["pushmedia.fleet.word"] = end.map { "\($0.name)" } ?? "none"
+                span?.setAttribute("pushmedia.fleet.word", end.map { "\($0.name)" } ?? "none")
                 claimed("waited")
                 if let end, let result = await endedElsewhere(end, key: key, remote: remote, deadline: deadline) {
                     return result

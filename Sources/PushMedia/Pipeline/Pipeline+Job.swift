@@ -147,7 +147,7 @@ extension Pipeline {
             PipelineTrace.record(step: step.name, job: job, on: span)
             let reason =
                 (error as? ReasonedError)?.reason ?? (error is StoreError ? ReasonCode.storeUnavailable : "error")
-            span.attributes["pushmedia.reason"] = reason
+            span.setAttribute("pushmedia.reason", reason)
             span.setStatus(SpanStatus(code: .error, message: reason))
             throw error
         }
@@ -324,7 +324,7 @@ extension Pipeline {
         guard let lease = job.lease, await lease.confirm() == .lost else { return false }
         // Its span: the refusal shows in the job's trace.
         let span = PipelineTrace.child("pushmedia.fleet.fenced")
-        span?.attributes["pushmedia.fleet.epoch"] = lease.epoch
+        span?.setAttribute("pushmedia.fleet.epoch", lease.epoch)
         span?.end()
         return true
     }

@@ -14,30 +14,42 @@ public enum PipelineTrace {
     /// `pushmedia.rewrite`: the payload rewritten with its answers.
     public static let rewrite = "pushmedia.rewrite"
 
-    /// Whether the trace a context belongs to is recorded: set by the span a request begins
-    /// with (`context(of:)`), read before each child span. A trace that is not sampled (or no
-    /// trace at all: no tracer, or the library called outside `serve`) starts no child span.
-    private enum Recording: ServiceContextKey {
-        typealias Value = Bool
-        static let nameOverride: String? = "pushmedia-recording"
+    /// The tracer of the trace a context belongs to, when the trace is recorded: set by the
+    /// sampler in the context of a trace's first span (the server span, a relayed push's, a batch
+    /// item's), and so in every context under it. A trace that is not sampled (or no trace at all:
+    /// no tracer, or the library called outside `serve`) has none and starts no child span.
+    private enum Recorder: ServiceContextKey {
+        typealias Value = any Tracer
+        static let nameOverride: String? = "pushmedia-recorder"
     }
 
-    /// The context a request's first span (the server span, a relayed push's, a batch item's)
-    /// gives its work: the span's, marked with whether it records.
-    public static func context(of span: any Span) -> ServiceContext {
-        var context = span.context
-        context[Recording.self] = span.isRecording
-        return context
+    /// Marks `context` as a recorded trace's, whose spans `tracer` starts.
+    static func record(with tracer: any Tracer, in context: inout ServiceContext) {
+        context[Recorder.self] = tracer
     }
 
-    /// Whether the current context belongs to a recorded trace.
-    public static var recording: Bool { ServiceContext.current?[Recording.self] == true }
+    /// The context a span gives its work: the span's own (with the trace's tracer, when the
+    /// trace is recorded).
+    public static func context(of span: any Span) -> ServiceContext { span.context }
+
+    /// Whether `context` belongs to a recorded trace.
+    public static func isRecorded(_ context: ServiceContext) -> Bool { context[Recorder.self] != nil }
 
     /// A span `name` under the current one when its trace is recorded; nil otherwise, at the
     /// cost of one task-local read.
     public static func child(_ name: String, ofKind kind: SpanKind = .internal) -> (any Span)? {
-        guard let context = ServiceContext.current, context[Recording.self] == true else { return nil }
-        return startSpan(name, context: context, ofKind: kind)
+        guard let context = ServiceContext.current else { return nil }
+        return child(name, in: context, ofKind: kind)
+    }
+
+    /// A span `name` under `parent` when its trace is recorded.
+    public static func child(_ name: String, of parent: any Span, ofKind kind: SpanKind = .internal) -> (any Span)? {
+        parent.isRecording ? child(name, in: parent.context, ofKind: kind) : nil
+    }
+
+    private static func child(_ name: String, in context: ServiceContext, ofKind kind: SpanKind) -> (any Span)? {
+        guard let tracer = context[Recorder.self] else { return nil }
+        return tracer.startSpan(name, context: context, ofKind: kind)
     }
 
     /// `operation` with `span`'s context current (`context(of:)`: a log line written in it
@@ -79,9 +91,9 @@ public enum PipelineTrace {
     /// The current span's W3C `traceparent` and `tracestate`, as request header fields (none
     /// when no span is current, or traces are off).
     static func propagated() -> [(String, String)] {
-        guard let context = ServiceContext.current else { return [] }
+        guard let context = ServiceContext.current, let tracer = context[Recorder.self] else { return [] }
         var fields: [(String, String)] = []
-        InstrumentationSystem.instrument.inject(context, into: &fields, using: HeaderPairs())
+        tracer.inject(context, into: &fields, using: HeaderPairs())
         return fields
     }
 
@@ -93,7 +105,7 @@ public enum PipelineTrace {
 
     /// An origin's host, port and scheme (`server.address`, `server.port`, `url.scheme`): never
     /// its path or query, which may carry a token.
-    static func origin(_ url: String, into attributes: inout SpanAttributes) {
+    static func origin(_ url: String, into attributes: inout SpanFields) {
         guard let parts = SourceParts(url) else { return }
         attributes["server.address"] = parts.host
         attributes["server.port"] = parts.port
@@ -182,13 +194,5 @@ public enum PipelineTrace {
     private static func size(_ path: String) -> Int? {
         var info = stat()
         return stat(path, &info) == 0 ? Int(info.st_size) : nil
-    }
-}
-
-extension Span {
-    /// Changes the span's attributes in place, through its own accessor (the protocol's
-    /// `updateAttributes` reads the whole set, changes a copy and writes it back).
-    public func editAttributes(_ update: (inout SpanAttributes) -> Void) {
-        update(&attributes)
     }
 }

@@ -5,8 +5,8 @@ import Tracing
 /// before any span exists: work that is not traced costs one header lookup and, without a caller's
 /// `traceparent`, one draw of a random number; it starts no span, makes no ids and carries no
 /// context (so it sends no `traceparent` to an origin either). The process's tracer records every
-/// span it is asked for: the decision is made here, once per trace. Built once by the server and
-/// handed to each place where work begins; nil where traces are off.
+/// span it is asked for: the decision is made here, once per trace. Built once by the server, with
+/// the process's tracer, and handed to each place where work begins; nil where traces are off.
 public struct TraceSampler: Sendable {
     /// OpenTelemetry's names (`OTEL_TRACES_SAMPLER`).
     public enum Rule: String, CaseIterable, Sendable {
@@ -25,8 +25,14 @@ public struct TraceSampler: Sendable {
     /// this is recorded by the ratio rules.
     private let bound: UInt64
     private let draws: Locked<UInt64>
+    /// Where the spans of the traces it records go: the process's tracer, reached without the
+    /// lock of `InstrumentationSystem`'s global (and carried in each recorded trace's context,
+    /// `PipelineTrace.child`).
+    public let tracer: any Tracer
 
-    public init(rule: Rule, ratio: Double = 1) {
+    /// `tracer`: the process's, once it is set (`InstrumentationSystem.bootstrap`).
+    public init(rule: Rule, ratio: Double = 1, tracer: any Tracer = InstrumentationSystem.tracer) {
+        self.tracer = tracer
         self.rule = rule
         self.ratio = min(max(ratio, 0), 1)
         bound = self.ratio == 0 ? .min : self.ratio == 1 ? .max : UInt64(self.ratio * Double(UInt64.max))
@@ -58,14 +64,22 @@ public struct TraceSampler: Sendable {
     ) -> (any Span)? where Fields.Carrier == Carrier {
         guard samples(traceparent: fields.extract(key: "traceparent", from: carrier)) else { return nil }
         var parent = ServiceContext.current ?? .topLevel
-        InstrumentationSystem.instrument.extract(carrier, into: &parent, using: fields)
-        return startSpan(name, context: parent, ofKind: kind)
+        tracer.extract(carrier, into: &parent, using: fields)
+        return start(name, ofKind: kind, context: parent)
     }
 
     /// The span of work no caller sent (a batch item, a purge heard from another node), a trace
     /// of its own: nil when it is not traced.
     public func start(_ name: String, ofKind kind: SpanKind) -> (any Span)? {
-        samples(traceparent: nil) ? startSpan(name, context: .topLevel, ofKind: kind) : nil
+        samples(traceparent: nil) ? start(name, ofKind: kind, context: .topLevel) : nil
+    }
+
+    /// A trace's first span: its context, and every context under it, carries the tracer
+    /// (`PipelineTrace.child` starts a child span only in a context that has one).
+    private func start(_ name: String, ofKind kind: SpanKind, context: ServiceContext) -> any Span {
+        var context = context
+        PipelineTrace.record(with: tracer, in: &context)
+        return tracer.startSpan(name, context: context, ofKind: kind)
     }
 
     private func chosen(_ value: UInt64) -> Bool {

@@ -22,15 +22,17 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
     let limits: RelayLimits
     /// Which pushes start their span (`RelayTrace`); nil without traces.
     let sampler: TraceSampler?
+    private let spanNames: RelayTrace.Names
 
     init(policy: Policy, limits: RelayLimits, sampler: TraceSampler? = nil) {
         self.policy = policy
         self.limits = limits
         self.sampler = sampler
+        spanNames = RelayTrace.Names(relay: policy.name)
     }
 
     func handle(_ exchange: RelayExchange, done: @escaping @Sendable (RelayAnswer) -> Void) {
-        let span = sampler.flatMap { RelayTrace.push(exchange, relay: policy.name, sampler: $0) }
+        let span = sampler.flatMap { RelayTrace.push(exchange, names: spanNames, sampler: $0) }
         let route: Policy.Route
         switch policy.route(exchange) {
         case let .success(routed):
@@ -89,7 +91,7 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
         _ span: (any Span)?, _ done: @escaping @Sendable (RelayAnswer) -> Void
     ) {
         let sent = ContinuousClock.now
-        let upstreamSpan = span.flatMap { RelayTrace.upstream(under: $0, relay: policy.name) }
+        let upstreamSpan = span.flatMap { RelayTrace.upstream(under: $0, names: spanNames) }
         let dequeued: (@Sendable () -> Void)? = upstreamSpan.map { span in
             { @Sendable in span.addEvent(SpanEvent(name: "dequeued")) }
         }

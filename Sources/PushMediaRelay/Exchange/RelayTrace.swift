@@ -10,14 +10,29 @@ import Tracing
 /// left its app's fair queue, with the status and the `apns-id` or FCM message name. Never the
 /// path (an APNs path ends in the device token), an authorization header, a key or a body.
 enum RelayTrace {
+    /// A relay's span names (`apns push`, `apns upstream`), made once.
+    struct Names {
+        let relay: String
+        let push: String
+        let upstream: String
+
+        init(relay: String) {
+            self.relay = relay
+            push = "\(relay) push"
+            upstream = "\(relay) upstream"
+        }
+    }
+
     /// The push's span when `sampler` traces it, a child of the sender's span when its headers
     /// carry one.
-    static func push(_ exchange: RelayExchange, relay: String, sampler: TraceSampler) -> (any Span)? {
-        guard let span = sampler.start("\(relay) push", ofKind: .server, from: exchange.headers, using: HPACKFields())
+    static func push(_ exchange: RelayExchange, names: Names, sampler: TraceSampler) -> (any Span)? {
+        guard let span = sampler.start(names.push, ofKind: .server, from: exchange.headers, using: HPACKFields())
         else { return nil }
         if span.isRecording {
-            span.attributes["pushmedia.relay"] = relay
-            span.attributes["http.request.method"] = exchange.method
+            span.editAttributes { attributes in
+                attributes["pushmedia.relay"] = names.relay
+                attributes["http.request.method"] = exchange.method
+            }
         }
         return span
     }
@@ -35,8 +50,8 @@ enum RelayTrace {
     }
 
     /// The exchange with the upstream, from the moment the push is queued for it.
-    static func upstream(under push: any Span, relay: String) -> (any Span)? {
-        push.isRecording ? startSpan("\(relay) upstream", context: push.context, ofKind: .client) : nil
+    static func upstream(under push: any Span, names: Names) -> (any Span)? {
+        PipelineTrace.child(names.upstream, of: push, ofKind: .client)
     }
 
     /// The upstream's answer on its span, which ends.
@@ -44,13 +59,17 @@ enum RelayTrace {
         defer { span.end() }
         switch result {
         case let .success(answer):
-            span.attributes["http.response.status_code"] = answer.status
-            if let id = answer.headers.first(name: "apns-id") { span.attributes["apns.id"] = id }
+            var name: String?
             if answer.status == 200, var body = answer.body, body.readableBytes < 4096,
                 let bytes = body.readBytes(length: body.readableBytes),
-                case let .object(message)? = try? JSONValue.parse(bytes), case let .string(name)? = message["name"]
+                case let .object(message)? = try? JSONValue.parse(bytes), case let .string(text)? = message["name"]
             {
-                span.attributes["fcm.message_name"] = name
+                name = text
+            }
+            span.editAttributes { attributes in
+                attributes["http.response.status_code"] = answer.status
+                if let id = answer.headers.first(name: "apns-id") { attributes["apns.id"] = id }
+                if let name { attributes["fcm.message_name"] = name }
             }
             if answer.status >= 400 { span.setStatus(SpanStatus(code: .error, message: "HTTP \(answer.status)")) }
         case .failure:
@@ -62,9 +81,11 @@ enum RelayTrace {
     static func finished(_ span: any Span, _ answer: RelayAnswer, handling: RelayHandling) {
         defer { span.end() }
         guard span.isRecording else { return }
-        span.attributes["http.response.status_code"] = answer.status
-        span.attributes["pushmedia.handling"] = handling.rawValue
-        if let outcome = answer.outcome, !outcome.isEmpty { span.attributes["pushmedia.outcome"] = outcome }
+        span.editAttributes { attributes in
+            attributes["http.response.status_code"] = answer.status
+            attributes["pushmedia.handling"] = handling.rawValue
+            if let outcome = answer.outcome, !outcome.isEmpty { attributes["pushmedia.outcome"] = outcome }
+        }
         if answer.status >= 500 { span.setStatus(SpanStatus(code: .error, message: "HTTP \(answer.status)")) }
     }
 }

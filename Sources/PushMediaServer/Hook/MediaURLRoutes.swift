@@ -44,16 +44,18 @@ struct MediaURLRoutes<Context: ConnectionContext>: Sendable {
         } catch {
             if let span {
                 let code = (error as? APIError)?.code ?? "error"
-                span.attributes["pushmedia.reason"] = code
+                span.setAttribute("pushmedia.reason", code)
                 span.setStatus(SpanStatus(code: .error, message: code))
                 span.end()
             }
             throw error
         }
         if let span {
-            span.attributes["pushmedia.signed"] = signedBy != nil
-            span.attributes["pushmedia.profile"] = profile.id
-            span.attributes["pushmedia.format"] = url.format?.fileExtension ?? "profile"
+            span.editAttributes { attributes in
+                attributes["pushmedia.signed"] = signedBy != nil
+                attributes["pushmedia.profile"] = profile.id
+                attributes["pushmedia.format"] = url.format?.fileExtension ?? "profile"
+            }
             span.end()
         }
         let delivery = await pipeline.deliver(

@@ -18,7 +18,7 @@ struct TraceMiddleware<Context: RequestContext>: RouterMiddleware {
             let span = sampler.start(
                 "HTTP \(request.method.rawValue)", ofKind: .server, from: request.headers, using: HeaderFields())
         else { return try await next(request, context) }
-        span.attributes["http.request.method"] = request.method.rawValue
+        span.setAttribute("http.request.method", request.method.rawValue)
         // Ends once the answer is ready (a stored file's bytes stream after it).
         defer { span.end() }
         do {
@@ -26,12 +26,12 @@ struct TraceMiddleware<Context: RequestContext>: RouterMiddleware {
                 try await next(request, context)
             }
             finish(span, request.method, route: context.endpointPath, status: response.status.code)
-            if let outcome = response.headers[.pushMediaOutcome] { span.attributes["pushmedia.outcome"] = outcome }
+            if let outcome = response.headers[.pushMediaOutcome] { span.setAttribute("pushmedia.outcome", outcome) }
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status.code ?? 500
             finish(span, request.method, route: context.endpointPath, status: status)
-            if let error = error as? APIError { span.attributes["pushmedia.reason"] = error.code }
+            if let error = error as? APIError { span.setAttribute("pushmedia.reason", error.code) }
             throw error
         }
     }
@@ -40,15 +40,25 @@ struct TraceMiddleware<Context: RequestContext>: RouterMiddleware {
         // Every path that is no other route is a media URL's (`MediaURLRoutes`).
         let route = route.map { $0 == "/**" ? "/{signature}/{options}/{source}" : $0 } ?? "unmatched"
         span.operationName = "\(method.rawValue) \(route)"
-        span.attributes["http.route"] = route
-        span.attributes["http.response.status_code"] = status
+        span.editAttributes { attributes in
+            attributes["http.route"] = route
+            attributes["http.response.status_code"] = status
+        }
         if status >= 500 { span.setStatus(SpanStatus(code: .error)) }
     }
 }
 
 /// Reads a propagated context's fields from a request's headers.
 private struct HeaderFields: Extractor {
+    static let traceParent = HTTPField.Name("traceparent")!
+    static let traceState = HTTPField.Name("tracestate")!
+
     func extract(key name: String, from headers: HTTPFields) -> String? {
-        HTTPField.Name(name).flatMap { headers[$0] }
+        // The two names W3C Trace Context reads, made once.
+        switch name {
+        case "traceparent": headers[Self.traceParent]
+        case "tracestate": headers[Self.traceState]
+        default: HTTPField.Name(name).flatMap { headers[$0] }
+        }
     }
 }

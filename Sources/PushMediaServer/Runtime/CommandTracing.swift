@@ -38,14 +38,13 @@ public struct CommandTracing: Sendable {
         }
         try server.tracing.checkAgainst(environment: environment)
         self.logger = logger
-        sampler = server.tracing.makeSampler()
         if let exportURL = server.tracing.exportURL {
             // Lost spans are counted where a server would show them; a command has no /metrics.
-            service = try TracingBackend(
-                config: server.tracing, exportURL: exportURL, factory: NOOPMetricsHandler.instance, logger: logger
-            ).service
+            let backend = try TracingBackend(
+                config: server.tracing, exportURL: exportURL, factory: NOOPMetricsHandler.instance, logger: logger)
+            (sampler, service) = (backend.sampler, backend.service)
         } else {
-            service = nil
+            (sampler, service) = (nil, nil)
         }
     }
 

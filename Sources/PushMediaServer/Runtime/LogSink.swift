@@ -16,8 +16,9 @@ public final class LogSink: @unchecked Sendable {
     }
 
     public let format: Format
-    /// The fields of the span a line is written in (`trace_id`, `span_id`) when traces are on.
-    public let traceFields: Logger.MetadataProvider?
+    /// The fields of the span a line is written in (`span_id`, `trace_flags`, `trace_id`, sorted
+    /// by name) when traces are on.
+    public let traceFields: (@Sendable () -> [(String, String)])?
     /// The least severe level written (`--log-level`); a reload may change it.
     public let level: Locked<Logger.Level>
     let fd: Int32
@@ -37,7 +38,8 @@ public final class LogSink: @unchecked Sendable {
     /// A sink writing to `fd` (not closed by the sink) from a thread it starts.
     public init(
         format: Format, level: Logger.Level = .info, fd: Int32 = STDERR_FILENO, capacity: Int = 8 << 20,
-        flushBytes: Int = 64 << 10, interval: Duration = .milliseconds(5), traceFields: Logger.MetadataProvider? = nil
+        flushBytes: Int = 64 << 10, interval: Duration = .milliseconds(5),
+        traceFields: (@Sendable () -> [(String, String)])? = nil
     ) {
         self.format = format
         self.traceFields = traceFields
@@ -57,6 +59,20 @@ public final class LogSink: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return droppedTotal
+    }
+
+    /// Puts `extra` (the trace fields, sorted by key) each in its place in `fields` (sorted by
+    /// key), unless `fields` has its key already: the line's own value wins.
+    static func insert(_ extra: [(String, String)], into fields: inout [(String, String)]) {
+        guard !extra.isEmpty else { return }
+        fields.reserveCapacity(fields.count + extra.count)
+        var index = 0
+        for field in extra {
+            while index < fields.count, fields[index].0 < field.0 { index += 1 }
+            if index < fields.count, fields[index].0 == field.0 { continue }
+            fields.insert(field, at: index)
+            index += 1
+        }
     }
 
     /// Appends one line that `write` formats into the buffer (with the current second's time, as
@@ -288,14 +304,12 @@ public struct SinkLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var merged = event.metadata ?? [:]
         if !metadata.isEmpty { merged.merge(metadata, uniquingKeysWith: { explicit, _ in explicit }) }
-        if let traceFields = sink.traceFields {
-            merged.merge(traceFields.get(), uniquingKeysWith: { explicit, _ in explicit })
-        }
         if let error = event.error { merged["error"] = "\(error)" }
-        let fields = merged.map { key, value in
+        var fields = merged.map { key, value in
             if case let .string(text) = value { return (key, text) }
             return (key, "\(value)")
         }.sorted { $0.0 < $1.0 }
+        if let traceFields = sink.traceFields { LogSink.insert(traceFields(), into: &fields) }
         let message = "\(event.message)"
         let source = event.source
         let format = sink.format
@@ -330,9 +344,7 @@ public struct RequestLines: RelayLines {
         }
         let (label, format) = (logger.label, sink.format)
         var fields = fields
-        if let traceFields = sink.traceFields?.get(), !traceFields.isEmpty {
-            fields = (fields + traceFields.map { ($0.key, "\($0.value)") }).sorted { $0.0 < $1.0 }
-        }
+        if let traceFields = sink.traceFields { LogSink.insert(traceFields(), into: &fields) }
         sink.line { buffer, time in
             LogLine.write(
                 into: &buffer, format: format, time: time, level: .info, label: label, message: message,

@@ -14,6 +14,8 @@ import Tracing
 struct TracingBackend {
     /// Runs the exporter: first of the services, so it stops last and sends what the others ended.
     let service: any Service
+    /// Which work begins a recorded trace, with the tracer its spans go to.
+    let sampler: TraceSampler
 
     /// Sets the process's tracer (`InstrumentationSystem`, once per process), counting lost spans
     /// with `factory`; the exporter's warnings go to `logger`.
@@ -24,7 +26,9 @@ struct TracingBackend {
             maxQueue: config.maxQueue)
         let lost = Counter(label: "pushmedia_trace_spans_dropped_total", factory: factory)
         let exporter = SpanExporter(settings: settings, lost: lost, logger: logger)
-        InstrumentationSystem.bootstrap(PushMediaTracer(exporter: exporter))
+        let tracer = PushMediaTracer(exporter: exporter)
+        InstrumentationSystem.bootstrap(tracer)
+        sampler = TraceSampler(rule: config.sampler, ratio: config.samplerRatio, tracer: tracer)
         service = SpanExportService(exporter: exporter)
     }
 }
@@ -32,9 +36,7 @@ struct TracingBackend {
 extension TracingConfig {
     /// What puts the current span's `trace_id` and `span_id` on a log line, when its trace is
     /// recorded (the ids of one that is not lead to no trace): nil with traces off.
-    public var logFields: Logger.MetadataProvider? {
-        guard exportURL != nil else { return nil }
-        let fields = PushMediaTracer.logFields
-        return Logger.MetadataProvider { PipelineTrace.recording ? fields.get() : [:] }
+    public var logFields: (@Sendable () -> [(String, String)])? {
+        exportURL == nil ? nil : PushMediaTracer.logFields
     }
 }

@@ -24,11 +24,6 @@ public struct TracingConfig: Equatable, Sendable {
     public var maxQueue = 2048
     public init() {}
 
-    /// Which work begins a recorded trace (the server makes it once): nil with traces off.
-    public func makeSampler() -> TraceSampler? {
-        exportURL == nil ? nil : TraceSampler(rule: sampler, ratio: samplerRatio)
-    }
-
     /// Where spans are posted, or nil: tracing off.
     public var exportURL: String? {
         if let tracesEndpoint { return tracesEndpoint }

@@ -1,0 +1,107 @@
+import Tracing
+
+/// A span's attributes as a short list, in the order they were set: what PushMedia's spans carry
+/// (a dozen at most), set and read without hashing. A key set again takes its new value in its
+/// place; a key set to nil is removed.
+public struct SpanFields: Sendable, ExpressibleByDictionaryLiteral {
+    /// One attribute.
+    public struct Field: Sendable {
+        public var key: String
+        public var value: SpanAttribute
+    }
+
+    /// The attributes, in the order they were first set.
+    public private(set) var fields: [Field] = []
+
+    public init(minimumCapacity: Int = 0) {
+        fields.reserveCapacity(minimumCapacity)
+    }
+
+    /// The same attributes as `attributes`.
+    public init(_ attributes: SpanAttributes) {
+        self.init(minimumCapacity: attributes.count)
+        // SpanAttributes is not a Sequence: its own forEach.
+        // swift-format-ignore: ReplaceForEachWithForLoop
+        attributes.forEach { key, value in set(key, value) }
+    }
+
+    public init(dictionaryLiteral elements: (String, SpanAttribute)...) {
+        self.init(minimumCapacity: elements.count)
+        for (key, value) in elements { set(key, value) }
+    }
+
+    public var count: Int { fields.count }
+
+    /// The value set for `key`; setting it is `set(_:_:)`. (The subscripts below take the types
+    /// PushMedia's spans carry without boxing them in an existential: they are chosen first.)
+    @_disfavoredOverload
+    public subscript(key: String) -> (any SpanAttributeConvertible)? {
+        get { get(key) }
+        set { set(key, newValue?.toSpanAttribute()) }
+    }
+
+    public subscript(key: String) -> String? {
+        get { if case let .string(text)? = get(key) { text } else { nil } }
+        set { set(key, newValue?.toSpanAttribute()) }
+    }
+
+    public subscript(key: String) -> Int? {
+        get { if case let .int64(number)? = get(key) { Int(number) } else { nil } }
+        set { set(key, newValue?.toSpanAttribute()) }
+    }
+
+    public subscript(key: String) -> Bool? {
+        get { if case let .bool(flag)? = get(key) { flag } else { nil } }
+        set { set(key, newValue?.toSpanAttribute()) }
+    }
+
+    public func get(_ key: String) -> SpanAttribute? {
+        index(of: key).map { fields[$0].value }
+    }
+
+    public mutating func set(_ key: String, _ value: SpanAttribute?) {
+        if let index = index(of: key) {
+            if let value { fields[index].value = value } else { fields.remove(at: index) }
+        } else if let value {
+            fields.append(Field(key: key, value: value))
+        }
+    }
+
+    /// Reads each field's key in place (a closure over the elements would copy each value).
+    private func index(of key: String) -> Int? {
+        for index in fields.indices where fields[index].key == key { return index }
+        return nil
+    }
+
+    /// The same attributes as swift-distributed-tracing's set.
+    public var attributes: SpanAttributes {
+        var attributes = SpanAttributes()
+        attributes.reserveCapacity(fields.count)
+        for index in fields.indices { attributes.set(fields[index].key, value: fields[index].value) }
+        return attributes
+    }
+}
+
+/// A span that keeps its attributes as `SpanFields` (the tracer's own spans): `editAttributes`
+/// changes them in place, without building swift-distributed-tracing's dictionary.
+public protocol SpanFieldsEditing: Span {
+    /// Calls `update` with the span's attributes to change, unless the span has ended.
+    /// `update` must not read or set this span.
+    func editFields(_ update: (inout SpanFields) -> Void)
+}
+
+extension Span {
+    /// Changes the span's attributes in place: a list for the tracer's own spans
+    /// (`SpanFieldsEditing`), the protocol's `attributes` for any other.
+    public func editAttributes(_ update: (inout SpanFields) -> Void) {
+        if let span = self as? any SpanFieldsEditing { return span.editFields(update) }
+        var fields = SpanFields(attributes)
+        update(&fields)
+        attributes = fields.attributes
+    }
+
+    /// Sets one attribute (`editAttributes`).
+    public func setAttribute(_ key: String, _ value: some SpanAttributeConvertible) {
+        editAttributes { $0.set(key, value.toSpanAttribute()) }
+    }
+}
