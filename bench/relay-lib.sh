@@ -19,6 +19,7 @@ relay_tools() {
   HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
   # h2load sends one body file: this preload makes each body different (bench/h2load-distinct.c).
   DISTINCT_SHIM="$ROOT/.build-bench/h2load-distinct.so"
+  mkdir -p "$ROOT/.build-bench"
   gcc -shared -fPIC -O2 -o "$DISTINCT_SHIM" "$BENCH/h2load-distinct.c" -ldl
   if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     (cd "$ROOT" && swift build -c release -j 2 --scratch-path .build-bench --product pushmedia >/dev/null)

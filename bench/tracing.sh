@@ -24,6 +24,11 @@
 #
 #   BEFORE=/path/to/old/pushmedia bench/tracing.sh      SECONDS_EACH=10 PUSHES=50000 ROUNDS=2 RATIO=0.1
 #
+# PATHS="apns fcm" measures those paths only (default: all four). RATE=N sends the pushes and
+# messages at N a second (h2load --rps), below what every server can take, instead of as fast as
+# the server answers: each server then handles the same load, and its CPU per push does not
+# include the cost of answering in smaller batches when it is slower.
+#
 # Writes bench/out/tracing/results.json and the 100 % server's profiles, and prints a table.
 set -euo pipefail
 
@@ -38,6 +43,10 @@ STREAMS=${STREAMS:-100}
 BIN=${BIN:-"$ROOT/.build-bench/release/pushmedia"}
 BEFORE=${BEFORE:-$BIN}
 RATIO=${RATIO:-0.1}
+PATHS=${PATHS:-process media_url apns fcm}
+RATE=${RATE:-}
+PACE=()
+[[ -n $RATE ]] && PACE=(--rps "$((RATE / CONNECTIONS))")
 source "$BENCH/lib.sh"
 source "$BENCH/relay-lib.sh"
 command -v wrk >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
@@ -126,25 +135,58 @@ settled_spans() {
   while sleep 1; now=$(sink_spans); [[ $now != "$last" ]]; do last=$now; done
   echo "$now"
 }
-# with_spans NAME BEFORE: adds the spans received since BEFORE, per request, to NAME's record.
+# cpu_split PID: the process's user and system ticks, and its exporter thread's (user + system).
+cpu_split() {
+  python3 - "$1" <<'PY'
+import os, sys
+pid = sys.argv[1]
+def fields(path):
+    text = open(path).read()
+    return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+_, process = fields(f"/proc/{pid}/stat")
+exporter = 0
+for task in os.listdir(f"/proc/{pid}/task"):
+    try:
+        comm, f = fields(f"/proc/{pid}/task/{task}/stat")
+    except OSError:
+        continue
+    if comm == "pushmedia-trace":
+        exporter += int(f[11]) + int(f[12])
+print(process[11], process[12], exporter)
+PY
+}
+# with_spans NAME BEFORE PID SPLIT: once the sink has received what the pass's spans the exporter
+# sends (it wakes every half second, and sooner for each full batch), adds to NAME's record the
+# spans received since BEFORE per request, and the server's CPU per request since SPLIT
+# (cpu_split) counted to then: so the exporter's work on the pass's last spans is counted too.
+# user_us, sys_us and exporter_us split it.
 with_spans() {
-  python3 - "$1" "$2" "$(settled_spans)" <<'PY'
+  local spans
+  spans=$(settled_spans)
+  python3 - "$1" "$2" "$spans" "$TICK" "$4" "$(cpu_split "$3")" <<'PY'
 import json, sys
-name, before, after = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+name, before, after, tick = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+start, end = [list(map(int, text.split())) for text in sys.argv[5:7]]
 lines = open("runs.jsonl").read().splitlines()
 for i, line in enumerate(lines):
     r = json.loads(line)
     if r["name"] == name:
+        per = lambda ticks: round(ticks / tick * 1e6 / max(1, r["ok"]), 2)
         r["spans_per_request"] = round((after - before) / max(1, r["ok"]), 3)
+        r["cpu_us"] = per(end[0] + end[1] - start[0] - start[1])
+        r["user_us"], r["sys_us"], r["exporter_us"] = (per(end[k] - start[k]) for k in range(3))
         lines[i] = json.dumps(r)
+        print(f"    {name}: {r['cpu_us']} µs CPU/request, to the last span sent (user {r['user_us']}, "
+              f"system {r['sys_us']}, exporter {r['exporter_us']}), {r['spans_per_request']} spans", file=sys.stderr)
 open("runs.jsonl", "w").write("\n".join(lines) + "\n")
 PY
 }
 
 # wrk_pass NAME CONFIG PATH-KIND: one wrk pass, recorded in runs.jsonl with the server's CPU per request.
 wrk_pass() {
-  local name=$1 config=$2 kind=$3 pid=${PID_OF[$2]} port=${HOOK_OF[$2]} before after spans
+  local name=$1 config=$2 kind=$3 pid=${PID_OF[$2]} port=${HOOK_OF[$2]} before after spans split
   spans=$(settled_spans)
+  split=$(cpu_split "$pid")
   before=$(cpu_ticks "$pid")
   if [[ $kind == process ]]; then
     wrk -t1 -c32 -d"${SECONDS_EACH}s" --latency -s "$BENCH/wrk_process.lua" "http://127.0.0.1:$port" -- hit urls.txt \
@@ -165,41 +207,52 @@ r = {"name": name, "per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", text).g
 print(json.dumps(r))
 print(f"  {name:<26} {r['per_s']:>9.0f} req/s  {r['cpu_us']:>7} µs CPU/request  errors {bad}", file=sys.stderr)
 PY
-  with_spans "$name" "$spans"
+  with_spans "$name" "$spans" "$pid" "$split"
 }
 
+measures() { [[ " $PATHS " == *" $1 "* ]]; }
 : >runs.jsonl
 for round in $(seq "$ROUNDS"); do
   order=("${NAMES[@]}")
   ((round % 2 == 0)) && order=(sampled_100 sampled off before)
   log "round $round"
-  for config in "${order[@]}"; do wrk_pass "process_${config}#$round" "$config" process; done
-  for config in "${order[@]}"; do wrk_pass "media_url_${config}#$round" "$config" media_url; done
-  for config in "${order[@]}"; do
+  measures process && for config in "${order[@]}"; do wrk_pass "process_${config}#$round" "$config" process; done
+  measures media_url && for config in "${order[@]}"; do wrk_pass "media_url_${config}#$round" "$config" media_url; done
+  measures apns && for config in "${order[@]}"; do
     sed "s|^|https://localhost:${RELAY_OF[$config]}|" tokens.txt >"uris-$config.txt"
     spans=$(settled_spans)
+    split=$(cpu_split "${PID_OF[$config]}")
     h2load_run "apns_${config}#$round" "${PID_OF[$config]}" pushes -i "uris-$config.txt" \
-      -d rich.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$PUSHES" \
+      -d rich.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$PUSHES" "${PACE[@]}" \
       -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert"
-    with_spans "apns_${config}#$round" "$spans"
+    with_spans "apns_${config}#$round" "$spans" "${PID_OF[$config]}" "$split"
   done
-  for config in "${order[@]}"; do
+  measures fcm && for config in "${order[@]}"; do
     spans=$(settled_spans)
+    split=$(cpu_split "${PID_OF[$config]}")
     h2load_run "fcm_${config}#$round" "${PID_OF[$config]}" messages "https://localhost:${FCM_OF[$config]}$SEND" \
-      -d message.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$PUSHES" \
+      -d message.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$PUSHES" "${PACE[@]}" \
       -H "authorization: Bearer bench-oauth-token" -H "content-type: application/json"
-    with_spans "fcm_${config}#$round" "$spans"
+    with_spans "fcm_${config}#$round" "$spans" "${PID_OF[$config]}" "$split"
   done
 done
 
 # Where the 100 % server's CPU goes: perf profiles (call graphs) of a hook pass and of a push
 # pass, summed by shared object and by symbol (perf-*-dso.txt, perf-*-symbols.txt,
 # perf-*-inclusive.txt). PERF=0 skips.
-relay_perf process_100 "${PID_OF[sampled_100]}" wrk -t1 -c32 -d9s -s "$BENCH/wrk_process.lua" \
+measures process && relay_perf process_100 "${PID_OF[sampled_100]}" wrk -t1 -c32 -d9s -s "$BENCH/wrk_process.lua" \
   "http://127.0.0.1:${HOOK_OF[sampled_100]}" -- hit urls.txt
-relay_perf apns_100 "${PID_OF[sampled_100]}" h2load -i "uris-sampled_100.txt" -d rich.json -c "$CONNECTIONS" \
-  -m "$STREAMS" -t 1 -n "$PUSHES" -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" \
-  -H "apns-push-type: alert"
+# The media URL and push paths without traces beside them (perf-*_off-*), to tell what the
+# spans add.
+for config in off sampled_100; do
+  measures media_url && relay_perf "media_url_${config/sampled_/}" "${PID_OF[$config]}" wrk -t1 -c32 -d9s \
+    "http://127.0.0.1:${HOOK_OF[$config]}$MEDIA_URL_PATH"
+done
+for config in off sampled_100; do
+  measures apns && relay_perf "apns_${config/sampled_/}" "${PID_OF[$config]}" h2load -i "uris-$config.txt" -d rich.json \
+    -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$PUSHES" "${PACE[@]}" -H "authorization: bearer $JWT" \
+    -H "apns-topic: com.example.bench" -H "apns-push-type: alert"
+done
 
 sleep 2
 kill "$OTLP_PID" 2>/dev/null || true
@@ -207,11 +260,11 @@ wait "$OTLP_PID" 2>/dev/null || true
 SPANS=$(sed -n 's/^spans //p' otlp-sink.out)
 DROPPED=$(curl -s "http://127.0.0.1:${HOOK_OF[sampled_100]}/metrics" | sed -n 's/^pushmedia_trace_spans_dropped_total //p')
 
-python3 - "$SPANS" "${DROPPED:-0}" "$ROUNDS" "$RATIO" <<'PY'
+python3 - "$SPANS" "${DROPPED:-0}" "$ROUNDS" "$RATIO" "$PATHS" <<'PY'
 import json, statistics, sys
 spans, dropped, rounds, ratio = sys.argv[1], sys.argv[2], range(1, int(sys.argv[3]) + 1), float(sys.argv[4])
 runs = {r["name"]: r for r in map(json.loads, open("runs.jsonl"))}
-paths = ["process", "media_url", "apns", "fcm"]
+paths = sys.argv[5].split()
 configs = ["off", "sampled", "sampled_100"]
 ratios = {}
 for path in paths:
