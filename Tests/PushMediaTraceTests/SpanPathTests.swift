@@ -119,7 +119,7 @@ struct SpanPathTests {
         let encoding = OTLPEncoding(serviceName: "push", resourceAttributes: [:])
         for count in [1, 3, 300] {
             let spans = (0..<count).map { index in
-                var attributes = SpanAttributes()
+                var attributes = SpanFields()
                 for key in 0..<(index % 7) { attributes["key.\(key)"] = String(repeating: "v", count: index) }
                 var span = Self.finished(spanID: UInt64(index + 1))
                 span.attributes = attributes
