@@ -27,7 +27,9 @@
 # PATHS="apns fcm" measures those paths only (default: all four). RATE=N sends the pushes and
 # messages at N a second (h2load --rps), below what every server can take, instead of as fast as
 # the server answers: each server then handles the same load, and its CPU per push does not
-# include the cost of answering in smaller batches when it is slower.
+# include the cost of answering in smaller batches when it is slower. GAP_MS=N does the same
+# for the hook's and media URLs' wrk passes: each of the 32 connections waits N ms between an
+# answer and its next request (about 32 × 1000 / (N + latency) a second).
 #
 # Writes bench/out/tracing/results.json and the 100 % server's profiles, and prints a table.
 set -euo pipefail
@@ -47,6 +49,7 @@ PATHS=${PATHS:-process media_url apns fcm}
 RATE=${RATE:-}
 PACE=()
 [[ -n $RATE ]] && PACE=(--rps "$((RATE / CONNECTIONS))")
+GAP_MS=${GAP_MS:-0}
 source "$BENCH/lib.sh"
 source "$BENCH/relay-lib.sh"
 command -v wrk >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
@@ -189,10 +192,11 @@ wrk_pass() {
   split=$(cpu_split "$pid")
   before=$(cpu_ticks "$pid")
   if [[ $kind == process ]]; then
-    wrk -t1 -c32 -d"${SECONDS_EACH}s" --latency -s "$BENCH/wrk_process.lua" "http://127.0.0.1:$port" -- hit urls.txt \
-      >"wrk-$name.txt" 2>&1 || true
+    WRK_GAP_MS=$GAP_MS wrk -t1 -c32 -d"${SECONDS_EACH}s" --latency -s "$BENCH/wrk_process.lua" \
+      "http://127.0.0.1:$port" -- hit urls.txt >"wrk-$name.txt" 2>&1 || true
   else
-    wrk -t1 -c32 -d"${SECONDS_EACH}s" --latency "http://127.0.0.1:$port$MEDIA_URL_PATH" >"wrk-$name.txt" 2>&1 || true
+    WRK_GAP_MS=$GAP_MS wrk -t1 -c32 -d"${SECONDS_EACH}s" --latency -s "$BENCH/wrk_paced.lua" \
+      "http://127.0.0.1:$port$MEDIA_URL_PATH" >"wrk-$name.txt" 2>&1 || true
   fi
   after=$(cpu_ticks "$pid")
   python3 - "$name" "$before" "$after" "$TICK" <<'PY' >>runs.jsonl

@@ -2,6 +2,10 @@
 --
 --   wrk -t1 -c64 -d30s --latency --timeout 120s -s bench/wrk_process.lua http://127.0.0.1:PORT -- MODE URLS_FILE [BUDGET_MS]
 --
+-- WRK_GAP_MS=N in the environment: each connection waits N ms between an answer and its next
+-- request (wrk's delay()), so that the load is about connections × 1000 / (N + latency) a second
+-- whatever the server.
+--
 -- MODE hit:  cycles through the media URLs in URLS_FILE (one per line), which the caller has
 --            already processed once, so every request is a cache hit.
 -- MODE same: like hit, but the payload text does not change between requests either: one
@@ -42,6 +46,13 @@ function init(args)
 end
 
 local headers = { ["Content-Type"] = "application/json" }
+
+local gap = tonumber(os.getenv("WRK_GAP_MS") or "")
+if gap and gap > 0 then
+   function delay()
+      return gap
+   end
+end
 
 function request()
    counter = counter + 1
