@@ -31,7 +31,7 @@
 # for the hook's and media URLs' wrk passes: each of the 32 connections waits N ms between an
 # answer and its next request (about 32 × 1000 / (N + latency) a second).
 #
-# Writes bench/out/tracing/results.json and the 100 % server's profiles, and prints a table.
+# Writes bench/out/tracing/results.json and the profiles, and prints a table.
 set -euo pipefail
 
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -241,8 +241,8 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-# Where the 100 % server's CPU goes: perf profiles (call graphs) of a hook pass and of a push
-# pass, summed by shared object and by symbol (perf-*-dso.txt, perf-*-symbols.txt,
+# Where the 100 % server's CPU goes: perf profiles (call graphs) of a hook pass, a media URL pass
+# and a push pass, summed by shared object and by symbol (perf-*-dso.txt, perf-*-symbols.txt,
 # perf-*-inclusive.txt). PERF=0 skips.
 measures process && relay_perf process_100 "${PID_OF[sampled_100]}" wrk -t1 -c32 -d9s -s "$BENCH/wrk_process.lua" \
   "http://127.0.0.1:${HOOK_OF[sampled_100]}" -- hit urls.txt
