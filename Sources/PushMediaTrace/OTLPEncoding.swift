@@ -1,6 +1,6 @@
 import Foundation
 import PushMedia
-package import SwiftProtobuf
+internal import SwiftProtobuf
 import Tracing
 
 typealias ProtoSpan = Opentelemetry_Proto_Trace_V1_Span
@@ -12,17 +12,22 @@ typealias ProtoValue = Opentelemetry_Proto_Common_V1_AnyValue
 /// attributes), one instrumentation scope (`pushmedia`), the spans with their attributes,
 /// events, links and status.
 ///
-/// swift-protobuf encodes each span, and the resource and the scope once. The three messages
-/// around them (the request, its resource spans, their scope spans) are only the spans' bytes
-/// with a field's key and length before each: they are framed here, because swift-protobuf
-/// sizes a nested message again at every level that encloses it, and a whole request encoded
-/// at once spent most of its time sizing each attribute six times.
-struct OTLPEncoding: Sendable {
+/// swift-protobuf encodes every message; what is written here is only a length-delimited field's
+/// key and length before bytes it made, in the order it would write them, so that a batch is
+/// byte for byte the request swift-protobuf makes of the whole (a test checks it):
+/// - the three messages around the spans (the request, its resource spans, their scope spans):
+///   swift-protobuf sizes a nested message again at every level that encloses it, and a whole
+///   request encoded at once spent most of its time sizing each attribute six times;
+/// - a span's attributes (its field 9, between its end time and its events): each attribute is
+///   a `KeyValue` encoded once and kept (`EncodedAttributes`), since most take few values.
+/// One thread encodes (the exporter's), and owns the encoding.
+struct OTLPEncoding {
     private let resource: Opentelemetry_Proto_Resource_V1_Resource
     private let scope: Opentelemetry_Proto_Common_V1_InstrumentationScope
     /// `ResourceSpans` with the resource only, and `ScopeSpans` with the scope only, encoded.
     private let resourceField: [UInt8]
     private let scopeField: [UInt8]
+    private var attributes = EncodedAttributes()
 
     init(serviceName: String, resourceAttributes: [String: String]) {
         var attributes = resourceAttributes
@@ -47,16 +52,18 @@ struct OTLPEncoding: Sendable {
 
     /// The request's bytes for `spans`: what swift-protobuf makes of
     /// `ExportTraceServiceRequest { resource_spans: [{ resource, scope_spans: [{ scope, spans }] }] }`.
-    func encode(_ spans: [FinishedSpan]) throws -> [UInt8] {
+    mutating func encode(_ spans: [FinishedSpan]) throws -> [UInt8] {
         // The spans of one trace end together (a push's two, a request's four): their trace id
         // is made once.
         var trace: (high: UInt64, low: UInt64, id: Data) = (0, 0, Data())
-        let encoded = try spans.map { finished -> [UInt8] in
+        var encoded: [[UInt8]] = []
+        encoded.reserveCapacity(spans.count)
+        for finished in spans {
             let identity = finished.identity
             if trace.id.isEmpty || identity.traceHigh != trace.high || identity.traceLow != trace.low {
                 trace = (identity.traceHigh, identity.traceLow, Self.traceID(identity))
             }
-            return try Self.span(finished, traceID: trace.id).serializedBytes()
+            encoded.append(try span(finished, traceID: trace.id))
         }
         // ScopeSpans: the scope (field 1), then each span (field 2, `spans`).
         let scopeSpansLength = encoded.reduce(scopeField.count) { $0 + Self.fieldLength($1.count) }
@@ -99,18 +106,35 @@ struct OTLPEncoding: Sendable {
         return 1 + varint + length
     }
 
-    /// `finished` as OTLP's span; `traceID` is its trace id's bytes.
-    static func span(_ finished: FinishedSpan, traceID: Data) -> ProtoSpan {
-        var span = ProtoSpan()
-        span.traceID = traceID
-        span.spanID = id(finished.identity.spanID)
-        if finished.parentID != 0 { span.parentSpanID = id(finished.parentID) }
-        if let state = finished.identity.traceState { span.traceState = state }
-        span.name = finished.name
-        span.kind = kind(finished.kind)
-        span.startTimeUnixNano = finished.start
-        span.endTimeUnixNano = finished.end
-        span.attributes = keyValues(finished.attributes)
+    /// `finished`'s bytes as OTLP's span; `traceID` is its trace id's bytes. swift-protobuf
+    /// encodes its fields before the attributes (1 to 8) and after them (10 on: events, links,
+    /// status), and each attribute (`EncodedAttributes`); the attributes are framed between.
+    private mutating func span(_ finished: FinishedSpan, traceID: Data) throws -> [UInt8] {
+        var head = ProtoSpan()
+        head.traceID = traceID
+        head.spanID = Self.id(finished.identity.spanID)
+        if finished.parentID != 0 { head.parentSpanID = Self.id(finished.parentID) }
+        if let state = finished.identity.traceState { head.traceState = state }
+        head.name = finished.name
+        head.kind = Self.kind(finished.kind)
+        head.startTimeUnixNano = finished.start
+        head.endTimeUnixNano = finished.end
+        var bytes: [UInt8] = try head.serializedBytes()
+        for field in finished.attributes.fields {
+            guard let pair = try attributes.encoded(field) else { continue }
+            Self.appendKey(field: 9, length: pair.count, to: &bytes)
+            bytes += pair
+        }
+        if !finished.events.isEmpty || !finished.links.isEmpty || finished.status != nil {
+            var tail = ProtoSpan()
+            Self.setFields(after: finished, on: &tail)
+            bytes += try tail.serializedBytes() as [UInt8]
+        }
+        return bytes
+    }
+
+    /// The fields after the attributes: events, links and status.
+    private static func setFields(after finished: FinishedSpan, on span: inout ProtoSpan) {
         span.events = finished.events.map { event in
             var encoded = ProtoSpan.Event()
             encoded.name = event.name
@@ -136,7 +160,6 @@ struct OTLPEncoding: Sendable {
             if let message = status.message { encoded.message = message }
             span.status = encoded
         }
-        return span
     }
 
     private static func kind(_ kind: SpanKind) -> ProtoSpan.SpanKind {
@@ -162,7 +185,7 @@ struct OTLPEncoding: Sendable {
         withUnsafeBytes(of: value.bigEndian) { Data($0) }
     }
 
-    static func keyValues(_ attributes: SpanFields) -> [ProtoKeyValue] {
+    private static func keyValues(_ attributes: SpanFields) -> [ProtoKeyValue] {
         var encoded: [ProtoKeyValue] = []
         encoded.reserveCapacity(attributes.count)
         for index in attributes.fields.indices {
@@ -182,7 +205,7 @@ struct OTLPEncoding: Sendable {
         return pair
     }
 
-    private static func value(_ attribute: SpanAttribute) -> ProtoValue? {
+    static func value(_ attribute: SpanAttribute) -> ProtoValue? {
         var value = ProtoValue()
         switch attribute {
         case .int32(let number): value.intValue = Int64(number)
@@ -206,5 +229,67 @@ struct OTLPEncoding: Sendable {
         var array = Opentelemetry_Proto_Common_V1_ArrayValue()
         array.values = attributes.compactMap(value)
         return array
+    }
+}
+
+/// Span attributes' `KeyValue`s as swift-protobuf encodes them, kept by key and value: most of
+/// PushMedia's attributes take a few values (a relay's name, a status, a profile, a cache hit),
+/// and each is encoded once. Bounded: at most `maximumKeys` keys, `maximumValues` values a key,
+/// each at most `maximumBytes` encoded; an attribute beyond these (an `apns-id`, a size) is
+/// encoded each time, as it would be without. Only ASCII keys and strings are kept: Swift's
+/// strings are equal when canonically equivalent ("é" composed or not), which ASCII ones are
+/// only when their bytes are the same.
+struct EncodedAttributes {
+    static let maximumKeys = 128
+    static let maximumValues = 64
+    static let maximumBytes = 256
+
+    /// The values kept: scalars (an array attribute is encoded each time).
+    private enum Scalar: Hashable {
+        case string(String)
+        case int(Int64)
+        case bool(Bool)
+        case double(UInt64)
+
+        init?(_ attribute: SpanAttribute) {
+            switch attribute {
+            case .string(let text) where EncodedAttributes.isASCII(text): self = .string(text)
+            // Both are OTLP's `int_value`: the same bytes.
+            case .int64(let number): self = .int(number)
+            case .int32(let number): self = .int(Int64(number))
+            case .bool(let flag): self = .bool(flag)
+            case .double(let number): self = .double(number.bitPattern)
+            default: return nil
+            }
+        }
+    }
+
+    private var byKey: [String: [Scalar: [UInt8]]] = [:]
+
+    /// `field`'s `KeyValue` bytes; nil for a value OTLP has no type for.
+    mutating func encoded(_ field: SpanFields.Field) throws -> [UInt8]? {
+        guard Self.isASCII(field.key), let scalar = Scalar(field.value) else { return try Self.encode(field) }
+        if let bytes = byKey[field.key]?[scalar] { return bytes }
+        guard let bytes = try Self.encode(field) else { return nil }
+        guard bytes.count <= Self.maximumBytes else { return bytes }
+        if let kept = byKey[field.key]?.count {
+            if kept < Self.maximumValues { byKey[field.key]![scalar] = bytes }
+        } else if byKey.count < Self.maximumKeys {
+            byKey[field.key] = [scalar: bytes]
+        }
+        return bytes
+    }
+
+    private static func encode(_ field: SpanFields.Field) throws -> [UInt8]? {
+        guard let value = OTLPEncoding.value(field.value) else { return nil }
+        var pair = ProtoKeyValue()
+        pair.key = field.key
+        pair.value = value
+        return try pair.serializedBytes()
+    }
+
+    fileprivate static func isASCII(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in bytes.allSatisfy { $0 < 0x80 } }
     }
 }

@@ -47,7 +47,6 @@ public final class SpanExporter: Sendable {
     /// The thread's end and who waits for it: behind a lock ThreadSanitizer sees (the standard
     /// library's `Mutex` is a bare futex on Linux, which it does not).
     private let exit = Locked(Exit())
-    private let encoding: OTLPEncoding
     private let lost: Counter
     private let logger: Logger
 
@@ -64,7 +63,6 @@ public final class SpanExporter: Sendable {
         var batch = 1
         while batch < 512, batch * 2 <= ring.capacity / 2 { batch *= 2 }
         batchLimit = batch
-        encoding = OTLPEncoding(serviceName: settings.serviceName, resourceAttributes: settings.resourceAttributes)
         self.lost = lost
         self.logger = logger
         let thread = Thread { [self] in run() }
@@ -98,6 +96,8 @@ public final class SpanExporter: Sendable {
         // thread itself: Foundation names only the current thread on Linux.
         Thread.current.name = "pushmedia-trace"
         let client = CollectorClient(url: settings.url, headers: settings.headers, timeout: settings.timeout)
+        var encoding = OTLPEncoding(
+            serviceName: settings.serviceName, resourceAttributes: settings.resourceAttributes)
         var warnings = Warnings()
         var batch: [FinishedSpan] = []
         batch.reserveCapacity(batchLimit)
@@ -107,7 +107,7 @@ public final class SpanExporter: Sendable {
             repeat {
                 batch.removeAll(keepingCapacity: true)
                 while batch.count < batchLimit, let span = ring.take() { batch.append(span) }
-                if !batch.isEmpty { send(batch, with: client, warnings: &warnings) }
+                if !batch.isEmpty { send(batch, with: client, encoding: &encoding, warnings: &warnings) }
             } while batch.count == batchLimit
             let dropped = ring.takeDropped()
             if dropped > 0 {
@@ -126,7 +126,9 @@ public final class SpanExporter: Sendable {
         for continuation in waiting { continuation.resume() }
     }
 
-    private func send(_ batch: [FinishedSpan], with client: CollectorClient?, warnings: inout Warnings) {
+    private func send(
+        _ batch: [FinishedSpan], with client: CollectorClient?, encoding: inout OTLPEncoding, warnings: inout Warnings
+    ) {
         let reason: String
         do {
             guard let client else { throw CollectorClient.Failure.transfer("libcurl could not create a handle") }

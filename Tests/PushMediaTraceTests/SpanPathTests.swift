@@ -86,8 +86,8 @@ struct SpanPathTests {
             parentID: parent.parentID, start: 1_000, end: 2_500, attributes: SpanFields(attributes),
             events: [SpanEvent(name: "retry", at: DefaultTracerClock.now, attributes: ["attempt": 2])],
             links: [SpanLink(context: linked, attributes: [:])], status: SpanStatus(code: .error, message: "rejected"))
-        let bytes = try OTLPEncoding(serviceName: "push", resourceAttributes: ["deployment.environment": "test"])
-            .encode([span])
+        var encoding = OTLPEncoding(serviceName: "push", resourceAttributes: ["deployment.environment": "test"])
+        let bytes = try encoding.encode([span])
         let request = try Opentelemetry_Proto_Collector_Trace_V1_ExportTraceServiceRequest(serializedBytes: bytes)
         let resource = try #require(request.resourceSpans.first)
         let resourceAttributes = Dictionary(
@@ -112,26 +112,54 @@ struct SpanPathTests {
         #expect(encoded.status.code == .error && encoded.status.message == "rejected")
     }
 
-    /// The request's enclosing messages are framed around the spans as swift-protobuf encodes
-    /// each: the bytes are the ones swift-protobuf makes of the whole request, lengths of one to
-    /// three bytes included.
+    /// The request's enclosing messages and each span's attributes are framed around what
+    /// swift-protobuf encodes: the bytes are the ones it makes of the whole request, lengths of
+    /// one to three bytes included, whether an attribute's bytes were kept from an earlier span
+    /// or not (too long, or its key has had too many values).
     @Test func aBatchIsTheRequestSwiftProtobufWouldEncode() throws {
-        let encoding = OTLPEncoding(serviceName: "push", resourceAttributes: [:])
-        for count in [1, 3, 300] {
+        var encoding = OTLPEncoding(serviceName: "push", resourceAttributes: [:])
+        for count in [1, 3, 300, 300] {
             let spans = (0..<count).map { index in
                 var attributes = SpanFields()
                 for key in 0..<(index % 7) { attributes["key.\(key)"] = String(repeating: "v", count: index) }
+                attributes["status"] = index % 3 == 0 ? "processed" : "rejected"
+                attributes["cache_hit"] = index % 2 == 0
+                attributes["count"] = index % 5
+                attributes["ratio"] = SpanAttribute.double(Double(index) / 4)
+                attributes["sizes"] = SpanAttribute.int64Array([Int64(index), 1])
                 var span = Self.finished(spanID: UInt64(index + 1))
                 span.attributes = attributes
+                if index % 11 == 0 { span.status = SpanStatus(code: .error, message: "HTTP 500") }
                 return span
             }
             let bytes = try encoding.encode(spans)
             let request = try Opentelemetry_Proto_Collector_Trace_V1_ExportTraceServiceRequest(serializedBytes: bytes)
             #expect(request.resourceSpans.count == 1 && request.resourceSpans[0].scopeSpans.count == 1)
-            #expect(request.resourceSpans[0].scopeSpans[0].spans.count == count)
+            let decoded = request.resourceSpans[0].scopeSpans[0].spans
+            #expect(decoded.count == count)
+            #expect(decoded.last?.attributes.count == (count - 1) % 7 + 5)
+            #expect(decoded.last?.attributes.first { $0.key == "ratio" }?.value.doubleValue == Double(count - 1) / 4)
             let whole: [UInt8] = try request.serializedBytes()
             #expect(whole == bytes)
         }
+    }
+
+    /// An attribute's bytes are its own, whether kept from an earlier span or not: two strings
+    /// Swift calls equal ("é" composed and not) are sent as each was set.
+    @Test func anAttributeIsSentAsItWasSet() throws {
+        var encoding = OTLPEncoding(serviceName: "push", resourceAttributes: [:])
+        let texts = ["caf\u{E9}", "cafe\u{301}", "cafe", "caf\u{E9}", "cafe\u{301}", "cafe"]
+        #expect(texts[0] == texts[1])
+        let spans = texts.indices.map { index in
+            var span = Self.finished(spanID: UInt64(index + 1))
+            span.attributes = ["place": .string(texts[index]), texts[index]: .int64(1)]
+            return span
+        }
+        let bytes = try encoding.encode(spans)
+        let request = try Opentelemetry_Proto_Collector_Trace_V1_ExportTraceServiceRequest(serializedBytes: bytes)
+        let decoded = request.resourceSpans[0].scopeSpans[0].spans
+        #expect(decoded.map { Array($0.attributes[0].value.stringValue.utf8) } == texts.map { Array($0.utf8) })
+        #expect(decoded.map { Array($0.attributes[1].key.utf8) } == texts.map { Array($0.utf8) })
     }
 
     /// A caller's trace is joined, its `tracestate` passed on; each span is the parent of the
