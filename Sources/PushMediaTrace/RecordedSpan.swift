@@ -5,8 +5,9 @@ import Tracing
 /// A span this process records: its name, attributes, events, links and status until it ends,
 /// then one `FinishedSpan` put in the exporter's ring. Its state is its own, behind its own
 /// lock, which only the task doing the span's work takes: the tracer keeps no table of live
-/// spans, and ending a span wakes no one.
-public final class RecordedSpan: SpanFieldsEditing, Sendable {
+/// spans, and ending a span wakes no one. (Sendable as its base class is: what changes is
+/// behind its lock.)
+public final class RecordedSpan: SpanFieldsOwner, Span, @unchecked Sendable {
     public let context: ServiceContext
     private let kind: SpanKind
     private let identity: SpanIdentity
@@ -36,6 +37,7 @@ public final class RecordedSpan: SpanFieldsEditing, Sendable {
         self.start = start
         self.exporter = exporter
         state = Mutex(State(name: name))
+        super.init()
     }
 
     public var operationName: String {
@@ -48,7 +50,7 @@ public final class RecordedSpan: SpanFieldsEditing, Sendable {
         set { state.withLock { if !$0.ended { $0.attributes = SpanFields(newValue) } } }
     }
 
-    public func editFields(_ update: (inout SpanFields) -> Void) {
+    override public func editFields(_ update: (inout SpanFields) -> Void) {
         state.withLock { if !$0.ended { update(&$0.attributes) } }
     }
 

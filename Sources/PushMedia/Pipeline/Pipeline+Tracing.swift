@@ -14,18 +14,20 @@ public enum PipelineTrace {
     /// `pushmedia.rewrite`: the payload rewritten with its answers.
     public static let rewrite = "pushmedia.rewrite"
 
-    /// The tracer of the trace a context belongs to, when the trace is recorded: set by the
-    /// sampler in the context of a trace's first span (the server span, a relayed push's, a batch
-    /// item's), and so in every context under it. A trace that is not sampled (or no trace at all:
-    /// no tracer, or the library called outside `serve`) has none and starts no child span.
+    /// The sampler that began the trace a context belongs to, when the trace is recorded (its
+    /// tracer starts the trace's spans): set by the sampler in the context of a trace's first span
+    /// (the server span, a relayed push's, a batch item's), and so in every context under it. A
+    /// trace that is not sampled (or no trace at all: no tracer, or the library called outside
+    /// `serve`) has none and starts no child span. A class reference: the context keeps it without
+    /// a box of its own.
     private enum Recorder: ServiceContextKey {
-        typealias Value = any Tracer
+        typealias Value = TraceSampler
         static let nameOverride: String? = "pushmedia-recorder"
     }
 
-    /// Marks `context` as a recorded trace's, whose spans `tracer` starts.
-    static func record(with tracer: any Tracer, in context: inout ServiceContext) {
-        context[Recorder.self] = tracer
+    /// Marks `context` as a recorded trace's, begun by `sampler`.
+    static func record(by sampler: TraceSampler, in context: inout ServiceContext) {
+        context[Recorder.self] = sampler
     }
 
     /// The context a span gives its work: the span's own (with the trace's tracer, when the
@@ -48,8 +50,8 @@ public enum PipelineTrace {
     }
 
     private static func child(_ name: String, in context: ServiceContext, ofKind kind: SpanKind) -> (any Span)? {
-        guard let tracer = context[Recorder.self] else { return nil }
-        return tracer.startSpan(name, context: context, ofKind: kind)
+        guard let sampler = context[Recorder.self] else { return nil }
+        return sampler.tracer.startSpan(name, context: context, ofKind: kind)
     }
 
     /// `operation` with `span`'s context current (`context(of:)`: a log line written in it
@@ -91,9 +93,9 @@ public enum PipelineTrace {
     /// The current span's W3C `traceparent` and `tracestate`, as request header fields (none
     /// when no span is current, or traces are off).
     static func propagated() -> [(String, String)] {
-        guard let context = ServiceContext.current, let tracer = context[Recorder.self] else { return [] }
+        guard let context = ServiceContext.current, let sampler = context[Recorder.self] else { return [] }
         var fields: [(String, String)] = []
-        tracer.inject(context, into: &fields, using: HeaderPairs())
+        sampler.tracer.inject(context, into: &fields, using: HeaderPairs())
         return fields
     }
 

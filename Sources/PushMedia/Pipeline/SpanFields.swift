@@ -82,19 +82,24 @@ public struct SpanFields: Sendable, ExpressibleByDictionaryLiteral {
     }
 }
 
-/// A span that keeps its attributes as `SpanFields` (the tracer's own spans): `editAttributes`
-/// changes them in place, without building swift-distributed-tracing's dictionary.
-public protocol SpanFieldsEditing: Span {
+/// The base class of spans that keep their attributes as `SpanFields` (the tracer's own):
+/// `editAttributes` finds one with a class cast, which costs a fraction of asking the runtime
+/// whether a span's type conforms to a protocol. A subclass overrides `editFields`.
+open class SpanFieldsOwner: @unchecked Sendable {
+    public init() {}
+
     /// Calls `update` with the span's attributes to change, unless the span has ended.
     /// `update` must not read or set this span.
-    func editFields(_ update: (inout SpanFields) -> Void)
+    open func editFields(_ update: (inout SpanFields) -> Void) {
+        preconditionFailure("\(type(of: self)) does not override editFields(_:)")
+    }
 }
 
 extension Span {
     /// Changes the span's attributes in place: a list for the tracer's own spans
-    /// (`SpanFieldsEditing`), the protocol's `attributes` for any other.
+    /// (`SpanFieldsOwner`), the protocol's `attributes` for any other.
     public func editAttributes(_ update: (inout SpanFields) -> Void) {
-        if let span = self as? any SpanFieldsEditing { return span.editFields(update) }
+        if let span = self as? SpanFieldsOwner { return span.editFields(update) }
         var fields = SpanFields(attributes)
         update(&fields)
         attributes = fields.attributes

@@ -7,7 +7,8 @@ import Tracing
 /// context (so it sends no `traceparent` to an origin either). The process's tracer records every
 /// span it is asked for: the decision is made here, once per trace. Built once by the server, with
 /// the process's tracer, and handed to each place where work begins; nil where traces are off.
-public struct TraceSampler: Sendable {
+/// A class: copied as one reference, and carried as one in each recorded trace's context.
+public final class TraceSampler: Sendable {
     /// OpenTelemetry's names (`OTEL_TRACES_SAMPLER`).
     public enum Rule: String, CaseIterable, Sendable {
         case alwaysOn = "always_on"
@@ -26,8 +27,8 @@ public struct TraceSampler: Sendable {
     private let bound: UInt64
     private let draws: Locked<UInt64>
     /// Where the spans of the traces it records go: the process's tracer, reached without the
-    /// lock of `InstrumentationSystem`'s global (and carried in each recorded trace's context,
-    /// `PipelineTrace.child`).
+    /// lock of `InstrumentationSystem`'s global (and from each recorded trace's context, which
+    /// carries the sampler: `PipelineTrace.child`).
     public let tracer: any Tracer
 
     /// `tracer`: the process's, once it is set (`InstrumentationSystem.bootstrap`).
@@ -78,7 +79,7 @@ public struct TraceSampler: Sendable {
     /// (`PipelineTrace.child` starts a child span only in a context that has one).
     private func start(_ name: String, ofKind kind: SpanKind, context: ServiceContext) -> any Span {
         var context = context
-        PipelineTrace.record(with: tracer, in: &context)
+        PipelineTrace.record(by: self, in: &context)
         return tracer.startSpan(name, context: context, ofKind: kind)
     }
 
