@@ -1,3 +1,4 @@
+import Synchronization
 import Tracing
 
 /// Which work begins a recorded trace: a request to the hook or a media URL, a relayed push, a
@@ -25,7 +26,7 @@ public final class TraceSampler: Sendable {
     /// A trace id whose last 8 bytes (little-endian, as OpenTelemetry's SDKs read them) are below
     /// this is recorded by the ratio rules.
     private let bound: UInt64
-    private let draws: Locked<UInt64>
+    private let draws: Atomic<UInt64>
     /// Where the spans of the traces it records go: the process's tracer, reached without the
     /// lock of `InstrumentationSystem`'s global (and from each recorded trace's context, which
     /// carries the sampler: `PipelineTrace.child`).
@@ -38,7 +39,7 @@ public final class TraceSampler: Sendable {
         self.ratio = min(max(ratio, 0), 1)
         bound = self.ratio == 0 ? .min : self.ratio == 1 ? .max : UInt64(self.ratio * Double(UInt64.max))
         var seed = SystemRandomNumberGenerator()
-        draws = Locked(seed.next())
+        draws = Atomic(seed.next())
     }
 
     /// Whether work whose caller sent `traceparent` (nil: none, or not one W3C defines) is traced:
@@ -88,12 +89,10 @@ public final class TraceSampler: Sendable {
     }
 
     /// The next of a SplitMix64 sequence, seeded once from the system's generator: a trace that
-    /// begins here is recorded as one whose new trace id falls below the bound would be.
+    /// begins here is recorded as one whose new trace id falls below the bound would be. Each
+    /// draw is one atomic add: no lock on the way of work that is not traced.
     private func draw() -> UInt64 {
-        var z = draws.withLock { state in
-            state &+= 0x9E37_79B9_7F4A_7C15
-            return state
-        }
+        var z = draws.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
