@@ -19,7 +19,8 @@ typealias ProtoValue = Opentelemetry_Proto_Common_V1_AnyValue
 ///   swift-protobuf sizes a nested message again at every level that encloses it, and a whole
 ///   request encoded at once spent most of its time sizing each attribute six times;
 /// - a span's attributes (its field 9, between its end time and its events): each attribute is
-///   a `KeyValue` encoded once and kept (`EncodedAttributes`), since most take few values.
+///   a `KeyValue`, kept for the next span of the same name (`EncodedAttributes`), since most
+///   take few values.
 /// One thread encodes (the exporter's), and owns the encoding.
 struct OTLPEncoding {
     private let resource: Opentelemetry_Proto_Resource_V1_Resource
@@ -58,12 +59,13 @@ struct OTLPEncoding {
         var trace: (high: UInt64, low: UInt64, id: Data) = (0, 0, Data())
         var encoded: [[UInt8]] = []
         encoded.reserveCapacity(spans.count)
-        for finished in spans {
-            let identity = finished.identity
-            if trace.id.isEmpty || identity.traceHigh != trace.high || identity.traceLow != trace.low {
-                trace = (identity.traceHigh, identity.traceLow, Self.traceID(identity))
+        // Each span read in place (a loop over the elements would copy each).
+        for index in spans.indices {
+            let (high, low) = (spans[index].identity.traceHigh, spans[index].identity.traceLow)
+            if trace.id.isEmpty || high != trace.high || low != trace.low {
+                trace = (high, low, Self.traceID(spans[index].identity))
             }
-            encoded.append(try span(finished, traceID: trace.id))
+            encoded.append(try span(spans[index], traceID: trace.id))
         }
         // ScopeSpans: the scope (field 1), then each span (field 2, `spans`).
         let scopeSpansLength = encoded.reduce(scopeField.count) { $0 + Self.fieldLength($1.count) }
@@ -85,7 +87,7 @@ struct OTLPEncoding {
 
     /// A length-delimited field's key (field number, wire type 2) and length, as protobuf's
     /// encoding defines them.
-    private static func appendKey(field: UInt8, length: Int, to bytes: inout [UInt8]) {
+    static func appendKey(field: UInt8, length: Int, to bytes: inout [UInt8]) {
         bytes.append(field << 3 | 2)
         var rest = UInt64(length)
         while rest >= 0x80 {
@@ -120,11 +122,7 @@ struct OTLPEncoding {
         head.startTimeUnixNano = finished.start
         head.endTimeUnixNano = finished.end
         var bytes: [UInt8] = try head.serializedBytes()
-        for field in finished.attributes.fields {
-            guard let pair = try attributes.encoded(field) else { continue }
-            Self.appendKey(field: 9, length: pair.count, to: &bytes)
-            bytes += pair
-        }
+        try attributes.append(finished.attributes, of: finished.name, to: &bytes)
         if !finished.events.isEmpty || !finished.links.isEmpty || finished.status != nil {
             var tail = ProtoSpan()
             Self.setFields(after: finished, on: &tail)
@@ -232,20 +230,23 @@ struct OTLPEncoding {
     }
 }
 
-/// Span attributes' `KeyValue`s as swift-protobuf encodes them, kept by key and value: most of
-/// PushMedia's attributes take a few values (a relay's name, a status, a profile, a cache hit),
-/// and each is encoded once. Bounded: at most `maximumKeys` keys, `maximumValues` values a key,
-/// each at most `maximumBytes` encoded; an attribute beyond these (an `apns-id`, a size) is
-/// encoded each time, as it would be without. Only ASCII keys and strings are kept: Swift's
-/// strings are equal when canonically equivalent ("é" composed or not), which ASCII ones are
-/// only when their bytes are the same.
+/// Span attributes' `KeyValue`s as swift-protobuf encodes them, kept for the next span of the
+/// same name: the spans of one name set the same keys in the same order, and most of their
+/// values are few (a relay's name, a status, a profile, a cache hit). Each position of a name's
+/// attributes keeps its last `valuesKept` encodings, found again by comparing the key and the
+/// value: a span costs one lookup of its name, not a hash of each attribute. Bounded:
+/// `maximumNames` names, `maximumPositions` positions, `valuesKept` values each, `maximumBytes`
+/// an encoding; any other attribute (an `apns-id`, a size) is encoded each time, as it would be
+/// without. Only ASCII keys and strings are kept: Swift's strings are equal when canonically
+/// equivalent ("é" composed or not), which ASCII ones are only when their bytes are the same.
 struct EncodedAttributes {
-    static let maximumKeys = 128
-    static let maximumValues = 64
+    static let maximumNames = 64
+    static let maximumPositions = 32
+    static let valuesKept = 4
     static let maximumBytes = 256
 
     /// The values kept: scalars (an array attribute is encoded each time).
-    private enum Scalar: Hashable {
+    private enum Scalar: Equatable {
         case string(String)
         case int(Int64)
         case bool(Bool)
@@ -264,19 +265,64 @@ struct EncodedAttributes {
         }
     }
 
-    private var byKey: [String: [Scalar: [UInt8]]] = [:]
+    private struct Kept {
+        var key: String
+        var value: Scalar
+        var bytes: [UInt8]
+    }
 
-    /// `field`'s `KeyValue` bytes; nil for a value OTLP has no type for.
-    mutating func encoded(_ field: SpanFields.Field) throws -> [UInt8]? {
-        guard Self.isASCII(field.key), let scalar = Scalar(field.value) else { return try Self.encode(field) }
-        if let bytes = byKey[field.key]?[scalar] { return bytes }
-        guard let bytes = try Self.encode(field) else { return nil }
-        guard bytes.count <= Self.maximumBytes else { return bytes }
-        if let kept = byKey[field.key]?.count {
-            if kept < Self.maximumValues { byKey[field.key]![scalar] = bytes }
-        } else if byKey.count < Self.maximumKeys {
-            byKey[field.key] = [scalar: bytes]
+    /// One position's last encodings, the oldest replaced first.
+    private struct Position {
+        var kept: [Kept] = []
+        var next = 0
+
+        mutating func keep(_ encoding: Kept) {
+            if kept.count < EncodedAttributes.valuesKept {
+                kept.append(encoding)
+            } else {
+                kept[next] = encoding
+                next = (next + 1) % EncodedAttributes.valuesKept
+            }
         }
+    }
+
+    private var byName: [String: [Position]] = [:]
+
+    /// Appends `fields` to a span named `name` as its field 9 (`attributes`), each a `KeyValue`;
+    /// a value OTLP has no type for is left out.
+    mutating func append(_ fields: SpanFields, of name: String, to bytes: inout [UInt8]) throws {
+        guard fields.count > 0 else { return }
+        if byName.count < Self.maximumNames {
+            try Self.append(fields, positions: &byName[name, default: []], to: &bytes)
+        } else if byName[name] != nil {
+            try Self.append(fields, positions: &byName[name]!, to: &bytes)
+        } else {
+            var unkept: [Position] = []
+            try Self.append(fields, positions: &unkept, to: &bytes)
+        }
+    }
+
+    private static func append(_ fields: SpanFields, positions: inout [Position], to bytes: inout [UInt8]) throws {
+        for index in fields.fields.indices {
+            guard let pair = try encoded(fields.fields[index], at: index, positions: &positions) else { continue }
+            OTLPEncoding.appendKey(field: 9, length: pair.count, to: &bytes)
+            bytes += pair
+        }
+    }
+
+    private static func encoded(_ field: SpanFields.Field, at index: Int, positions: inout [Position]) throws
+        -> [UInt8]?
+    {
+        guard index < maximumPositions, isASCII(field.key), let value = Scalar(field.value) else {
+            return try encode(field)
+        }
+        while positions.count <= index { positions.append(Position()) }
+        for kept in positions[index].kept.indices
+        where positions[index].kept[kept].value == value && positions[index].kept[kept].key == field.key {
+            return positions[index].kept[kept].bytes
+        }
+        guard let bytes = try encode(field) else { return nil }
+        if bytes.count <= maximumBytes { positions[index].keep(Kept(key: field.key, value: value, bytes: bytes)) }
         return bytes
     }
 

@@ -127,6 +127,8 @@ struct SpanPathTests {
                 attributes["count"] = index % 5
                 attributes["ratio"] = SpanAttribute.double(Double(index) / 4)
                 attributes["sizes"] = SpanAttribute.int64Array([Int64(index), 1])
+                // More than the positions kept, on some spans of the name.
+                if index % 13 == 0 { for key in 0..<40 { attributes["many.\(key)"] = key % 3 } }
                 var span = Self.finished(spanID: UInt64(index + 1))
                 span.attributes = attributes
                 if index % 11 == 0 { span.status = SpanStatus(code: .error, message: "HTTP 500") }
@@ -137,7 +139,7 @@ struct SpanPathTests {
             #expect(request.resourceSpans.count == 1 && request.resourceSpans[0].scopeSpans.count == 1)
             let decoded = request.resourceSpans[0].scopeSpans[0].spans
             #expect(decoded.count == count)
-            #expect(decoded.last?.attributes.count == (count - 1) % 7 + 5)
+            #expect(decoded.last?.attributes.count == (count - 1) % 7 + 5 + ((count - 1) % 13 == 0 ? 40 : 0))
             #expect(decoded.last?.attributes.first { $0.key == "ratio" }?.value.doubleValue == Double(count - 1) / 4)
             let whole: [UInt8] = try request.serializedBytes()
             #expect(whole == bytes)
