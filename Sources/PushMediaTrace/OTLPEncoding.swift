@@ -23,8 +23,6 @@ typealias ProtoValue = Opentelemetry_Proto_Common_V1_AnyValue
 ///   take few values.
 /// One thread encodes (the exporter's), and owns the encoding.
 struct OTLPEncoding {
-    private let resource: Opentelemetry_Proto_Resource_V1_Resource
-    private let scope: Opentelemetry_Proto_Common_V1_InstrumentationScope
     /// `ResourceSpans` with the resource only, and `ScopeSpans` with the scope only, encoded.
     private let resourceField: [UInt8]
     private let scopeField: [UInt8]
@@ -38,11 +36,9 @@ struct OTLPEncoding {
         attributes["telemetry.sdk.version"] = PushMediaVersion.string
         var resource = Opentelemetry_Proto_Resource_V1_Resource()
         resource.attributes = attributes.sorted { $0.key < $1.key }.map { Self.keyValue($0.key, string: $0.value) }
-        self.resource = resource
         var scope = Opentelemetry_Proto_Common_V1_InstrumentationScope()
         scope.name = "pushmedia"
         scope.version = PushMediaVersion.string
-        self.scope = scope
         var resourceSpans = Opentelemetry_Proto_Trace_V1_ResourceSpans()
         resourceSpans.resource = resource
         resourceField = (try? resourceSpans.serializedBytes()) ?? []
