@@ -30,8 +30,8 @@ public enum PipelineTrace {
         context[Recorder.self] = sampler
     }
 
-    /// The context a span gives its work: the span's own (with the trace's tracer, when the
-    /// trace is recorded).
+    /// The context a span gives its work: the span's own (carrying the sampler that began the
+    /// trace, when the trace is recorded).
     public static func context(of span: any Span) -> ServiceContext { span.context }
 
     /// Whether `context` belongs to a recorded trace.
