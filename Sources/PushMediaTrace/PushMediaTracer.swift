@@ -22,14 +22,13 @@ public struct PushMediaTracer: Tracer {
         _ operationName: String, context: @autoclosure () -> ServiceContext, ofKind kind: SpanKind,
         at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
     ) -> RecordedSpan {
-        var context = context()
+        let context = context()
         let parent = context.spanIdentity
         let identity = SpanIdentity(
             traceHigh: parent?.traceHigh ?? ids.next(), traceLow: parent?.traceLow ?? ids.next(), spanID: ids.next(),
-            sampled: true, traceState: parent?.traceState)
-        context.spanIdentity = identity
+            sampled: true, traceState: parent?.traceState, recorded: true)
         return RecordedSpan(
-            name: operationName, kind: kind, context: context, identity: identity, parentID: parent?.spanID ?? 0,
+            name: operationName, kind: kind, parent: context, identity: identity, parentID: parent?.spanID ?? 0,
             start: instant().nanosecondsSinceEpoch, exporter: exporter)
     }
 
@@ -46,7 +45,7 @@ public struct PushMediaTracer: Tracer {
         }
         context.spanIdentity = SpanIdentity(
             traceHigh: parent.traceHigh, traceLow: parent.traceLow, spanID: parent.parentID, sampled: parent.sampled,
-            traceState: state)
+            traceState: state, recorded: false)
     }
 
     public func inject<Carrier, Inject: Injector>(
@@ -58,12 +57,10 @@ public struct PushMediaTracer: Tracer {
     }
 
     /// `span_id`, `trace_flags` and `trace_id` (sorted by name, as a line's fields are written)
-    /// of the current span, for a log line, when its trace is recorded (the ids of one that is
-    /// not lead to no trace); empty otherwise.
+    /// of the current span, for a log line, when it is one of this tracer's (each is recorded; a
+    /// caller's ids alone lead to no trace here); empty otherwise. One lookup in the context.
     @Sendable public static func logFields() -> [(String, String)] {
-        guard let context = ServiceContext.current, PipelineTrace.isRecorded(context),
-            let identity = context.spanIdentity
-        else { return [] }
+        guard let identity = ServiceContext.current?.spanIdentity, identity.recorded else { return [] }
         return [
             ("span_id", TraceParent.text(ofSpanID: identity.spanID)),
             ("trace_flags", identity.sampled ? "01" : "00"),

@@ -8,7 +8,10 @@ import Tracing
 /// spans, and ending a span wakes no one. (Sendable as its base class is: what changes is
 /// behind its lock.)
 public final class RecordedSpan: SpanFieldsOwner, Span, @unchecked Sendable {
-    public let context: ServiceContext
+    /// The context the span was started in: the span's own (`context`) is made from it the first
+    /// time it is asked for, so a span whose work starts no other and logs nothing (a cache hit's
+    /// `pushmedia.resolve`, a relay's upstream span) copies no context.
+    private let parent: ServiceContext
     private let kind: SpanKind
     private let identity: SpanIdentity
     private let parentID: UInt64
@@ -24,13 +27,15 @@ public final class RecordedSpan: SpanFieldsOwner, Span, @unchecked Sendable {
         var links: [SpanLink] = []
         var status: SpanStatus?
         var ended = false
+        /// The span's context, once made.
+        var context: ServiceContext?
     }
 
     init(
-        name: String, kind: SpanKind, context: ServiceContext, identity: SpanIdentity, parentID: UInt64,
+        name: String, kind: SpanKind, parent: ServiceContext, identity: SpanIdentity, parentID: UInt64,
         start: UInt64, exporter: SpanExporter
     ) {
-        self.context = context
+        self.parent = parent
         self.kind = kind
         self.identity = identity
         self.parentID = parentID
@@ -38,6 +43,17 @@ public final class RecordedSpan: SpanFieldsOwner, Span, @unchecked Sendable {
         self.exporter = exporter
         state = Mutex(State(name: name))
         super.init()
+    }
+
+    /// The context the span gives its work: the one it was started in, with the span's identity.
+    public var context: ServiceContext {
+        state.withLock { state in
+            if let context = state.context { return context }
+            var context = parent
+            context.spanIdentity = identity
+            state.context = context
+            return context
+        }
     }
 
     public var operationName: String {

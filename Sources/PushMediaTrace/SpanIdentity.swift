@@ -13,6 +13,9 @@ public struct SpanIdentity: Sendable, Hashable {
     public var sampled: Bool
     /// W3C `tracestate` as the caller sent it (vendors' entries), passed on unchanged.
     public var traceState: String?
+    /// A span of this process's tracer (each of them is recorded: the sampler decided before the
+    /// trace's first span); false for a caller's, joined from its `traceparent`.
+    public var recorded: Bool
 
     /// The `traceparent` a request made within this span sends: this span as its parent.
     public var traceParent: TraceParent {

@@ -18,7 +18,8 @@ struct SpanPathTests {
     static func finished(spanID: UInt64) -> FinishedSpan {
         FinishedSpan(
             name: "span", kind: .internal,
-            identity: SpanIdentity(traceHigh: 1, traceLow: 2, spanID: spanID, sampled: true, traceState: nil),
+            identity: SpanIdentity(
+                traceHigh: 1, traceLow: 2, spanID: spanID, sampled: true, traceState: nil, recorded: true),
             parentID: 0, start: 1, end: 2, attributes: [:], events: [], links: [], status: nil)
     }
 
@@ -77,12 +78,13 @@ struct SpanPathTests {
         attributes["pushmedia.ratio"] = 0.5
         let parent = try #require(TraceParent(Self.caller))
         var linked = ServiceContext.topLevel
-        linked.spanIdentity = SpanIdentity(traceHigh: 7, traceLow: 8, spanID: 9, sampled: true, traceState: nil)
+        linked.spanIdentity = SpanIdentity(
+            traceHigh: 7, traceLow: 8, spanID: 9, sampled: true, traceState: nil, recorded: true)
         let span = FinishedSpan(
             name: "POST /v1/process", kind: .server,
             identity: SpanIdentity(
                 traceHigh: parent.traceHigh, traceLow: parent.traceLow, spanID: 0x1234, sampled: true,
-                traceState: "vendor=1"),
+                traceState: "vendor=1", recorded: true),
             parentID: parent.parentID, start: 1_000, end: 2_500, attributes: SpanFields(attributes),
             events: [SpanEvent(name: "retry", at: DefaultTracerClock.now, attributes: ["attempt": 2])],
             links: [SpanLink(context: linked, attributes: [:])], status: SpanStatus(code: .error, message: "rejected"))
@@ -177,6 +179,9 @@ struct SpanPathTests {
         let tracer = PushMediaTracer(exporter: exporter)
         var context = ServiceContext.topLevel
         tracer.extract(["traceparent": Self.caller, "tracestate": "a=1"], into: &context, using: Fields())
+        // A caller's ids alone are no span of this process: a log line carries no trace fields.
+        #expect(context.spanIdentity?.recorded == false)
+        #expect(ServiceContext.$current.withValue(context) { PushMediaTracer.logFields() }.isEmpty)
         let server = tracer.startSpan(
             "server", context: context, ofKind: .server, at: DefaultTracerClock.now, function: #function,
             file: #fileID, line: #line)
@@ -212,10 +217,19 @@ struct SpanPathTests {
         child.end()
         child.attributes["after"] = "end"
         #expect(!child.isRecording && child.attributes.get("after") == nil)
+        // A span's context is made the first time it is asked for, even once the span has ended,
+        // and is the same each time.
+        let leaf = tracer.startSpan(
+            "leaf", context: server.context, ofKind: .internal, at: DefaultTracerClock.now, function: #function,
+            file: #fileID, line: #line)
+        leaf.end()
+        let leafID = try #require(leaf.context.spanIdentity)
+        #expect(leafID.recorded && leafID.traceLow == serverID.traceLow && leafID.spanID != childID.spanID)
+        #expect(leaf.context.spanIdentity == leafID && server.context.spanIdentity == serverID)
         server.end()
         root.end()
         await exporter.shutdown()
-        #expect(lost.total == 3)
+        #expect(lost.total == 4)
     }
 
     /// The sampler's first span marks its trace recorded, with the tracer: its work's child spans

@@ -26,7 +26,11 @@ struct TraceMiddleware<Context: RequestContext>: RouterMiddleware {
                 try await next(request, context)
             }
             finish(span, request.method, route: context.endpointPath, status: response.status.code)
-            if let outcome = response.headers[.pushMediaOutcome] { span.setAttribute("pushmedia.outcome", outcome) }
+            // The field as it was set: `HTTPFields`' subscript joins every value of a name into
+            // a new string.
+            if let outcome = response.headers.first(where: { $0.name == .pushMediaOutcome }) {
+                span.setAttribute("pushmedia.outcome", outcome.value)
+            }
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status.code ?? 500
