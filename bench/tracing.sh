@@ -28,8 +28,9 @@
 # messages at N a second (h2load --rps), below what every server can take, instead of as fast as
 # the server answers: each server then handles the same load, and its CPU per push does not
 # include the cost of answering in smaller batches when it is slower. GAP_MS=N does the same
-# for the hook's and media URLs' wrk passes: each of the 32 connections waits N ms between an
-# answer and its next request (about 32 × 1000 / (N + latency) a second).
+# for the hook's wrk passes: each of the 32 connections waits N ms between an answer and its
+# next request (about 32 × 1000 / (N + latency) a second). URL_RATE=N GETs the media URL at N a
+# second (h2load over HTTP/1.1, 24 clients, --rps), instead of with wrk's closed loop (or GAP_MS).
 #
 # Writes bench/out/tracing/results.json and the profiles, and prints a table.
 set -euo pipefail
@@ -50,6 +51,8 @@ RATE=${RATE:-}
 PACE=()
 [[ -n $RATE ]] && PACE=(--rps "$((RATE / CONNECTIONS))")
 GAP_MS=${GAP_MS:-0}
+URL_RATE=${URL_RATE:-}
+URL_CLIENTS=24
 source "$BENCH/lib.sh"
 source "$BENCH/relay-lib.sh"
 command -v wrk >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
@@ -214,6 +217,16 @@ PY
   with_spans "$name" "$spans" "$pid" "$split"
 }
 
+# url_pass NAME CONFIG: the media URL at URL_RATE a second (h2load over HTTP/1.1), recorded as wrk_pass does.
+url_pass() {
+  local name=$1 pid=${PID_OF[$2]} spans split
+  spans=$(settled_spans)
+  split=$(cpu_split "$pid")
+  h2load_run "$name" "$pid" requests "http://127.0.0.1:${HOOK_OF[$2]}$MEDIA_URL_PATH" --h1 -c "$URL_CLIENTS" -t 1 \
+    -n "$((URL_RATE * SECONDS_EACH))" --rps "$((URL_RATE / URL_CLIENTS))"
+  with_spans "$name" "$spans" "$pid" "$split"
+}
+
 measures() { [[ " $PATHS " == *" $1 "* ]]; }
 : >runs.jsonl
 for round in $(seq "$ROUNDS"); do
@@ -221,7 +234,10 @@ for round in $(seq "$ROUNDS"); do
   ((round % 2 == 0)) && order=(sampled_100 sampled off before)
   log "round $round"
   measures process && for config in "${order[@]}"; do wrk_pass "process_${config}#$round" "$config" process; done
-  measures media_url && for config in "${order[@]}"; do wrk_pass "media_url_${config}#$round" "$config" media_url; done
+  measures media_url && for config in "${order[@]}"; do
+    if [[ -n $URL_RATE ]]; then url_pass "media_url_${config}#$round" "$config"
+    else wrk_pass "media_url_${config}#$round" "$config" media_url; fi
+  done
   measures apns && for config in "${order[@]}"; do
     sed "s|^|https://localhost:${RELAY_OF[$config]}|" tokens.txt >"uris-$config.txt"
     spans=$(settled_spans)
@@ -244,10 +260,11 @@ done
 # Where the 100 % server's CPU goes: perf profiles (call graphs) of a hook pass, a media URL pass
 # and a push pass, summed by shared object and by symbol (perf-*-dso.txt, perf-*-symbols.txt,
 # perf-*-inclusive.txt). PERF=0 skips.
-measures process && relay_perf process_100 "${PID_OF[sampled_100]}" wrk -t1 -c32 -d9s -s "$BENCH/wrk_process.lua" \
-  "http://127.0.0.1:${HOOK_OF[sampled_100]}" -- hit urls.txt
-# The media URL and push paths without traces beside them (perf-*_off-*), to tell what the
-# spans add.
+# Each path without traces beside it (perf-*_off-*), to tell what the spans add.
+for config in off sampled_100; do
+  measures process && relay_perf "process_${config/sampled_/}" "${PID_OF[$config]}" wrk -t1 -c32 -d9s \
+    -s "$BENCH/wrk_process.lua" "http://127.0.0.1:${HOOK_OF[$config]}" -- hit urls.txt
+done
 for config in off sampled_100; do
   measures media_url && relay_perf "media_url_${config/sampled_/}" "${PID_OF[$config]}" wrk -t1 -c32 -d9s \
     "http://127.0.0.1:${HOOK_OF[$config]}$MEDIA_URL_PATH"
