@@ -55,13 +55,15 @@ struct OTLPEncoding {
         var trace: (high: UInt64, low: UInt64, id: Data) = (0, 0, Data())
         var encoded: [[UInt8]] = []
         encoded.reserveCapacity(spans.count)
-        // Each span read in place (a loop over the elements would copy each).
-        for index in spans.indices {
-            let (high, low) = (spans[index].identity.traceHigh, spans[index].identity.traceLow)
-            if trace.id.isEmpty || high != trace.high || low != trace.low {
-                trace = (high, low, Self.traceID(spans[index].identity))
+        // Each span read in place (a loop over the array's elements, or its subscript, copies each).
+        try spans.withUnsafeBufferPointer { spans in
+            for index in spans.indices {
+                let (high, low) = (spans[index].identity.traceHigh, spans[index].identity.traceLow)
+                if trace.id.isEmpty || high != trace.high || low != trace.low {
+                    trace = (high, low, Self.traceID(spans[index].identity))
+                }
+                encoded.append(try span(spans[index], traceID: trace.id))
             }
-            encoded.append(try span(spans[index], traceID: trace.id))
         }
         // ScopeSpans: the scope (field 1), then each span (field 2, `spans`).
         let scopeSpansLength = encoded.reduce(scopeField.count) { $0 + Self.fieldLength($1.count) }
@@ -230,19 +232,22 @@ struct OTLPEncoding {
 /// same name: the spans of one name set the same keys in the same order, and most of their
 /// values are few (a relay's name, a status, a profile, a cache hit). Each position of a name's
 /// attributes keeps its last `valuesKept` encodings, found again by comparing the key and the
-/// value: a span costs one lookup of its name, not a hash of each attribute. Bounded:
-/// `maximumNames` names, `maximumPositions` positions, `valuesKept` values each, `maximumBytes`
-/// an encoding; any other attribute (an `apns-id`, a size) is encoded each time, as it would be
-/// without. Only ASCII keys and strings are kept: Swift's strings are equal when canonically
-/// equivalent ("é" composed or not), which ASCII ones are only when their bytes are the same.
+/// value: a span costs one lookup of its name, not a hash of each attribute. A position whose
+/// value is new each time (an `apns-id`, a size) stops being compared after `missesBeforeRest`
+/// misses in a row, for `restSpans` spans. Bounded: `maximumNames` names, `maximumPositions`
+/// positions, `valuesKept` values each, `maximumBytes` an encoding. Keys and strings are compared
+/// by their UTF-8 bytes: Swift's strings are equal when canonically equivalent ("é" composed or
+/// not), and a kept encoding must be the one these bytes make.
 struct EncodedAttributes {
     static let maximumNames = 64
     static let maximumPositions = 32
     static let valuesKept = 4
     static let maximumBytes = 256
+    static let missesBeforeRest = 16
+    static let restSpans = 1024
 
     /// The values kept: scalars (an array attribute is encoded each time).
-    private enum Scalar: Equatable {
+    private enum Scalar {
         case string(String)
         case int(Int64)
         case bool(Bool)
@@ -250,13 +255,24 @@ struct EncodedAttributes {
 
         init?(_ attribute: SpanAttribute) {
             switch attribute {
-            case .string(let text) where EncodedAttributes.isASCII(text): self = .string(text)
+            case .string(let text): self = .string(text)
             // Both are OTLP's `int_value`: the same bytes.
             case .int64(let number): self = .int(number)
             case .int32(let number): self = .int(Int64(number))
             case .bool(let flag): self = .bool(flag)
             case .double(let number): self = .double(number.bitPattern)
             default: return nil
+            }
+        }
+
+        /// Whether the two encode to the same bytes.
+        func encodesAs(_ other: Scalar) -> Bool {
+            switch (self, other) {
+            case let (.string(a), .string(b)): a.hasSameBytes(as: b)
+            case let (.int(a), .int(b)): a == b
+            case let (.bool(a), .bool(b)): a == b
+            case let (.double(a), .double(b)): a == b
+            default: false
             }
         }
     }
@@ -271,6 +287,9 @@ struct EncodedAttributes {
     private struct Position {
         var kept: [Kept] = []
         var next = 0
+        /// Misses in a row; from `missesBeforeRest`, the spans left before comparing again.
+        var misses = 0
+        var resting = 0
 
         mutating func keep(_ encoding: Kept) {
             if kept.count < EncodedAttributes.valuesKept {
@@ -300,25 +319,37 @@ struct EncodedAttributes {
 
     private static func append(_ fields: SpanFields, positions: inout [Position], to bytes: inout [UInt8]) throws {
         for index in fields.fields.indices {
-            guard let pair = try encoded(fields.fields[index], at: index, positions: &positions) else { continue }
+            guard let pair = try encoded(fields, at: index, positions: &positions) else { continue }
             OTLPEncoding.appendKey(field: 9, length: pair.count, to: &bytes)
             bytes += pair
         }
     }
 
-    private static func encoded(_ field: SpanFields.Field, at index: Int, positions: inout [Position]) throws
-        -> [UInt8]?
-    {
-        guard index < maximumPositions, isASCII(field.key), let value = Scalar(field.value) else {
-            return try encode(field)
-        }
+    /// The `index`th attribute's `KeyValue`: kept, or encoded (and kept).
+    private static func encoded(_ fields: SpanFields, at index: Int, positions: inout [Position]) throws -> [UInt8]? {
+        guard index < maximumPositions else { return try encode(fields.fields[index]) }
         while positions.count <= index { positions.append(Position()) }
+        if positions[index].resting > 0 {
+            positions[index].resting -= 1
+            return try encode(fields.fields[index])
+        }
+        guard let value = Scalar(fields.fields[index].value) else { return try encode(fields.fields[index]) }
         for kept in positions[index].kept.indices
-        where positions[index].kept[kept].value == value && positions[index].kept[kept].key == field.key {
+        where positions[index].kept[kept].value.encodesAs(value)
+            && positions[index].kept[kept].key.hasSameBytes(as: fields.fields[index].key)
+        {
+            positions[index].misses = 0
             return positions[index].kept[kept].bytes
         }
-        guard let bytes = try encode(field) else { return nil }
-        if bytes.count <= maximumBytes { positions[index].keep(Kept(key: field.key, value: value, bytes: bytes)) }
+        guard let bytes = try encode(fields.fields[index]) else { return nil }
+        positions[index].misses += 1
+        if positions[index].misses >= missesBeforeRest {
+            positions[index].misses = 0
+            positions[index].resting = restSpans
+        }
+        if bytes.count <= maximumBytes {
+            positions[index].keep(Kept(key: fields.fields[index].key, value: value, bytes: bytes))
+        }
         return bytes
     }
 
@@ -328,10 +359,5 @@ struct EncodedAttributes {
         pair.key = field.key
         pair.value = value
         return try pair.serializedBytes()
-    }
-
-    fileprivate static func isASCII(_ text: String) -> Bool {
-        var text = text
-        return text.withUTF8 { bytes in bytes.allSatisfy { $0 < 0x80 } }
     }
 }

@@ -20,6 +20,11 @@ struct SpanFieldsTests {
         #expect(fields.get("pushmedia.ratio") == .double(0.5))
         fields["http.route"] = nil as String?
         #expect(fields.fields.map(\.key) == ["http.response.status_code", "pushmedia.cache_hit", "pushmedia.ratio"])
+        // Keys are their bytes, as OTLP sends them: Swift's equal strings "é" and "e\u{301}" are two.
+        fields["caf\u{E9}"] = 1
+        fields["cafe\u{301}"] = 2
+        fields["caf\u{E9}"] = 3
+        #expect(fields.count == 5 && fields.get("caf\u{E9}") == .int64(3) && fields.get("cafe\u{301}") == .int64(2))
     }
 
     @Test func theSameSetAsTheTracingLibrarys() {

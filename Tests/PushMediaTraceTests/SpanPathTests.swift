@@ -148,6 +148,30 @@ struct SpanPathTests {
         }
     }
 
+    /// A position whose value is new on each span (an `apns-id`) is no longer compared for a
+    /// while; before, during and after that, a batch is still what swift-protobuf makes of it.
+    @Test func aPositionOfNewValuesRestsAndItsBytesStayExact() throws {
+        var encoding = OTLPEncoding(serviceName: "push", resourceAttributes: [:])
+        let fresh = EncodedAttributes.missesBeforeRest + EncodedAttributes.restSpans + 10
+        let ids = (0..<fresh).map { "id-\($0)" } + (0..<40).map { $0 % 2 == 0 ? "id-1" : "caf\u{E9}" }
+        let spans = ids.indices.map { index in
+            var span = Self.finished(spanID: UInt64(index + 1))
+            span.attributes = ["apns-id": .string(ids[index]), "status": .string(index % 3 == 0 ? "sent" : "failed")]
+            return span
+        }
+        var decoded: [ProtoSpan] = []
+        for batch in [spans[..<700], spans[700...]] {
+            let bytes = try encoding.encode(Array(batch))
+            let request = try Opentelemetry_Proto_Collector_Trace_V1_ExportTraceServiceRequest(serializedBytes: bytes)
+            let whole: [UInt8] = try request.serializedBytes()
+            #expect(whole == bytes)
+            decoded += request.resourceSpans[0].scopeSpans[0].spans
+        }
+        #expect(decoded.map { $0.attributes[0].value.stringValue } == ids)
+        let statuses = spans.indices.map { $0 % 3 == 0 ? "sent" : "failed" }
+        #expect(decoded.map { $0.attributes[1].value.stringValue } == statuses)
+    }
+
     /// An attribute's bytes are its own, whether kept from an earlier span or not: two strings
     /// Swift calls equal ("é" composed and not) are sent as each was set.
     @Test func anAttributeIsSentAsItWasSet() throws {

@@ -1,3 +1,4 @@
+import Foundation
 import Tracing
 
 /// A span's attributes as a short list, in the order they were set: what PushMedia's spans carry
@@ -67,9 +68,11 @@ public struct SpanFields: Sendable, ExpressibleByDictionaryLiteral {
         }
     }
 
-    /// Reads each field's key in place (a closure over the elements would copy each value).
+    /// Reads each field's key in place (a closure over the elements would copy each value). Keys
+    /// are the same when their bytes are, as OTLP sends them: "é" composed and not, which Swift
+    /// calls equal, are two keys.
     private func index(of key: String) -> Int? {
-        for index in fields.indices where fields[index].key == key { return index }
+        for index in fields.indices where fields[index].key.hasSameBytes(as: key) { return index }
         return nil
     }
 
@@ -108,5 +111,17 @@ extension Span {
     /// Sets one attribute (`editAttributes`).
     public func setAttribute(_ key: String, _ value: some SpanAttributeConvertible) {
         editAttributes { $0.set(key, value.toSpanAttribute()) }
+    }
+}
+
+extension String {
+    /// Whether the two are the same UTF-8 bytes (`==` is canonical equivalence: "é" composed or
+    /// not): strings of different lengths are told apart without reading them.
+    package func hasSameBytes(as other: String) -> Bool {
+        guard utf8.count == other.utf8.count else { return false }
+        var (a, b) = (self, other)
+        return a.withUTF8 { a in
+            b.withUTF8 { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
+        }
     }
 }
