@@ -14,24 +14,29 @@ public enum PipelineTrace {
     /// `pushmedia.rewrite`: the payload rewritten with its answers.
     public static let rewrite = "pushmedia.rewrite"
 
-    /// The sampler that began the trace a context belongs to, when the trace is recorded (its
-    /// tracer starts the trace's spans): set by the sampler in the context of a trace's first span
-    /// (the server span, a relayed push's, a batch item's), and so in every context under it. A
-    /// trace that is not sampled (or no trace at all: no tracer, or the library called outside
-    /// `serve`) has none and starts no child span. A class reference: the context keeps it without
-    /// a box of its own.
+    /// What a recorded trace's context carries: the tracer of its spans, set by the sampler in
+    /// the context of a trace's first span (the server span, a relayed push's, a batch item's),
+    /// and so in every context under it. A trace that is not sampled (or no trace at all: no
+    /// tracer, or the library called outside `serve`) has none and starts no child span. Made
+    /// once by each sampler: a class reference, which the context keeps without a box of its own.
+    public final class Recording: Sendable {
+        let tracer: any Tracer
+
+        init(tracer: any Tracer) { self.tracer = tracer }
+    }
+
     private enum Recorder: ServiceContextKey {
-        typealias Value = TraceSampler
+        typealias Value = Recording
         static let nameOverride: String? = "pushmedia-recorder"
     }
 
-    /// Marks `context` as a recorded trace's, begun by `sampler`.
-    static func record(by sampler: TraceSampler, in context: inout ServiceContext) {
-        context[Recorder.self] = sampler
+    /// Marks `context` as a recorded trace's, whose spans `recording`'s tracer records.
+    static func record(by recording: Recording, in context: inout ServiceContext) {
+        context[Recorder.self] = recording
     }
 
-    /// The context a span gives its work: the span's own (carrying the sampler that began the
-    /// trace, when the trace is recorded).
+    /// The context a span gives its work: the span's own (carrying the trace's `Recording`, when
+    /// the trace is recorded).
     public static func context(of span: any Span) -> ServiceContext { span.context }
 
     /// Whether `context` belongs to a recorded trace.
@@ -50,8 +55,8 @@ public enum PipelineTrace {
     }
 
     private static func child(_ name: String, in context: ServiceContext, ofKind kind: SpanKind) -> (any Span)? {
-        guard let sampler = context[Recorder.self] else { return nil }
-        return sampler.tracer.startSpan(name, context: context, ofKind: kind)
+        guard let recording = context[Recorder.self] else { return nil }
+        return recording.tracer.startSpan(name, context: context, ofKind: kind)
     }
 
     /// `operation` with `span`'s context current (`context(of:)`: a log line written in it
@@ -93,9 +98,9 @@ public enum PipelineTrace {
     /// The current span's W3C `traceparent` and `tracestate`, as request header fields (none
     /// when no span is current, or traces are off).
     static func propagated() -> [(String, String)] {
-        guard let context = ServiceContext.current, let sampler = context[Recorder.self] else { return [] }
+        guard let context = ServiceContext.current, let recording = context[Recorder.self] else { return [] }
         var fields: [(String, String)] = []
-        sampler.tracer.inject(context, into: &fields, using: HeaderPairs())
+        recording.tracer.inject(context, into: &fields, using: HeaderPairs())
         return fields
     }
 

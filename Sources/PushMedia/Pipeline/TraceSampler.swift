@@ -8,7 +8,7 @@ import Tracing
 /// context (so it sends no `traceparent` to an origin either). The process's tracer records every
 /// span it is asked for: the decision is made here, once per trace. Built once by the server, with
 /// the process's tracer, and handed to each place where work begins; nil where traces are off.
-/// A class: copied as one reference, and carried as one in each recorded trace's context.
+/// A class: copied as one reference.
 public final class TraceSampler: Sendable {
     /// OpenTelemetry's names (`OTEL_TRACES_SAMPLER`).
     public enum Rule: String, CaseIterable, Sendable {
@@ -29,8 +29,13 @@ public final class TraceSampler: Sendable {
     private let draws: Atomic<UInt64>
     /// Where the spans of the traces it records go: the process's tracer, reached without the
     /// lock of `InstrumentationSystem`'s global (and from each recorded trace's context, which
-    /// carries the sampler: `PipelineTrace.child`).
+    /// carries it: `PipelineTrace.child`).
     public let tracer: any Tracer
+    /// What each trace it records carries in its context (`PipelineTrace.Recording`), and the
+    /// first context of a trace that begins with no other current: made once, so that a trace's
+    /// start adds nothing to a context when there is no caller's to join.
+    private let recording: PipelineTrace.Recording
+    private let recordedTopLevel: ServiceContext
 
     /// `tracer`: the process's, once it is set (`InstrumentationSystem.bootstrap`).
     public init(rule: Rule, ratio: Double = 1, tracer: any Tracer = InstrumentationSystem.tracer) {
@@ -40,6 +45,10 @@ public final class TraceSampler: Sendable {
         bound = self.ratio == 0 ? .min : self.ratio == 1 ? .max : UInt64(self.ratio * Double(UInt64.max))
         var seed = SystemRandomNumberGenerator()
         draws = Atomic(seed.next())
+        recording = PipelineTrace.Recording(tracer: tracer)
+        var topLevel = ServiceContext.topLevel
+        PipelineTrace.record(by: recording, in: &topLevel)
+        recordedTopLevel = topLevel
     }
 
     /// Whether work whose caller sent `traceparent` (nil: none, or not one W3C defines) is traced:
@@ -65,23 +74,24 @@ public final class TraceSampler: Sendable {
         _ name: String, ofKind kind: SpanKind, from carrier: Carrier, using fields: Fields
     ) -> (any Span)? where Fields.Carrier == Carrier {
         guard samples(traceparent: fields.extract(key: "traceparent", from: carrier)) else { return nil }
-        var parent = ServiceContext.current ?? .topLevel
+        var parent = recorded(ServiceContext.current)
         tracer.extract(carrier, into: &parent, using: fields)
-        return start(name, ofKind: kind, context: parent)
+        return tracer.startSpan(name, context: parent, ofKind: kind)
     }
 
     /// The span of work no caller sent (a batch item, a purge heard from another node), a trace
     /// of its own: nil when it is not traced.
     public func start(_ name: String, ofKind kind: SpanKind) -> (any Span)? {
-        samples(traceparent: nil) ? start(name, ofKind: kind, context: .topLevel) : nil
+        samples(traceparent: nil) ? tracer.startSpan(name, context: recordedTopLevel, ofKind: kind) : nil
     }
 
-    /// A trace's first span: its context, and every context under it, carries the tracer
-    /// (`PipelineTrace.child` starts a child span only in a context that has one).
-    private func start(_ name: String, ofKind kind: SpanKind, context: ServiceContext) -> any Span {
-        var context = context
-        PipelineTrace.record(by: self, in: &context)
-        return tracer.startSpan(name, context: context, ofKind: kind)
+    /// The context of a trace's first span, made from `current` (nil: none): it, and every
+    /// context under it, carries the tracer (`PipelineTrace.child` starts a child span only in a
+    /// context that has one).
+    private func recorded(_ current: ServiceContext?) -> ServiceContext {
+        guard var context = current else { return recordedTopLevel }
+        PipelineTrace.record(by: recording, in: &context)
+        return context
     }
 
     private func chosen(_ value: UInt64) -> Bool {
