@@ -53,8 +53,13 @@ struct OTLPEncoding {
         // The spans of one trace end together (a push's two, a request's four): their trace id
         // is made once.
         var trace: (high: UInt64, low: UInt64, id: Data) = (0, 0, Data())
-        var encoded: [[UInt8]] = []
-        encoded.reserveCapacity(spans.count)
+        // Each span is made in one buffer, then appended to the batch's (`ScopeSpans`' field 2,
+        // `spans`): two buffers a batch, where a buffer of its own for each span grew as its
+        // attributes were appended.
+        var spanBytes: [UInt8] = []
+        spanBytes.reserveCapacity(4096)
+        var spansBytes: [UInt8] = []
+        spansBytes.reserveCapacity(spans.count * 512)
         // Each span read in place (a loop over the array's elements, or its subscript, copies each).
         try spans.withUnsafeBufferPointer { spans in
             for index in spans.indices {
@@ -62,11 +67,14 @@ struct OTLPEncoding {
                 if trace.id.isEmpty || high != trace.high || low != trace.low {
                     trace = (high, low, Self.traceID(spans[index].identity))
                 }
-                encoded.append(try span(spans[index], traceID: trace.id))
+                spanBytes.removeAll(keepingCapacity: true)
+                try span(spans[index], traceID: trace.id, into: &spanBytes)
+                Self.appendKey(field: 2, length: spanBytes.count, to: &spansBytes)
+                spansBytes += spanBytes
             }
         }
-        // ScopeSpans: the scope (field 1), then each span (field 2, `spans`).
-        let scopeSpansLength = encoded.reduce(scopeField.count) { $0 + Self.fieldLength($1.count) }
+        // ScopeSpans: the scope (field 1), then the spans.
+        let scopeSpansLength = scopeField.count + spansBytes.count
         // ResourceSpans: the resource (field 1), then the scope spans (field 2, `scope_spans`).
         let resourceSpansLength = resourceField.count + Self.fieldLength(scopeSpansLength)
         var request: [UInt8] = []
@@ -76,10 +84,7 @@ struct OTLPEncoding {
         request += resourceField
         Self.appendKey(field: 2, length: scopeSpansLength, to: &request)
         request += scopeField
-        for span in encoded {
-            Self.appendKey(field: 2, length: span.count, to: &request)
-            request += span
-        }
+        request += spansBytes
         return request
     }
 
@@ -106,10 +111,11 @@ struct OTLPEncoding {
         return 1 + varint + length
     }
 
-    /// `finished`'s bytes as OTLP's span; `traceID` is its trace id's bytes. swift-protobuf
-    /// encodes its fields before the attributes (1 to 8) and after them (10 on: events, links,
-    /// status), and each attribute (`EncodedAttributes`); the attributes are framed between.
-    private mutating func span(_ finished: FinishedSpan, traceID: Data) throws -> [UInt8] {
+    /// `finished`'s bytes as OTLP's span, appended to `bytes`; `traceID` is its trace id's bytes.
+    /// swift-protobuf encodes its fields before the attributes (1 to 8) and after them (10 on:
+    /// events, links, status), and each attribute (`EncodedAttributes`); the attributes are
+    /// framed between.
+    private mutating func span(_ finished: FinishedSpan, traceID: Data, into bytes: inout [UInt8]) throws {
         var head = ProtoSpan()
         head.traceID = traceID
         head.spanID = Self.id(finished.identity.spanID)
@@ -119,14 +125,13 @@ struct OTLPEncoding {
         head.kind = Self.kind(finished.kind)
         head.startTimeUnixNano = finished.start
         head.endTimeUnixNano = finished.end
-        var bytes: [UInt8] = try head.serializedBytes()
+        bytes += try head.serializedBytes() as [UInt8]
         try attributes.append(finished.attributes, of: finished.name, to: &bytes)
         if !finished.events.isEmpty || !finished.links.isEmpty || finished.status != nil {
             var tail = ProtoSpan()
             Self.setFields(after: finished, on: &tail)
             bytes += try tail.serializedBytes() as [UInt8]
         }
-        return bytes
     }
 
     /// The fields after the attributes: events, links and status.
