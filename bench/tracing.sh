@@ -275,6 +275,69 @@ for config in off sampled_100; do
     -H "apns-topic: com.example.bench" -H "apns-push-type: alert"
 done
 
+# Allocations per request: glibc's malloc (everything Swift allocates goes through it) counted by
+# a uprobe while a fixed number of pushes, messages or media URLs are served, untraced and at
+# 100 %; the sites of the extra ones on the APNs path (allocs-apns_100-sites.txt: the first frame
+# above the allocator). ALLOCS=0, or no uprobe, skips.
+LIBC=$(ldd "$BIN" | awk '/libc.so.6/ {print $3}')
+if [[ ${ALLOCS:-1} != 0 && -n $LIBC ]] && { perf probe -q -x "$LIBC" malloc >/dev/null 2>&1 ||
+  perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc'; }; then
+  log "allocations per request"
+  # alloc_pass NAME PID REQUESTS COMMAND...: mallocs per request while COMMAND serves REQUESTS.
+  alloc_pass() {
+    local name=$1 pid=$2 requests=$3 stat_pid
+    shift 3
+    perf stat -x, -e probe_libc:malloc -p "$pid" -o "allocs-$name.txt" &
+    stat_pid=$!
+    sleep 0.5
+    "$@" >/dev/null 2>&1 || true
+    kill -INT "$stat_pid"
+    wait "$stat_pid" || true
+    python3 - "$name" "$requests" <<'PY' >>allocs.jsonl
+import json, sys
+name, requests = sys.argv[1], int(sys.argv[2])
+count = next(int(float(line.split(",")[0])) for line in open(f"allocs-{name}.txt") if "probe_libc:malloc" in line)
+print(json.dumps({"name": name, "mallocs": count, "per_request": round(count / requests, 2)}))
+print(f"  {name:<22} {count / requests:8.2f} mallocs/request", file=sys.stderr)
+PY
+  }
+  : >allocs.jsonl
+  ALLOC_N=20000
+  for config in off sampled_100; do
+    measures apns && alloc_pass "apns_$config" "${PID_OF[$config]}" "$ALLOC_N" h2load -i "uris-$config.txt" \
+      -d rich.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$ALLOC_N" "${PACE[@]}" -H "authorization: bearer $JWT" \
+      -H "apns-topic: com.example.bench" -H "apns-push-type: alert"
+    measures fcm && alloc_pass "fcm_$config" "${PID_OF[$config]}" "$ALLOC_N" h2load \
+      "https://localhost:${FCM_OF[$config]}$SEND" -d message.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$ALLOC_N" \
+      "${PACE[@]}" -H "authorization: Bearer bench-oauth-token" -H "content-type: application/json"
+    measures media_url && alloc_pass "media_url_$config" "${PID_OF[$config]}" "$ALLOC_N" h2load --h1 \
+      "http://127.0.0.1:${HOOK_OF[$config]}$MEDIA_URL_PATH" -c "$URL_CLIENTS" -t 1 -n "$ALLOC_N"
+  done
+  if measures apns; then
+    perf record -q -g -e probe_libc:malloc -p "${PID_OF[sampled_100]}" -o allocs-apns_100.data >/dev/null 2>&1 &
+    record_pid=$!
+    sleep 0.5
+    h2load -i uris-sampled_100.txt -d rich.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n 5000 "${PACE[@]}" \
+      -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert" >/dev/null 2>&1 || true
+    kill -INT "$record_pid"
+    wait "$record_pid" || true
+    perf script -i allocs-apns_100.data -F ip,sym 2>/dev/null | python3 -c '
+import collections, sys
+runtime = ("swift_", "_swift", "malloc", "__libc_malloc", "$ss", "__swift")
+sites, total = collections.Counter(), 0
+for block in sys.stdin.read().split("\n\n"):
+    frames = [line.split(None, 1)[1] for line in block.strip().splitlines() if len(line.split(None, 1)) == 2]
+    if not frames: continue
+    total += 1
+    site = next((f for f in frames[1:] if not f.startswith(runtime)), frames[-1])
+    sites[site] += 1
+print(f"{total} mallocs during 5,000 pushes")
+for site, n in sites.most_common(40): print(f"{n / 5000:7.2f} per push  {site[:160]}")
+' >allocs-apns_100-sites.txt || true
+  fi
+  perf probe -q -d probe_libc:malloc >/dev/null 2>&1 || true
+fi
+
 sleep 2
 kill "$OTLP_PID" 2>/dev/null || true
 wait "$OTLP_PID" 2>/dev/null || true
