@@ -277,8 +277,8 @@ done
 
 # Allocations per request: glibc's malloc (everything Swift allocates goes through it) counted by
 # a uprobe while a fixed number of pushes, messages or media URLs are served, untraced and at
-# 100 %; the sites of the extra ones on the APNs path (allocs-apns_100-sites.txt: the first frame
-# above the allocator). ALLOCS=0, or no uprobe, skips.
+# 100 %; their sites on the APNs path, untraced and at 100 % (allocs-apns-sites.txt: the first
+# frame above the allocator). ALLOCS=0, or no uprobe, skips.
 LIBC=$(ldd "$BIN" | awk '/libc.so.6/ {print $3}')
 if [[ ${ALLOCS:-1} != 0 && -n $LIBC ]] && { perf probe -q -x "$LIBC" malloc >/dev/null 2>&1 ||
   perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc'; }; then
@@ -314,26 +314,34 @@ PY
       "http://127.0.0.1:${HOOK_OF[$config]}$MEDIA_URL_PATH" -c "$URL_CLIENTS" -t 1 -n "$ALLOC_N"
   done
   if measures apns; then
-    perf record -q -g -e probe_libc:malloc -p "${PID_OF[sampled_100]}" -o allocs-apns_100.data >/dev/null 2>&1 &
-    record_pid=$!
-    sleep 0.5
-    h2load -i uris-sampled_100.txt -d rich.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n 5000 "${PACE[@]}" \
-      -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert" >/dev/null 2>&1 || true
-    kill -INT "$record_pid"
-    wait "$record_pid" || true
-    perf script -i allocs-apns_100.data -F ip,sym 2>/dev/null | python3 -c '
-import collections, sys
+    for config in off sampled_100; do
+      perf record -q -g -e probe_libc:malloc -p "${PID_OF[$config]}" -o "allocs-apns_$config.data" >/dev/null 2>&1 &
+      record_pid=$!
+      sleep 0.5
+      h2load -i "uris-$config.txt" -d rich.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n 5000 "${PACE[@]}" \
+        -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert" \
+        >/dev/null 2>&1 || true
+      kill -INT "$record_pid"
+      wait "$record_pid" || true
+      perf script -i "allocs-apns_$config.data" -F ip,sym >"allocs-apns_$config.stacks" 2>/dev/null || true
+    done
+    python3 - <<'PY' >allocs-apns-sites.txt || true
+import collections
+# The first frame above the allocator and the standard library's generic code.
 runtime = ("swift_", "_swift", "malloc", "__libc_malloc", "$ss", "__swift")
-sites, total = collections.Counter(), 0
-for block in sys.stdin.read().split("\n\n"):
-    frames = [line.split(None, 1)[1] for line in block.strip().splitlines() if len(line.split(None, 1)) == 2]
-    if not frames: continue
-    total += 1
-    site = next((f for f in frames[1:] if not f.startswith(runtime)), frames[-1])
-    sites[site] += 1
-print(f"{total} mallocs during 5,000 pushes")
-for site, n in sites.most_common(40): print(f"{n / 5000:7.2f} per push  {site[:160]}")
-' >allocs-apns_100-sites.txt || true
+def sites(path):
+    found = collections.Counter()
+    for block in open(path).read().split("\n\n"):
+        frames = [line.split(None, 1)[1] for line in block.strip().splitlines() if len(line.split(None, 1)) == 2]
+        if frames:
+            found[next((f for f in frames[1:] if not f.startswith(runtime)), "(no frame above the allocator)")] += 1
+    return found
+off, on = sites("allocs-apns_off.stacks"), sites("allocs-apns_sampled_100.stacks")
+print("mallocs per push by site during 5,000 pushes: untraced, 100 %, the difference")
+print(f"{sum(off.values()) / 5000:7.2f} {sum(on.values()) / 5000:7.2f} {(sum(on.values()) - sum(off.values())) / 5000:+7.2f}  all")
+for site in sorted(set(off) | set(on), key=lambda s: -abs(on[s] - off[s]))[:40]:
+    print(f"{off[site] / 5000:7.2f} {on[site] / 5000:7.2f} {(on[site] - off[site]) / 5000:+7.2f}  {site[:150]}")
+PY
   fi
   perf probe -q -d probe_libc:malloc >/dev/null 2>&1 || true
 fi
