@@ -20,7 +20,8 @@
 #   apns         h2load pushes one rich campaign payload (its media cached) to many device tokens
 #   fcm          h2load sends one FCM message with an image (cached) through the FCM relay
 # The server's CPU per request from /proc, ROUNDS rounds, the order reversed every other one;
-# each ratio is to `before` in the same round, and the table gives the median of the rounds.
+# each ratio is to `before` in the same round, and the table gives the median of the rounds
+# (without BEFORE, a second table gives them to the mean of `before` and `off`, the same build).
 #
 #   BEFORE=/path/to/old/pushmedia bench/tracing.sh      SECONDS_EACH=10 PUSHES=50000 ROUNDS=2 RATIO=0.1
 #
@@ -352,9 +353,11 @@ wait "$OTLP_PID" 2>/dev/null || true
 SPANS=$(sed -n 's/^spans //p' otlp-sink.out)
 DROPPED=$(curl -s "http://127.0.0.1:${HOOK_OF[sampled_100]}/metrics" | sed -n 's/^pushmedia_trace_spans_dropped_total //p')
 
-python3 - "$SPANS" "${DROPPED:-0}" "$ROUNDS" "$RATIO" "$PATHS" <<'PY'
+SAME_BUILD=$([[ $BEFORE == "$NEW_BIN" ]] && echo 1 || echo 0)
+python3 - "$SPANS" "${DROPPED:-0}" "$ROUNDS" "$RATIO" "$PATHS" "$SAME_BUILD" <<'PY'
 import json, statistics, sys
 spans, dropped, rounds, ratio = sys.argv[1], sys.argv[2], range(1, int(sys.argv[3]) + 1), float(sys.argv[4])
+same_build = sys.argv[6] == "1"
 runs = {r["name"]: r for r in map(json.loads, open("runs.jsonl"))}
 paths = sys.argv[5].split()
 configs = ["off", "sampled", "sampled_100"]
@@ -377,4 +380,17 @@ for path in paths:
            for c in ("sampled", "sampled_100")]
     print(f"| {names[path]} | {base:.1f} | " + " | ".join(cells) + f" | {per[0]:.2f}, {per[1]:.2f} |")
 print(f"\nspans received by the sink: {spans}; dropped (sampled_100): {dropped}; failed passes: {list(bad) or 'none'}")
+if same_build:
+    # `before` and `off` are then the same build without traces: each round's ratio to their
+    # mean, which one server's drift moves half as much.
+    print(f"\nThe same, to the mean of `before` and `off` (the same build, no traces) in each round:\n\n"
+          f"| path | {ratio * 100:g} % sampled | 100 % sampled, exported | 100 %: CPU-µs added per request |\n|---|---:|---:|---:|")
+    for path in paths:
+        base = {n: (runs[f"{path}_before#{n}"]["cpu_us"] + runs[f"{path}_off#{n}"]["cpu_us"]) / 2 for n in rounds}
+        cells = []
+        for c in ("sampled", "sampled_100"):
+            each = [runs[f"{path}_{c}#{n}"]["cpu_us"] / base[n] for n in rounds]
+            cells.append(f"{statistics.median(each):.3f}× ({', '.join(f'{x:.3f}' for x in each)})")
+        added = statistics.median(runs[f"{path}_sampled_100#{n}"]["cpu_us"] - base[n] for n in rounds)
+        print(f"| {names[path]} | " + " | ".join(cells) + f" | {added:.1f} |")
 PY
