@@ -19,7 +19,7 @@ public enum PipelineTrace {
     /// and so in every context under it. A trace that is not sampled (or no trace at all: no
     /// tracer, or the library called outside `serve`) has none and starts no child span. Made
     /// once by each sampler: a class reference, which the context keeps without a box of its own.
-    public final class Recording: Sendable {
+    final class Recording: Sendable {
         let tracer: any Tracer
 
         init(tracer: any Tracer) { self.tracer = tracer }
