@@ -407,7 +407,15 @@ def kill_the_lease_holder(world, path, mid_job, extension, budget_ms):
                            f"{sorted({s['attributes'].get('pushmedia.fleet.lease') for s in leases}, key=str)}")
     expect(any(s["attributes"].get("pushmedia.fleet.lease") == "waited" for s in leases), "no lease span waited")
     trace_id = over[0]["trace_id"]
-    spans = trace(world.receiver, trace_id, lambda found: any(s["name"] == "pushmedia.store.record" for s in found))
+
+    def whole(found):
+        # The job's spans end before the request's (resolve, payload, the server span), and may
+        # reach the receiver a batch before them: wait for one root, the caller's child.
+        ids = {s["span_id"] for s in found}
+        return any(s["name"] == "pushmedia.store.record" for s in found) and \
+            sum(s["parent_span_id"] not in ids for s in found) == 1
+
+    spans = trace(world.receiver, trace_id, whole)
     expect_joined(spans, callers[trace_id], [])
     expect(any(s["name"] == "pushmedia.fetch" for s in spans), "the trace that took the lease over has no fetch")
 
