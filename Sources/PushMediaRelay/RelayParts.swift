@@ -47,6 +47,7 @@ package protocol RelayMetrics: Sendable {
 
 /// Where a relay writes each request's line (a push's, a message's): in `serve`, the log.
 package protocol RelayLines: Sendable {
-    /// One `info` line with `fields`, which the caller gives sorted by key.
-    func info(_ message: String, _ fields: [(String, String)])
+    /// One `info` line with `fields`, which the caller gives sorted by key, and the ids of the
+    /// request's span (`PipelineTrace.logIDs(of:)`), which the line carries when traces are on.
+    func info(_ message: String, _ fields: [(String, String)], trace: TraceParent?)
 }

@@ -56,15 +56,12 @@ public struct PushMediaTracer: Tracer {
         if let state = identity.traceState { injector.inject(state, forKey: "tracestate", into: &carrier) }
     }
 
-    /// `span_id`, `trace_flags` and `trace_id` (sorted by name, as a line's fields are written)
-    /// of the current span, for a log line, when it is one of this tracer's (each is recorded; a
-    /// caller's ids alone lead to no trace here); empty otherwise. One lookup in the context.
-    @Sendable public static func logFields() -> [(String, String)] {
-        guard let identity = ServiceContext.current?.spanIdentity, identity.recorded else { return [] }
-        return [
-            ("span_id", TraceParent.text(ofSpanID: identity.spanID)),
-            ("trace_flags", identity.sampled ? "01" : "00"),
-            ("trace_id", identity.traceParent.traceIDText),
-        ]
+    /// The ids a log line carries (`span_id`, `trace_flags`, `trace_id`) of the current span,
+    /// when it is one of this tracer's (each is recorded; a caller's ids alone lead to no trace
+    /// here): the span's own id as `parentID`, as a request made in it sends them. One lookup in
+    /// the context, and nothing made: the line writes the ids itself.
+    @Sendable public static func logIDs() -> TraceParent? {
+        guard let identity = ServiceContext.current?.spanIdentity, identity.recorded else { return nil }
+        return identity.traceParent
     }
 }

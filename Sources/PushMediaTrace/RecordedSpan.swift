@@ -56,6 +56,8 @@ public final class RecordedSpan: SpanFieldsOwner, Span, @unchecked Sendable {
         }
     }
 
+    override public var logIDs: TraceParent? { identity.traceParent }
+
     public var operationName: String {
         get { state.withLock { $0.name } }
         set { state.withLock { if !$0.ended { $0.name = newValue } } }

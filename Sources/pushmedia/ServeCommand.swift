@@ -228,7 +228,7 @@ struct ServeCommand: AsyncParsableCommand, SettingFlags {
         // With traces on, each line written inside a span carries its trace_id and span_id.
         let sink = LogSink(
             format: LogSink.Format(rawValue: server.logFormat) ?? .text, level: server.logLevel,
-            traceFields: server.tracing.logFields)
+            traceIDs: server.tracing.logIDs)
         defer { sink.close() }
         LoggingSystem.bootstrap { label in SinkLogHandler(label: label, sink: sink) }
         let logger = Logger(label: "pushmedia")

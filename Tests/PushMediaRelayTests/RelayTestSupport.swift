@@ -36,17 +36,17 @@ final class TestRelayMetrics: RelayMetrics, @unchecked Sendable {
 /// The relays' request lines, kept for the tests to read (in `serve`, the log).
 final class TestRelayLines: RelayLines, @unchecked Sendable {
     private let lock = NSLock()
-    private var written: [(message: String, fields: [(String, String)])] = []
+    private var written: [(message: String, fields: [(String, String)], trace: TraceParent?)] = []
 
-    var lines: [(message: String, fields: [(String, String)])] {
+    var lines: [(message: String, fields: [(String, String)], trace: TraceParent?)] {
         lock.lock()
         defer { lock.unlock() }
         return written
     }
 
-    func info(_ message: String, _ fields: [(String, String)]) {
+    func info(_ message: String, _ fields: [(String, String)], trace: TraceParent?) {
         lock.lock()
-        written.append((message, fields))
+        written.append((message, fields, trace))
         lock.unlock()
     }
 }

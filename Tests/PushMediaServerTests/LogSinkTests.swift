@@ -48,6 +48,41 @@ struct LogSinkTests {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// A span's ids are written among a line's fields where their keys sort, in hex; a key the
+    /// line has already keeps the line's value.
+    @Test func aSpansIDsSitAmongTheFieldsInKeyOrder() throws {
+        let trace = TraceParent(
+            traceHigh: 0x4bf9_2f35_77b3_4da6, traceLow: 0xa3ce_929d_0e0e_4736, parentID: 0x00f0_67aa_0ba9_02b7,
+            sampled: true)
+        let metadata = [("a", "1"), ("span_id", "own"), ("trace_x", "2"), ("z", "3")]
+        func line(_ format: LogSink.Format, _ metadata: [(String, String)], _ trace: TraceParent?) -> String {
+            var buffer: [UInt8] = []
+            LogLine.write(
+                into: &buffer, format: format, time: Array("T".utf8), level: .info, label: "l", message: "m",
+                metadata: metadata, trace: trace, source: "s")
+            return String(decoding: buffer, as: UTF8.self)
+        }
+        #expect(
+            line(.text, metadata, trace)
+                == "T info l: a=1 span_id=own trace_flags=01 trace_id=4bf92f3577b34da6a3ce929d0e0e4736 trace_x=2 z=3 [s] m\n"
+        )
+        #expect(line(.text, metadata, nil) == "T info l: a=1 span_id=own trace_x=2 z=3 [s] m\n")
+        let unsampled = TraceParent(traceHigh: 1, traceLow: 2, parentID: 3, sampled: false)
+        #expect(
+            line(.text, [], unsampled)
+                == "T info l: span_id=0000000000000003 trace_flags=00 trace_id=00000000000000010000000000000002 [s] m\n"
+        )
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(line(.json, metadata, trace).utf8)) as? [String: String])
+        #expect(object["span_id"] == "own" && object["trace_flags"] == "01" && object["z"] == "3")
+        #expect(object["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736" && object.count == 10)
+        let json = line(.json, [("z", "3")], trace)
+        #expect(
+            json.hasSuffix(
+                #","span_id":"00f067aa0ba902b7","trace_flags":"01","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","z":"3"}"#
+                    + "\n"))
+    }
+
     @Test func linesInOrderInBothFormats() throws {
         for format in [LogSink.Format.text, .json] {
             let (reader, writer) = Self.pipe()

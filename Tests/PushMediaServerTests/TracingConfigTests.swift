@@ -13,7 +13,7 @@ import Testing
 
     @Test func offWithoutAnEndpoint() throws {
         #expect(try Self.config([:]).tracing.exportURL == nil)
-        #expect(try Self.config([:]).tracing.logFields == nil)
+        #expect(try Self.config([:]).tracing.logIDs == nil)
     }
 
     @Test func theBaseEndpointGetsTheTracesPathAndTheFullOneIsKept() throws {

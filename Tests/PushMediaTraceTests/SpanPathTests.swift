@@ -205,7 +205,7 @@ struct SpanPathTests {
         tracer.extract(["traceparent": Self.caller, "tracestate": "a=1"], into: &context, using: Fields())
         // A caller's ids alone are no span of this process: a log line carries no trace fields.
         #expect(context.spanIdentity?.recorded == false)
-        #expect(ServiceContext.$current.withValue(context) { PushMediaTracer.logFields() }.isEmpty)
+        #expect(ServiceContext.$current.withValue(context) { PushMediaTracer.logIDs() } == nil)
         let server = tracer.startSpan(
             "server", context: context, ofKind: .server, at: DefaultTracerClock.now, function: #function,
             file: #fileID, line: #line)
@@ -272,15 +272,16 @@ struct SpanPathTests {
         let rootID = try #require(root.context.spanIdentity)
         let upstreamID = try #require(upstream.context.spanIdentity)
         #expect(upstreamID.traceLow == rootID.traceLow && upstreamID.spanID != rootID.spanID)
-        let (inner, fields) = ServiceContext.$current.withValue(PipelineTrace.context(of: root)) {
-            (PipelineTrace.child("inner"), PushMediaTracer.logFields())
+        let (inner, ids) = ServiceContext.$current.withValue(PipelineTrace.context(of: root)) {
+            (PipelineTrace.child("inner"), PushMediaTracer.logIDs())
         }
         #expect(inner?.context.spanIdentity?.traceHigh == rootID.traceHigh)
-        #expect(fields.map(\.0) == ["span_id", "trace_flags", "trace_id"])
-        #expect(fields.first?.1 == TraceParent.text(ofSpanID: rootID.spanID))
-        #expect(fields.last?.1 == rootID.traceParent.traceIDText)
+        #expect(ids == rootID.traceParent && ids?.parentID == rootID.spanID)
+        // The span's own ids, read without its context, are the same.
+        #expect(PipelineTrace.logIDs(of: upstream) == upstreamID.traceParent)
+        #expect(PipelineTrace.logIDs(of: nil) == nil)
         // Outside a recorded trace: no child span, no trace fields.
-        #expect(PipelineTrace.child("none") == nil && PushMediaTracer.logFields().isEmpty)
+        #expect(PipelineTrace.child("none") == nil && PushMediaTracer.logIDs() == nil)
         for span in [inner, upstream, root] { span?.end() }
         await exporter.shutdown()
         #expect(lost.total == 3)

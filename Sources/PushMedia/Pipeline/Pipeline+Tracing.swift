@@ -59,6 +59,13 @@ public enum PipelineTrace {
         return recording.tracer.startSpan(name, context: context, ofKind: kind)
     }
 
+    /// The ids a log line written for `span` carries (`span_id`, `trace_flags`, `trace_id`): the
+    /// tracer's own spans' (`SpanFieldsOwner.logIDs`), read without making the span's context;
+    /// nil for no span, or another tracer's.
+    public static func logIDs(of span: (any Span)?) -> TraceParent? {
+        (span as? SpanFieldsOwner)?.logIDs
+    }
+
     /// `operation` with `span`'s context current (`context(of:)`: a log line written in it
     /// carries the span's ids when it records), or as it is when there is no span.
     public static func within<T>(_ span: (any Span)?, _ operation: () throws -> T) rethrows -> T {

@@ -85,9 +85,10 @@ public struct SpanFields: Sendable, ExpressibleByDictionaryLiteral {
     }
 }
 
-/// The base class of spans that keep their attributes as `SpanFields` (the tracer's own):
-/// `editAttributes` finds one with a class cast, which costs a fraction of asking the runtime
-/// whether a span's type conforms to a protocol. A subclass overrides `editFields`.
+/// The base class of spans that keep their attributes as `SpanFields` and have their ids at hand
+/// (the tracer's own): `editAttributes` and `PipelineTrace.logIDs(of:)` find one with a class
+/// cast, which costs a fraction of asking the runtime whether a span's type conforms to a
+/// protocol. A subclass overrides `editFields` and `logIDs`.
 open class SpanFieldsOwner: @unchecked Sendable {
     public init() {}
 
@@ -96,6 +97,10 @@ open class SpanFieldsOwner: @unchecked Sendable {
     open func editFields(_ update: (inout SpanFields) -> Void) {
         preconditionFailure("\(type(of: self)) does not override editFields(_:)")
     }
+
+    /// The ids a log line written for the span carries (its own id as `parentID`), without
+    /// making its context; nil for a span that is not recorded.
+    open var logIDs: TraceParent? { nil }
 }
 
 extension Span {

@@ -173,6 +173,13 @@ public struct TraceParent: Sendable, Hashable {
         }
     }
 
+    /// Appends `value` as 16 lowercase hex digits to `bytes` (a log line's ids, written in place).
+    public static func append(hex value: UInt64, to bytes: inout [UInt8]) {
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: 16))
+        bytes.withUnsafeMutableBufferPointer { write(value, into: $0, at: start) }
+    }
+
     private static func write(_ value: UInt64, into text: UnsafeMutableBufferPointer<UInt8>, at start: Int) {
         let digits: StaticString = "0123456789abcdef"
         for index in 0..<16 {

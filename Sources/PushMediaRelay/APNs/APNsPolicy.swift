@@ -178,7 +178,7 @@ final class APNsPolicy: RelayPolicy {
                 ("ms", "\(handled.total.reportedMilliseconds)"), ("outcome", handled.outcome),
                 ("push_type", fields.pushType ?? ""), ("reason", reason ?? ""),
                 ("status", String(answer.status)), ("topic", fields.topic ?? ""),
-            ])
+            ], trace: handled.trace)
     }
 
     func shutdown() async {

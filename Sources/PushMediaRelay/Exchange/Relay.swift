@@ -38,9 +38,9 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
         case let .success(routed):
             route = routed
         case let .failure(refusal):
-            PipelineTrace.within(span) {
-                policy.finished(exchange, route: nil, answer: refusal, handled: .refused(since: exchange.arrival))
-            }
+            policy.finished(
+                exchange, route: nil, answer: refusal,
+                handled: .refused(since: exchange.arrival, trace: PipelineTrace.logIDs(of: span)))
             if let span { RelayTrace.finished(span, refusal, handling: .refused) }
             return done(refusal)
         }
@@ -120,10 +120,11 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
     ) {
         var answer = answer
         answer.outcome = prepared.label
-        let handled = RelayHandled(
-            outcome: prepared.label, handling: prepared.handling, total: .now - exchange.arrival, upstream: upstream)
         // The push's line carries its trace_id and span_id.
-        PipelineTrace.within(span) { policy.finished(exchange, route: route, answer: answer, handled: handled) }
+        let handled = RelayHandled(
+            outcome: prepared.label, handling: prepared.handling, total: .now - exchange.arrival, upstream: upstream,
+            trace: PipelineTrace.logIDs(of: span))
+        policy.finished(exchange, route: route, answer: answer, handled: handled)
         if let span { RelayTrace.finished(span, answer, handling: prepared.handling) }
         done(answer)
     }

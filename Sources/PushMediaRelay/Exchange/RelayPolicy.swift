@@ -92,8 +92,10 @@ struct RelayHandled: Sendable {
     /// From arrival to answer, and of that the upstream's share.
     var total: Duration
     var upstream: Duration
+    /// The ids of the request's span, for its line (nil when its trace is not recorded).
+    var trace: TraceParent?
 
-    static func refused(since arrival: ContinuousClock.Instant) -> RelayHandled {
-        RelayHandled(outcome: "", handling: .refused, total: .now - arrival, upstream: .zero)
+    static func refused(since arrival: ContinuousClock.Instant, trace: TraceParent?) -> RelayHandled {
+        RelayHandled(outcome: "", handling: .refused, total: .now - arrival, upstream: .zero, trace: trace)
     }
 }

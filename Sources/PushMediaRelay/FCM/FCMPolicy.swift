@@ -135,7 +135,7 @@ final class FCMPolicy: RelayPolicy {
                 ("credential", route?.credential ?? "-"), ("handling", handled.handling.rawValue),
                 ("ms", "\(handled.total.reportedMilliseconds)"), ("outcome", handled.outcome), ("project", project),
                 ("status", String(answer.status)),
-            ])
+            ], trace: handled.trace)
     }
 
     func shutdown() async {

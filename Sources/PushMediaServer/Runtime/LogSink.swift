@@ -16,9 +16,9 @@ public final class LogSink: @unchecked Sendable {
     }
 
     public let format: Format
-    /// The fields of the span a line is written in (`span_id`, `trace_flags`, `trace_id`, sorted
-    /// by name) when traces are on.
-    public let traceFields: (@Sendable () -> [(String, String)])?
+    /// The ids of the span a line is written in, which it carries as `span_id`, `trace_flags` and
+    /// `trace_id`, when traces are on.
+    public let traceIDs: (@Sendable () -> TraceParent?)?
     /// The least severe level written (`--log-level`); a reload may change it.
     public let level: Locked<Logger.Level>
     let fd: Int32
@@ -39,10 +39,10 @@ public final class LogSink: @unchecked Sendable {
     public init(
         format: Format, level: Logger.Level = .info, fd: Int32 = STDERR_FILENO, capacity: Int = 8 << 20,
         flushBytes: Int = 64 << 10, interval: Duration = .milliseconds(5),
-        traceFields: (@Sendable () -> [(String, String)])? = nil
+        traceIDs: (@Sendable () -> TraceParent?)? = nil
     ) {
         self.format = format
-        self.traceFields = traceFields
+        self.traceIDs = traceIDs
         self.level = Locked(level)
         self.fd = fd
         self.capacity = capacity
@@ -59,20 +59,6 @@ public final class LogSink: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return droppedTotal
-    }
-
-    /// Puts `extra` (the trace fields, sorted by key) each in its place in `fields` (sorted by
-    /// key), unless `fields` has its key already: the line's own value wins.
-    static func insert(_ extra: [(String, String)], into fields: inout [(String, String)]) {
-        guard !extra.isEmpty else { return }
-        fields.reserveCapacity(fields.count + extra.count)
-        var index = 0
-        for field in extra {
-            while index < fields.count, fields[index].0 < field.0 { index += 1 }
-            if index < fields.count, fields[index].0 == field.0 { continue }
-            fields.insert(field, at: index)
-            index += 1
-        }
     }
 
     /// Appends one line that `write` formats into the buffer (with the current second's time, as
@@ -195,10 +181,13 @@ struct TimestampCache {
 /// One log line, formatted straight into a buffer.
 enum LogLine {
     /// `text`: `<time> <level> <label>: k=v … [<source>] <message>` (the metadata sorted by key, as
-    /// `StreamLogHandler` writes it); `json`: `{"time","level","label","message",…metadata}`.
+    /// `StreamLogHandler` writes it); `json`: `{"time","level","label","message",…metadata}`. The
+    /// ids of the line's span (`trace`) are written in place as `span_id`, `trace_flags` and
+    /// `trace_id`, each where its key sorts among the metadata's; a key the metadata has already
+    /// keeps the metadata's value.
     static func write(
         into buffer: inout [UInt8], format: LogSink.Format, time: [UInt8], level: Logger.Level, label: String,
-        message: String, metadata: [(String, String)], source: String
+        message: String, metadata: [(String, String)], trace: TraceParent? = nil, source: String
     ) {
         switch format {
         case .text:
@@ -208,12 +197,7 @@ enum LogLine {
             buffer.append(0x20)
             buffer += label.utf8
             buffer.append(UInt8(ascii: ":"))
-            for (key, value) in metadata {
-                buffer.append(0x20)
-                escaped(key, into: &buffer)
-                buffer.append(UInt8(ascii: "="))
-                escaped(value, into: &buffer)
-            }
+            fields(metadata, trace: trace, format: format, into: &buffer)
             buffer += " [".utf8
             buffer += source.utf8
             buffer += "] ".utf8
@@ -227,15 +211,68 @@ enum LogLine {
             string(label, into: &buffer)
             buffer += #","message":"#.utf8
             string(message, into: &buffer)
-            for (key, value) in metadata {
+            fields(metadata, trace: trace, format: format, into: &buffer)
+            buffer.append(UInt8(ascii: "}"))
+        }
+        buffer.append(0x0A)
+    }
+
+    /// The keys of a span's ids on a line, sorted.
+    static let traceKeys = ["span_id", "trace_flags", "trace_id"]
+
+    /// The metadata (sorted by key) and `trace`'s fields merged in key order: ` k=v` or `,"k":"v"`.
+    private static func fields(
+        _ metadata: [(String, String)], trace: TraceParent?, format: LogSink.Format, into buffer: inout [UInt8]
+    ) {
+        // The trace fields written (or left to the metadata's own) so far.
+        var next = trace == nil ? traceKeys.count : 0
+        for (key, value) in metadata {
+            while next < traceKeys.count, traceKeys[next] < key {
+                traceField(next, of: trace!, format: format, into: &buffer)
+                next += 1
+            }
+            if next < traceKeys.count, traceKeys[next] == key { next += 1 }
+            switch format {
+            case .text:
+                buffer.append(0x20)
+                escaped(key, into: &buffer)
+                buffer.append(UInt8(ascii: "="))
+                escaped(value, into: &buffer)
+            case .json:
                 buffer.append(UInt8(ascii: ","))
                 string(key, into: &buffer)
                 buffer.append(UInt8(ascii: ":"))
                 string(value, into: &buffer)
             }
-            buffer.append(UInt8(ascii: "}"))
         }
-        buffer.append(0x0A)
+        while next < traceKeys.count {
+            traceField(next, of: trace!, format: format, into: &buffer)
+            next += 1
+        }
+    }
+
+    /// `traceKeys[index]` with its value from `trace`, in lowercase hex (nothing to escape).
+    private static func traceField(
+        _ index: Int, of trace: TraceParent, format: LogSink.Format, into buffer: inout [UInt8]
+    ) {
+        switch format {
+        case .text:
+            buffer.append(0x20)
+            buffer += traceKeys[index].utf8
+            buffer.append(UInt8(ascii: "="))
+        case .json:
+            buffer += #",""#.utf8
+            buffer += traceKeys[index].utf8
+            buffer += #"":""#.utf8
+        }
+        switch index {
+        case 0: TraceParent.append(hex: trace.parentID, to: &buffer)
+        case 1: buffer += (trace.sampled ? "01" : "00").utf8
+        default:
+            TraceParent.append(hex: trace.traceHigh, to: &buffer)
+            TraceParent.append(hex: trace.traceLow, to: &buffer)
+        }
+        if format == .json { buffer.append(UInt8(ascii: "\"")) }
     }
 
     private static let hex = Array("0123456789abcdef".utf8)
@@ -305,18 +342,18 @@ public struct SinkLogHandler: LogHandler {
         var merged = event.metadata ?? [:]
         if !metadata.isEmpty { merged.merge(metadata, uniquingKeysWith: { explicit, _ in explicit }) }
         if let error = event.error { merged["error"] = "\(error)" }
-        var fields = merged.map { key, value in
+        let fields = merged.map { key, value in
             if case let .string(text) = value { return (key, text) }
             return (key, "\(value)")
         }.sorted { $0.0 < $1.0 }
-        if let traceFields = sink.traceFields { LogSink.insert(traceFields(), into: &fields) }
+        let trace = sink.traceIDs?()
         let message = "\(event.message)"
         let source = event.source
         let format = sink.format
         sink.line { buffer, time in
             LogLine.write(
                 into: &buffer, format: format, time: time, level: event.level, label: label, message: message,
-                metadata: fields, source: source)
+                metadata: fields, trace: trace, source: source)
         }
     }
 }
@@ -333,8 +370,10 @@ public struct RequestLines: RelayLines {
         self.sink = sink
     }
 
-    /// One `info` line with `fields`, which the caller gives sorted by key (as lines are written).
-    package func info(_ message: String, _ fields: [(String, String)]) {
+    /// One `info` line with `fields`, which the caller gives sorted by key (as lines are written),
+    /// and the ids of the request's span (`trace`, when its trace is recorded and the sink writes
+    /// trace ids).
+    package func info(_ message: String, _ fields: [(String, String)], trace: TraceParent?) {
         guard logger.logLevel <= .info else { return }
         guard let sink else {
             var metadata = Logger.Metadata()
@@ -343,12 +382,11 @@ public struct RequestLines: RelayLines {
             return
         }
         let (label, format) = (logger.label, sink.format)
-        var fields = fields
-        if let traceFields = sink.traceFields { LogSink.insert(traceFields(), into: &fields) }
+        let trace = sink.traceIDs == nil ? nil : trace
         sink.line { buffer, time in
             LogLine.write(
                 into: &buffer, format: format, time: time, level: .info, label: label, message: message,
-                metadata: fields, source: "PushMediaServer")
+                metadata: fields, trace: trace, source: "PushMediaServer")
         }
     }
 }

@@ -36,7 +36,7 @@ struct TracingBackend {
 extension TracingConfig {
     /// What puts the current span's `trace_id` and `span_id` on a log line, when its trace is
     /// recorded (the ids of one that is not lead to no trace): nil with traces off.
-    public var logFields: (@Sendable () -> [(String, String)])? {
-        exportURL == nil ? nil : PushMediaTracer.logFields
+    public var logIDs: (@Sendable () -> TraceParent?)? {
+        exportURL == nil ? nil : PushMediaTracer.logIDs
     }
 }
