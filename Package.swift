@@ -280,14 +280,16 @@ let package = Package(
 // dependency's compile command is the same in all three.
 //
 // PUSHMEDIA_SANITIZE=address or thread: the package's own targets instrumented, unoptimised, with
-// debug information and testable, as in a debug build; the dependencies stay optimised and
-// uninstrumented (their code is not what the suites check).
+// debug information and testable, and compiled as a debug build compiles them (files in batches,
+// and again only where a change reaches: SwiftPM's release mode passes neither flag); the
+// dependencies stay optimised and uninstrumented (their code is not what the suites check).
 if let sanitizer = Context.environment["PUSHMEDIA_SANITIZE"], !sanitizer.isEmpty {
     for target in package.targets where target.type != .system {
         target.swiftSettings =
             (target.swiftSettings ?? []) + [
                 .unsafeFlags([
-                    "-sanitize=\(sanitizer)", "-Onone", "-no-whole-module-optimization", "-g", "-enable-testing",
+                    "-sanitize=\(sanitizer)", "-Onone", "-no-whole-module-optimization", "-enable-batch-mode",
+                    "-incremental", "-g", "-enable-testing",
                 ])
             ]
         target.cSettings = (target.cSettings ?? []) + [.unsafeFlags(["-fsanitize=\(sanitizer)", "-O0", "-g"])]

@@ -59,13 +59,15 @@ TSAN_SUITES+='|CredentialsLifecycleTests|FleetTests|FleetCoordinationTests|Deliv
 asan_env=(ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address PUSHMEDIA_SANITIZE=address)
 tsan_env=(TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
   PUSHMEDIA_TEST_SANITIZER=thread PUSHMEDIA_SANITIZE=thread)
-# Builds VARIANT (asan or tsan) with its tests, and parks it: `sanitizer_build VARIANT`.
+# Builds VARIANT (asan or tsan)'s tests, and parks it: `sanitizer_build VARIANT`. Only the
+# tests' product and what it needs: the suites run none of the package's programs (the scripts
+# run the binary that ships).
 sanitizer_build() {
   local settings="${1}_env[@]"
   (
     lock_trees
     use_tree "$1"
-    env "${!settings}" $SWIFT build "${RELEASE_FLAGS[@]}" --build-tests
+    env "${!settings}" $SWIFT build "${RELEASE_FLAGS[@]}" --product PushMediaPackageTests
     park_tree >/dev/null
   )
 }
