@@ -92,15 +92,12 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
     ) {
         let sent = ContinuousClock.now
         let upstreamSpan = span.flatMap { RelayTrace.upstream(under: $0, names: spanNames) }
-        let dequeued: (@Sendable () -> Void)? = upstreamSpan.map { span in
-            { @Sendable in span.addEvent(SpanEvent(name: "dequeued")) }
-        }
         let queue = QueueKey(
             app: route.app, connection: exchange.connection, priority: policy.priority(exchange, route: route))
         route.upstream.send(
             UpstreamPush(path: exchange.path, headers: headers, body: prepared.body), pool: route.pool, queue: queue,
             on: exchange.eventLoop,
-            reply: UpstreamReply(opened: dequeued) { result in
+            reply: UpstreamReply(span: upstreamSpan) { result in
                 if let upstreamSpan { RelayTrace.answered(upstreamSpan, result) }
                 let answer: RelayAnswer
                 switch result {

@@ -66,7 +66,7 @@ final class HTTP2Upstream: Sendable {
         if let failure = backoff.refusal(pool: pool) { return reply.fail(failure) }
         connection(for: pool, on: eventLoop).send(
             push, queue: queue,
-            reply: UpstreamReply(opened: reply.opened) { result in
+            reply: UpstreamReply(span: reply.span) { result in
                 if case let .failure(error) = result, case UpstreamFailure.notProcessed = error {
                     return self.connection(for: pool, on: eventLoop).send(push, queue: queue, reply: reply)
                 }

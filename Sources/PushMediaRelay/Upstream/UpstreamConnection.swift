@@ -225,7 +225,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, HTTP2ConnectionHan
         }
         stream.id = id
         pending[id] = stream
-        stream.reply.opened?()
+        stream.reply.opened()
         return true
     }
 

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHPACK
+import Tracing
 
 /// A push or message on its way upstream (to Apple, Google or a token endpoint): the path, the
 /// headers to send (no pseudo-headers) and the body.
@@ -41,15 +42,18 @@ enum UpstreamFailure: Error, CustomStringConvertible {
 /// A closure rather than a future: two fewer allocations and callback lists per push.
 struct UpstreamReply: Sendable {
     let deliver: @Sendable (Result<UpstreamAnswer, any Error>) -> Void
-    /// Told when the push leaves the fair queue on a stream of its own (a trace's event).
-    let opened: (@Sendable () -> Void)?
+    /// The push's upstream span, when its trace is recorded: its event `dequeued` marks when
+    /// the push leaves the fair queue on a stream of its own.
+    let span: (any Span)?
 
-    init(
-        opened: (@Sendable () -> Void)? = nil,
-        _ deliver: @escaping @Sendable (Result<UpstreamAnswer, any Error>) -> Void
-    ) {
+    init(span: (any Span)? = nil, _ deliver: @escaping @Sendable (Result<UpstreamAnswer, any Error>) -> Void) {
         self.deliver = deliver
-        self.opened = opened
+        self.span = span
+    }
+
+    /// The push left the fair queue on a stream of its own.
+    func opened() {
+        span?.addEvent(SpanEvent(name: "dequeued"))
     }
 
     func succeed(_ answer: UpstreamAnswer) { deliver(.success(answer)) }
