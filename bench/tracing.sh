@@ -277,26 +277,32 @@ for config in off sampled_100; do
 done
 
 # Allocations per request: glibc's malloc (everything Swift allocates goes through it) counted by
-# a uprobe while a fixed number of pushes, messages or media URLs are served, untraced and at
-# 100 %; their sites on the APNs path, untraced and at 100 % (allocs-apns-sites.txt: the first
-# frame above the allocator). ALLOCS=0, or no uprobe, skips.
+# a uprobe while a fixed number of pushes, messages or media URLs are served (hook requests: for
+# 5 s of wrk, divided by the requests it counted), untraced and at 100 %; their sites on the APNs
+# and hook paths, untraced and at 100 % (allocs-apns-sites.txt, allocs-process-sites.txt: the
+# first frame above the allocator).
+# ALLOCS=0, or no uprobe, skips.
 LIBC=$(ldd "$BIN" | awk '/libc.so.6/ {print $3}')
 if [[ ${ALLOCS:-1} != 0 && -n $LIBC ]] && { perf probe -q -x "$LIBC" malloc >/dev/null 2>&1 ||
   perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc'; }; then
   log "allocations per request"
-  # alloc_pass NAME PID REQUESTS COMMAND...: mallocs per request while COMMAND serves REQUESTS.
+  # alloc_pass NAME PID REQUESTS COMMAND...: mallocs per request while COMMAND serves REQUESTS
+  # (`wrk`: as many as wrk says it made).
   alloc_pass() {
     local name=$1 pid=$2 requests=$3 stat_pid
     shift 3
     perf stat -x, -e probe_libc:malloc -p "$pid" -o "allocs-$name.txt" &
     stat_pid=$!
     sleep 0.5
-    "$@" >/dev/null 2>&1 || true
+    "$@" >"allocs-$name.out" 2>&1 || true
     kill -INT "$stat_pid"
     wait "$stat_pid" || true
     python3 - "$name" "$requests" <<'PY' >>allocs.jsonl
-import json, sys
-name, requests = sys.argv[1], int(sys.argv[2])
+import json, re, sys
+name, requests = sys.argv[1], sys.argv[2]
+if requests == "wrk":
+    requests = re.search(r"(\d+) requests in", open(f"allocs-{name}.out").read()).group(1)
+requests = int(requests)
 count = next(int(float(line.split(",")[0])) for line in open(f"allocs-{name}.txt") if "probe_libc:malloc" in line)
 print(json.dumps({"name": name, "mallocs": count, "per_request": round(count / requests, 2)}))
 print(f"  {name:<22} {count / requests:8.2f} mallocs/request", file=sys.stderr)
@@ -305,6 +311,8 @@ PY
   : >allocs.jsonl
   ALLOC_N=20000
   for config in off sampled_100; do
+    measures process && alloc_pass "process_$config" "${PID_OF[$config]}" wrk env WRK_GAP_MS="$GAP_MS" wrk -t1 \
+      -c32 -d5s -s "$BENCH/wrk_process.lua" "http://127.0.0.1:${HOOK_OF[$config]}" -- hit urls.txt
     measures apns && alloc_pass "apns_$config" "${PID_OF[$config]}" "$ALLOC_N" h2load -i "uris-$config.txt" \
       -d rich.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$ALLOC_N" "${PACE[@]}" -H "authorization: bearer $JWT" \
       -H "apns-topic: com.example.bench" -H "apns-push-type: alert"
@@ -314,36 +322,52 @@ PY
     measures media_url && alloc_pass "media_url_$config" "${PID_OF[$config]}" "$ALLOC_N" h2load --h1 \
       "http://127.0.0.1:${HOOK_OF[$config]}$MEDIA_URL_PATH" -c "$URL_CLIENTS" -t 1 -n "$ALLOC_N"
   done
-  if measures apns; then
+  # alloc_sites PATH REQUESTS COMMAND...: where PATH's requests allocate, untraced and at 100 %
+  # (allocs-PATH-sites.txt: the first frame above the allocator), while COMMAND serves REQUESTS
+  # (`wrk`: as many as wrk says it made); in COMMAND, @CONFIG@ stands for the configuration
+  # (`off`, `sampled_100`) and @HOOK@ for its server's hook port.
+  alloc_sites() {
+    local path=$1 requests=$2 config record_pid command
+    shift 2
     for config in off sampled_100; do
-      perf record -q -g -e probe_libc:malloc -p "${PID_OF[$config]}" -o "allocs-apns_$config.data" >/dev/null 2>&1 &
+      command=("${@//@CONFIG@/$config}")
+      command=("${command[@]//@HOOK@/${HOOK_OF[$config]}}")
+      perf record -q -g -e probe_libc:malloc -p "${PID_OF[$config]}" -o "allocs-${path}_$config.data" >/dev/null 2>&1 &
       record_pid=$!
       sleep 0.5
-      h2load -i "uris-$config.txt" -d rich.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n 5000 "${PACE[@]}" \
-        -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" -H "apns-push-type: alert" \
-        >/dev/null 2>&1 || true
+      "${command[@]}" >"allocs-${path}_$config.sites.out" 2>&1 || true
       kill -INT "$record_pid"
       wait "$record_pid" || true
-      perf script -i "allocs-apns_$config.data" -F ip,sym >"allocs-apns_$config.stacks" 2>/dev/null || true
+      perf script -i "allocs-${path}_$config.data" -F ip,sym >"allocs-${path}_$config.stacks" 2>/dev/null || true
     done
-    python3 - <<'PY' >allocs-apns-sites.txt || true
-import collections
+    python3 - "$path" "$requests" <<'PY' >"allocs-$path-sites.txt" || true
+import collections, re, sys
+path, requests = sys.argv[1], sys.argv[2]
+def served(config):
+    if requests != "wrk":
+        return int(requests)
+    return int(re.search(r"(\d+) requests in", open(f"allocs-{path}_{config}.sites.out").read()).group(1))
 # The first frame above the allocator and the standard library's generic code.
 runtime = ("swift_", "_swift", "malloc", "__libc_malloc", "$ss", "__swift")
-def sites(path):
+def sites(config):
     found = collections.Counter()
-    for block in open(path).read().split("\n\n"):
+    for block in open(f"allocs-{path}_{config}.stacks").read().split("\n\n"):
         frames = [line.split(None, 1)[1] for line in block.strip().splitlines() if len(line.split(None, 1)) == 2]
         if frames:
             found[next((f for f in frames[1:] if not f.startswith(runtime)), "(no frame above the allocator)")] += 1
-    return found
-off, on = sites("allocs-apns_off.stacks"), sites("allocs-apns_sampled_100.stacks")
-print("mallocs per push by site during 5,000 pushes: untraced, 100 %, the difference")
-print(f"{sum(off.values()) / 5000:7.2f} {sum(on.values()) / 5000:7.2f} {(sum(on.values()) - sum(off.values())) / 5000:+7.2f}  all")
-for site in sorted(set(off) | set(on), key=lambda s: -abs(on[s] - off[s]))[:40]:
-    print(f"{off[site] / 5000:7.2f} {on[site] / 5000:7.2f} {(on[site] - off[site]) / 5000:+7.2f}  {site[:150]}")
+    return {site: count / served(config) for site, count in found.items()}
+off, on = sites("off"), sites("sampled_100")
+print(f"mallocs per request of {path} by site: untraced, 100 %, the difference")
+print(f"{sum(off.values()):7.2f} {sum(on.values()):7.2f} {sum(on.values()) - sum(off.values()):+7.2f}  all")
+for site in sorted(set(off) | set(on), key=lambda s: -abs(on.get(s, 0) - off.get(s, 0)))[:40]:
+    print(f"{off.get(site, 0):7.2f} {on.get(site, 0):7.2f} {on.get(site, 0) - off.get(site, 0):+7.2f}  {site[:150]}")
 PY
-  fi
+  }
+  measures apns && alloc_sites apns 5000 h2load -i "uris-@CONFIG@.txt" -d rich.json -c "$CONNECTIONS" \
+    -m "$STREAMS" -t 1 -n 5000 "${PACE[@]}" -H "authorization: bearer $JWT" -H "apns-topic: com.example.bench" \
+    -H "apns-push-type: alert"
+  measures process && alloc_sites process wrk env WRK_GAP_MS="$GAP_MS" wrk -t1 -c32 -d3s \
+    -s "$BENCH/wrk_process.lua" "http://127.0.0.1:@HOOK@" -- hit urls.txt
   perf probe -q -d probe_libc:malloc >/dev/null 2>&1 || true
 fi
 
