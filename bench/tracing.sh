@@ -286,6 +286,10 @@ LIBC=$(ldd "$BIN" | awk '/libc.so.6/ {print $3}')
 if [[ ${ALLOCS:-1} != 0 && -n $LIBC ]] && { perf probe -q -x "$LIBC" malloc >/dev/null 2>&1 ||
   perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc'; }; then
   log "allocations per request"
+  # served REQUESTS OUTPUT: REQUESTS, or for `wrk` the requests wrk says it made (OUTPUT: its output).
+  served() {
+    if [[ $1 == wrk ]]; then sed -n 's/^ *\([0-9][0-9]*\) requests in.*/\1/p' "$2"; else echo "$1"; fi
+  }
   # alloc_pass NAME PID REQUESTS COMMAND...: mallocs per request while COMMAND serves REQUESTS
   # (`wrk`: as many as wrk says it made).
   alloc_pass() {
@@ -297,12 +301,9 @@ if [[ ${ALLOCS:-1} != 0 && -n $LIBC ]] && { perf probe -q -x "$LIBC" malloc >/de
     "$@" >"allocs-$name.out" 2>&1 || true
     kill -INT "$stat_pid"
     wait "$stat_pid" || true
-    python3 - "$name" "$requests" <<'PY' >>allocs.jsonl
-import json, re, sys
-name, requests = sys.argv[1], sys.argv[2]
-if requests == "wrk":
-    requests = re.search(r"(\d+) requests in", open(f"allocs-{name}.out").read()).group(1)
-requests = int(requests)
+    python3 - "$name" "$(served "$requests" "allocs-$name.out")" <<'PY' >>allocs.jsonl
+import json, sys
+name, requests = sys.argv[1], int(sys.argv[2])
 count = next(int(float(line.split(",")[0])) for line in open(f"allocs-{name}.txt") if "probe_libc:malloc" in line)
 print(json.dumps({"name": name, "mallocs": count, "per_request": round(count / requests, 2)}))
 print(f"  {name:<22} {count / requests:8.2f} mallocs/request", file=sys.stderr)
@@ -327,7 +328,7 @@ PY
   # (`wrk`: as many as wrk says it made); in COMMAND, @CONFIG@ stands for the configuration
   # (`off`, `sampled_100`) and @HOOK@ for its server's hook port.
   alloc_sites() {
-    local path=$1 requests=$2 config record_pid command
+    local path=$1 requests=$2 config record_pid command counts=()
     shift 2
     for config in off sampled_100; do
       command=("${@//@CONFIG@/$config}")
@@ -339,14 +340,11 @@ PY
       kill -INT "$record_pid"
       wait "$record_pid" || true
       perf script -i "allocs-${path}_$config.data" -F ip,sym >"allocs-${path}_$config.stacks" 2>/dev/null || true
+      counts+=("$(served "$requests" "allocs-${path}_$config.sites.out")")
     done
-    python3 - "$path" "$requests" <<'PY' >"allocs-$path-sites.txt" || true
-import collections, re, sys
-path, requests = sys.argv[1], sys.argv[2]
-def served(config):
-    if requests != "wrk":
-        return int(requests)
-    return int(re.search(r"(\d+) requests in", open(f"allocs-{path}_{config}.sites.out").read()).group(1))
+    python3 - "$path" "${counts[@]}" <<'PY' >"allocs-$path-sites.txt" || true
+import collections, sys
+path, served = sys.argv[1], {"off": int(sys.argv[2]), "sampled_100": int(sys.argv[3])}
 # The first frame above the allocator and the standard library's generic code.
 runtime = ("swift_", "_swift", "malloc", "__libc_malloc", "$ss", "__swift")
 def sites(config):
@@ -355,7 +353,7 @@ def sites(config):
         frames = [line.split(None, 1)[1] for line in block.strip().splitlines() if len(line.split(None, 1)) == 2]
         if frames:
             found[next((f for f in frames[1:] if not f.startswith(runtime)), "(no frame above the allocator)")] += 1
-    return {site: count / served(config) for site, count in found.items()}
+    return {site: count / served[config] for site, count in found.items()}
 off, on = sites("off"), sites("sampled_100")
 print(f"mallocs per request of {path} by site: untraced, 100 %, the difference")
 print(f"{sum(off.values()):7.2f} {sum(on.values()):7.2f} {sum(on.values()) - sum(off.values()):+7.2f}  all")
