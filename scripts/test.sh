@@ -59,15 +59,19 @@ TSAN_SUITES+='|CredentialsLifecycleTests|FleetTests|FleetCoordinationTests|Deliv
 asan_env=(ASAN_OPTIONS=detect_leaks=0 PUSHMEDIA_TEST_SANITIZER=address PUSHMEDIA_SANITIZE=address)
 tsan_env=(TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
   PUSHMEDIA_TEST_SANITIZER=thread PUSHMEDIA_SANITIZE=thread)
-# Builds VARIANT (asan or tsan)'s tests, and parks it: `sanitizer_build VARIANT`. Only the
-# tests' product and what it needs: the suites run none of the package's programs (the scripts
-# run the binary that ships).
+# Builds VARIANT (asan or tsan)'s tests and the `pushmedia` they start (the command line,
+# `serve` and fleet suites run it beside the test bundle, instrumented too), and parks it:
+# `sanitizer_build VARIANT`. The package's other programs (`fuzz`, `relay-standin`,
+# `healthz-floor`) no suite runs: they are not built here. Each step's failure is the
+# function's (`timed` calls it where `set -e` does not apply).
 sanitizer_build() {
-  local settings="${1}_env[@]"
+  local settings="${1}_env[@]" product
   (
-    lock_trees
-    use_tree "$1"
-    env "${!settings}" $SWIFT build "${RELEASE_FLAGS[@]}" --product PushMediaPackageTests
+    lock_trees || exit
+    use_tree "$1" || exit
+    for product in PushMediaPackageTests pushmedia; do
+      env "${!settings}" $SWIFT build "${RELEASE_FLAGS[@]}" --product "$product" || exit
+    done
     park_tree >/dev/null
   )
 }
@@ -170,11 +174,12 @@ await_step() {
 
 # The builds after the first, one after the other (they take turns at one path): the binary
 # that ships and the fair-share check's stand-in, which the scripts need (then RELEASE_DONE is
-# made), and ThreadSanitizer's modules, which only its suites need.
+# made), and ThreadSanitizer's modules, which only its suites need. The first that fails ends
+# the job with its status.
 RELEASE_DONE=$RELEASE_BUILDS/release-done
 later_builds() {
-  timed release-static scripts/release-static.sh
-  scripts/release-static.sh --product relay-standin >/dev/null
+  timed release-static scripts/release-static.sh || return
+  scripts/release-static.sh --product relay-standin >/dev/null || return
   : >"$RELEASE_DONE"
   timed tsan-build sanitizer_build tsan
 }
