@@ -10,7 +10,8 @@ import Synchronization
 /// that takes them in batches, encodes each batch (OTLP protobuf) and posts it to the collector
 /// (OTLP/HTTP). Nothing on a request's path waits for it: a span that finds the ring full is
 /// dropped, and so is a batch the collector does not take within the timeout; both are counted
-/// (`lost`). The thread wakes every half second, and sooner when a batch's worth has ended.
+/// (`lost`). The thread wakes every `scheduleDelay` (half a second), and sooner when a batch's
+/// worth has ended.
 public final class SpanExporter: Sendable {
     public struct Settings: Sendable {
         /// Where batches are posted: the collector's `/v1/traces`.
@@ -21,18 +22,21 @@ public final class SpanExporter: Sendable {
         public var resourceAttributes: [String: String]
         /// Ended spans held for export (rounded up to a power of two).
         public var maxQueue: Int
+        /// How long spans that fill less than a batch wait to be sent.
+        public var scheduleDelay: Duration
         /// A batch the collector has not taken within this is lost.
         public var timeout: Duration
 
         public init(
             url: String, headers: [(String, String)], serviceName: String, resourceAttributes: [String: String],
-            maxQueue: Int, timeout: Duration = .seconds(5)
+            maxQueue: Int, scheduleDelay: Duration = .milliseconds(500), timeout: Duration = .seconds(5)
         ) {
             self.url = url
             self.headers = headers
             self.serviceName = serviceName
             self.resourceAttributes = resourceAttributes
             self.maxQueue = maxQueue
+            self.scheduleDelay = scheduleDelay
             self.timeout = timeout
         }
     }
@@ -101,8 +105,10 @@ public final class SpanExporter: Sendable {
         var warnings = Warnings()
         var batch: [FinishedSpan] = []
         batch.reserveCapacity(batchLimit)
+        let (seconds, attoseconds) = settings.scheduleDelay.components
+        let delay = DispatchTimeInterval.milliseconds(Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
         while true {
-            _ = wake.wait(timeout: .now() + .milliseconds(500))
+            _ = wake.wait(timeout: .now() + delay)
             let stop = stopping.load(ordering: .acquiring)
             repeat {
                 batch.removeAll(keepingCapacity: true)

@@ -22,6 +22,8 @@ struct TracingOptions: ParsableArguments, SettingFlags {
     var otelSamplerArg: String?
     @Option(name: .customLong("otel-max-queue"), help: .setting("otel-max-queue"))
     var otelMaxQueue: String?
+    @Option(name: .customLong("otel-schedule-delay"), help: .setting("otel-schedule-delay"))
+    var otelScheduleDelay: String?
 
     /// The tracer for a command other than `serve`, from these flags, the settings file and the
     /// environment.

@@ -36,12 +36,14 @@ import Testing
             "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,team=push%20ops",
             "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.01",
             "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=abc%3D%3D", "OTEL_BSP_MAX_QUEUE_SIZE": "100",
+            "OTEL_BSP_SCHEDULE_DELAY": "5000",
         ]).tracing
         #expect(tracing.serviceName == "push-eu")
         #expect(tracing.resourceAttributes == ["deployment.environment": "prod", "team": "push ops"])
         #expect(tracing.sampler == .parentBasedTraceIDRatio && tracing.samplerRatio == 0.01)
         #expect(tracing.headers == ["x-api-key": "abc=="])
         #expect(tracing.maxQueue == 100)
+        #expect(tracing.scheduleDelayMilliseconds == 5000)
     }
 
     @Test func badValuesNameTheSettingAndHideAHeader() throws {
@@ -52,6 +54,8 @@ import Testing
             ("PUSHMEDIA_OTEL_SAMPLER", "sometimes", "--otel-sampler"),
             ("PUSHMEDIA_OTEL_SAMPLER_ARG", "1.5", "--otel-sampler-arg"),
             ("PUSHMEDIA_OTEL_MAX_QUEUE", "0", "--otel-max-queue"),
+            ("PUSHMEDIA_OTEL_SCHEDULE_DELAY", "0", "--otel-schedule-delay"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "soon", "--otel-schedule-delay"),
         ] {
             let error = #expect(throws: ConfigError.self) { try Self.config([variable: value]) }
             #expect(error.map { "\($0)" }?.contains(setting) == true, "\(variable)=\(value)")

@@ -256,6 +256,37 @@ struct SpanPathTests {
         #expect(lost.total == 4)
     }
 
+    /// Spans that fill less than a batch wait for the schedule's delay (or a flush) before they are
+    /// sent: here to a port where nothing listens, so that each try shows as spans lost.
+    @Test func fewSpansWaitForTheScheduleDelay() async throws {
+        func exporter(delay: Duration, lost: LostSpans) -> SpanExporter {
+            SpanExporter(
+                settings: .init(
+                    url: "http://127.0.0.1:9/v1/traces", headers: [], serviceName: "test", resourceAttributes: [:],
+                    maxQueue: 64, scheduleDelay: delay),
+                lost: Counter(label: "lost", dimensions: [], handler: lost), logger: Logger(label: "test"))
+        }
+        func sent(_ lost: LostSpans, within: Duration) async throws -> Bool {
+            let deadline = ContinuousClock.now + within
+            while lost.total == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            return lost.total > 0
+        }
+        let (slowLost, quickLost) = (LostSpans(), LostSpans())
+        let slow = exporter(delay: .seconds(600), lost: slowLost)
+        let quick = exporter(delay: .milliseconds(50), lost: quickLost)
+        slow.add(Self.finished(spanID: 1))
+        quick.add(Self.finished(spanID: 2))
+        #expect(try await sent(quickLost, within: .seconds(5)))
+        // Longer than the default half second: the slow one has not tried yet.
+        try await Task.sleep(for: .seconds(1))
+        #expect(slowLost.total == 0)
+        slow.flush()
+        #expect(try await sent(slowLost, within: .seconds(5)))
+        await slow.shutdown()
+        await quick.shutdown()
+        #expect(slowLost.total == 1 && quickLost.total == 1)
+    }
+
     /// The sampler's first span marks its trace recorded, with the tracer: its work's child spans
     /// and log lines (their trace ids) follow from the context alone; outside it there are none.
     @Test func aTraceTheSamplerBeginsCarriesItsTracerToEveryChild() async throws {

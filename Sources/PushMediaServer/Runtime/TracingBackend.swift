@@ -23,7 +23,7 @@ struct TracingBackend {
         let settings = SpanExporter.Settings(
             url: exportURL, headers: config.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             serviceName: config.serviceName, resourceAttributes: config.resourceAttributes,
-            maxQueue: config.maxQueue)
+            maxQueue: config.maxQueue, scheduleDelay: .milliseconds(config.scheduleDelayMilliseconds))
         let lost = Counter(label: "pushmedia_trace_spans_dropped_total", factory: factory)
         let exporter = SpanExporter(settings: settings, lost: lost, logger: logger)
         let tracer = PushMediaTracer(exporter: exporter)

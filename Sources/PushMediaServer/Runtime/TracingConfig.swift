@@ -22,6 +22,9 @@ public struct TracingConfig: Equatable, Sendable {
     /// `--otel-max-queue`: finished spans held for export; past it new ones are dropped (and
     /// counted, `pushmedia_trace_spans_dropped_total`): 2048.
     public var maxQueue = 2048
+    /// `--otel-schedule-delay`: milliseconds the exporter waits before it sends spans that fill
+    /// less than a batch (a full batch, 512, goes at once): 500.
+    public var scheduleDelayMilliseconds = 500
     public init() {}
 
     /// Where spans are posted, or nil: tracing off.
@@ -42,6 +45,7 @@ public struct TracingConfig: Equatable, Sendable {
         ("OTEL_TRACES_SAMPLER", "otel-sampler"),
         ("OTEL_TRACES_SAMPLER_ARG", "otel-sampler-arg"),
         ("OTEL_BSP_MAX_QUEUE_SIZE", "otel-max-queue"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "otel-schedule-delay"),
     ]
 
     /// Refuses an `OTEL_*` variable whose value differs from the setting it stands for (a flag or
@@ -177,6 +181,15 @@ public struct TracingConfig: Equatable, Sendable {
         ) {
             config, value throws(ConfigError) in
             config.tracing.maxQueue = Int(try value.integer(in: 1...1_000_000))
+        },
+        Setting(
+            "otel-schedule-delay", "PUSHMEDIA_OTEL_SCHEDULE_DELAY", fallback: "OTEL_BSP_SCHEDULE_DELAY",
+            commands: [.serve, .work, .purge],
+            default: "`500`",
+            help: "Milliseconds the exporter waits before sending spans that fill less than a batch (512 go at once)"
+        ) {
+            config, value throws(ConfigError) in
+            config.tracing.scheduleDelayMilliseconds = Int(try value.integer(in: 1...600_000))
         },
     ]
 }
