@@ -100,24 +100,30 @@ EOF
 relay_origin() {
   ORIGIN=$(free_port)
   mkdir -p media && cp "$ROOT/samples/media/banner.webp" media/banner
+  # Modified a month ago: by RFC 9111's heuristic (a tenth of its age) the source stays fresh for
+  # --max-ttl. Modified now, it was revalidated every --min-ttl (a minute), inside one server's
+  # pass and not another's.
+  touch -d '30 days ago' media/banner
   (cd media && exec python3 -m http.server "$ORIGIN" --bind 127.0.0.1 >/dev/null 2>&1) &
   PIDS+=($!)
 }
 
 # start_relay apns|fcm NAME [serve arguments...]: a relay over TLS to the sink, trusting the
 # origin, as shipped (log level info: a line per push) with its log written to relay-NAME.log, as
-# an operator would; sets RELAY (its port) and RELAY_PID once it listens.
+# an operator would; sets RELAY (its port) and RELAY_PID once it listens. RELAY_WRAP (an array:
+# a program and its arguments) runs it under that program, which must keep its process id
+# (valgrind does); RELAY_START_TRIES tenths of a second are waited for it to listen (100).
 start_relay() {
   local kind=$1 name=$2 banner
   shift 2
   [[ $kind == apns ]] && banner="APNs relay" || banner="FCM relay"
-  "$BIN" serve --port 0 --store "$OUT/store-$name" "--$kind-port" 0 \
+  ${RELAY_WRAP[@]+"${RELAY_WRAP[@]}"} "$BIN" serve --port 0 --store "$OUT/store-$name" "--$kind-port" 0 \
     "--$kind-tls-cert" server.pem "--$kind-tls-key" server.key "--$kind-upstream" "https://localhost:$SINK" \
     "--$kind-upstream-ca" ca.pem --trust-peer "127.0.0.1:$ORIGIN" "$@" >"relay-$name.out" 2>"relay-$name.log" &
   RELAY_PID=$!
   PIDS+=($RELAY_PID)
   RELAY=""
-  for _ in $(seq 100); do
+  for _ in $(seq "${RELAY_START_TRIES:-100}"); do
     RELAY=$(sed -n "s|.*$banner on https://127.0.0.1:\([0-9]*\).*|\1|p" "relay-$name.out" | head -1)
     [[ -n $RELAY ]] && break
     sleep 0.1

@@ -33,6 +33,16 @@
 # next request (about 32 × 1000 / (N + latency) a second). URL_RATE=N GETs the media URL at N a
 # second (h2load over HTTP/1.1, 24 clients, --rps), instead of with wrk's closed loop (or GAP_MS).
 #
+# COUNT=instructions counts instructions instead of CPU time, where a machine's noise hides a few
+# per cent: `off`, `sampled` and `sampled_100` (no `before`) each run under valgrind's callgrind,
+# and each path's requests (wrk for IR_SECONDS on the hook, IR_N requests on the others; 4
+# connections, no pacing) are counted in user space to the last span the sink received of them,
+# IR_ROUNDS times (bench/out/tracing/ir.jsonl, a table). callgrind runs a program tens of times
+# slower: the traced servers' exporter waits IR_DELAY_MS (--otel-schedule-delay, 15000) instead
+# of half a second, so that it sends batches of 512 spans as it does at full speed, and not a
+# post per few spans. What callgrind does not count: the kernel's work (sockets, the exporter's
+# posts and wake-ups), cache misses.
+#
 # Writes bench/out/tracing/results.json and the profiles, and prints a table.
 set -euo pipefail
 
@@ -54,9 +64,15 @@ PACE=()
 GAP_MS=${GAP_MS:-0}
 URL_RATE=${URL_RATE:-}
 URL_CLIENTS=24
+COUNT=${COUNT:-cpu}
+[[ $COUNT == cpu || $COUNT == instructions ]] || { echo "COUNT is cpu or instructions" >&2; exit 64; }
 source "$BENCH/lib.sh"
 source "$BENCH/relay-lib.sh"
-command -v wrk >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+TOOLS=(wrk)
+[[ $COUNT == instructions ]] && TOOLS+=(valgrind)
+for tool in "${TOOLS[@]}"; do
+  command -v "$tool" >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null; }
+done
 NEW_BIN=$BIN
 
 # One sink for both relays: FCM's answer to its send path, APNs' to every other request.
@@ -89,8 +105,18 @@ MEDIA_URL_PATH="/insecure/pr:ios/plain/http://127.0.0.1:$ORIGIN/banner@jpg"
 log "servers"
 declare -A PID_OF HOOK_OF RELAY_OF FCM_OF
 NAMES=(before off sampled sampled_100)
+if [[ $COUNT == instructions ]]; then
+  NAMES=(off sampled sampled_100)
+  # A server starts in about a minute under callgrind.
+  RELAY_START_TRIES=1800
+  IR_DELAY_MS=${IR_DELAY_MS:-15000}
+fi
 for name in "${NAMES[@]}"; do
   extra=(--url-allow-source "http://127.0.0.1:$ORIGIN/")
+  if [[ $COUNT == instructions ]]; then
+    RELAY_WRAP=(valgrind -q --tool=callgrind "--callgrind-out-file=$OUT/callgrind-$name")
+    extra+=(--otel-schedule-delay "$IR_DELAY_MS")
+  fi
   case $name in
     before) BIN=$BEFORE ;;
     off) BIN=$NEW_BIN ;;
@@ -103,13 +129,13 @@ for name in "${NAMES[@]}"; do
     --fcm-upstream "https://localhost:$SINK" --fcm-upstream-ca ca.pem
   PID_OF[$name]=$RELAY_PID
   RELAY_OF[$name]=$RELAY
-  HOOK_OF[$name]=$(sed -n 's|^PushMedia listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "relay-$name.out" | head -1)
-  [[ -n ${HOOK_OF[$name]} ]] || die "$name: no hook port"
-  for _ in $(seq 100); do
+  for _ in $(seq "${RELAY_START_TRIES:-100}"); do
+    HOOK_OF[$name]=$(sed -n 's|^PushMedia listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "relay-$name.out" | head -1)
     FCM_OF[$name]=$(sed -n 's|.*FCM relay on https://127.0.0.1:\([0-9]*\).*|\1|p' "relay-$name.out" | head -1)
-    [[ -n ${FCM_OF[$name]} ]] && break
+    [[ -n ${HOOK_OF[$name]} && -n ${FCM_OF[$name]} ]] && break
     sleep 0.1
   done
+  [[ -n ${HOOK_OF[$name]} ]] || die "$name: no hook port"
   [[ -n ${FCM_OF[$name]} ]] || die "$name: no FCM relay port"
 done
 BIN=$NEW_BIN
@@ -134,12 +160,13 @@ for name in "${NAMES[@]}"; do
 done
 
 # The spans the sink has received so far; after a pass, once the exporter has sent what the
-# pass ended (it wakes every half second).
+# pass ended (it wakes every half second, or every IR_DELAY_MS): no new span for SETTLE_S seconds.
+SETTLE_S=$([[ $COUNT == instructions ]] && echo $((IR_DELAY_MS / 1000 + 2)) || echo 1)
 sink_spans() { cat sink.count 2>/dev/null || echo 0; }
 settled_spans() {
   local last now
   last=$(sink_spans)
-  while sleep 1; now=$(sink_spans); [[ $now != "$last" ]]; do last=$now; done
+  while sleep "$SETTLE_S"; now=$(sink_spans); [[ $now != "$last" ]]; do last=$now; done
   echo "$now"
 }
 # cpu_split PID: the process's user and system ticks, and its exporter thread's (user + system).
@@ -229,6 +256,97 @@ url_pass() {
 }
 
 measures() { [[ " $PATHS " == *" $1 "* ]]; }
+# served REQUESTS OUTPUT: REQUESTS, or for `wrk` the requests wrk says it made (OUTPUT: its output).
+served() {
+  if [[ $1 == wrk ]]; then sed -n 's/^ *\([0-9][0-9]*\) requests in.*/\1/p' "$2"; else echo "$1"; fi
+}
+
+# ir_pass NAME CONFIG REQUESTS COMMAND...: the instructions CONFIG's server ran while COMMAND served
+# REQUESTS (`wrk`: as many as wrk says it made), to the last span the sink received of them;
+# appended to ir.jsonl with the spans per request. callgrind dumps and zeroes its counts before
+# and after. Every span sent before it must have been received.
+ir_pass() {
+  local name=$1 config=$2 requests=$3 pid=${PID_OF[$2]} before after
+  shift 3
+  before=$(sink_spans)
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  "$@" >"ir-$name.out" 2>&1 || true
+  if [[ $config == off ]]; then after=$(sink_spans); else after=$(settled_spans); fi
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  python3 - "$name" "$(served "$requests" "ir-$name.out")" "$before" "$after" "$OUT/callgrind-$config" <<'PY' >>ir.jsonl
+import glob, json, re, sys
+name, served, before, after, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+text = open(f"ir-{name}.out").read()
+# h2load's answers that were not 2xx, wrk's that were not 2xx or 3xx, and its socket errors.
+ok = int(m.group(1)) if (m := re.search(r"status codes: (\d+) 2xx", text)) else served
+errors = served - ok + (int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", text)) else 0)
+errors += sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", text))
+newest = max(glob.glob(base + ".*"), key=lambda f: int(f.rsplit(".", 1)[1]))
+ir = next(int(line.split()[1]) for line in open(newest) if line.startswith("totals:"))
+r = {"name": name, "requests": served, "errors": errors, "ir_per_request": round(ir / max(1, served)),
+     "spans_per_request": round((after - before) / max(1, served), 3)}
+print(json.dumps(r))
+print(f"  {name:<26} {r['ir_per_request']:>10,} instructions/request  {r['spans_per_request']:.3f} spans"
+      f"  errors {errors}", file=sys.stderr)
+PY
+}
+
+if [[ $COUNT == instructions ]]; then
+  IR_N=${IR_N:-2000}
+  IR_SECONDS=${IR_SECONDS:-20}
+  IR_ROUNDS=${IR_ROUNDS:-2}
+  : >ir.jsonl
+  for config in "${NAMES[@]}"; do sed "s|^|https://localhost:${RELAY_OF[$config]}|" tokens.txt >"uris-$config.txt"; done
+  # The warming requests' spans.
+  settled_spans >/dev/null
+  for round in $(seq "$IR_ROUNDS"); do
+    log "instructions, round $round"
+    for config in "${NAMES[@]}"; do
+      measures process && ir_pass "process_${config}#$round" "$config" wrk wrk -t1 -c4 -d"${IR_SECONDS}s" \
+        -s "$BENCH/wrk_process.lua" "http://127.0.0.1:${HOOK_OF[$config]}" -- hit urls.txt
+      measures media_url && ir_pass "media_url_${config}#$round" "$config" "$IR_N" h2load --h1 \
+        "http://127.0.0.1:${HOOK_OF[$config]}$MEDIA_URL_PATH" -c 4 -t 1 -n "$IR_N"
+      measures apns && ir_pass "apns_${config}#$round" "$config" "$IR_N" h2load -i "uris-$config.txt" -d rich.json \
+        -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$IR_N" -H "authorization: bearer $JWT" \
+        -H "apns-topic: com.example.bench" -H "apns-push-type: alert"
+      measures fcm && ir_pass "fcm_${config}#$round" "$config" "$IR_N" h2load "https://localhost:${FCM_OF[$config]}$SEND" \
+        -d message.json -c "$CONNECTIONS" -m "$STREAMS" -t 1 -n "$IR_N" -H "authorization: Bearer bench-oauth-token" \
+        -H "content-type: application/json"
+    done
+  done
+  python3 - "$IR_ROUNDS" "$RATIO" "$PATHS" <<'PY'
+import json, statistics, sys
+rounds, ratio, paths = range(1, int(sys.argv[1]) + 1), float(sys.argv[2]), sys.argv[3].split()
+runs = {r["name"]: r for r in map(json.loads, open("ir.jsonl"))}
+names = {"process": "cached `/v1/process`", "media_url": "cached media URL", "apns": "APNs campaign push",
+         "fcm": "FCM campaign message"}
+bad = [n for n, r in runs.items() if r["errors"]]
+print(f"\nInstructions per request (user space, callgrind), each round's ratio to `off`; the last column "
+      f"puts the {ratio * 100:g} % row's traced share at exactly {ratio * 100:g} % (its spans per request to the "
+      f"100 % row's).\n\n| path | off, instructions/request | {ratio * 100:g} % sampled | 100 % sampled, exported "
+      f"| spans per request ({ratio * 100:g} %, 100 %) | added per traced request | {ratio * 100:g} % at exactly "
+      f"{ratio * 100:g} % |\n|---|---:|---:|---:|---:|---:|---:|")
+results = {}
+for path in paths:
+    ir = {c: [runs[f"{path}_{c}#{n}"]["ir_per_request"] for n in rounds] for c in ("off", "sampled", "sampled_100")}
+    spans = {c: statistics.median(runs[f"{path}_{c}#{n}"]["spans_per_request"] for n in rounds)
+             for c in ("sampled", "sampled_100")}
+    each = {c: [ir[c][i] / ir["off"][i] for i in range(len(ir["off"]))] for c in ("sampled", "sampled_100")}
+    off = statistics.median(ir["off"])
+    added = statistics.median(ir["sampled_100"]) - off
+    share = spans["sampled"] / spans["sampled_100"] if spans["sampled_100"] else 0
+    at_ratio = (off + ratio / share * (statistics.median(ir["sampled"]) - off)) / off if share else float("nan")
+    results[path] = {"instructions": ir, "ratios": each, "spans_per_request": spans, "added_per_traced": added,
+                     f"sampled_at_exactly_{ratio:g}": round(at_ratio, 4)}
+    cells = [f"{statistics.median(each[c]):.3f}× ({', '.join(f'{x:.3f}' for x in each[c])})" for c in each]
+    print(f"| {names[path]} | {off:,.0f} | " + " | ".join(cells) +
+          f" | {spans['sampled']:.2f}, {spans['sampled_100']:.2f} | {added:,.0f} | {at_ratio:.3f}× |")
+print(f"\nfailed passes: {bad or 'none'}")
+json.dump({"paths": results, "errors": bad}, open("ir-results.json", "w"), indent=1)
+PY
+  exit
+fi
+
 : >runs.jsonl
 for round in $(seq "$ROUNDS"); do
   order=("${NAMES[@]}")
@@ -286,10 +404,6 @@ LIBC=$(ldd "$BIN" | awk '/libc.so.6/ {print $3}')
 if [[ ${ALLOCS:-1} != 0 && -n $LIBC ]] && { perf probe -q -x "$LIBC" malloc >/dev/null 2>&1 ||
   perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc'; }; then
   log "allocations per request"
-  # served REQUESTS OUTPUT: REQUESTS, or for `wrk` the requests wrk says it made (OUTPUT: its output).
-  served() {
-    if [[ $1 == wrk ]]; then sed -n 's/^ *\([0-9][0-9]*\) requests in.*/\1/p' "$2"; else echo "$1"; fi
-  }
   # alloc_pass NAME PID REQUESTS COMMAND...: mallocs per request while COMMAND serves REQUESTS
   # (`wrk`: as many as wrk says it made).
   alloc_pass() {
