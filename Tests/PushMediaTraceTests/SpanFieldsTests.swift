@@ -6,6 +6,18 @@ import Tracing
 /// again keeping its place with its new value, the same set as swift-distributed-tracing's.
 @Suite("Span fields")
 struct SpanFieldsTests {
+    /// Bytes, not canonical equivalence; the same whether the strings share a representation
+    /// (one literal, a small string) or were made apart.
+    @Test func stringsAreComparedByTheirBytes() {
+        let long = "http.response.status_code"
+        let madeApart = String(decoding: Array(long.utf8), as: UTF8.self)
+        #expect(long.hasSameBytes(as: long) && long.hasSameBytes(as: madeApart) && madeApart.hasSameBytes(as: long))
+        #expect("caf\u{E9}".hasSameBytes(as: "caf\u{E9}") && "caf\u{E9}" == "cafe\u{301}")
+        #expect(!"caf\u{E9}".hasSameBytes(as: "cafe\u{301}"))
+        #expect(!long.hasSameBytes(as: "http.response.status_codE") && !"ab".hasSameBytes(as: "ba"))
+        #expect("".hasSameBytes(as: String(decoding: [UInt8](), as: UTF8.self)) && !"".hasSameBytes(as: "a"))
+    }
+
     @Test func aKeySetAgainKeepsItsPlaceWithItsNewValue() {
         var fields = SpanFields(minimumCapacity: 2)
         fields["http.route"] = "/v1/process"

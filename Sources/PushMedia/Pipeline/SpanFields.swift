@@ -121,8 +121,13 @@ extension Span {
 
 extension String {
     /// Whether the two are the same UTF-8 bytes (`==` is canonical equivalence: "é" composed or
-    /// not): strings of different lengths are told apart without reading them.
+    /// not): the same representation (a small string's bytes inline, or one storage and length,
+    /// as a key or value set from one literal is) without reading them, and strings of different
+    /// lengths told apart without reading them either.
     package func hasSameBytes(as other: String) -> Bool {
+        if unsafeBitCast(self, to: (UInt64, UInt64).self) == unsafeBitCast(other, to: (UInt64, UInt64).self) {
+            return true
+        }
         guard utf8.count == other.utf8.count else { return false }
         var (a, b) = (self, other)
         return a.withUTF8 { a in
