@@ -105,8 +105,10 @@ public final class SpanExporter: Sendable {
         var warnings = Warnings()
         var batch: [FinishedSpan] = []
         batch.reserveCapacity(batchLimit)
+        // In whole milliseconds, one at least: a shorter wait would spin.
         let (seconds, attoseconds) = settings.scheduleDelay.components
-        let delay = DispatchTimeInterval.milliseconds(Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+        let delay = DispatchTimeInterval.milliseconds(
+            max(1, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)))
         while true {
             _ = wake.wait(timeout: .now() + delay)
             let stop = stopping.load(ordering: .acquiring)
