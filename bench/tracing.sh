@@ -262,29 +262,48 @@ served() {
 }
 
 # ir_pass NAME CONFIG REQUESTS COMMAND...: the instructions CONFIG's server ran while COMMAND served
-# REQUESTS (`wrk`: as many as wrk says it made), to the last span the sink received of them;
-# appended to ir.jsonl with the spans per request. callgrind dumps and zeroes its counts before
-# and after. Every span sent before it must have been received.
+# REQUESTS (`wrk`: as many as wrk says it made), and, on a traced server, until the sink received
+# the last of their spans; appended to ir.jsonl with the spans per request. Every span sent
+# before it must have been received. callgrind dumps and zeroes its counts before the pass, at
+# its end, once its spans have arrived, and after as long again with nothing to do: what a
+# server runs while it waits for the sink (its timers, 230,000 instructions a second under
+# callgrind) is taken out at that idle window's rate, and the pass counts the same work on every
+# server.
+ir_dump() { callgrind_control -d "$1" >/dev/null 2>&1; date +%s.%N; }
 ir_pass() {
-  local name=$1 config=$2 requests=$3 pid=${PID_OF[$2]} before after
+  local name=$1 config=$2 requests=$3 pid=${PID_OF[$2]} before after times=()
   shift 3
   before=$(sink_spans)
-  callgrind_control -d "$pid" >/dev/null 2>&1
+  times+=("$(ir_dump "$pid")")
   "$@" >"ir-$name.out" 2>&1 || true
-  if [[ $config == off ]]; then after=$(sink_spans); else after=$(settled_spans); fi
-  callgrind_control -d "$pid" >/dev/null 2>&1
-  python3 - "$name" "$(served "$requests" "ir-$name.out")" "$before" "$after" "$OUT/callgrind-$config" <<'PY' >>ir.jsonl
+  times+=("$(ir_dump "$pid")")
+  if [[ $config == off ]]; then
+    after=$(sink_spans)
+  else
+    after=$(settled_spans)
+    times+=("$(ir_dump "$pid")")
+    sleep "$(python3 -c "print(${times[2]} - ${times[1]})")"
+    times+=("$(ir_dump "$pid")")
+  fi
+  python3 - "$name" "$(served "$requests" "ir-$name.out")" "$before" "$after" "$OUT/callgrind-$config" "${times[@]}" \
+    <<'PY' >>ir.jsonl
 import glob, json, re, sys
 name, served, before, after, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+times = [float(t) for t in sys.argv[6:]]
 text = open(f"ir-{name}.out").read()
 # h2load's answers that were not 2xx, wrk's that were not 2xx or 3xx, and its socket errors.
 ok = int(m.group(1)) if (m := re.search(r"status codes: (\d+) 2xx", text)) else served
 errors = served - ok + (int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", text)) else 0)
 errors += sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", text))
-newest = max(glob.glob(base + ".*"), key=lambda f: int(f.rsplit(".", 1)[1]))
-ir = next(int(line.split()[1]) for line in open(newest) if line.startswith("totals:"))
+# The dumps since the first: the pass, then (traced) the wait for its spans and the idle window.
+dumps = sorted(glob.glob(base + ".*"), key=lambda f: int(f.rsplit(".", 1)[1]))[-(len(times) - 1):]
+counts = [next(int(line.split()[1]) for line in open(f) if line.startswith("totals:")) for f in dumps]
+ir, idle = counts[0], 0
+if len(counts) == 3:
+    idle = counts[2] / (times[3] - times[2]) * (times[2] - times[1])
+    ir += counts[1] - idle
 r = {"name": name, "requests": served, "errors": errors, "ir_per_request": round(ir / max(1, served)),
-     "spans_per_request": round((after - before) / max(1, served), 3)}
+     "idle_per_request": round(idle / max(1, served)), "spans_per_request": round((after - before) / max(1, served), 3)}
 print(json.dumps(r))
 print(f"  {name:<26} {r['ir_per_request']:>10,} instructions/request  {r['spans_per_request']:.3f} spans"
       f"  errors {errors}", file=sys.stderr)
