@@ -58,7 +58,8 @@ relay_certs() {
 # on $HOP passing requests to the sink with its per-request log on (`option httplog`, written to
 # haproxy-hop.log as the relay's goes to its file: the same work on both sides). Each in its own
 # process: the hop's CPU is the hop's alone, as the relay's is the relay's. Sets SINK, HOP,
-# SINK_PID and HAPROXY_PID (the hop's).
+# SINK_PID and HAPROXY_PID (the hop's). SINK_IDLE: how long the sink keeps a connection with
+# nothing on it open (60s; HAProxy's `timeout client`).
 relay_haproxy() {
   SINK=$(free_port)
   HOP=$(free_port)
@@ -74,6 +75,7 @@ defaults
 $common
 frontend sink
   bind 127.0.0.1:$SINK ssl crt $OUT/server-haproxy.pem alpn h2
+  timeout client ${SINK_IDLE:-60s}
   http-request return $1
 EOF
   cat >"$OUT/haproxy.cfg" <<EOF

@@ -40,7 +40,13 @@
 # IR_ROUNDS times (bench/out/tracing/ir.jsonl, a table). callgrind runs a program tens of times
 # slower: the traced servers' exporter waits IR_DELAY_MS (--otel-schedule-delay, 15000) instead
 # of half a second, so that it sends batches of 512 spans as it does at full speed, and not a
-# post per few spans. What callgrind does not count: the kernel's work (sockets, the exporter's
+# post per few spans. Its threads are counted apart (--separate-threads): after a traced pass,
+# only the exporter's thread is counted while it sends the pass's last spans, and every server
+# reads its store's index again only once an hour (--index-cache-ttl 1h, all three alike;
+# `ir_pass` says why), and the sink keeps the relays' connections open for an hour (SINK_IDLE)
+# rather than a minute: a server that waited longer between two passes than another would
+# otherwise open a new one inside its pass, 4 million instructions of TLS handshake that
+# `off`'s pass did not run. What callgrind does not count: the kernel's work (sockets, the exporter's
 # posts and wake-ups), cache misses.
 #
 # Writes bench/out/tracing/results.json and the profiles, and prints a table.
@@ -69,7 +75,7 @@ COUNT=${COUNT:-cpu}
 source "$BENCH/lib.sh"
 source "$BENCH/relay-lib.sh"
 TOOLS=(wrk)
-[[ $COUNT == instructions ]] && TOOLS+=(valgrind)
+[[ $COUNT == instructions ]] && TOOLS+=(valgrind) && SINK_IDLE=1h
 for tool in "${TOOLS[@]}"; do
   command -v "$tool" >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null; }
 done
@@ -114,8 +120,8 @@ fi
 for name in "${NAMES[@]}"; do
   extra=(--url-allow-source "http://127.0.0.1:$ORIGIN/")
   if [[ $COUNT == instructions ]]; then
-    RELAY_WRAP=(valgrind -q --tool=callgrind "--callgrind-out-file=$OUT/callgrind-$name")
-    extra+=(--otel-schedule-delay "$IR_DELAY_MS")
+    RELAY_WRAP=(valgrind -q --tool=callgrind --separate-threads=yes "--callgrind-out-file=$OUT/callgrind-$name")
+    extra+=(--otel-schedule-delay "$IR_DELAY_MS" --index-cache-ttl 1h)
   fi
   case $name in
     before) BIN=$BEFORE ;;
@@ -269,15 +275,18 @@ served() {
 }
 
 # ir_pass NAME CONFIG REQUESTS COMMAND...: the instructions CONFIG's server ran while COMMAND served
-# REQUESTS (`wrk`: as many as wrk says it made), and, on a traced server, until the sink received
-# the last of their spans; appended to ir.jsonl with the spans per request. Every span sent
-# before it must have been received. Each path is warmed first (`warm_paths`): what the store
-# remembers of the media is checked by the clock, and a check that has lapsed would send
-# requests of the pass through the pipeline again. callgrind dumps and zeroes its counts before
-# the pass, at its end, once its spans have arrived, and after as long again with nothing to
-# do: what a server runs while it waits for the sink (its timers, 230,000 instructions a second
-# under callgrind) is taken out at that idle window's rate, and the pass counts the same work on
-# every server.
+# REQUESTS (`wrk`: as many as wrk says it made), and, on a traced server, its exporter's thread
+# until the sink received the last of their spans; appended to ir.jsonl with the spans per
+# request. Every span sent before it must have been received. callgrind dumps and zeroes its
+# counts before the pass, at its end and (traced) once its spans have arrived. While a traced
+# server waits for its sink, only the exporter's thread is counted: the others run what every
+# server runs after a pass (closing its connections, its timers: 230,000 instructions a second
+# and more under callgrind), which `off`, whose pass ends with its last answer, is not charged.
+# Each path is warmed first (`warm_paths`). A relayed push is answered from the memo while the
+# store remembers its media, and the store reads its index again every --index-cache-ttl (a
+# minute by default): every push in flight then goes through the pipeline. At full speed that
+# is a few hundred pushes a minute among hundreds of thousands; callgrind, tens of times slower,
+# charges them to one pass and not another. The servers here read it once an hour.
 ir_dump() { callgrind_control -d "$1" >/dev/null 2>&1; date +%s.%N; }
 ir_pass() {
   local name=$1 config=$2 requests=$3 pid=${PID_OF[$2]} before after times=()
@@ -292,12 +301,10 @@ ir_pass() {
   else
     after=$(settled_spans)
     times+=("$(ir_dump "$pid")")
-    sleep "$(python3 -c "print(${times[2]} - ${times[1]})")"
-    times+=("$(ir_dump "$pid")")
   fi
   python3 - "$name" "$(served "$requests" "ir-$name.out")" "$before" "$after" "$OUT/callgrind-$config" "${times[@]}" \
     <<'PY' >>ir.jsonl
-import glob, json, re, sys
+import collections, glob, json, re, sys
 name, served, before, after, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 times = [float(t) for t in sys.argv[6:]]
 text = open(f"ir-{name}.out").read()
@@ -305,18 +312,28 @@ text = open(f"ir-{name}.out").read()
 ok = int(m.group(1)) if (m := re.search(r"status codes: (\d+) 2xx", text)) else served
 errors = served - ok + (int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", text)) else 0)
 errors += sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", text))
-# The dumps since the first: the pass, then (traced) the wait for its spans and the idle window.
-dumps = sorted(glob.glob(base + ".*"), key=lambda f: int(f.rsplit(".", 1)[1]))[-(len(times) - 1):]
-counts = [next(int(line.split()[1]) for line in open(f) if line.startswith("totals:")) for f in dumps]
-ir, idle = counts[0], 0
-if len(counts) == 3:
-    idle = counts[2] / (times[3] - times[2]) * (times[2] - times[1])
-    ir += counts[1] - idle
-r = {"name": name, "requests": served, "errors": errors, "ir_per_request": round(ir / max(1, served)),
-     "idle_per_request": round(idle / max(1, served)), "spans_per_request": round((after - before) / max(1, served), 3)}
+# The dumps since the first (one file per thread each: BASE.N-T): the pass, then (traced) the wait.
+dumps = collections.defaultdict(list)
+for f in glob.glob(base + ".*-*"):
+    dumps[int(f.rsplit(".", 1)[1].split("-")[0])].append(f)
+numbers = sorted(dumps)[-(len(times) - 1):]
+def total(f):
+    return next(int(line.split()[1]) for line in open(f) if line.startswith("totals:"))
+def exporter(f):
+    return "SpanExporterC3run" in open(f).read()
+ir, waited, left = sum(map(total, dumps[numbers[0]])), 0, 0
+if len(numbers) == 2:
+    waited = sum(total(f) for f in dumps[numbers[1]] if exporter(f))
+    left = sum(total(f) for f in dumps[numbers[1]]) - waited
+    ir += waited
+per = lambda n: round(n / max(1, served))
+r = {"name": name, "requests": served, "errors": errors, "ir_per_request": per(ir), "seconds": round(times[1] - times[0], 2),
+     "exporter_after_per_request": per(waited), "others_after_per_request": per(left),
+     "spans_per_request": round((after - before) / max(1, served), 3)}
 print(json.dumps(r))
 print(f"  {name:<26} {r['ir_per_request']:>10,} instructions/request  {r['spans_per_request']:.3f} spans"
-      f"  errors {errors}", file=sys.stderr)
+      f"  errors {errors}  ({r['seconds']} s; after it, the exporter {r['exporter_after_per_request']:,}"
+      f" and not counted {r['others_after_per_request']:,} a request)", file=sys.stderr)
 PY
 }
 
