@@ -23,13 +23,9 @@ public struct PushMediaTracer: Tracer {
         at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
     ) -> RecordedSpan {
         let context = context()
-        let parent = context.spanIdentity
-        let identity = SpanIdentity(
-            traceHigh: parent?.traceHigh ?? ids.next(), traceLow: parent?.traceLow ?? ids.next(), spanID: ids.next(),
-            sampled: true, traceState: parent?.traceState, recorded: true)
         return RecordedSpan(
-            name: operationName, kind: kind, parent: context, identity: identity, parentID: parent?.spanID ?? 0,
-            start: instant().nanosecondsSinceEpoch, exporter: exporter)
+            name: operationName, kind: kind, parent: context, under: context.spanIdentity,
+            start: instant().nanosecondsSinceEpoch, exporter: exporter, ids: ids)
     }
 
     public func forceFlush() { exporter.flush() }

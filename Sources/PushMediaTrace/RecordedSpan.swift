@@ -9,14 +9,18 @@ import Tracing
 /// behind its lock.)
 public final class RecordedSpan: SpanFieldsOwner, Span, @unchecked Sendable {
     /// The context the span was started in: the span's own (`context`) is made from it the first
-    /// time it is asked for, so a span whose work starts no other and logs nothing (a cache hit's
-    /// `pushmedia.resolve`, a relay's upstream span) copies no context.
+    /// time it is asked for, and a child's from it and the child's identity (`child`), so a span
+    /// whose work runs in no context of its own (a cache hit's `pushmedia.resolve`, a relayed
+    /// push answered from the memo and its upstream span) copies no context.
     private let parent: ServiceContext
     private let kind: SpanKind
     private let identity: SpanIdentity
-    private let parentID: UInt64
+    /// The id of the span it is under (0: the trace's first).
+    let parentID: UInt64
     private let start: UInt64
     private let exporter: SpanExporter
+    /// The tracer's ids, for the span's children (`child`).
+    private let ids: SpanIDs
     private let state: Mutex<State>
 
     private struct State {
@@ -31,18 +35,32 @@ public final class RecordedSpan: SpanFieldsOwner, Span, @unchecked Sendable {
         var context: ServiceContext?
     }
 
+    /// A span started in `parent`, under the span `above` (the trace's first here when nil: its
+    /// trace id is made then), with a new id from `ids`.
     init(
-        name: String, kind: SpanKind, parent: ServiceContext, identity: SpanIdentity, parentID: UInt64,
-        start: UInt64, exporter: SpanExporter
+        name: String, kind: SpanKind, parent: ServiceContext, under above: SpanIdentity?, start: UInt64,
+        exporter: SpanExporter, ids: SpanIDs
     ) {
         self.parent = parent
         self.kind = kind
-        self.identity = identity
-        self.parentID = parentID
+        identity = SpanIdentity(
+            traceHigh: above?.traceHigh ?? ids.next(), traceLow: above?.traceLow ?? ids.next(), spanID: ids.next(),
+            sampled: true, traceState: above?.traceState, recorded: true)
+        parentID = above?.spanID ?? 0
         self.start = start
         self.exporter = exporter
+        self.ids = ids
         state = Mutex(State(name: name))
         super.init()
+    }
+
+    /// A child's context is the one this span was started in with the child's identity, as it
+    /// would be made from this span's: this span's own is not made for it.
+    override public func child(_ name: String, ofKind kind: SpanKind) -> (any Span)? {
+        RecordedSpan(
+            name: name, kind: kind, parent: parent, under: identity,
+            start: DefaultTracerClock.now.nanosecondsSinceEpoch,
+            exporter: exporter, ids: ids)
     }
 
     /// The context the span gives its work: the one it was started in, with the span's identity.

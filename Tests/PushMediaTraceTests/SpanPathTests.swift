@@ -317,6 +317,40 @@ struct SpanPathTests {
         await exporter.shutdown()
         #expect(lost.total == 3)
     }
+
+    /// A child of the tracer's own span is started by the span, without making its context: the
+    /// same trace, `tracestate` and parent, and a context of its own made as the parent's would
+    /// make it (recorded, so its own children follow); none once the parent has ended.
+    @Test func aSpanStartsItsChildWithoutMakingItsContext() async throws {
+        let exporter = SpanExporter(
+            settings: .init(
+                url: "http://127.0.0.1:9/v1/traces", headers: [], serviceName: "test", resourceAttributes: [:],
+                maxQueue: 64),
+            lost: Counter(label: "lost", dimensions: [], handler: LostSpans()), logger: Logger(label: "test"))
+        let sampler = TraceSampler(rule: .alwaysOn, tracer: PushMediaTracer(exporter: exporter))
+        let push = try #require(
+            sampler.start(
+                "push", ofKind: .server, from: ["traceparent": Self.caller, "tracestate": "a=1"], using: Fields())
+                as? RecordedSpan)
+        let upstream = try #require(PipelineTrace.child("upstream", of: push, ofKind: .client) as? RecordedSpan)
+        let grandchild = try #require(PipelineTrace.child("inner", of: upstream) as? RecordedSpan)
+        #expect(PipelineTrace.isRecorded(upstream.context))
+        let pushID = try #require(push.context.spanIdentity)
+        let upstreamID = try #require(upstream.context.spanIdentity)
+        let grandchildID = try #require(grandchild.context.spanIdentity)
+        #expect(pushID.traceParent.traceIDText == "4bf92f3577b34da6a3ce929d0e0e4736")
+        for id in [upstreamID, grandchildID] {
+            #expect(id.traceHigh == pushID.traceHigh && id.traceLow == pushID.traceLow)
+            #expect(id.traceState == "a=1" && id.recorded && id.sampled)
+        }
+        #expect(Set([pushID.spanID, upstreamID.spanID, grandchildID.spanID]).count == 3)
+        #expect(upstream.parentID == pushID.spanID && grandchild.parentID == upstreamID.spanID)
+        #expect(PipelineTrace.logIDs(of: upstream)?.parentID == upstreamID.spanID)
+        upstream.end()
+        #expect(PipelineTrace.child("late", of: upstream) == nil)
+        for span in [grandchild, push] { span.end() }
+        await exporter.shutdown()
+    }
 }
 
 /// What the ring's consumer thread shares with the test.

@@ -49,9 +49,12 @@ public enum PipelineTrace {
         return child(name, in: context, ofKind: kind)
     }
 
-    /// A span `name` under `parent` when its trace is recorded.
+    /// A span `name` under `parent` when its trace is recorded: the tracer's own spans start it
+    /// themselves (`SpanFieldsOwner.child`), without making `parent`'s context.
     public static func child(_ name: String, of parent: any Span, ofKind kind: SpanKind = .internal) -> (any Span)? {
-        parent.isRecording ? child(name, in: parent.context, ofKind: kind) : nil
+        guard parent.isRecording else { return nil }
+        if let owner = parent as? SpanFieldsOwner, let span = owner.child(name, ofKind: kind) { return span }
+        return child(name, in: parent.context, ofKind: kind)
     }
 
     private static func child(_ name: String, in context: ServiceContext, ofKind kind: SpanKind) -> (any Span)? {

@@ -101,6 +101,11 @@ open class SpanFieldsOwner: @unchecked Sendable {
     /// The ids a log line written for the span carries (its own id as `parentID`), without
     /// making its context; nil for a span that is not recorded.
     open var logIDs: TraceParent? { nil }
+
+    /// A span `name` under this one, started without making this span's context (which differs
+    /// from the one this span was started in only by the span's identity); nil when the owner
+    /// cannot, and the span's context then starts it (`PipelineTrace.child(_:of:ofKind:)`).
+    open func child(_ name: String, ofKind kind: SpanKind) -> (any Span)? { nil }
 }
 
 extension Span {
