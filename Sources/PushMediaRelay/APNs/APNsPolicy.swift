@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOHPACK
 import PushMedia
+import Tracing
 
 /// Apple's provider API as a relay's policy: a push is checked as Apple would, sent with a held
 /// credential (chosen by `apns-topic`) or the sender's own token, queued as its app (the
@@ -103,7 +104,7 @@ final class APNsPolicy: RelayPolicy {
     func priority(_ exchange: RelayExchange, route: Route) -> Int { QueueKey.priority(apns: route.fields.priority) }
 
     /// A rich alert goes through the pipeline (or the memo); anything else is forwarded as is.
-    func prepare(_ exchange: RelayExchange, route: Route) -> RelayPreparation {
+    func prepare(_ exchange: RelayExchange, route: Route, span: (any Span)?) -> RelayPreparation {
         let pushType = route.fields.pushType
         guard pushType == nil || pushType == "alert" else { return .ready(.untouched(exchange.body, "push_type")) }
         let baseURL = media.baseURL()
@@ -116,7 +117,8 @@ final class APNsPolicy: RelayPolicy {
         let context = PayloadContext(
             budget: config.budget, baseURL: baseURL, profile: PlatformProfile.profiles["ios"])
         return media.rewrite(
-            payload, context: context, sizeAtMost: bytes.count, key: key, body: exchange.body, on: exchange.eventLoop)
+            payload, context: context, sizeAtMost: bytes.count, key: key, body: exchange.body, on: exchange.eventLoop,
+            span: span)
     }
 
     /// The client's headers but the connection's; a held credential's push carries the relay's

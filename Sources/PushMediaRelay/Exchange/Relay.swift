@@ -44,16 +44,11 @@ final class Relay<Policy: RelayPolicy>: RelayEndpoint {
             if let span { RelayTrace.finished(span, refusal, handling: .refused) }
             return done(refusal)
         }
-        let preparation: RelayPreparation
         if let span {
             RelayTrace.routed(span, exchange, app: route.app, priority: policy.priority(exchange, route: route))
-            // The media's spans (the pipeline's) under the push's.
-            preparation = ServiceContext.$current.withValue(
-                PipelineTrace.context(of: span), operation: { policy.prepare(exchange, route: route) })
-        } else {
-            preparation = policy.prepare(exchange, route: route)
         }
-        switch preparation {
+        // The media's spans (the pipeline's, when it runs) under the push's.
+        switch policy.prepare(exchange, route: route, span: span) {
         case let .ready(prepared):
             sign(exchange, route, prepared, span, done)
         case let .later(prepared):

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOHPACK
 import PushMedia
+import Tracing
 
 /// Where a valid request goes: the upstream and its connection pool, the app it queues as, and
 /// the credential that signs it (if the relay holds one).
@@ -38,8 +39,9 @@ protocol RelayPolicy: Sendable {
     func route(_ exchange: RelayExchange) -> Result<Route, RelayAnswer>
     /// `apns-priority` 10 (0), 5 (1) or 1 (2): the class the request queues in within its app.
     func priority(_ exchange: RelayExchange, route: Route) -> Int
-    /// The body to forward: the media prepared (from the memo or through the pipeline), or as it came.
-    func prepare(_ exchange: RelayExchange, route: Route) -> RelayPreparation
+    /// The body to forward: the media prepared (from the memo or through the pipeline, whose
+    /// spans go under `span`), or as it came.
+    func prepare(_ exchange: RelayExchange, route: Route, span: (any Span)?) -> RelayPreparation
     /// The headers sent upstream, signed for the route: now, or once a token is at hand (on
     /// `exchange.eventLoop`), or the refusal when no signature could be had.
     func authorize(_ exchange: RelayExchange, route: Route) -> RelaySigning

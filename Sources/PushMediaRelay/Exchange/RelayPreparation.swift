@@ -1,5 +1,6 @@
 import NIOCore
 import PushMedia
+import Tracing
 
 /// The body a relay forwards and what was done to it.
 struct RelayPrepared: Sendable {
@@ -46,22 +47,26 @@ struct RelayMedia: Sendable {
 
     /// `payload` through the pipeline: its first half (`Pipeline.begin`) at once, on the event
     /// loop, which answers when the store remembers its media fresh (a campaign's requests after
-    /// its job); else the second half (`Pipeline.finish`) in a task. The rewrite is kept in the
-    /// memo under `key` and forwarded with `finish` applied; a payload the pipeline skipped goes
-    /// as `body` came.
+    /// its job); else the second half (`Pipeline.finish`) in a task. Both in `span`'s context:
+    /// the pipeline's spans go under it, and its log lines carry its ids. The rewrite is kept in
+    /// the memo under `key` and forwarded with `finish` applied; a payload the pipeline skipped
+    /// goes as `body` came.
     func rewrite(
         _ payload: JSONObject, context: PayloadContext, sizeAtMost: Int, key: RepeatAnswers.Key, body: ByteBuffer,
-        on eventLoop: any EventLoop, finish: (@Sendable ([UInt8]) -> ByteBuffer)? = nil
+        on eventLoop: any EventLoop, span: (any Span)?, finish: (@Sendable ([UInt8]) -> ByteBuffer)? = nil
     ) -> RelayPreparation {
-        switch pipeline.begin(payload, context: context, sizeAtMost: sizeAtMost) {
-        case let .done(result):
-            return .ready(prepared(result, key: key, body: body, finish: finish))
-        case let .pending(pending):
-            let promise = eventLoop.makePromise(of: RelayPrepared.self)
-            promise.completeWithTask {
-                self.prepared(await self.pipeline.finish(pending), key: key, body: body, finish: finish)
+        PipelineTrace.within(span) {
+            switch pipeline.begin(payload, context: context, sizeAtMost: sizeAtMost) {
+            case let .done(result):
+                return .ready(prepared(result, key: key, body: body, finish: finish))
+            case let .pending(pending):
+                // The task takes the context it is made in.
+                let promise = eventLoop.makePromise(of: RelayPrepared.self)
+                promise.completeWithTask {
+                    self.prepared(await self.pipeline.finish(pending), key: key, body: body, finish: finish)
+                }
+                return .later(promise.futureResult)
             }
-            return .later(promise.futureResult)
         }
     }
 

@@ -5,6 +5,7 @@ import NIOHPACK
 import NIOSSL
 import PushMedia
 import ServiceLifecycle
+import Tracing
 
 /// FCM's HTTP v1 API as a relay's policy: `POST /v1/projects/<project>/messages:send`. A message
 /// is sent with a held service account (chosen by project) or the sender's own `Authorization`,
@@ -71,8 +72,8 @@ final class FCMPolicy: RelayPolicy {
 
     func priority(_ exchange: RelayExchange, route: Route) -> Int { 0 }
 
-    func prepare(_ exchange: RelayExchange, route: Route) -> RelayPreparation {
-        prepare(exchange.body, on: exchange.eventLoop)
+    func prepare(_ exchange: RelayExchange, route: Route, span: (any Span)?) -> RelayPreparation {
+        prepare(exchange.body, on: exchange.eventLoop, span: span)
     }
 
     /// The client's headers but the connection's; a held account's message carries its access
@@ -165,7 +166,7 @@ final class FCMPolicy: RelayPolicy {
     /// is not a message to send goes as it came. The memo is keyed on the request without its
     /// target: its bytes when a scan finds the target (a campaign's messages then cost no parse),
     /// else the parsed message serialized without it.
-    private func prepare(_ body: ByteBuffer, on eventLoop: any EventLoop) -> RelayPreparation {
+    private func prepare(_ body: ByteBuffer, on eventLoop: any EventLoop, span: (any Span)?) -> RelayPreparation {
         let bytes = Array(body.readableBytesView)
         let baseURL = media.baseURL()
         let scanned = FCMTarget(scanning: bytes)
@@ -191,7 +192,7 @@ final class FCMPolicy: RelayPolicy {
         return media.rewrite(
             JSONObject([("message", .object(message))]),
             context: PayloadContext(budget: config.budget, baseURL: baseURL, vendor: .fcm), sizeAtMost: bytes.count,
-            key: memoKey, body: body, on: eventLoop, finish: finish)
+            key: memoKey, body: body, on: eventLoop, span: span, finish: finish)
     }
 
     /// `{"message":{…}}` with the target member (`"token":"…"`) first in the message.
