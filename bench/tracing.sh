@@ -280,8 +280,8 @@ served() {
 # request. Every span sent before it must have been received. callgrind dumps and zeroes its
 # counts before the pass, at its end and (traced) once its spans have arrived. While a traced
 # server waits for its sink, only the exporter's thread is counted: the others run what every
-# server runs after a pass (closing its connections, its timers: 230,000 instructions a second
-# and more under callgrind), which `off`, whose pass ends with its last answer, is not charged.
+# server runs after a pass (its timers and its connections closing: some 700,000 instructions a
+# second under callgrind), which `off`, whose pass ends with its last answer, is not charged.
 # Each path is warmed first (`warm_paths`). A relayed push is answered from the memo while the
 # store remembers its media, and the store reads its index again every --index-cache-ttl (a
 # minute by default): every push in flight then goes through the pipeline. At full speed that
