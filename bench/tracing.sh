@@ -40,14 +40,14 @@
 # IR_ROUNDS times (bench/out/tracing/ir.jsonl, a table). callgrind runs a program tens of times
 # slower: the traced servers' exporter waits IR_DELAY_MS (--otel-schedule-delay, 15000) instead
 # of half a second, so that it sends batches of 512 spans as it does at full speed, and not a
-# post per few spans. Its threads are counted apart (--separate-threads): after a traced pass,
-# only the exporter's thread is counted while it sends the pass's last spans, and every server
-# reads its store's index again only once an hour (--index-cache-ttl 1h, all three alike;
-# `ir_pass` says why), and the sink keeps the relays' connections open for an hour (SINK_IDLE)
-# rather than a minute: a server that waited longer between two passes than another would
-# otherwise open a new one inside its pass, 4 million instructions of TLS handshake that
-# `off`'s pass did not run. What callgrind does not count: the kernel's work (sockets, the exporter's
-# posts and wake-ups), cache misses.
+# post per few spans. Each server's threads are counted apart (--separate-threads): after a
+# traced pass, only the exporter's thread counts while it sends the pass's last spans. Every
+# server reads its store's index again only once an hour (--index-cache-ttl 1h, all three
+# alike; `ir_pass` says why), and the sink keeps the relays' connections open for an hour
+# (SINK_IDLE) rather than a minute: a server that waited longer between two passes than another
+# would otherwise open a new one inside its pass, 4 million instructions of TLS handshake that
+# `off`'s pass did not run. What callgrind does not count: the kernel's work (sockets, the
+# exporter's posts and wake-ups), cache misses.
 #
 # Writes bench/out/tracing/results.json and the profiles, and prints a table.
 set -euo pipefail
